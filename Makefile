@@ -1,0 +1,54 @@
+# Mnemos — `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+SQLC := $(GO) tool -modfile=tools/go.mod sqlc
+PKGS := ./...
+TEST_FLAGS ?= -race -shuffle=on -count=1 -timeout=20m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## start everything in one process: embedded NATS, local Postgres, HTTP on :8080
+	$(GO) run ./cmd/mnemos -target=all
+
+.PHONY: build
+build: ## build bin/mnemos
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mnemos ./cmd/mnemos
+
+.PHONY: test
+test: ## unit and integration tests against real Postgres and NATS JetStream
+	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+.PHONY: fuzz-short
+fuzz-short: ## run each fuzz target briefly
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=20s ./pkg/turn
+
+.PHONY: bench
+bench: ## ingest benchmark with raw JetStream and Postgres baselines (prints ratios)
+	$(GO) test -run='^$$' -bench=. -benchtime=3x -count=1 ./tests/bench/
+
+.PHONY: generate
+generate: ## regenerate sqlc code from sql/ and migrations/
+	$(SQLC) generate -f sql/sqlc.yaml
+
+.PHONY: verify-generate
+verify-generate: generate ## fail when committed generated code is stale
+	@git diff --exit-code -- pkg/store/internal/dbsqlc || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- pkg/store/internal/dbsqlc)" || { echo "generated code has untracked files: run 'make generate' and commit"; exit 1; }
+
+.PHONY: fmt
+fmt: ## gofmt the tree
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: lint
+lint: ## go vet and a gofmt check
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+
+.PHONY: migrate
+migrate: ## apply migrations to MNEMOS_DATABASE_URL (or the local server)
+	$(GO) run ./cmd/mnemos migrate

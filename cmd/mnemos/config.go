@@ -1,0 +1,178 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// Targets a process can run.
+const (
+	TargetAll             = "all"
+	TargetGateway         = "gateway"
+	TargetTokenAccounting = "token-accounting"
+	TargetCompactor       = "compactor"
+	TargetSessionMemory   = "session-memory"
+	TargetExtractor       = "extractor"
+	TargetDreamer         = "dreamer"
+)
+
+var targets = []string{TargetAll, TargetGateway, TargetTokenAccounting, TargetCompactor, TargetSessionMemory, TargetExtractor, TargetDreamer}
+
+// localDatabaseURL is where Postgres is looked for when none is configured.
+const localDatabaseURL = "postgres://postgres@127.0.0.1:5432/mnemos?sslmode=disable"
+
+// defaultDevAPIKey is the development tenant's key when none is configured.
+const defaultDevAPIKey = "mnemos-dev-key"
+
+// Config is every setting of a serving process, read once from the
+// environment in main. Each field has a default.
+type Config struct {
+	Target string
+
+	HTTPAddr string // MNEMOS_HTTP_ADDR
+
+	DatabaseURL      string // MNEMOS_DATABASE_URL; empty: the local server
+	DatabaseMaxConns int32  // MNEMOS_DATABASE_MAX_CONNS
+	Migrate          bool   // MNEMOS_MIGRATE; default true for -target=all
+
+	NATSURL      string // MNEMOS_NATS_URL; empty in all mode: embedded
+	NATSStoreDir string // MNEMOS_NATS_STORE_DIR, for the embedded server
+	Namespace    string // MNEMOS_NAMESPACE: subject and stream prefix
+
+	DevTenant string // MNEMOS_DEV_TENANT
+	DevAPIKey string // MNEMOS_DEV_API_KEY
+
+	MaxEventBytes int           // MNEMOS_MAX_EVENT_BYTES
+	Workers       int           // MNEMOS_WORKERS
+	GapTimeout    time.Duration // MNEMOS_GAP_TIMEOUT
+
+	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
+	LogFormat string     // MNEMOS_LOG_FORMAT: text or json
+}
+
+// configFromEnv reads the environment; target comes from the flag.
+func configFromEnv(target string, getenv func(string) string) (Config, error) {
+	cfg := Config{
+		Target:           target,
+		HTTPAddr:         ":8080",
+		DatabaseMaxConns: 20,
+		Migrate:          target == TargetAll,
+		NATSStoreDir:     ".mnemos/nats",
+		DevTenant:        "dev",
+		DevAPIKey:        defaultDevAPIKey,
+		MaxEventBytes:    turn.DefaultMaxEventBytes,
+		Workers:          16,
+		GapTimeout:       30 * time.Second,
+		LogLevel:         slog.LevelInfo,
+		LogFormat:        "text",
+	}
+	valid := false
+	for _, t := range targets {
+		valid = valid || t == target
+	}
+	if !valid {
+		return cfg, fmt.Errorf("unknown target %q; want one of %s", target, strings.Join(targets, ", "))
+	}
+	var errs []string
+	str := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	num := func(name string, set func(int64)) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Sprintf("%s=%q: want a positive integer", name, v))
+				return
+			}
+			set(n)
+		}
+	}
+	str("MNEMOS_HTTP_ADDR", &cfg.HTTPAddr)
+	str("MNEMOS_DATABASE_URL", &cfg.DatabaseURL)
+	num("MNEMOS_DATABASE_MAX_CONNS", func(n int64) { cfg.DatabaseMaxConns = int32(n) })
+	if v := getenv("MNEMOS_MIGRATE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("MNEMOS_MIGRATE=%q: want true or false", v))
+		}
+		cfg.Migrate = b
+	}
+	str("MNEMOS_NATS_URL", &cfg.NATSURL)
+	str("MNEMOS_NATS_STORE_DIR", &cfg.NATSStoreDir)
+	str("MNEMOS_NAMESPACE", &cfg.Namespace)
+	str("MNEMOS_DEV_TENANT", &cfg.DevTenant)
+	str("MNEMOS_DEV_API_KEY", &cfg.DevAPIKey)
+	num("MNEMOS_MAX_EVENT_BYTES", func(n int64) { cfg.MaxEventBytes = int(n) })
+	num("MNEMOS_WORKERS", func(n int64) { cfg.Workers = int(n) })
+	if v := getenv("MNEMOS_GAP_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Sprintf("MNEMOS_GAP_TIMEOUT=%q: want a duration such as 30s", v))
+		}
+		cfg.GapTimeout = d
+	}
+	if v := getenv("MNEMOS_LOG_LEVEL"); v != "" {
+		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Sprintf("MNEMOS_LOG_LEVEL=%q: want debug, info, warn or error", v))
+		}
+	}
+	str("MNEMOS_LOG_FORMAT", &cfg.LogFormat)
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		errs = append(errs, fmt.Sprintf("MNEMOS_LOG_FORMAT=%q: want text or json", cfg.LogFormat))
+	}
+	if cfg.NATSURL == "" && target != TargetAll {
+		errs = append(errs, fmt.Sprintf("MNEMOS_NATS_URL is required for -target=%s (only -target=all embeds NATS)", target))
+	}
+	if len(errs) > 0 {
+		return cfg, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	}
+	return cfg, nil
+}
+
+// LogValue logs the effective configuration once, secrets masked.
+func (c Config) LogValue() slog.Value {
+	db := c.DatabaseURL
+	if db == "" {
+		db = "(local) " + localDatabaseURL
+	}
+	natsURL := c.NATSURL
+	if natsURL == "" {
+		natsURL = "(embedded)"
+	}
+	return slog.GroupValue(
+		slog.String("target", c.Target),
+		slog.String("http_addr", c.HTTPAddr),
+		slog.String("database_url", store.Redact(db)),
+		slog.Bool("migrate", c.Migrate),
+		slog.String("nats_url", natsURL),
+		slog.String("namespace", c.Namespace),
+		slog.Int("max_event_bytes", c.MaxEventBytes),
+		slog.Int("workers", c.Workers),
+		slog.Duration("gap_timeout", c.GapTimeout),
+		slog.String("dev_api_key", mask(c.DevAPIKey)),
+	)
+}
+
+func mask(secret string) string {
+	if len(secret) <= 4 {
+		return "****"
+	}
+	return secret[:4] + "****"
+}
+
+func newLogger(cfg Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/natsembed"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/dreamer"
+	"github.com/mnemos-ai/mnemos/services/extractor"
+	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/sessionmemory"
+	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
+)
+
+// runner is a service's run loop: it returns when ctx ends and its work is drained.
+type runner struct {
+	name string
+	run  func(context.Context) error
+}
+
+// serve runs cfg.Target until ctx ends.
+func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
+	log := newLogger(cfg)
+	log.Info("starting mnemos", "config", cfg)
+	banner := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
+
+	// =========================================================================
+	// Postgres
+
+	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	if cfg.Migrate {
+		if err := store.Migrate(ctx, dbURL, log); err != nil {
+			return err
+		}
+	}
+	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: cfg.DatabaseMaxConns})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	banner("postgres      %s (migrations %s)", store.Redact(dbURL), map[bool]string{true: "applied", false: "not run by this target"}[cfg.Migrate])
+
+	// =========================================================================
+	// NATS JetStream
+
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		ns, err := natsembed.Start(natsembed.Options{StoreDir: cfg.NATSStoreDir})
+		if err != nil {
+			return fmt.Errorf("natsembed.Start: %w", err)
+		}
+		defer ns.Shutdown()
+		natsURL = ns.ClientURL()
+		banner("nats          %s (embedded, JetStream store %s)", natsURL, ns.StoreDir())
+	} else {
+		banner("nats          %s", natsURL)
+	}
+	b, err := bus.Connect(ctx, bus.Config{URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := b.Close(closeCtx); err != nil {
+			log.Warn("closing the bus", "err", err)
+		}
+	}()
+	if err := b.EnsureStreams(ctx); err != nil {
+		return err
+	}
+
+	// =========================================================================
+	// Development tenant
+
+	if cfg.Target == TargetAll && cfg.DevAPIKey != "" {
+		if err := st.EnsureTenant(ctx, cfg.DevTenant, "development"); err != nil {
+			return err
+		}
+		if err := st.AddAPIKey(ctx, cfg.DevTenant, "development", cfg.DevAPIKey); err != nil {
+			return err
+		}
+		note := ""
+		if cfg.DevAPIKey == defaultDevAPIKey {
+			note = " (the default; set MNEMOS_DEV_API_KEY to change it)"
+		}
+		banner("dev tenant    %q, API key %s%s", cfg.DevTenant, cfg.DevAPIKey, note)
+	}
+
+	// =========================================================================
+	// Services
+
+	tokCfg := tokens.DefaultConfig()
+	runs := []runner{}
+	runsTarget := func(t string) bool { return cfg.Target == TargetAll || cfg.Target == t }
+	status := map[string]string{}
+
+	if runsTarget(TargetTokenAccounting) {
+		acfg := tokenaccounting.DefaultConfig()
+		acfg.Tokens, acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = tokCfg, cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
+		svc, err := tokenaccounting.New(acfg, st, b, log.With("service", TargetTokenAccounting), nil)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, runner{TargetTokenAccounting, svc.Run})
+		relay := outbox.New(outbox.DefaultConfig(), st, b, log.With("service", "outbox-relay"))
+		runs = append(runs, runner{"outbox-relay", relay.Run})
+		status[TargetTokenAccounting] = "running"
+	}
+	idle := map[string]interface {
+		Run(context.Context) error
+		Status() string
+	}{
+		TargetCompactor:     compactor.New(log.With("service", TargetCompactor)),
+		TargetSessionMemory: sessionmemory.New(log.With("service", TargetSessionMemory)),
+		TargetExtractor:     extractor.New(log.With("service", TargetExtractor)),
+		TargetDreamer:       dreamer.New(log.With("service", TargetDreamer)),
+	}
+	for _, name := range []string{TargetCompactor, TargetSessionMemory, TargetExtractor, TargetDreamer} {
+		if runsTarget(name) {
+			runs = append(runs, runner{name, idle[name].Run})
+			status[name] = idle[name].Status()
+		}
+	}
+
+	// =========================================================================
+	// HTTP
+
+	ready := map[string]gateway.Health{
+		"postgres": st.Ping,
+		"nats": func(context.Context) error {
+			if !b.Conn().IsConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		},
+	}
+	var handler http.Handler
+	if runsTarget(TargetGateway) {
+		gcfg := gateway.DefaultConfig()
+		gcfg.Tokens, gcfg.MaxEventBytes = tokCfg, cfg.MaxEventBytes
+		gw, err := gateway.New(gcfg, st, b, log.With("service", TargetGateway), nil, ready)
+		if err != nil {
+			return err
+		}
+		handler = gw.Handler()
+		status[TargetGateway] = "running"
+	} else {
+		handler = healthOnly(ready, status)
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set MNEMOS_HTTP_ADDR to use another address): %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	banner("http          http://%s (API and /healthz, /readyz)", displayAddr(ln.Addr()))
+	for _, name := range sortedKeys(status) {
+		banner("target        %-16s %s", name, status[name])
+	}
+
+	// =========================================================================
+	// Run until a signal, then shut down in reverse order.
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(runs)+1)
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() {
+			if err := r.run(runCtx); err != nil {
+				errc <- fmt.Errorf("%s: %w", r.name, err)
+			}
+		})
+	}
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http: %w", err)
+		}
+	})
+	var first error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case first = <-errc:
+		log.Error("a service failed; shutting down", "err", first)
+	}
+	shutCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer done()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	cancel()
+	wg.Wait()
+	return first
+}
+
+// healthOnly serves the health endpoints of a target without the API.
+func healthOnly(ready map[string]gateway.Health, status map[string]string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "targets": status})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if failed := gateway.ReadyChecks(ctx, ready); len(failed) > 0 {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "targets": status})
+	})
+	return mux
+}
+
+// resolveDatabase returns the configured URL, or the local server's mnemos
+// database (created when missing), or an error naming what to start.
+func resolveDatabase(ctx context.Context, configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := store.EnsureDatabase(cctx, localDatabaseURL); err != nil {
+		return "", fmt.Errorf(`no Postgres: MNEMOS_DATABASE_URL is not set and the local server at 127.0.0.1:5432 does not answer (%v).
+Start one of:
+  docker compose up -d postgres
+  apt-get install -y postgresql && pg_ctlcluster --skip-systemctl-redirect 15 main start
+or set MNEMOS_DATABASE_URL=postgres://USER:PASSWORD@HOST:5432/mnemos`, err)
+	}
+	return localDatabaseURL, nil
+}

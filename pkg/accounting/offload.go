@@ -1,0 +1,196 @@
+// Package accounting holds the token accountant's decisions that more than
+// one service needs: which tool results leave the context (offload), and a
+// session's token status, so the accountant and the gateway's pre-flight
+// answer with the same function.
+package accounting
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// Offload says when a tool result is kept out of the context (DESIGN §3).
+type Offload struct {
+	// ThresholdChars: a single tool result longer than this is offloaded.
+	ThresholdChars int
+	// PreviewBytes of the result stay in context, inside <persisted-output>.
+	PreviewBytes int
+	// TurnCapChars bounds the tool-result characters one turn may add; the
+	// largest results are offloaded until the rest fits.
+	TurnCapChars int
+}
+
+// DefaultOffload is DESIGN §3's numbers.
+func DefaultOffload() Offload {
+	return Offload{ThresholdChars: 50_000, PreviewBytes: 2_000, TurnCapChars: 200_000}
+}
+
+// Decision is one tool result taken out of the context.
+type Decision struct {
+	MessageUUID  string
+	ToolUseID    string
+	ToolResultID string
+	// Original is the whole result as the backend sent it (text, or the JSON of a block array).
+	Original  string
+	SizeChars int
+	// Replacement is the text shown in context instead.
+	Replacement string
+	// Recorded is true when the decision was made earlier and is only reused.
+	Recorded bool
+}
+
+// Frozen looks up a decision recorded earlier for a tool_use id.
+type Frozen func(toolUseID string) (replacement string, ok bool, err error)
+
+// Apply replaces offloaded tool results in msgs (one turn's messages) and
+// returns the new messages and the decisions. A decision recorded earlier
+// always wins, so the same tool result renders the same bytes forever.
+// idFor names the stored copy of a new decision's result.
+func (o Offload) Apply(msgs []turn.Message, frozen Frozen, idFor func(toolUseID string) string) ([]turn.Message, []Decision, error) {
+	type candidate struct {
+		msg, block int
+		size       int
+		text       string
+	}
+	var cands []candidate
+	total := 0
+	for mi, m := range msgs {
+		for bi, b := range m.Content {
+			if b.Type != turn.BlockToolResult || b.Content == nil {
+				continue
+			}
+			text := resultText(*b.Content)
+			size := utf8.RuneCountInString(text)
+			total += size
+			cands = append(cands, candidate{msg: mi, block: bi, size: size, text: text})
+		}
+	}
+	if len(cands) == 0 {
+		return msgs, nil, nil
+	}
+
+	chosen := make(map[int]bool) // index into cands
+	var decisions []Decision
+	// Frozen decisions first: they stand whatever the sizes say now.
+	for i, c := range cands {
+		b := msgs[c.msg].Content[c.block]
+		repl, ok, err := frozen(b.ToolUseID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("accounting.Offload: %w", err)
+		}
+		if ok {
+			chosen[i] = true
+			total -= c.size
+			decisions = append(decisions, Decision{MessageUUID: msgs[c.msg].UUID, ToolUseID: b.ToolUseID, Original: c.text, SizeChars: c.size, Replacement: repl, Recorded: true})
+		}
+	}
+	for i, c := range cands {
+		if !chosen[i] && c.size > o.ThresholdChars {
+			chosen[i] = true
+			total -= c.size
+		}
+	}
+	if total > o.TurnCapChars {
+		order := make([]int, 0, len(cands))
+		for i := range cands {
+			if !chosen[i] {
+				order = append(order, i)
+			}
+		}
+		sort.SliceStable(order, func(a, b int) bool { return cands[order[a]].size > cands[order[b]].size })
+		for _, i := range order {
+			if total <= o.TurnCapChars {
+				break
+			}
+			chosen[i] = true
+			total -= cands[i].size
+		}
+	}
+
+	out := make([]turn.Message, len(msgs))
+	copy(out, msgs)
+	copied := make(map[int]bool)
+	for i, c := range cands {
+		if !chosen[i] {
+			continue
+		}
+		b := out[c.msg].Content[c.block]
+		var d *Decision
+		for k := range decisions {
+			if decisions[k].ToolUseID == b.ToolUseID && decisions[k].Recorded {
+				d = &decisions[k]
+			}
+		}
+		if d == nil {
+			id := idFor(b.ToolUseID)
+			decisions = append(decisions, Decision{
+				MessageUUID: out[c.msg].UUID, ToolUseID: b.ToolUseID, ToolResultID: id,
+				Original: c.text, SizeChars: c.size, Replacement: o.preview(c.text, c.size, id),
+			})
+			d = &decisions[len(decisions)-1]
+		}
+		if !copied[c.msg] { // never write into the caller's block slice
+			out[c.msg].Content = append(turn.Content(nil), out[c.msg].Content...)
+			copied[c.msg] = true
+		}
+		repl := turn.Content{{Type: turn.BlockText, Text: d.Replacement}}
+		b.Content = &repl
+		out[c.msg].Content[c.block] = b
+	}
+	return out, decisions, nil
+}
+
+// preview is the text left in context for an offloaded result.
+func (o Offload) preview(text string, size int, id string) string {
+	head := text
+	if len(head) > o.PreviewBytes {
+		cut := o.PreviewBytes
+		for cut > 0 && !utf8.RuneStart(head[cut]) {
+			cut--
+		}
+		head = head[:cut]
+	}
+	var sb strings.Builder
+	sb.WriteString("<persisted-output>\n")
+	fmt.Fprintf(&sb, "This tool result was %d characters, too large to keep in context. ", size)
+	fmt.Fprintf(&sb, "The whole result is stored as tool result %s (GET /v1/tool-results/%s).\n", id, id)
+	fmt.Fprintf(&sb, "First %d bytes:\n", len(head))
+	sb.WriteString(head)
+	if len(head) < len(text) {
+		sb.WriteString("\n…")
+	}
+	sb.WriteString("\n</persisted-output>")
+	return sb.String()
+}
+
+// resultText is a tool result's content as one string: the text of a plain
+// string result, or the JSON of a block array (which may hold images).
+func resultText(c turn.Content) string {
+	if len(c) == 1 && c[0].Type == turn.BlockText {
+		return c[0].Text
+	}
+	allText := true
+	for _, b := range c {
+		if b.Type != turn.BlockText {
+			allText = false
+			break
+		}
+	}
+	if allText {
+		parts := make([]string, len(c))
+		for i, b := range c {
+			parts[i] = b.Text
+		}
+		return strings.Join(parts, "\n")
+	}
+	enc, err := json.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	return string(enc)
+}

@@ -1,0 +1,154 @@
+// Package bus is Mnemos' event bus over NATS JetStream.
+//
+// Services never call each other: they publish events on subjects of the
+// form "<kind>.<tenant>.<session>" and consume them with Run, which maps a
+// handler's result to an acknowledgement, a delayed retry or a dead letter.
+// Every publish carries a message id for deduplication and the W3C trace
+// context in its headers, so a trace follows an event from producer to
+// consumer.
+//
+// A Bus may be confined to a namespace (Config.Namespace), which prefixes
+// every subject and stream name; tests sharing one server use it to stay
+// apart. Functions that take a subject to publish on expect the full
+// subject, namespace included (Bus.Subject builds it); a ConsumerSpec names
+// streams and filters without the namespace.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// instrumentationName names the tracer of this package.
+const instrumentationName = "github.com/mnemos-ai/mnemos/pkg/bus"
+
+// Config configures a connection to the bus.
+type Config struct {
+	// URL of the NATS server(s), comma separated. Required.
+	URL string
+	// Name identifies the connection on the server (e.g. "mnemos-extractor").
+	Name string
+	// Namespace, when set, prefixes every subject ("<ns>.<subject>") and
+	// every stream name ("<NS>_<name>"). Letters, digits, '_' and '-' only.
+	Namespace string
+	// TracerProvider creates the publish and process spans. Nil disables
+	// tracing.
+	TracerProvider trace.TracerProvider
+	// Logger receives connection events and message outcomes. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Bus is a connection to JetStream. It is safe for concurrent use.
+type Bus struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	ns     string
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	log    *slog.Logger
+	closed chan struct{} // closed when the connection is closed for good
+}
+
+// Connect connects to NATS and checks that JetStream is available. The
+// connection reconnects forever, with backoff, until Close.
+func Connect(ctx context.Context, cfg Config) (*Bus, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("bus.Connect: URL is required")
+	}
+	if err := validNamespace(cfg.Namespace); err != nil {
+		return nil, fmt.Errorf("bus.Connect: %w", err)
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("component", "bus")
+
+	b := &Bus{
+		ns:     cfg.Namespace,
+		tracer: tp.Tracer(instrumentationName),
+		prop:   propagation.TraceContext{},
+		log:    logger,
+		closed: make(chan struct{}),
+	}
+	nc, err := nats.Connect(cfg.URL,
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			return backoff(attempts, 100*time.Millisecond, 5*time.Second)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				logger.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				logger.Error("nats async error", "subject", sub.Subject, "err", err)
+				return
+			}
+			logger.Error("nats async error", "err", err)
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(b.closed) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("bus.Connect: nats.Connect: %w", err)
+	}
+	b.nc = nc
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bus.Connect: jetstream.New: %w", err)
+	}
+	if _, err := js.AccountInfo(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bus.Connect: jetstream.AccountInfo: %w", err)
+	}
+	b.js = js
+	return b, nil
+}
+
+// Close drains the connection, so buffered publishes and acknowledgements
+// reach the server and subscriptions finish their pending messages, and waits
+// until it is closed. Stop runners first. When ctx ends first the connection
+// is closed at once and ctx's error returned.
+func (b *Bus) Close(ctx context.Context) error {
+	if err := b.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		b.nc.Close()
+		return fmt.Errorf("bus.Close: nats.Drain: %w", err)
+	}
+	select {
+	case <-b.closed:
+		return nil
+	case <-ctx.Done():
+		b.nc.Close()
+		return fmt.Errorf("bus.Close: %w", ctx.Err())
+	}
+}
+
+// JetStream returns the JetStream context, for what the bus does not wrap.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Conn returns the underlying NATS connection.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// MaxPayload is the largest message the server accepts, headers included.
+func (b *Bus) MaxPayload() int64 { return b.nc.MaxPayload() }

@@ -1,0 +1,72 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Streams declared by EnsureStreams, by their unprefixed names.
+const (
+	// StreamTurns holds turn.completed events from the agent backends.
+	StreamTurns = "TURNS"
+	// StreamEvents holds the events services publish for each other.
+	StreamEvents = "EVENTS"
+	// StreamDeadLetter holds messages no consumer could process.
+	StreamDeadLetter = "DEADLETTER"
+)
+
+// duplicateWindow is how long the server remembers message ids.
+const duplicateWindow = 2 * time.Minute
+
+// streamSpec is a stream as declared in code, without namespace.
+type streamSpec struct {
+	name     string
+	subjects []string
+	maxAge   time.Duration
+}
+
+// streamSpecs lists the streams Mnemos needs. They only use features of
+// nats-server 2.9, the oldest server Mnemos supports.
+func streamSpecs() []streamSpec {
+	const week = 7 * 24 * time.Hour
+	return []streamSpec{
+		{name: StreamTurns, subjects: []string{"turn.completed.>"}, maxAge: week},
+		{name: StreamEvents, subjects: []string{
+			"turn.accounted.>",
+			"context.threshold.>",
+			"compact.requested.>",
+			"compact.completed.>",
+			"compact.failed.>",
+			"session_memory.updated.>",
+			"memory.saved.>",
+			"dream.>",
+		}, maxAge: week},
+		{name: StreamDeadLetter, subjects: []string{deadLetterPrefix + ">"}, maxAge: 30 * 24 * time.Hour},
+	}
+}
+
+// EnsureStreams creates the streams Mnemos needs, or updates them to the
+// configuration declared here. It is idempotent.
+func (b *Bus) EnsureStreams(ctx context.Context) error {
+	for _, spec := range streamSpecs() {
+		subjects := make([]string, len(spec.subjects))
+		for i, s := range spec.subjects {
+			subjects[i] = b.prefix(s)
+		}
+		cfg := jetstream.StreamConfig{
+			Name:       b.StreamName(spec.name),
+			Subjects:   subjects,
+			Retention:  jetstream.LimitsPolicy,
+			Storage:    jetstream.FileStorage,
+			MaxAge:     spec.maxAge,
+			Duplicates: duplicateWindow,
+		}
+		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("bus.EnsureStreams: jetstream.CreateOrUpdateStream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+// Package natsembed runs a NATS server with JetStream inside the current
+// process. It backs the single-process install (mnemos -target=all) and the
+// tests: the server listens on a free port unless told otherwise, so it never
+// collides with a NATS server already running on the machine.
+package natsembed
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// DefaultMaxPayload is the largest message the server accepts unless
+// Options.MaxPayload says otherwise.
+const DefaultMaxPayload int32 = 8 << 20
+
+// readyTimeout bounds how long Start waits for the server to accept clients.
+const readyTimeout = 10 * time.Second
+
+// Options configures an embedded server. The zero value is ready to use: a
+// random free port on the loopback interface and a temporary store.
+type Options struct {
+	// Host is the interface to listen on. Empty means 127.0.0.1.
+	Host string
+	// Port is the client port. 0 picks a random free port.
+	Port int
+	// StoreDir is where JetStream keeps its files. Empty means a temporary
+	// directory that Shutdown removes.
+	StoreDir string
+	// MaxPayload is the largest message the server accepts, in bytes.
+	// 0 means DefaultMaxPayload.
+	MaxPayload int32
+	// Debug sends the server's own log lines, debug level included, to
+	// Logger. Without it the server logs nothing.
+	Debug bool
+	// Logger receives the server's log lines when Debug is set.
+	// Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	ns       *server.Server
+	url      string
+	storeDir string
+	tempDir  string // removed on Shutdown; empty when the caller owns StoreDir
+	shutdown sync.Once
+}
+
+// Start starts a server and waits until it accepts clients. The caller must
+// call Shutdown.
+func Start(opts Options) (*Server, error) {
+	host := opts.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	port := opts.Port
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	maxPayload := opts.MaxPayload
+	if maxPayload == 0 {
+		maxPayload = DefaultMaxPayload
+	}
+
+	s := &Server{}
+	storeDir := opts.StoreDir
+	if storeDir == "" {
+		dir, err := os.MkdirTemp("", "mnemos-nats-*")
+		if err != nil {
+			return nil, fmt.Errorf("natsembed.Start: os.MkdirTemp: %w", err)
+		}
+		storeDir, s.tempDir = dir, dir
+	}
+
+	ns, err := server.NewServer(&server.Options{
+		ServerName: "mnemos-embedded",
+		Host:       host,
+		Port:       port,
+		MaxPayload: maxPayload,
+		JetStream:  true,
+		StoreDir:   storeDir,
+		NoSigs:     true, // the host process owns signal handling
+	})
+	if err != nil {
+		s.removeTempDir()
+		return nil, fmt.Errorf("natsembed.Start: server.NewServer: %w", err)
+	}
+	s.ns = ns
+	if opts.Debug {
+		logger := opts.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		ns.SetLoggerV2(serverLogger{logger.With("component", "nats-server")}, true, false, false)
+	}
+
+	go ns.Start()
+	if !ns.ReadyForConnections(readyTimeout) {
+		s.Shutdown()
+		return nil, fmt.Errorf("natsembed.Start: server not ready for connections within %s", readyTimeout)
+	}
+	if !ns.JetStreamEnabled() {
+		s.Shutdown()
+		return nil, errors.New("natsembed.Start: JetStream did not start")
+	}
+
+	addr, ok := ns.Addr().(*net.TCPAddr)
+	if !ok {
+		s.Shutdown()
+		return nil, fmt.Errorf("natsembed.Start: unexpected listener address %v", ns.Addr())
+	}
+	s.url = "nats://" + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
+	s.storeDir = storeDir
+	return s, nil
+}
+
+// StoreDir is the directory JetStream keeps its files in.
+func (s *Server) StoreDir() string {
+	return s.storeDir
+}
+
+// ClientURL is the URL clients connect to, for example nats://127.0.0.1:40211.
+func (s *Server) ClientURL() string {
+	return s.url
+}
+
+// Shutdown stops the server, waits until it has stopped and removes the
+// temporary store, if Start created one. It is safe to call more than once.
+func (s *Server) Shutdown() {
+	s.shutdown.Do(func() {
+		if s.ns != nil {
+			s.ns.Shutdown()
+			s.ns.WaitForShutdown()
+		}
+		s.removeTempDir()
+	})
+}
+
+func (s *Server) removeTempDir() {
+	if s.tempDir == "" {
+		return
+	}
+	// Best effort: a leftover directory under os.TempDir is harmless and
+	// Shutdown has no caller to report it to.
+	_ = os.RemoveAll(s.tempDir)
+}
+
+// dialHost turns a listen address into one a client can dial.
+func dialHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return host
+}
+
+// serverLogger adapts slog to the nats-server logger interface. Fatal lines
+// are logged as errors: an embedded server must never exit the process.
+type serverLogger struct {
+	log *slog.Logger
+}
+
+func (l serverLogger) Noticef(format string, v ...any) { l.log.Info(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Fatalf(format string, v ...any) {
+	l.log.Error(fmt.Sprintf(format, v...), "fatal", true)
+}

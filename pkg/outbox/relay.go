@@ -1,0 +1,113 @@
+// Package outbox publishes what committed transactions wrote to the outbox
+// table: "write, then emit" without ever publishing inside a transaction.
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+// Config tunes the relay.
+type Config struct {
+	// Batch is the most rows one round claims.
+	Batch int32
+	// Poll is how often the relay looks without a notification (a safety net
+	// for a lost LISTEN connection).
+	Poll time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config { return Config{Batch: 256, Poll: time.Second} }
+
+// Relay moves outbox rows to the bus.
+type Relay struct {
+	cfg   Config
+	store *store.Store
+	bus   *bus.Bus
+	log   *slog.Logger
+}
+
+// New builds a relay.
+func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger) *Relay {
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultConfig().Batch
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultConfig().Poll
+	}
+	return &Relay{cfg: cfg, store: st, bus: b, log: log}
+}
+
+// Run relays until ctx ends. Wake-ups come from Postgres NOTIFY, with a poll as
+// a fallback; a failed round is retried after a pause.
+func (r *Relay) Run(ctx context.Context) error {
+	wake := make(chan struct{}, 1)
+	go r.listen(ctx, wake)
+	tick := time.NewTicker(r.cfg.Poll)
+	defer tick.Stop()
+	for {
+		for {
+			n, err := r.RelayOnce(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				r.log.Warn("outbox relay round failed; retrying", "err", err)
+				break
+			}
+			if n < int(r.cfg.Batch) {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		err := r.store.ListenOutbox(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("outbox LISTEN connection lost; polling until it is back", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// RelayOnce publishes one batch and reports how many rows it published.
+func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
+	return r.store.RelayOutbox(ctx, r.cfg.Batch, r.publish)
+}
+
+func (r *Relay) publish(ctx context.Context, evs []store.OutboxEvent) ([]int64, error) {
+	done := make([]int64, 0, len(evs))
+	for _, e := range evs {
+		hdr := nats.Header{}
+		for k, v := range e.Headers {
+			hdr.Set(k, v)
+		}
+		// The transaction that wrote the event is the publish's parent span.
+		pctx := propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(e.Headers))
+		if _, err := r.bus.Publish(pctx, r.bus.Prefix(e.Subject), e.MsgID, e.Payload, hdr); err != nil {
+			return done, fmt.Errorf("outbox: publish %s: %w", e.MsgID, err)
+		}
+		done = append(done, e.ID)
+	}
+	return done, nil
+}

@@ -1,0 +1,204 @@
+// Package pgtest gives each test its own Postgres database, cloned from a
+// template migrated once per schema version, so tests run in parallel on a
+// real server without seeing each other's rows.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/mnemos-ai/mnemos/migrations"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/testenv"
+)
+
+// LocalURL is the machine's own server, the last place tests look.
+const LocalURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// Missing is what a test run says when no Postgres can be reached.
+const Missing = "no Postgres for the tests: set " + testenv.DatabaseURLVar +
+	", or start one with `docker compose up -d postgres`, or install and start the Debian packages " +
+	"(`apt-get install -y postgresql && pg_ctlcluster --skip-systemctl-redirect 15 main start`)"
+
+type server struct {
+	adminURL string
+	template string
+	err      error
+}
+
+var shared = sync.OnceValue(func() server {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin, err := adminURL(ctx)
+	if err != nil {
+		return server{err: err}
+	}
+	tpl, err := ensureTemplate(ctx, admin)
+	return server{adminURL: admin, template: tpl, err: err}
+})
+
+// URL creates a fresh, migrated database for t and returns its URL. The
+// database is dropped when t ends. A test run without Postgres fails here.
+func URL(t testing.TB) string {
+	t.Helper()
+	srv := shared()
+	if srv.err != nil {
+		t.Fatalf("pgtest: %v", srv.err)
+	}
+	ctx := context.Background()
+	name := "mnemos_test_" + randomHex(6)
+	conn, err := pgx.Connect(ctx, srv.adminURL)
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	for attempt := 0; ; attempt++ {
+		_, err = conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, srv.template))
+		var pgErr *pgconn.PgError
+		// 55006: the template is briefly in use by a concurrent clone.
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || attempt == 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, srv.adminURL)
+		if err != nil {
+			t.Errorf("pgtest: connect for drop: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop %s: %v", name, err)
+		}
+	})
+	return withDatabase(srv.adminURL, name)
+}
+
+// New opens a store on a fresh database for t, closed when t ends.
+func New(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{URL: URL(t), MaxConns: 16})
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
+
+func adminURL(ctx context.Context) (string, error) {
+	if u := os.Getenv(testenv.DatabaseURLVar); u != "" {
+		if err := ping(ctx, u); err != nil {
+			return "", fmt.Errorf("%s=%s does not answer: %w", testenv.DatabaseURLVar, store.Redact(u), err)
+		}
+		return u, nil
+	}
+	if testenv.DockerAvailable() {
+		c, err := tcpostgres.Run(ctx, "postgres:16-alpine", tcpostgres.BasicWaitStrategies())
+		if err != nil {
+			return "", fmt.Errorf("start a Postgres container: %w", err)
+		}
+		// The container lives as long as the test process; the reaper removes it.
+		return c.ConnectionString(ctx, "sslmode=disable")
+	}
+	if err := ping(ctx, LocalURL); err != nil {
+		return "", fmt.Errorf("%s (tried %s: %v)", Missing, LocalURL, err)
+	}
+	return LocalURL, nil
+}
+
+// ensureTemplate creates the template database for the current migrations
+// once per server, under an advisory lock so parallel test binaries agree.
+func ensureTemplate(ctx context.Context, admin string) (string, error) {
+	name := "mnemos_tpl_" + migrationsHash()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(7402198311)"); err != nil {
+		return "", fmt.Errorf("lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7402198311)") //nolint:errcheck // closing the connection unlocks too
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if exists {
+		return name, nil
+	}
+	building := name + "_building"
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)"); err != nil {
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+		return "", fmt.Errorf("create template: %w", err)
+	}
+	if err := store.Migrate(ctx, withDatabase(admin, building), nil); err != nil {
+		return "", fmt.Errorf("migrate template: %w", err)
+	}
+	// Renamed only once complete, so a crash never leaves a half-built template.
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name); err != nil {
+		return "", fmt.Errorf("rename template: %w", err)
+	}
+	return name, nil
+}
+
+func migrationsHash() string {
+	h := sha256.New()
+	entries, _ := fs.ReadDir(migrations.FS, ".")
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b, _ := fs.ReadFile(migrations.FS, n)
+		h.Write([]byte(n))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+func ping(ctx context.Context, u string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
+func withDatabase(u, name string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	parsed.Path = "/" + name
+	return parsed.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

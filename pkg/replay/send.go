@@ -1,0 +1,285 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// TurnsPath is the ingest endpoint, relative to the server URL.
+const TurnsPath = "/v1/turns"
+
+// SendOptions say where and how to send events.
+type SendOptions struct {
+	// URL is the server's base URL, e.g. http://localhost:8080.
+	URL string
+	// APIKey is sent as "Authorization: Bearer <APIKey>"; it names the tenant.
+	APIKey string
+	// Client sends the requests; nil means a client with a 30 s timeout.
+	Client *http.Client
+	// MaxAttempts bounds the tries of one event when the server answers 429
+	// or 5xx, or cannot be reached; 0 means 5.
+	MaxAttempts int
+	// Backoff is the wait before the first retry, doubled before each next
+	// one up to MaxBackoff; 0 means 500 ms and 10 s. A Retry-After header of
+	// the server, in seconds, replaces the computed wait (capped at MaxBackoff).
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+}
+
+// SendStats says what Send did.
+type SendStats struct {
+	// Sent is the number of events the server accepted.
+	Sent int
+	// Retries is the number of requests repeated after a 429, a 5xx or a transport error.
+	Retries int
+}
+
+// SendError is an event the server refused, or kept failing on.
+type SendError struct {
+	EventID string
+	Session string
+	Seq     int64
+	// Status is the last HTTP status, 0 when the server could not be reached.
+	Status int
+	// Message is the server's reason, or the transport error.
+	Message string
+}
+
+func (e *SendError) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("replay: event %s (session %s, seq %d): %s", e.EventID, e.Session, e.Seq, e.Message)
+	}
+	return fmt.Sprintf("replay: event %s (session %s, seq %d): server answered %d %s: %s",
+		e.EventID, e.Session, e.Seq, e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// Send posts each event, in order, to <URL>/v1/turns and expects 202 Accepted
+// (200 is taken too) with a body {"event_id": …} naming the event. A 429 or
+// 5xx answer, or a transport error, is retried with backoff; any other answer
+// stops the replay with a *SendError naming the event and the server's
+// message. Events already accepted stay counted in the stats.
+func Send(ctx context.Context, events []turn.Event, opts SendOptions) (SendStats, error) {
+	var stats SendStats
+	if opts.URL == "" {
+		return stats, errors.New("replay: send: a server URL is required")
+	}
+	if opts.APIKey == "" {
+		return stats, errors.New("replay: send: an API key is required")
+	}
+	endpoint := strings.TrimRight(opts.URL, "/") + TurnsPath
+	s := sender{opts: opts, endpoint: endpoint, client: opts.Client}
+	if s.client == nil {
+		s.client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if s.opts.MaxAttempts <= 0 {
+		s.opts.MaxAttempts = 5
+	}
+	if s.opts.Backoff <= 0 {
+		s.opts.Backoff = 500 * time.Millisecond
+	}
+	if s.opts.MaxBackoff <= 0 {
+		s.opts.MaxBackoff = 10 * time.Second
+	}
+	for i := range events {
+		retries, err := s.send(ctx, &events[i])
+		stats.Retries += retries
+		if err != nil {
+			return stats, err
+		}
+		stats.Sent++
+	}
+	return stats, nil
+}
+
+type sender struct {
+	opts     SendOptions
+	endpoint string
+	client   *http.Client
+}
+
+// send delivers one event and returns how many requests it repeated.
+func (s *sender) send(ctx context.Context, ev *turn.Event) (int, error) {
+	body, err := encodeEvent(ev)
+	if err != nil {
+		return 0, fmt.Errorf("replay: encode event %s: %w", ev.EventID, err)
+	}
+	fail := func(status int, msg string) *SendError {
+		return &SendError{EventID: ev.EventID, Session: ev.SessionID, Seq: ev.Seq, Status: status, Message: msg}
+	}
+	wait := s.opts.Backoff
+	for attempt := 1; ; attempt++ {
+		ans, err := s.post(ctx, body, ev.EventID)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return attempt - 1, fmt.Errorf("replay: event %s: %w", ev.EventID, ctx.Err())
+		case err == nil && ans.accepted:
+			return attempt - 1, nil
+		case err == nil && !retryable(ans.status):
+			return attempt - 1, fail(ans.status, ans.message)
+		}
+		msg := ans.message
+		if err != nil {
+			msg = err.Error()
+		}
+		if attempt >= s.opts.MaxAttempts {
+			return attempt - 1, fail(ans.status, fmt.Sprintf("%s (gave up after %d attempts)", msg, attempt))
+		}
+		d := min(wait, s.opts.MaxBackoff)
+		if ans.retryAfter >= 0 {
+			d = min(ans.retryAfter, s.opts.MaxBackoff)
+		}
+		wait *= 2
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return attempt - 1, fmt.Errorf("replay: event %s: %w", ev.EventID, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// encodeEvent encodes an event so that raw tool inputs reach the server byte
+// for byte. json.Marshal rewrites < > & inside a json.RawMessage as \u003c…,
+// which lengthens the input and so its estimate on the server; and
+// turn.Content.MarshalJSON calls json.Marshal itself. The wire types below
+// shadow the message content with a plain slice of blocks, and the encoder
+// does not escape HTML.
+func encodeEvent(ev *turn.Event) ([]byte, error) {
+	w := wireEvent{Event: ev, InputMessages: make([]wireMessage, len(ev.InputMessages))}
+	for i, m := range ev.InputMessages {
+		w.InputMessages[i] = toWire(m)
+	}
+	if ev.Response != nil {
+		r := toWire(*ev.Response)
+		w.Response = &r
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(w); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// wireEvent is a turn.Event whose messages encode without HTML escaping; the
+// outer fields take precedence over the embedded event's.
+type wireEvent struct {
+	*turn.Event
+	InputMessages []wireMessage `json:"input_messages"`
+	Response      *wireMessage  `json:"response,omitempty"`
+}
+
+type wireMessage struct {
+	turn.Message
+	Content []turn.Block `json:"content"`
+}
+
+func toWire(m turn.Message) wireMessage {
+	content := []turn.Block(m.Content)
+	if content == nil {
+		content = []turn.Block{}
+	}
+	return wireMessage{Message: m, Content: content}
+}
+
+func retryable(status int) bool {
+	return status == http.StatusTooManyRequests || status >= 500
+}
+
+// maxBody bounds what is read of a server answer.
+const maxBody = 1 << 20
+
+// answer is the server's answer to one request.
+type answer struct {
+	status int
+	// accepted: 200 or 202 with a body naming the event.
+	accepted bool
+	// message is the server's reason when not accepted.
+	message string
+	// retryAfter is the server's Retry-After in seconds, −1 when absent.
+	retryAfter time.Duration
+}
+
+// post sends the event once. An error means no answer came.
+func (s *sender) post(ctx context.Context, body []byte, eventID string) (answer, error) {
+	ans := answer{retryAfter: -1}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return ans, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return ans, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return ans, fmt.Errorf("read answer %d: %w", resp.StatusCode, err)
+	}
+	ans.status = resp.StatusCode
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if secs, perr := strconv.Atoi(strings.TrimSpace(v)); perr == nil && secs >= 0 {
+			ans.retryAfter = time.Duration(secs) * time.Second
+		}
+	}
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+		ans.message = serverMessage(data)
+		return ans, nil
+	}
+	var ack struct {
+		EventID string `json:"event_id"`
+	}
+	switch err := json.Unmarshal(data, &ack); {
+	case err != nil:
+		ans.message = fmt.Sprintf("answer is not {\"event_id\": …}: %s", snippet(data))
+	case ack.EventID != eventID:
+		ans.message = fmt.Sprintf("answer names event %q", ack.EventID)
+	default:
+		ans.accepted = true
+	}
+	return ans, nil
+}
+
+// serverMessage extracts the reason from an error body: the usual JSON
+// fields when there are any, else the body itself.
+func serverMessage(data []byte) string {
+	var body map[string]any
+	if json.Unmarshal(data, &body) == nil {
+		var parts []string
+		for _, k := range []string{"reason", "error", "message", "detail"} {
+			if v, ok := body[k].(string); ok && v != "" {
+				parts = append(parts, v)
+			}
+		}
+		if len(parts) > 0 {
+			return strings.Join(parts, ": ")
+		}
+	}
+	if s := snippet(data); s != "" {
+		return s
+	}
+	return "(empty body)"
+}
+
+func snippet(data []byte) string {
+	s := strings.TrimSpace(string(data))
+	const limit = 2000
+	if len(s) > limit {
+		s = s[:limit] + "…"
+	}
+	return s
+}

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
+)
+
+// OutboxChannel is the Postgres NOTIFY channel that wakes outbox relays.
+const OutboxChannel = "mnemos_outbox"
+
+// OutboxEvent is an event written in a transaction, to be published after it commits.
+type OutboxEvent struct {
+	ID       int64
+	TenantID string
+	// Subject is the bus subject without any namespace: "<kind>.<tenant>.<session>".
+	Subject string
+	// MsgID is deterministic, so a republish after a crash is deduplicated.
+	MsgID   string
+	Payload []byte
+	Headers map[string]string
+}
+
+// Enqueue writes an event to the outbox of this transaction and wakes the relays on commit.
+func (t *Tx) Enqueue(ctx context.Context, e OutboxEvent) error {
+	hdr := []byte("{}")
+	if len(e.Headers) > 0 {
+		var err error
+		if hdr, err = json.Marshal(e.Headers); err != nil {
+			return fmt.Errorf("store.Enqueue: headers: %w", err)
+		}
+	}
+	err := t.q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{
+		TenantID: t.tenant, Subject: e.Subject, MsgID: e.MsgID, Payload: e.Payload, Headers: hdr,
+	})
+	if err != nil {
+		return fmt.Errorf("store.Enqueue: %w", err)
+	}
+	// Notifications are delivered on commit and folded when identical, so one per event is cheap.
+	if err := t.q.OutboxNotify(ctx); err != nil {
+		return fmt.Errorf("store.Enqueue: notify: %w", err)
+	}
+	return nil
+}
+
+// RelayOutbox claims up to max of the oldest outbox rows, hands them to
+// publish, and deletes those publish reports as done, in one transaction.
+// Rows of a failed or partial publish stay for the next round. It returns how
+// many rows were published.
+func (s *Store) RelayOutbox(ctx context.Context, max int32, publish func(context.Context, []OutboxEvent) (done []int64, err error)) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		rows, err := q.OutboxClaim(ctx, max)
+		if err != nil {
+			return fmt.Errorf("store.RelayOutbox: claim: %w", err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		events := make([]OutboxEvent, 0, len(rows))
+		for _, r := range rows {
+			e := OutboxEvent{ID: r.ID, TenantID: r.TenantID, Subject: r.Subject, MsgID: r.MsgID, Payload: r.Payload}
+			if len(r.Headers) > 2 {
+				if err := json.Unmarshal(r.Headers, &e.Headers); err != nil {
+					return fmt.Errorf("store.RelayOutbox: row %d headers: %w", r.ID, err)
+				}
+			}
+			events = append(events, e)
+		}
+		done, pubErr := publish(ctx, events)
+		if len(done) > 0 {
+			if err := q.OutboxDelete(ctx, done); err != nil {
+				return fmt.Errorf("store.RelayOutbox: delete: %w", err)
+			}
+		}
+		n = len(done)
+		if pubErr != nil && len(done) == 0 {
+			return fmt.Errorf("store.RelayOutbox: publish: %w", pubErr)
+		}
+		return nil
+	})
+	return n, err
+}
+
+// OutboxBacklog counts unpublished outbox rows.
+func (s *Store) OutboxBacklog(ctx context.Context) (int64, error) {
+	n, err := dbsqlc.New(s.pool).OutboxPending(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("store.OutboxBacklog: %w", err)
+	}
+	return n, nil
+}
+
+// ListenOutbox holds a dedicated connection LISTENing on the outbox channel
+// and signals wake (without blocking) on every notification, until ctx ends
+// or the connection fails.
+func (s *Store) ListenOutbox(ctx context.Context, wake chan<- struct{}) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("store.ListenOutbox: acquire: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+OutboxChannel); err != nil {
+		return fmt.Errorf("store.ListenOutbox: listen: %w", err)
+	}
+	for {
+		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+			// A connection interrupted mid-wait is not reusable for LISTEN.
+			conn.Conn().PgConn().Close(context.WithoutCancel(ctx))
+			return fmt.Errorf("store.ListenOutbox: %w", err)
+		}
+		select {
+		case wake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+}

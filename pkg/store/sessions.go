@@ -1,0 +1,277 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
+)
+
+// Session is the accountant's running state of one agent session.
+type Session struct {
+	TenantID        string
+	SessionID       string
+	AgentID         string
+	Model           string
+	ContextWindow   int64
+	MaxOutputTokens int64
+	MemoryScope     map[string]string
+
+	// AppliedSeq is the highest seq applied (or skipped); MessageCount the
+	// number of messages stored, which is also the next message's position.
+	AppliedSeq   int64
+	MessageCount int64
+
+	// The count rule's inputs: the last response's usage total, whether there
+	// was one, and the estimate of everything added since.
+	BaselineTokens int64
+	HasUsage       bool
+	PendingTokens  int64
+	TokenCount     int64
+	State          string
+
+	CompactionInFlight bool
+	CompactRequests    int64
+	AutoCompactEnabled bool
+	ToolCallsTotal     int64
+	RejectedTurns      int64
+	LastResponseAt     time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+func toSession(r dbsqlc.Session) (Session, error) {
+	s := Session{
+		TenantID:           r.TenantID,
+		SessionID:          r.SessionID,
+		AgentID:            r.AgentID,
+		Model:              r.Model,
+		ContextWindow:      r.ContextWindow,
+		MaxOutputTokens:    r.MaxOutputTokens,
+		AppliedSeq:         r.AppliedSeq,
+		MessageCount:       r.MessageCount,
+		BaselineTokens:     r.BaselineTokens,
+		HasUsage:           r.HasUsage,
+		PendingTokens:      r.PendingTokens,
+		TokenCount:         r.TokenCount,
+		State:              r.State,
+		CompactionInFlight: r.CompactionInFlight,
+		CompactRequests:    r.CompactRequests,
+		AutoCompactEnabled: r.AutoCompactEnabled,
+		ToolCallsTotal:     r.ToolCallsTotal,
+		RejectedTurns:      r.RejectedTurns,
+		LastResponseAt:     r.LastResponseAt.Time,
+		CreatedAt:          r.CreatedAt.Time,
+		UpdatedAt:          r.UpdatedAt.Time,
+	}
+	if len(r.MemoryScope) > 0 {
+		if err := json.Unmarshal(r.MemoryScope, &s.MemoryScope); err != nil {
+			return Session{}, fmt.Errorf("session %s: memory_scope: %w", r.SessionID, err)
+		}
+	}
+	return s, nil
+}
+
+// LockSession returns the session row locked for this transaction, creating
+// it first when the session is new. Every change to a session's accounting
+// happens under this lock, so one session's events apply one at a time.
+func (t *Tx) LockSession(ctx context.Context, sessionID, agentID string) (Session, error) {
+	if err := t.q.SessionEnsure(ctx, dbsqlc.SessionEnsureParams{TenantID: t.tenant, SessionID: sessionID, AgentID: agentID}); err != nil {
+		return Session{}, fmt.Errorf("store.LockSession: ensure: %w", err)
+	}
+	r, err := t.q.SessionGetForUpdate(ctx, dbsqlc.SessionGetForUpdateParams{TenantID: t.tenant, SessionID: sessionID})
+	if err != nil {
+		return Session{}, fmt.Errorf("store.LockSession: %w", err)
+	}
+	return toSession(r)
+}
+
+// SaveSession writes the accounting fields of a session locked by LockSession.
+func (t *Tx) SaveSession(ctx context.Context, s Session) error {
+	scope, err := json.Marshal(s.MemoryScope)
+	if err != nil {
+		return fmt.Errorf("store.SaveSession: %w", err)
+	}
+	if s.MemoryScope == nil {
+		scope = []byte("{}")
+	}
+	err = t.q.SessionUpdateAccounting(ctx, dbsqlc.SessionUpdateAccountingParams{
+		TenantID:           t.tenant,
+		SessionID:          s.SessionID,
+		AgentID:            s.AgentID,
+		Model:              s.Model,
+		ContextWindow:      s.ContextWindow,
+		MaxOutputTokens:    s.MaxOutputTokens,
+		MemoryScope:        scope,
+		AppliedSeq:         s.AppliedSeq,
+		MessageCount:       s.MessageCount,
+		BaselineTokens:     s.BaselineTokens,
+		HasUsage:           s.HasUsage,
+		PendingTokens:      s.PendingTokens,
+		TokenCount:         s.TokenCount,
+		State:              s.State,
+		CompactionInFlight: s.CompactionInFlight,
+		CompactRequests:    s.CompactRequests,
+		ToolCallsTotal:     s.ToolCallsTotal,
+		RejectedTurns:      s.RejectedTurns,
+		LastResponseAt:     timestamptz(s.LastResponseAt),
+	})
+	if err != nil {
+		return fmt.Errorf("store.SaveSession: %w", err)
+	}
+	return nil
+}
+
+// Session reads one session.
+func (t *Tx) Session(ctx context.Context, sessionID string) (Session, error) {
+	r, err := t.q.SessionGet(ctx, dbsqlc.SessionGetParams{TenantID: t.tenant, SessionID: sessionID})
+	if err != nil {
+		return Session{}, fmt.Errorf("store.Session: %w", notFound(err))
+	}
+	return toSession(r)
+}
+
+// GetSession reads one session of tenant.
+func (s *Store) GetSession(ctx context.Context, tenant, sessionID string) (Session, error) {
+	var out Session
+	err := s.InTx(ctx, tenant, func(tx *Tx) error {
+		var err error
+		out, err = tx.Session(ctx, sessionID)
+		return err
+	})
+	return out, err
+}
+
+// Turn statuses.
+const (
+	TurnPending  = "pending"
+	TurnApplied  = "applied"
+	TurnRejected = "rejected"
+	TurnSkipped  = "skipped"
+)
+
+// Turn is a received turn event's bookkeeping row.
+type Turn struct {
+	SessionID  string
+	EventID    string
+	Seq        int64
+	Status     string
+	Reason     string
+	Payload    []byte
+	TokenCount int64
+	State      string
+	ReceivedAt time.Time
+}
+
+func toTurn(r dbsqlc.Turn) Turn {
+	t := Turn{
+		SessionID:  r.SessionID,
+		EventID:    r.EventID,
+		Seq:        r.Seq,
+		Status:     r.Status,
+		Reason:     r.Reason,
+		Payload:    r.Payload,
+		ReceivedAt: r.ReceivedAt.Time,
+	}
+	if r.TokenCount != nil {
+		t.TokenCount = *r.TokenCount
+	}
+	if r.State != nil {
+		t.State = *r.State
+	}
+	return t
+}
+
+// InsertTurn records a received event. It reports false when the event id
+// was recorded before; the row already there is returned in that case.
+func (t *Tx) InsertTurn(ctx context.Context, in Turn) (bool, Turn, error) {
+	_, err := t.q.TurnInsert(ctx, dbsqlc.TurnInsertParams{
+		TenantID:  t.tenant,
+		SessionID: in.SessionID,
+		EventID:   in.EventID,
+		Seq:       in.Seq,
+		Status:    in.Status,
+		Payload:   in.Payload,
+	})
+	if err == nil {
+		return true, in, nil
+	}
+	if err = notFound(err); !errors.Is(err, ErrNotFound) {
+		return false, Turn{}, fmt.Errorf("store.InsertTurn: %w", err)
+	}
+	// Nothing inserted: the event id, or the session's seq, is taken.
+	prev, err := t.q.TurnGet(ctx, dbsqlc.TurnGetParams{TenantID: t.tenant, EventID: in.EventID})
+	if err == nil {
+		return false, toTurn(prev), nil
+	}
+	if err = notFound(err); !errors.Is(err, ErrNotFound) {
+		return false, Turn{}, fmt.Errorf("store.InsertTurn: %w", err)
+	}
+	bySeq, err := t.q.TurnGetBySeq(ctx, dbsqlc.TurnGetBySeqParams{TenantID: t.tenant, SessionID: in.SessionID, Seq: in.Seq})
+	if err != nil {
+		return false, Turn{}, fmt.Errorf("store.InsertTurn: %w", notFound(err))
+	}
+	return false, toTurn(bySeq), nil
+}
+
+// NextPendingTurn returns the waiting event with the lowest seq, or ErrNotFound.
+func (t *Tx) NextPendingTurn(ctx context.Context, sessionID string) (Turn, error) {
+	r, err := t.q.TurnNextPending(ctx, dbsqlc.TurnNextPendingParams{TenantID: t.tenant, SessionID: sessionID})
+	if err != nil {
+		return Turn{}, notFound(err)
+	}
+	return toTurn(r), nil
+}
+
+// FinishTurn records the outcome of applying an event and drops its payload.
+func (t *Tx) FinishTurn(ctx context.Context, eventID, status, reason string, count int64, state string) error {
+	err := t.q.TurnFinish(ctx, dbsqlc.TurnFinishParams{
+		TenantID: t.tenant, EventID: eventID, Status: status, Reason: reason,
+		TokenCount: &count, State: &state,
+	})
+	if err != nil {
+		return fmt.Errorf("store.FinishTurn: %w", err)
+	}
+	return nil
+}
+
+// SkipGap marks seqs from..to of a session as never arrived.
+func (t *Tx) SkipGap(ctx context.Context, sessionID string, from, to int64) error {
+	_, err := t.q.TurnSkipGap(ctx, dbsqlc.TurnSkipGapParams{TenantID: t.tenant, SessionID: sessionID, FromSeq: from, ToSeq: to})
+	if err != nil {
+		return fmt.Errorf("store.SkipGap: %w", err)
+	}
+	return nil
+}
+
+// StalledSession names a session whose oldest waiting event is older than a cut-off.
+type StalledSession struct {
+	TenantID  string
+	SessionID string
+}
+
+// StalledSessions lists sessions that have waited for a missing seq since before.
+// It reads across tenants and is meant for the accountant's gap sweeper.
+func (s *Store) StalledSessions(ctx context.Context, before time.Time) ([]StalledSession, error) {
+	rows, err := dbsqlc.New(s.pool).TurnStalledSessions(ctx, timestamptz(before))
+	if err != nil {
+		return nil, fmt.Errorf("store.StalledSessions: %w", err)
+	}
+	out := make([]StalledSession, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, StalledSession{TenantID: r.TenantID, SessionID: r.SessionID})
+	}
+	return out, nil
+}
+
+func timestamptz(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: t, Valid: true}
+}

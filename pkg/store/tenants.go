@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
+)
+
+// EnsureTenant creates the tenant when missing.
+func (s *Store) EnsureTenant(ctx context.Context, tenant, name string) error {
+	return s.InTx(ctx, tenant, func(tx *Tx) error {
+		if err := tx.q.TenantUpsert(ctx, dbsqlc.TenantUpsertParams{TenantID: tenant, Name: name}); err != nil {
+			return fmt.Errorf("store.EnsureTenant: %w", err)
+		}
+		return nil
+	})
+}
+
+// TenantExists reports whether the tenant has been created.
+func (s *Store) TenantExists(ctx context.Context, tenant string) (bool, error) {
+	var ok bool
+	err := s.InTx(ctx, tenant, func(tx *Tx) error {
+		_, err := tx.q.TenantGet(ctx, tenant)
+		if err = notFound(err); err == ErrNotFound {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("store.TenantExists: %w", err)
+		}
+		ok = true
+		return nil
+	})
+	return ok, err
+}
+
+// AddAPIKey stores the key's hash for tenant. Adding the same key twice is a no-op.
+func (s *Store) AddAPIKey(ctx context.Context, tenant, name, key string) error {
+	return s.InTx(ctx, tenant, func(tx *Tx) error {
+		err := tx.q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{KeyHash: HashAPIKey(key), TenantID: tenant, Name: name})
+		if err != nil {
+			return fmt.Errorf("store.AddAPIKey: %w", err)
+		}
+		return nil
+	})
+}
+
+// TenantForAPIKey returns the tenant an active key belongs to, or ErrNotFound.
+func (s *Store) TenantForAPIKey(ctx context.Context, key string) (string, error) {
+	tenant, err := dbsqlc.New(s.pool).APIKeyTenant(ctx, HashAPIKey(key))
+	if err != nil {
+		return "", notFound(err)
+	}
+	return tenant, nil
+}

@@ -1,0 +1,174 @@
+package tokens
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Config holds every number of the threshold rule. Start from DefaultConfig:
+// a field left at zero means zero, not the default.
+type Config struct {
+	// DefaultWindow is the context window of a model the table does not know.
+	DefaultWindow int64 `json:"default_window"`
+	// MaxReserve caps the tokens reserved for the response.
+	MaxReserve int64 `json:"max_reserve"`
+	// AutoCompactBuffer is how far below the effective window auto-compaction starts.
+	AutoCompactBuffer int64 `json:"auto_compact_buffer"`
+	// WarningBuffer is how far below auto-compact the warning state starts.
+	WarningBuffer int64 `json:"warning_buffer"`
+	// ErrorBuffer is how far below auto-compact the error state starts.
+	ErrorBuffer int64 `json:"error_buffer"`
+	// BlockingBuffer is how far below the effective window requests are refused.
+	BlockingBuffer int64 `json:"blocking_buffer"`
+	// AutoCompactPercent, when above 0, is a percentage of the effective
+	// window; it may only lower the auto-compact threshold, never raise it.
+	AutoCompactPercent float64 `json:"auto_compact_percent"`
+}
+
+// DefaultConfig returns the defaults of DESIGN §3.
+func DefaultConfig() Config {
+	return Config{
+		DefaultWindow:     ClaudeWindow,
+		MaxReserve:        20_000,
+		AutoCompactBuffer: 13_000,
+		WarningBuffer:     20_000,
+		ErrorBuffer:       20_000,
+		BlockingBuffer:    3_000,
+	}
+}
+
+// Validate reports a configuration no threshold can be derived from.
+func (c Config) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"default_window", c.DefaultWindow},
+		{"max_reserve", c.MaxReserve},
+		{"auto_compact_buffer", c.AutoCompactBuffer},
+		{"warning_buffer", c.WarningBuffer},
+		{"error_buffer", c.ErrorBuffer},
+		{"blocking_buffer", c.BlockingBuffer},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be zero or more, got %d", f.name, f.v))
+		}
+	}
+	if c.DefaultWindow == 0 {
+		errs = append(errs, errors.New("default_window must be above zero"))
+	}
+	if c.AutoCompactPercent < 0 || c.AutoCompactPercent > 100 {
+		errs = append(errs, fmt.Errorf("auto_compact_percent must be within 0..100, got %v", c.AutoCompactPercent))
+	}
+	if c.DefaultWindow > 0 && c.DefaultWindow <= c.MaxReserve+c.AutoCompactBuffer {
+		errs = append(errs, fmt.Errorf("default_window %d leaves no room above max_reserve %d + auto_compact_buffer %d",
+			c.DefaultWindow, c.MaxReserve, c.AutoCompactBuffer))
+	}
+	return errors.Join(errs...)
+}
+
+// Limits are the thresholds of one session's context window, in tokens.
+type Limits struct {
+	Window      int64 `json:"window"`
+	Reserve     int64 `json:"reserve"`
+	Effective   int64 `json:"effective"`
+	AutoCompact int64 `json:"auto_compact"`
+	Warning     int64 `json:"warning"`
+	Error       int64 `json:"error"`
+	Blocking    int64 `json:"blocking"`
+}
+
+// Limits derives the thresholds for a model. contextWindow and
+// maxOutputTokens are the event's values; zero (or less) means unset.
+//
+// window = contextWindow, else the model table, else c.DefaultWindow;
+// reserve = min(maxOutputTokens or the model's default, c.MaxReserve);
+// effective = window − reserve; auto-compact = effective − c.AutoCompactBuffer
+// (lowered to effective·pct/100 when that is lower); warning and error are
+// below auto-compact by their buffers; blocking = effective − c.BlockingBuffer.
+func (c Config) Limits(model string, contextWindow, maxOutputTokens int64) Limits {
+	info, _ := LookupModel(model)
+	window := contextWindow
+	if window <= 0 {
+		window = info.Window
+	}
+	if window <= 0 {
+		window = c.DefaultWindow
+	}
+	reserve := maxOutputTokens
+	if reserve <= 0 {
+		reserve = info.MaxOutput
+	}
+	reserve = min(reserve, c.MaxReserve)
+
+	l := Limits{Window: window, Reserve: reserve, Effective: window - reserve}
+	l.AutoCompact = l.Effective - c.AutoCompactBuffer
+	if c.AutoCompactPercent > 0 {
+		if pct := int64(float64(l.Effective) * c.AutoCompactPercent / 100); pct < l.AutoCompact {
+			l.AutoCompact = pct
+		}
+	}
+	l.Warning = l.AutoCompact - c.WarningBuffer
+	l.Error = l.AutoCompact - c.ErrorBuffer
+	l.Blocking = l.Effective - c.BlockingBuffer
+	return l
+}
+
+// State is where a count stands against the thresholds.
+type State string
+
+// The states, from least to most severe.
+const (
+	StateOK          State = "ok"
+	StateWarning     State = "warning"
+	StateError       State = "error"
+	StateAutoCompact State = "autocompact"
+	StateBlocking    State = "blocking"
+)
+
+// Rank orders the states by severity: ok 0 … blocking 4; an unknown state is −1.
+func (s State) Rank() int {
+	switch s {
+	case StateOK:
+		return 0
+	case StateWarning:
+		return 1
+	case StateError:
+		return 2
+	case StateAutoCompact:
+		return 3
+	case StateBlocking:
+		return 4
+	}
+	return -1
+}
+
+// State is the most severe state whose threshold count has reached (count >= threshold).
+func (l Limits) State(count int64) State {
+	switch {
+	case count >= l.Blocking:
+		return StateBlocking
+	case count >= l.AutoCompact:
+		return StateAutoCompact
+	case count >= l.Error:
+		return StateError
+	case count >= l.Warning:
+		return StateWarning
+	}
+	return StateOK
+}
+
+// AboveAutoCompact reports whether compaction must happen before the next API call.
+func (l Limits) AboveAutoCompact(count int64) bool {
+	return count >= l.AutoCompact
+}
+
+// PercentLeft is the share of the auto-compact threshold still free,
+// (auto-compact − count) / auto-compact, floored at 0.
+func (l Limits) PercentLeft(count int64) float64 {
+	if l.AutoCompact <= 0 || count >= l.AutoCompact {
+		return 0
+	}
+	return float64(l.AutoCompact-count) / float64(l.AutoCompact)
+}

@@ -1,0 +1,171 @@
+// Package turn defines the turn event a backend publishes once per model API
+// round (schema mnemos.turn.v1), the Anthropic-shaped messages it carries, and
+// the decoding and validation every entry point applies to it.
+package turn
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// SchemaV1 is the only schema version this build accepts.
+const SchemaV1 = "mnemos.turn.v1"
+
+// Event is one model API round: the messages added to the conversation since
+// the previous response, the model's response, and the usage it reported.
+type Event struct {
+	Schema          string            `json:"schema"`
+	EventID         string            `json:"event_id"`
+	TenantID        string            `json:"tenant_id,omitempty"`
+	SessionID       string            `json:"session_id"`
+	Seq             int64             `json:"seq"`
+	AgentID         string            `json:"agent_id,omitempty"`
+	MemoryScope     map[string]string `json:"memory_scope,omitempty"`
+	Model           string            `json:"model,omitempty"`
+	ContextWindow   int64             `json:"context_window,omitempty"`
+	MaxOutputTokens int64             `json:"max_output_tokens,omitempty"`
+	InputMessages   []Message         `json:"input_messages"`
+	Response        *Message          `json:"response,omitempty"`
+	Usage           *Usage            `json:"usage,omitempty"`
+	OccurredAt      time.Time         `json:"occurred_at"`
+}
+
+// MainAgent is the agent id of the session's main agent; sub-agents use other ids.
+const MainAgent = "main"
+
+// Agent returns the event's agent id, defaulting to the main agent.
+func (e *Event) Agent() string {
+	if e.AgentID == "" {
+		return MainAgent
+	}
+	return e.AgentID
+}
+
+// Messages returns the input messages followed by the response, in conversation order.
+func (e *Event) Messages() []Message {
+	out := make([]Message, 0, len(e.InputMessages)+1)
+	out = append(out, e.InputMessages...)
+	if e.Response != nil {
+		out = append(out, *e.Response)
+	}
+	return out
+}
+
+// ClosesUserTurn reports whether this round ends the agent's query loop: a
+// response without tool_use that stopped with end_turn.
+func (e *Event) ClosesUserTurn() bool {
+	if e.Response == nil || e.Response.StopReason != "end_turn" {
+		return false
+	}
+	return e.Response.ToolUseCount() == 0
+}
+
+// Usage is the token usage the provider reported for the response.
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+}
+
+// InputSide is everything the request carried: fresh, cache-written and cache-read input.
+func (u Usage) InputSide() int64 {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+// Total is input side plus output.
+func (u Usage) Total() int64 { return u.InputSide() + u.OutputTokens }
+
+// Message is an Anthropic Messages API message with the id the backend gave it.
+type Message struct {
+	UUID       string  `json:"uuid"`
+	Role       string  `json:"role"`
+	Content    Content `json:"content"`
+	StopReason string  `json:"stop_reason,omitempty"`
+}
+
+// ToolUseCount is the number of tool_use blocks in the message.
+func (m Message) ToolUseCount() int {
+	n := 0
+	for _, b := range m.Content {
+		if b.Type == BlockToolUse {
+			n++
+		}
+	}
+	return n
+}
+
+// Block types of the Anthropic Messages API that Mnemos understands.
+const (
+	BlockText             = "text"
+	BlockThinking         = "thinking"
+	BlockRedactedThinking = "redacted_thinking"
+	BlockToolUse          = "tool_use"
+	BlockToolResult       = "tool_result"
+	BlockImage            = "image"
+	BlockDocument         = "document"
+)
+
+// Block is one content block. Only the fields of its type are set.
+type Block struct {
+	Type string `json:"type"`
+
+	// text
+	Text      string          `json:"text,omitempty"`
+	Citations json.RawMessage `json:"citations,omitempty"`
+
+	// thinking, redacted_thinking
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
+
+	// tool_use
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+
+	// tool_result
+	ToolUseID string   `json:"tool_use_id,omitempty"`
+	Content   *Content `json:"content,omitempty"`
+	IsError   bool     `json:"is_error,omitempty"`
+
+	// image, document
+	Source  json.RawMessage `json:"source,omitempty"`
+	Title   string          `json:"title,omitempty"`
+	Context string          `json:"context,omitempty"`
+
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// Content is a message's content: on the wire either a plain string or an
+// array of blocks; in memory always blocks (a string becomes one text block).
+type Content []Block
+
+// UnmarshalJSON accepts a string or an array of blocks.
+func (c *Content) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '"' {
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		*c = Content{{Type: BlockText, Text: s}}
+		return nil
+	}
+	var blocks []Block
+	if err := json.Unmarshal(data, &blocks); err != nil {
+		return fmt.Errorf("content: want a string or an array of blocks: %w", err)
+	}
+	*c = blocks
+	return nil
+}
+
+// MarshalJSON always writes an array, so equal content has equal bytes.
+func (c Content) MarshalJSON() ([]byte, error) {
+	if c == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal([]Block(c))
+}

@@ -1,0 +1,390 @@
+// Package gateway is Mnemos's HTTP API: turn ingest, session token state,
+// pre-flight checks and offloaded tool results. The tenant of every request
+// comes from its API key.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// Config of the gateway target.
+type Config struct {
+	Tokens        tokens.Config
+	Offload       accounting.Offload
+	MaxEventBytes int
+	// KeyCacheTTL is how long a verified API key is trusted without asking Postgres.
+	KeyCacheTTL time.Duration
+}
+
+// DefaultConfig holds DESIGN's numbers.
+func DefaultConfig() Config {
+	return Config{
+		Tokens:        tokens.DefaultConfig(),
+		Offload:       accounting.DefaultOffload(),
+		MaxEventBytes: turn.DefaultMaxEventBytes,
+		KeyCacheTTL:   30 * time.Second,
+	}
+}
+
+// Health reports whether a dependency is usable; readiness asks every one.
+type Health func(context.Context) error
+
+// Gateway serves the HTTP API.
+type Gateway struct {
+	cfg     Config
+	store   *store.Store
+	bus     *bus.Bus
+	log     *slog.Logger
+	ready   map[string]Health
+	metrics gatewayMetrics
+
+	keysMu sync.Mutex
+	keys   map[string]cachedKey
+}
+
+type cachedKey struct {
+	tenant  string
+	expires time.Time
+}
+
+// New builds the gateway. ready names the checks /readyz runs; meter may be nil.
+func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger, meter metric.Meter, ready map[string]Health) (*Gateway, error) {
+	if meter == nil {
+		meter = noop.NewMeterProvider().Meter("")
+	}
+	m, err := newMetrics(meter)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.New: %w", err)
+	}
+	return &Gateway{cfg: cfg, store: st, bus: b, log: log, ready: ready, metrics: m, keys: map[string]cachedKey{}}, nil
+}
+
+// Handler returns the API's routes.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", g.readyz)
+	mux.Handle("POST /v1/turns", g.auth(g.postTurn))
+	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
+	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.preflight))
+	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// ReadyChecks runs every readiness check and returns the failures by name.
+func ReadyChecks(ctx context.Context, checks map[string]Health) map[string]string {
+	failed := map[string]string{}
+	for name, check := range checks {
+		if err := check(ctx); err != nil {
+			failed[name] = err.Error()
+		}
+	}
+	return failed
+}
+
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if failed := ReadyChecks(ctx, g.ready); len(failed) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// auth resolves the API key to a tenant, or answers 401.
+func (g *Gateway) auth(next func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const prefix = "Bearer "
+		h := r.Header.Get("Authorization")
+		if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "send the API key as 'Authorization: Bearer <key>'")
+			return
+		}
+		tenant, err := g.tenantFor(r.Context(), h[len(prefix):])
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown or revoked API key")
+			return
+		}
+		if err != nil {
+			g.log.Error("api key lookup failed", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "could not verify the API key; retry")
+			return
+		}
+		next(w, r, tenant)
+	})
+}
+
+func (g *Gateway) tenantFor(ctx context.Context, key string) (string, error) {
+	now := time.Now()
+	g.keysMu.Lock()
+	c, ok := g.keys[key]
+	g.keysMu.Unlock()
+	if ok && now.Before(c.expires) {
+		return c.tenant, nil
+	}
+	tenant, err := g.store.TenantForAPIKey(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	g.keysMu.Lock()
+	if len(g.keys) > 10_000 { // bounded: a flood of keys cannot grow it without limit
+		clear(g.keys)
+	}
+	g.keys[key] = cachedKey{tenant: tenant, expires: now.Add(g.cfg.KeyCacheTTL)}
+	g.keysMu.Unlock()
+	return tenant, nil
+}
+
+// TurnAccepted is the answer to POST /v1/turns.
+type TurnAccepted struct {
+	EventID   string `json:"event_id"`
+	Subject   string `json:"subject"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	limit := g.cfg.MaxEventBytes
+	if mp := int(g.bus.MaxPayload()); mp > 0 && mp < limit {
+		limit = mp // the bus cannot carry more than its server's max_payload
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		g.refuse(ctx, w, turn.Refuse(turn.ReasonTooLarge, "event is larger than the limit of %d bytes", limit))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "reading the body: "+err.Error())
+		return
+	}
+	ev, err := turn.Decode(body, turn.DecodeOptions{MaxBytes: limit, Tenant: tenant})
+	if err != nil {
+		g.refuse(ctx, w, err)
+		return
+	}
+	subject := g.bus.Subject(bus.KindTurnCompleted, tenant, ev.SessionID)
+	data := body
+	if !hasTenant(body) {
+		// The event travels with its tenant, so consumers never need the key.
+		if data, err = json.Marshal(ev); err != nil {
+			writeError(w, http.StatusInternalServerError, "internal", "encoding the event failed")
+			return
+		}
+	}
+	ack, err := g.bus.Publish(ctx, subject, ev.EventID, data, nil)
+	if err != nil {
+		g.log.Error("publishing turn failed", "tenant", tenant, "session", ev.SessionID, "event_id", ev.EventID, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event bus did not accept the event; retry with the same event_id")
+		return
+	}
+	g.metrics.ingested.Add(ctx, 1, metric.WithAttributes(attribute.String("transport", "http")))
+	writeJSON(w, http.StatusAccepted, TurnAccepted{EventID: ev.EventID, Subject: subject, Duplicate: ack.Duplicate})
+}
+
+// hasTenant reports whether the encoded event names its tenant.
+func hasTenant(body []byte) bool {
+	var probe struct {
+		TenantID *string `json:"tenant_id"`
+	}
+	return json.Unmarshal(body, &probe) == nil && probe.TenantID != nil && *probe.TenantID != ""
+}
+
+func (g *Gateway) refuse(ctx context.Context, w http.ResponseWriter, err error) {
+	ie, ok := turn.AsInputError(err)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	g.metrics.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", string(ie.Reason)), attribute.String("transport", "http")))
+	status := http.StatusBadRequest
+	switch ie.Reason {
+	case turn.ReasonTooLarge:
+		status = http.StatusRequestEntityTooLarge
+	case turn.ReasonTenantMismatch:
+		status = http.StatusForbidden
+	}
+	writeError(w, status, string(ie.Reason), ie.Detail)
+}
+
+// SessionState is the answer to GET /v1/sessions/{id}.
+type SessionState struct {
+	SessionID          string            `json:"session_id"`
+	AgentID            string            `json:"agent_id"`
+	Model              string            `json:"model"`
+	MemoryScope        map[string]string `json:"memory_scope,omitempty"`
+	AppliedSeq         int64             `json:"applied_seq"`
+	Messages           int64             `json:"messages"`
+	Tokens             any               `json:"tokens"`
+	CompactionInFlight bool              `json:"compaction_in_flight"`
+	AutoCompactEnabled bool              `json:"auto_compact_enabled"`
+	CompactRequests    int64             `json:"compact_requests"`
+	ToolCallsTotal     int64             `json:"tool_calls_total"`
+	RejectedTurns      int64             `json:"rejected_turns"`
+	LastResponseAt     *time.Time        `json:"last_response_at,omitempty"`
+	UpdatedAt          time.Time         `json:"updated_at"`
+}
+
+func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("id")
+	if !bus.ValidToken(id) {
+		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+		return
+	}
+	s, err := g.store.GetSession(r.Context(), tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return
+	}
+	if err != nil {
+		g.internal(w, "reading session", err)
+		return
+	}
+	out := SessionState{
+		SessionID: s.SessionID, AgentID: s.AgentID, Model: s.Model, MemoryScope: s.MemoryScope,
+		AppliedSeq: s.AppliedSeq, Messages: s.MessageCount,
+		Tokens:             accounting.Status(accounting.Limits(g.cfg.Tokens, s), s.TokenCount),
+		CompactionInFlight: s.CompactionInFlight, AutoCompactEnabled: s.AutoCompactEnabled,
+		CompactRequests: s.CompactRequests, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
+		UpdatedAt: s.UpdatedAt,
+	}
+	if !s.LastResponseAt.IsZero() {
+		out.LastResponseAt = &s.LastResponseAt
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// PreflightRequest asks how a session would stand with messages not yet sent.
+type PreflightRequest struct {
+	InputMessages   []turn.Message `json:"input_messages"`
+	Model           string         `json:"model,omitempty"`
+	ContextWindow   int64          `json:"context_window,omitempty"`
+	MaxOutputTokens int64          `json:"max_output_tokens,omitempty"`
+}
+
+func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("id")
+	if !bus.ValidToken(id) {
+		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+		return
+	}
+	var req PreflightRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(g.cfg.MaxEventBytes)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_json", "preflight body: "+err.Error())
+		return
+	}
+	s, err := g.store.GetSession(r.Context(), tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		s = store.Session{TenantID: tenant, SessionID: id, AutoCompactEnabled: true, State: string(tokens.StateOK)}
+	} else if err != nil {
+		g.internal(w, "reading session", err)
+		return
+	}
+	if req.Model != "" {
+		s.Model = req.Model
+	}
+	if req.ContextWindow > 0 {
+		s.ContextWindow = req.ContextWindow
+	}
+	if req.MaxOutputTokens > 0 {
+		s.MaxOutputTokens = req.MaxOutputTokens
+	}
+	writeJSON(w, http.StatusOK, accounting.PreflightFor(g.cfg.Tokens, g.cfg.Offload, s, req.InputMessages))
+}
+
+// ToolResultBody is the answer to GET /v1/tool-results/{id}.
+type ToolResultBody struct {
+	ID        string    `json:"id"`
+	SessionID string    `json:"session_id"`
+	ToolUseID string    `json:"tool_use_id"`
+	SizeChars int64     `json:"size_chars"`
+	Content   string    `json:"content"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (g *Gateway) getToolResult(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("id")
+	var tr store.ToolResult
+	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
+		var err error
+		tr, err = tx.ToolResult(r.Context(), id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no tool result "+id)
+		return
+	}
+	if err != nil {
+		g.internal(w, "reading tool result", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ToolResultBody{ID: tr.ID, SessionID: tr.SessionID, ToolUseID: tr.ToolUseID, SizeChars: tr.SizeChars, Content: tr.Content, CreatedAt: tr.CreatedAt})
+}
+
+func (g *Gateway) internal(w http.ResponseWriter, what string, err error) {
+	g.log.Error(what+" failed", "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", what+" failed")
+}
+
+// ErrorBody is every error answer's shape.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message = code, msg
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing left to tell it
+}
+
+type gatewayMetrics struct {
+	ingested metric.Int64Counter
+	rejected metric.Int64Counter
+}
+
+func newMetrics(m metric.Meter) (gatewayMetrics, error) {
+	var gm gatewayMetrics
+	var err error
+	if gm.ingested, err = m.Int64Counter("mnemos.turns.ingested", metric.WithDescription("Turn events accepted at the gateway.")); err != nil {
+		return gm, err
+	}
+	if gm.rejected, err = m.Int64Counter("mnemos.turns.refused", metric.WithDescription("Turn events refused at the gateway, by reason.")); err != nil {
+		return gm, err
+	}
+	return gm, nil
+}

@@ -1,0 +1,229 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/gateway"
+)
+
+type harness struct {
+	srv   *httptest.Server
+	store *store.Store
+	bus   *bus.Bus
+}
+
+func setup(t *testing.T) *harness {
+	t.Helper()
+	st := pgtest.New(t)
+	b := bustest.New(t)
+	ctx := context.Background()
+	for _, tn := range []string{"acme", "globex"} {
+		require.NoError(t, st.EnsureTenant(ctx, tn, tn))
+		require.NoError(t, st.AddAPIKey(ctx, tn, "test", "key-"+tn))
+	}
+	cfg := gateway.DefaultConfig()
+	cfg.MaxEventBytes = 256 << 10
+	gw, err := gateway.New(cfg, st, b, bustest.Logger(t), nil, map[string]gateway.Health{"postgres": st.Ping})
+	require.NoError(t, err)
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	return &harness{srv: srv, store: st, bus: b}
+}
+
+func (h *harness) do(t *testing.T, method, path, key string, body []byte) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, h.srv.URL+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}
+
+func event(session string, seq int64) turn.Event {
+	return turn.Event{
+		Schema: turn.SchemaV1, EventID: fmt.Sprintf("%s-%d", session, seq), SessionID: session, Seq: seq,
+		OccurredAt:    time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+		InputMessages: []turn.Message{{UUID: fmt.Sprintf("u%d", seq), Role: "user", Content: turn.Content{{Type: "text", Text: "hello there"}}}},
+		Response:      &turn.Message{UUID: fmt.Sprintf("a%d", seq), Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: "text", Text: "hi"}}},
+		Usage:         &turn.Usage{InputTokens: 12, OutputTokens: 3},
+	}
+}
+
+func encode(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+func TestPostTurnPublishesWithTenantFromKey(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	status, body := h.do(t, "POST", "/v1/turns", "key-acme", encode(t, event("s1", 1)))
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Equal(t, "s1-1", body["event_id"])
+
+	ctx := context.Background()
+	c, err := h.bus.JetStream().OrderedConsumer(ctx, h.bus.StreamName(bus.StreamTurns), jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err)
+	require.Equal(t, h.bus.Subject(bus.KindTurnCompleted, "acme", "s1"), m.Subject())
+	require.Equal(t, "s1-1", m.Headers().Get(jetstream.MsgIDHeader))
+	ev, err := turn.Decode(m.Data(), turn.DecodeOptions{Tenant: "acme", Session: "s1"})
+	require.NoError(t, err)
+	require.Equal(t, "acme", ev.TenantID, "the published event carries the key's tenant")
+
+	status, body = h.do(t, "POST", "/v1/turns", "key-acme", encode(t, event("s1", 1)))
+	require.Equal(t, http.StatusAccepted, status)
+	require.Equal(t, true, body["duplicate"], "the same event_id again is deduplicated")
+}
+
+func TestPostTurnBadInput(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	withTenant := event("s1", 1)
+	withTenant.TenantID = "globex"
+	negative := event("s1", 1)
+	negative.Usage.InputTokens = -1
+	dupUUID := event("s1", 1)
+	dupUUID.InputMessages = append(dupUUID.InputMessages, turn.Message{UUID: "u1", Role: "user", Content: turn.Content{{Type: "text", Text: "different"}}})
+	huge := event("s1", 1)
+	huge.InputMessages[0].Content[0].Text = strings.Repeat("x", 300<<10)
+	badBlock := encode(t, event("s1", 1))
+	badBlock = bytes.Replace(badBlock, []byte(`"type":"text"`), []byte(`"type":"hologram"`), 1)
+
+	cases := []struct {
+		name   string
+		key    string
+		body   []byte
+		status int
+		code   string
+	}{
+		{"no key", "", encode(t, event("s1", 1)), http.StatusUnauthorized, "unauthorized"},
+		{"wrong key", "nope", encode(t, event("s1", 1)), http.StatusUnauthorized, "unauthorized"},
+		{"bad json", "key-acme", []byte(`{"schema":`), http.StatusBadRequest, string(turn.ReasonBadJSON)},
+		{"unknown schema", "key-acme", []byte(`{"schema":"mnemos.turn.v0"}`), http.StatusBadRequest, string(turn.ReasonUnknownSchema)},
+		{"missing schema", "key-acme", []byte(`{"event_id":"x"}`), http.StatusBadRequest, string(turn.ReasonUnknownSchema)},
+		{"another tenant in the body", "key-acme", encode(t, withTenant), http.StatusForbidden, string(turn.ReasonTenantMismatch)},
+		{"negative usage", "key-acme", encode(t, negative), http.StatusBadRequest, string(turn.ReasonNegativeUsage)},
+		{"oversized", "key-acme", encode(t, huge), http.StatusRequestEntityTooLarge, string(turn.ReasonTooLarge)},
+		{"invalid utf-8", "key-acme", append([]byte(`{"schema":"mnemos.turn.v1","x":"`), 0xc3, 0x28, '"', '}'), http.StatusBadRequest, string(turn.ReasonInvalidUTF8)},
+		{"duplicate uuid with different content", "key-acme", encode(t, dupUUID), http.StatusBadRequest, string(turn.ReasonDuplicateUUID)},
+		{"unknown block type", "key-acme", badBlock, http.StatusBadRequest, string(turn.ReasonSchemaViolation)},
+	}
+	for _, c := range cases {
+		status, body := h.do(t, "POST", "/v1/turns", c.key, c.body)
+		require.Equal(t, c.status, status, "%s: %v", c.name, body)
+		errBody, _ := body["error"].(map[string]any)
+		require.Equal(t, c.code, errBody["code"], c.name)
+		require.NotEmpty(t, errBody["message"], "%s: the error says why", c.name)
+	}
+	// Nothing bad reached the bus; the next good event goes through.
+	info, err := h.bus.JetStream().Stream(context.Background(), h.bus.StreamName(bus.StreamTurns))
+	require.NoError(t, err)
+	require.Zero(t, info.CachedInfo().State.Msgs)
+	status, _ := h.do(t, "POST", "/v1/turns", "key-acme", encode(t, event("s1", 1)))
+	require.Equal(t, http.StatusAccepted, status)
+}
+
+func TestSessionReadsAreTenantScoped(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
+		s, err := tx.LockSession(ctx, "shared-name", "main")
+		if err != nil {
+			return err
+		}
+		s.TokenCount, s.State = 150_000, "error"
+		return tx.SaveSession(ctx, s)
+	}))
+	status, body := h.do(t, "GET", "/v1/sessions/shared-name", "key-acme", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	tokens := body["tokens"].(map[string]any)
+	require.EqualValues(t, 150_000, tokens["count"])
+	require.Equal(t, "error", tokens["state"])
+	require.EqualValues(t, 167_000, tokens["autocompact_threshold"])
+
+	status, _ = h.do(t, "GET", "/v1/sessions/shared-name", "key-globex", nil)
+	require.Equal(t, http.StatusNotFound, status, "another tenant's key never sees the session")
+}
+
+func TestPreflight(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
+		s, err := tx.LockSession(ctx, "s1", "main")
+		if err != nil {
+			return err
+		}
+		s.BaselineTokens, s.HasUsage, s.TokenCount, s.State = 160_000, true, 160_000, "error"
+		return tx.SaveSession(ctx, s)
+	}))
+	small := map[string]any{"input_messages": []turn.Message{{UUID: "p1", Role: "user", Content: turn.Content{{Type: "text", Text: strings.Repeat("a", 4_000)}}}}}
+	status, body := h.do(t, "POST", "/v1/sessions/s1/preflight", "key-acme", encode(t, small))
+	require.Equal(t, http.StatusOK, status, body)
+	require.EqualValues(t, 161_000, body["count"])
+	require.Equal(t, false, body["compact_first"])
+
+	big := map[string]any{"input_messages": []turn.Message{{UUID: "p1", Role: "user", Content: turn.Content{{Type: "text", Text: strings.Repeat("a", 40_000)}}}}}
+	status, body = h.do(t, "POST", "/v1/sessions/s1/preflight", "key-acme", encode(t, big))
+	require.Equal(t, http.StatusOK, status, body)
+	require.EqualValues(t, 170_000, body["count"])
+	require.Equal(t, "autocompact", body["state"])
+	require.Equal(t, true, body["compact_first"], "past 167,000 the next call must compact first")
+
+	status, body = h.do(t, "POST", "/v1/sessions/new-one/preflight", "key-acme", encode(t, small))
+	require.Equal(t, http.StatusOK, status, body)
+	require.EqualValues(t, 1_334, body["count"], "no usage yet: the estimate times 4/3")
+}
+
+func TestToolResultIsTenantScoped(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
+		if _, err := tx.LockSession(ctx, "s1", "main"); err != nil {
+			return err
+		}
+		return tx.InsertToolResult(ctx, store.ToolResult{ID: "tr-1", SessionID: "s1", MessageUUID: "u1", ToolUseID: "t1", Content: "whole output", SizeChars: 12})
+	}))
+	status, body := h.do(t, "GET", "/v1/tool-results/tr-1", "key-acme", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, "whole output", body["content"])
+	status, _ = h.do(t, "GET", "/v1/tool-results/tr-1", "key-globex", nil)
+	require.Equal(t, http.StatusNotFound, status)
+}
+
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	status, _ := h.do(t, "GET", "/healthz", "", nil)
+	require.Equal(t, http.StatusOK, status)
+	status, body := h.do(t, "GET", "/readyz", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+}

@@ -1,0 +1,379 @@
+package tokenaccounting_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
+)
+
+const tenant = "acme"
+
+type harness struct {
+	store *store.Store
+	bus   *bus.Bus
+	svc   *tokenaccounting.Service
+	cfg   tokenaccounting.Config
+}
+
+// setup runs the accountant and the outbox relay against a real Postgres and
+// a real JetStream until the test ends.
+func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
+	t.Helper()
+	st := pgtest.New(t)
+	b := bustest.New(t)
+	log := bustest.Logger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
+	cfg := tokenaccounting.DefaultConfig()
+	cfg.Workers = 8
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	svc, err := tokenaccounting.New(cfg, st, b, log, nil)
+	require.NoError(t, err)
+	relay := outbox.New(outbox.Config{Batch: 128, Poll: 50 * time.Millisecond}, st, b, log)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := svc.Run(ctx); err != nil {
+			t.Errorf("service: %v", err)
+		}
+	})
+	wg.Go(func() { _ = relay.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return &harness{store: st, bus: b, svc: svc, cfg: cfg}
+}
+
+func (h *harness) publish(t *testing.T, ev turn.Event, msgID string) {
+	t.Helper()
+	data, err := json.Marshal(ev)
+	require.NoError(t, err)
+	h.publishRaw(t, ev.TenantID, ev.SessionID, data, msgID)
+}
+
+func (h *harness) publishRaw(t *testing.T, tenantID, session string, data []byte, msgID string) {
+	t.Helper()
+	_, err := h.bus.Publish(context.Background(), h.bus.Subject(bus.KindTurnCompleted, tenantID, session), msgID, data, nil)
+	require.NoError(t, err)
+}
+
+// waitApplied waits until every session has applied (or rejected) its last seq.
+func (h *harness) waitApplied(t *testing.T, want map[string]int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for id, seq := range want {
+			s, err := h.store.GetSession(context.Background(), tenant, id)
+			if err != nil || s.AppliedSeq < seq {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 50*time.Millisecond)
+}
+
+func (h *harness) waitOutboxEmpty(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n, err := h.store.OutboxBacklog(context.Background())
+		return err == nil && n == 0
+	}, 30*time.Second, 20*time.Millisecond)
+}
+
+// collect reads every message of a stream on subjects matching filter.
+func (h *harness) collect(t *testing.T, stream, filter string) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := h.bus.JetStream().OrderedConsumer(ctx, h.bus.StreamName(stream), jetstream.OrderedConsumerConfig{FilterSubjects: []string{h.bus.Prefix(filter)}})
+	require.NoError(t, err)
+	info, err := c.Info(ctx)
+	require.NoError(t, err)
+	var out []jetstream.Msg
+	for range info.NumPending {
+		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		require.NoError(t, err)
+		out = append(out, m)
+	}
+	return out
+}
+
+// genSession writes n rounds of a session whose context grows by a random
+// step each round, with tool calls, tool results and the odd round without usage.
+func genSession(r *rand.Rand, id string, n int, step int64) []turn.Event {
+	evs := make([]turn.Event, 0, n)
+	input := int64(8_000)
+	for seq := 1; seq <= n; seq++ {
+		toolID := fmt.Sprintf("%s-tool-%d", id, seq)
+		var inputs []turn.Message
+		if seq == 1 {
+			inputs = append(inputs, turn.Message{UUID: fmt.Sprintf("%s-u%d", id, seq), Role: "user", Content: turn.Content{{Type: "text", Text: "please fix the failing build"}}})
+		} else {
+			result := turn.Content{{Type: "text", Text: strings.Repeat("log line ", 50+r.IntN(400))}}
+			inputs = append(inputs, turn.Message{UUID: fmt.Sprintf("%s-u%d", id, seq), Role: "user", Content: turn.Content{
+				{Type: "tool_result", ToolUseID: fmt.Sprintf("%s-tool-%d", id, seq-1), Content: &result},
+			}})
+		}
+		resp := &turn.Message{UUID: fmt.Sprintf("%s-a%d", id, seq), Role: "assistant", StopReason: "tool_use", Content: turn.Content{
+			{Type: "text", Text: "running the next step"},
+			{Type: "tool_use", ID: toolID, Name: "Bash", Input: json.RawMessage(`{"command":"make test"}`)},
+		}}
+		ev := turn.Event{
+			Schema: turn.SchemaV1, EventID: fmt.Sprintf("ev-%s-%d", id, seq), TenantID: tenant, SessionID: id, Seq: int64(seq),
+			Model: "claude-sonnet-4-5", ContextWindow: 200_000, MaxOutputTokens: 32_000,
+			InputMessages: inputs, Response: resp, OccurredAt: time.Date(2026, 11, 22, 10, 0, seq, 0, time.UTC),
+		}
+		if seq%7 != 0 { // every seventh round arrives without usage: estimated instead
+			input += step/2 + r.Int64N(step)
+			ev.Usage = &turn.Usage{InputTokens: 3, CacheCreationInputTokens: 500, CacheReadInputTokens: input, OutputTokens: 1 + r.Int64N(400)}
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// reference applies a session's events in order in memory: the count rule,
+// and auto-compaction requested once per crossing while none is in flight.
+type reference struct {
+	count    int64
+	state    tokens.State
+	compacts int
+}
+
+func referenceOf(cfg tokens.Config, evs []turn.Event) reference {
+	var tally tokens.Tally
+	var ref reference
+	inFlight := false
+	for _, ev := range evs {
+		l := cfg.Limits(ev.Model, ev.ContextWindow, ev.MaxOutputTokens)
+		for _, m := range ev.InputMessages {
+			tally.Add(tokens.EstimateMessage(m))
+		}
+		if ev.Usage != nil {
+			tally.SetResponse(*ev.Usage, ev.Response.Content)
+		} else {
+			tally.Add(tokens.EstimateMessage(*ev.Response))
+		}
+		ref.count = tally.Count()
+		ref.state = l.State(ref.count)
+		if l.AboveAutoCompact(ref.count) && !inFlight {
+			inFlight = true
+			ref.compacts++
+		}
+	}
+	return ref
+}
+
+func TestShuffledDuplicatedDeliveryMatchesInOrderReference(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := rand.New(rand.NewPCG(7, 11))
+
+	const sessions, rounds = 50, 20
+	want := map[string]int64{}
+	refs := map[string]reference{}
+	var all []turn.Event
+	for i := range sessions {
+		id := fmt.Sprintf("s%02d", i)
+		step := int64(2_000 + 800*i) // later sessions grow fast enough to cross 167,000
+		evs := genSession(r, id, rounds, step)
+		refs[id] = referenceOf(h.cfg.Tokens, evs)
+		want[id] = rounds
+		all = append(all, evs...)
+	}
+	crossing := 0
+	for _, ref := range refs {
+		crossing += ref.compacts
+	}
+	require.Greater(t, crossing, 5, "the generated sessions must exercise threshold crossings")
+	require.Less(t, crossing, sessions, "and some sessions must stay below the threshold")
+
+	// 10% duplicates: half redelivered under their own id (the stream drops
+	// them), half under a new id (the accountant must see through them).
+	type delivery struct {
+		ev    turn.Event
+		msgID string
+	}
+	var deliveries []delivery
+	for _, ev := range all {
+		deliveries = append(deliveries, delivery{ev, ev.EventID})
+	}
+	for i, ev := range all {
+		if i%10 == 0 {
+			id := ev.EventID
+			if i%20 == 0 {
+				id += "-redelivered"
+			}
+			deliveries = append(deliveries, delivery{ev, id})
+		}
+	}
+	r.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
+	for _, d := range deliveries {
+		h.publish(t, d.ev, d.msgID)
+	}
+
+	h.waitApplied(t, want)
+	h.waitOutboxEmpty(t)
+	ctx := context.Background()
+	for id, ref := range refs {
+		s, err := h.store.GetSession(ctx, tenant, id)
+		require.NoError(t, err)
+		require.Equal(t, ref.count, s.TokenCount, "session %s count", id)
+		require.Equal(t, string(ref.state), s.State, "session %s state", id)
+		require.EqualValues(t, 2*rounds, s.MessageCount, "session %s: each message stored once", id)
+	}
+	var dupRows int
+	require.NoError(t, h.store.Pool().QueryRow(ctx,
+		"SELECT count(*) FROM (SELECT session_id, uuid FROM messages GROUP BY 1, 2 HAVING count(*) > 1) d").Scan(&dupRows))
+	require.Zero(t, dupRows, "no duplicate message rows")
+
+	compacts := map[string]int{}
+	for _, m := range h.collect(t, bus.StreamEvents, "compact.requested.>") {
+		_, _, session, err := h.bus.ParseSubject(m.Subject())
+		require.NoError(t, err)
+		compacts[session]++
+	}
+	for id, ref := range refs {
+		require.Equal(t, ref.compacts, compacts[id], "session %s: compact.requested per threshold crossing", id)
+	}
+	accounted := h.collect(t, bus.StreamEvents, "turn.accounted.>")
+	require.Len(t, accounted, sessions*rounds, "one turn.accounted per applied event")
+}
+
+func TestGapTimeoutMovesPastMissingSeq(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(c *tokenaccounting.Config) { c.GapTimeout = 300 * time.Millisecond })
+	evs := genSession(rand.New(rand.NewPCG(1, 2)), "gappy", 4, 1000)
+	for _, ev := range []turn.Event{evs[0], evs[2], evs[3]} { // seq 2 never arrives
+		h.publish(t, ev, ev.EventID)
+	}
+	h.waitApplied(t, map[string]int64{"gappy": 4})
+	s, err := h.store.GetSession(context.Background(), tenant, "gappy")
+	require.NoError(t, err)
+	require.EqualValues(t, 6, s.MessageCount, "seq 1, 3 and 4 applied")
+}
+
+func TestOffloadsLargeToolResultsOnceAndForever(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	big := strings.Repeat("0123456789", 6_000) // 60,000 characters
+	result := turn.Content{{Type: "text", Text: big}}
+	ev := turn.Event{
+		Schema: turn.SchemaV1, EventID: "big-1", TenantID: tenant, SessionID: "big", Seq: 1, OccurredAt: time.Now().UTC(),
+		InputMessages: []turn.Message{{UUID: "u1", Role: "user", Content: turn.Content{{Type: "tool_result", ToolUseID: "t1", Content: &result}}}},
+		Response:      &turn.Message{UUID: "a1", Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: "text", Text: "done"}}},
+	}
+	h.publish(t, ev, ev.EventID)
+	h.waitApplied(t, map[string]int64{"big": 1})
+
+	ctx := context.Background()
+	var msgs []store.Message
+	var repl []store.Replacement
+	require.NoError(t, h.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		var err error
+		if msgs, err = tx.Messages(ctx, "big"); err != nil {
+			return err
+		}
+		repl, err = tx.Replacements(ctx, "big")
+		return err
+	}))
+	require.Len(t, repl, 1)
+	require.Contains(t, string(msgs[0].Content), "<persisted-output>")
+	require.Contains(t, string(msgs[0].Content), repl[0].ToolResultID)
+	require.Less(t, len(msgs[0].Content), 3_000, "only the preview stays in context")
+	var whole store.ToolResult
+	require.NoError(t, h.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		var err error
+		whole, err = tx.ToolResult(ctx, repl[0].ToolResultID)
+		return err
+	}))
+	require.Equal(t, big, whole.Content)
+	require.EqualValues(t, 1, whole.SizeChars/60_000)
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(c *tokenaccounting.Config) { c.MaxEventBytes = 64 << 10 })
+	good := func(seq int64) turn.Event {
+		return turn.Event{
+			Schema: turn.SchemaV1, EventID: fmt.Sprintf("bad-%d", seq), TenantID: tenant, SessionID: "victim", Seq: seq,
+			OccurredAt:    time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+			InputMessages: []turn.Message{{UUID: fmt.Sprintf("u%d", seq), Role: "user", Content: turn.Content{{Type: "text", Text: "hello"}}}},
+			Response:      &turn.Message{UUID: fmt.Sprintf("a%d", seq), Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: "text", Text: "hi"}}},
+			Usage:         &turn.Usage{InputTokens: 10, OutputTokens: 5},
+		}
+	}
+	enc := func(ev turn.Event) []byte {
+		b, err := json.Marshal(ev)
+		require.NoError(t, err)
+		return b
+	}
+	h.publish(t, good(1), "bad-1")
+	h.waitApplied(t, map[string]int64{"victim": 1})
+
+	conflict := good(2)
+	conflict.InputMessages[0].UUID = "u1" // u1 was stored with other content
+	conflict.InputMessages[0].Content = turn.Content{{Type: "text", Text: "something else"}}
+	negative := good(3)
+	negative.Usage.OutputTokens = -5
+	otherTenant := good(3)
+	otherTenant.TenantID = "intruder"
+	huge := good(3)
+	huge.InputMessages[0].Content = turn.Content{{Type: "text", Text: strings.Repeat("x", 100<<10)}}
+	cases := []struct {
+		name   string
+		data   []byte
+		reason turn.Reason
+	}{
+		{"bad json", []byte(`{"schema": "mnemos.turn.v1", "event_id": `), turn.ReasonBadJSON},
+		{"unknown schema", []byte(`{"schema": "mnemos.turn.v9", "event_id": "x"}`), turn.ReasonUnknownSchema},
+		{"tenant mismatch", enc(otherTenant), turn.ReasonTenantMismatch},
+		{"negative usage", enc(negative), turn.ReasonNegativeUsage},
+		{"oversized", enc(huge), turn.ReasonTooLarge},
+		{"invalid utf-8", append([]byte(`{"schema": "mnemos.turn.v1", "note": "`), 0xff, '"', '}'), turn.ReasonInvalidUTF8},
+		{"duplicate uuid with different content", enc(conflict), turn.ReasonDuplicateUUID},
+	}
+	for i, c := range cases {
+		h.publishRaw(t, tenant, "victim", c.data, fmt.Sprintf("bad-case-%d", i))
+	}
+	// The later good events of the same session still apply.
+	next := good(3) // seq 2 went to the rejected conflicting event
+	next.EventID = "good-3"
+	h.publish(t, next, "good-3")
+	h.waitApplied(t, map[string]int64{"victim": 3})
+	h.waitOutboxEmpty(t)
+
+	s, err := h.store.GetSession(context.Background(), tenant, "victim")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, s.RejectedTurns)
+	require.EqualValues(t, 4, s.MessageCount, "seq 1 and 3 stored, the rejected seq 2 left nothing")
+	require.EqualValues(t, 10+5, s.TokenCount)
+
+	letters := h.collect(t, bus.StreamDeadLetter, "deadletter.>")
+	reasons := map[string]bool{}
+	for _, m := range letters {
+		reasons[m.Headers().Get(bus.HeaderDeadLetterReason)] = true
+	}
+	for _, c := range cases {
+		found := false
+		for r := range reasons {
+			found = found || strings.HasPrefix(r, string(c.reason)+":")
+		}
+		require.True(t, found, "%s: a dead letter with reason %s; got %v", c.name, c.reason, reasons)
+	}
+}

@@ -1,0 +1,31 @@
+-- name: SessionEnsure :exec
+INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES (@tenant_id, @session_id, @agent_id)
+ON CONFLICT (tenant_id, session_id) DO NOTHING;
+
+-- name: SessionGetForUpdate :one
+SELECT * FROM sessions WHERE tenant_id = @tenant_id AND session_id = @session_id FOR UPDATE;
+
+-- name: SessionGet :one
+SELECT * FROM sessions WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
+-- name: SessionUpdateAccounting :exec
+UPDATE sessions SET
+    agent_id = @agent_id,
+    model = @model,
+    context_window = @context_window,
+    max_output_tokens = @max_output_tokens,
+    memory_scope = @memory_scope,
+    applied_seq = @applied_seq,
+    message_count = @message_count,
+    baseline_tokens = @baseline_tokens,
+    has_usage = @has_usage,
+    pending_tokens = @pending_tokens,
+    token_count = @token_count,
+    state = @state,
+    compaction_in_flight = @compaction_in_flight,
+    compact_requests = @compact_requests,
+    tool_calls_total = @tool_calls_total,
+    rejected_turns = @rejected_turns,
+    last_response_at = @last_response_at,
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND session_id = @session_id;

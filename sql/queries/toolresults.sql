@@ -1,0 +1,21 @@
+-- name: ToolResultInsert :exec
+INSERT INTO tool_results (tenant_id, id, session_id, message_uuid, tool_use_id, content, size_chars)
+VALUES (@tenant_id, @id, @session_id, @message_uuid, @tool_use_id, @content, @size_chars)
+ON CONFLICT DO NOTHING;
+
+-- name: ToolResultGet :one
+SELECT * FROM tool_results WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ReplacementGet :one
+SELECT * FROM content_replacements
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND tool_use_id = @tool_use_id AND kind = @kind;
+
+-- name: ReplacementInsert :exec
+INSERT INTO content_replacements (tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement)
+VALUES (@tenant_id, @session_id, @tool_use_id, @kind, @tool_result_id, @replacement)
+ON CONFLICT DO NOTHING;
+
+-- name: ReplacementListBySession :many
+SELECT * FROM content_replacements
+WHERE tenant_id = @tenant_id AND session_id = @session_id
+ORDER BY decided_at, tool_use_id;

@@ -29,6 +29,7 @@ CREATE TABLE sessions (
     max_output_tokens    bigint      NOT NULL DEFAULT 0,
     memory_scope         jsonb       NOT NULL DEFAULT '{}',
     applied_seq          bigint      NOT NULL DEFAULT 0,
+    waiting_turns        bigint      NOT NULL DEFAULT 0,
     message_count        bigint      NOT NULL DEFAULT 0,
     baseline_tokens      bigint      NOT NULL DEFAULT 0,
     has_usage            boolean     NOT NULL DEFAULT false,

@@ -20,7 +20,7 @@ func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Write
 	if err != nil {
 		return err
 	}
-	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL)
+	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL, localDatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func runTenant(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL)
+	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL, localDatabaseURL)
 	if err != nil {
 		return err
 	}

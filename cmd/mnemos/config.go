@@ -47,7 +47,7 @@ type Config struct {
 	Namespace    string // MNEMOS_NAMESPACE: subject and stream prefix
 
 	DevTenant string // MNEMOS_DEV_TENANT
-	DevAPIKey string // MNEMOS_DEV_API_KEY
+	DevAPIKey string // MNEMOS_DEV_API_KEY; "off": no development tenant
 
 	MaxEventBytes int           // MNEMOS_MAX_EVENT_BYTES
 	Workers       int           // MNEMOS_WORKERS
@@ -111,6 +111,9 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 	str("MNEMOS_NAMESPACE", &cfg.Namespace)
 	str("MNEMOS_DEV_TENANT", &cfg.DevTenant)
 	str("MNEMOS_DEV_API_KEY", &cfg.DevAPIKey)
+	if cfg.DevAPIKey == "off" {
+		cfg.DevAPIKey = "" // no development tenant
+	}
 	num("MNEMOS_MAX_EVENT_BYTES", func(n int64) { cfg.MaxEventBytes = int(n) })
 	num("MNEMOS_WORKERS", func(n int64) { cfg.Workers = int(n) })
 	if v := getenv("MNEMOS_GAP_TIMEOUT"); v != "" {

@@ -38,7 +38,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// Postgres
 
-	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL)
+	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL, localDatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -226,20 +226,24 @@ func healthOnly(ready map[string]gateway.Health, status map[string]string) http.
 	return mux
 }
 
-// resolveDatabase returns the configured URL, or the local server's mnemos
-// database (created when missing), or an error naming what to start.
-func resolveDatabase(ctx context.Context, configured string) (string, error) {
-	if configured != "" {
-		return configured, nil
-	}
+// resolveDatabase returns the configured URL, or else the local server's
+// mnemos database at local (created when missing), or an error naming what
+// to start.
+func resolveDatabase(ctx context.Context, configured, local string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := store.EnsureDatabase(cctx, localDatabaseURL); err != nil {
-		return "", fmt.Errorf(`no Postgres: MNEMOS_DATABASE_URL is not set and the local server at 127.0.0.1:5432 does not answer (%v).
+	if configured != "" {
+		if err := store.Ping(cctx, configured); err != nil {
+			return "", fmt.Errorf("MNEMOS_DATABASE_URL=%s does not answer: %w", store.Redact(configured), err)
+		}
+		return configured, nil
+	}
+	if err := store.EnsureDatabase(cctx, local); err != nil {
+		return "", fmt.Errorf(`no Postgres: MNEMOS_DATABASE_URL is not set and the local server (%s) does not answer: %v
 Start one of:
   docker compose up -d postgres
   apt-get install -y postgresql && pg_ctlcluster --skip-systemctl-redirect 15 main start
-or set MNEMOS_DATABASE_URL=postgres://USER:PASSWORD@HOST:5432/mnemos`, err)
+or set MNEMOS_DATABASE_URL=postgres://USER:PASSWORD@HOST:5432/mnemos`, store.Redact(local), err)
 	}
-	return localDatabaseURL, nil
+	return local, nil
 }

@@ -5,7 +5,6 @@
 package accounting
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -44,7 +43,8 @@ type Decision struct {
 	Recorded bool
 }
 
-// Frozen looks up a decision recorded earlier for a tool_use id.
+// Frozen looks up a decision recorded earlier for a tool_use id. A nil
+// Frozen knows no decision.
 type Frozen func(toolUseID string) (replacement string, ok bool, err error)
 
 // Apply replaces offloaded tool results in msgs (one turn's messages) and
@@ -77,6 +77,9 @@ func (o Offload) Apply(msgs []turn.Message, frozen Frozen, idFor func(toolUseID 
 	chosen := make(map[int]bool) // index into cands
 	var decisions []Decision
 	// Frozen decisions first: they stand whatever the sizes say now.
+	if frozen == nil {
+		frozen = func(string) (string, bool, error) { return "", false, nil }
+	}
 	for i, c := range cands {
 		b := msgs[c.msg].Content[c.block]
 		repl, ok, err := frozen(b.ToolUseID)
@@ -188,7 +191,9 @@ func resultText(c turn.Content) string {
 		}
 		return strings.Join(parts, "\n")
 	}
-	enc, err := json.Marshal(c)
+	// turn.Marshal, not json.Marshal: the stored copy keeps <, > and & as
+	// the backend sent them, and its size is counted on those bytes.
+	enc, err := turn.Marshal(c)
 	if err != nil {
 		return ""
 	}

@@ -30,16 +30,7 @@ func (b *Bus) Publish(ctx context.Context, subject, msgID string, data []byte, h
 		return nil, fmt.Errorf("bus.Publish: subject %q is outside namespace %q", subject, b.ns)
 	}
 
-	ctx, span := b.tracer.Start(ctx, "publish "+b.kindOf(subject),
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			semconv.MessagingSystemKey.String("nats"),
-			semconv.MessagingOperationTypeSend,
-			semconv.MessagingOperationName("publish"),
-			semconv.MessagingDestinationName(subject),
-			semconv.MessagingMessageID(msgID),
-			semconv.MessagingMessageBodySize(len(data)),
-		))
+	ctx, span := b.startPublishSpan(ctx, subject, msgID, len(data))
 	defer span.End()
 
 	msg := &nats.Msg{Subject: subject, Data: data, Header: make(nats.Header, len(hdr)+2)}
@@ -56,6 +47,20 @@ func (b *Bus) Publish(ctx context.Context, subject, msgID string, data []byte, h
 		span.SetAttributes(attribute.Bool("mnemos.bus.duplicate", true))
 	}
 	return ack, nil
+}
+
+// startPublishSpan starts the producer span of one publish.
+func (b *Bus) startPublishSpan(ctx context.Context, subject, msgID string, size int) (context.Context, trace.Span) {
+	return b.tracer.Start(ctx, "publish "+b.kindOf(subject),
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			semconv.MessagingSystemKey.String("nats"),
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingOperationName("publish"),
+			semconv.MessagingDestinationName(subject),
+			semconv.MessagingMessageID(msgID),
+			semconv.MessagingMessageBodySize(size),
+		))
 }
 
 // headerCarrier lets OpenTelemetry propagators read and write NATS headers.

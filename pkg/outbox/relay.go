@@ -4,7 +4,6 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -96,18 +95,27 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 }
 
 func (r *Relay) publish(ctx context.Context, evs []store.OutboxEvent) ([]int64, error) {
-	done := make([]int64, 0, len(evs))
-	for _, e := range evs {
+	msgs := make([]bus.Outgoing, len(evs))
+	for i, e := range evs {
 		hdr := nats.Header{}
 		for k, v := range e.Headers {
 			hdr.Set(k, v)
 		}
-		// The transaction that wrote the event is the publish's parent span.
-		pctx := propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(e.Headers))
-		if _, err := r.bus.Publish(pctx, r.bus.Prefix(e.Subject), e.MsgID, e.Payload, hdr); err != nil {
-			return done, fmt.Errorf("outbox: publish %s: %w", e.MsgID, err)
+		msgs[i] = bus.Outgoing{
+			// The transaction that wrote the event is the publish's parent span.
+			Ctx:     propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(e.Headers)),
+			Subject: r.bus.Prefix(e.Subject),
+			MsgID:   e.MsgID,
+			Data:    e.Payload,
+			Header:  hdr,
 		}
-		done = append(done, e.ID)
 	}
-	return done, nil
+	stored, err := r.bus.PublishBatch(ctx, msgs)
+	done := make([]int64, 0, len(evs))
+	for i, ok := range stored {
+		if ok {
+			done = append(done, evs[i].ID)
+		}
+	}
+	return done, err
 }

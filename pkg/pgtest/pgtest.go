@@ -181,11 +181,7 @@ func migrationsHash() string {
 func ping(ctx context.Context, u string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		return err
-	}
-	return conn.Close(ctx)
+	return store.Ping(ctx, u)
 }
 
 func withDatabase(u, name string) string {

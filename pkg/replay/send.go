@@ -109,7 +109,7 @@ type sender struct {
 
 // send delivers one event and returns how many requests it repeated.
 func (s *sender) send(ctx context.Context, ev *turn.Event) (int, error) {
-	body, err := encodeEvent(ev)
+	body, err := turn.Marshal(ev) // raw tool inputs reach the server byte for byte
 	if err != nil {
 		return 0, fmt.Errorf("replay: encode event %s: %w", ev.EventID, err)
 	}
@@ -147,51 +147,6 @@ func (s *sender) send(ctx context.Context, ev *turn.Event) (int, error) {
 		case <-t.C:
 		}
 	}
-}
-
-// encodeEvent encodes an event so that raw tool inputs reach the server byte
-// for byte. json.Marshal rewrites < > & inside a json.RawMessage as \u003c…,
-// which lengthens the input and so its estimate on the server; and
-// turn.Content.MarshalJSON calls json.Marshal itself. The wire types below
-// shadow the message content with a plain slice of blocks, and the encoder
-// does not escape HTML.
-func encodeEvent(ev *turn.Event) ([]byte, error) {
-	w := wireEvent{Event: ev, InputMessages: make([]wireMessage, len(ev.InputMessages))}
-	for i, m := range ev.InputMessages {
-		w.InputMessages[i] = toWire(m)
-	}
-	if ev.Response != nil {
-		r := toWire(*ev.Response)
-		w.Response = &r
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// wireEvent is a turn.Event whose messages encode without HTML escaping; the
-// outer fields take precedence over the embedded event's.
-type wireEvent struct {
-	*turn.Event
-	InputMessages []wireMessage `json:"input_messages"`
-	Response      *wireMessage  `json:"response,omitempty"`
-}
-
-type wireMessage struct {
-	turn.Message
-	Content []turn.Block `json:"content"`
-}
-
-func toWire(m turn.Message) wireMessage {
-	content := []turn.Block(m.Content)
-	if content == nil {
-		content = []turn.Block{}
-	}
-	return wireMessage{Message: m, Content: content}
 }
 
 func retryable(status int) bool {

@@ -24,18 +24,23 @@ type Message struct {
 	CreatedAt      time.Time
 }
 
-// MessageHash returns the content hash of a stored message, or ErrNotFound.
-func (t *Tx) MessageHash(ctx context.Context, sessionID, uuid string) ([]byte, error) {
-	h, err := t.q.MessageGetHash(ctx, dbsqlc.MessageGetHashParams{TenantID: t.tenant, SessionID: sessionID, Uuid: uuid})
+// MessageHashes returns the content hashes of those of uuids the session holds.
+func (t *Tx) MessageHashes(ctx context.Context, sessionID string, uuids []string) (map[string][]byte, error) {
+	rows, err := t.q.MessageHashes(ctx, dbsqlc.MessageHashesParams{TenantID: t.tenant, SessionID: sessionID, Uuids: uuids})
 	if err != nil {
-		return nil, notFound(err)
+		return nil, fmt.Errorf("store.MessageHashes: %w", err)
 	}
-	return h, nil
+	out := make(map[string][]byte, len(rows))
+	for _, r := range rows {
+		out[r.Uuid] = r.ContentHash
+	}
+	return out, nil
 }
 
-// InsertMessage stores a message at its position.
-func (t *Tx) InsertMessage(ctx context.Context, m Message) error {
-	err := t.q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+// InsertMessage stores a message at its position. It reports false, and
+// stores nothing, when the session holds a message with that uuid already.
+func (t *Tx) InsertMessage(ctx context.Context, m Message) (bool, error) {
+	n, err := t.q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
 		TenantID:       t.tenant,
 		SessionID:      m.SessionID,
 		Uuid:           m.UUID,
@@ -49,9 +54,9 @@ func (t *Tx) InsertMessage(ctx context.Context, m Message) error {
 		StopReason:     m.StopReason,
 	})
 	if err != nil {
-		return fmt.Errorf("store.InsertMessage %s: %w", m.UUID, err)
+		return false, fmt.Errorf("store.InsertMessage %s: %w", m.UUID, err)
 	}
-	return nil
+	return n == 1, nil
 }
 
 // Messages lists a session's messages in order.

@@ -40,9 +40,12 @@ func (t *Tx) Enqueue(ctx context.Context, e OutboxEvent) error {
 	if err != nil {
 		return fmt.Errorf("store.Enqueue: %w", err)
 	}
-	// Notifications are delivered on commit and folded when identical, so one per event is cheap.
-	if err := t.q.OutboxNotify(ctx); err != nil {
-		return fmt.Errorf("store.Enqueue: notify: %w", err)
+	// Notifications are delivered on commit; one per transaction wakes the relays.
+	if !t.notified {
+		if err := t.q.OutboxNotify(ctx); err != nil {
+			return fmt.Errorf("store.Enqueue: notify: %w", err)
+		}
+		t.notified = true
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
@@ -26,6 +27,8 @@ type Session struct {
 	// number of messages stored, which is also the next message's position.
 	AppliedSeq   int64
 	MessageCount int64
+	// WaitingTurns counts events kept until a missing predecessor arrives.
+	WaitingTurns int64
 
 	// The count rule's inputs: the last response's usage total, whether there
 	// was one, and the estimate of everything added since.
@@ -54,6 +57,7 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		ContextWindow:      r.ContextWindow,
 		MaxOutputTokens:    r.MaxOutputTokens,
 		AppliedSeq:         r.AppliedSeq,
+		WaitingTurns:       r.WaitingTurns,
 		MessageCount:       r.MessageCount,
 		BaselineTokens:     r.BaselineTokens,
 		HasUsage:           r.HasUsage,
@@ -81,14 +85,15 @@ func toSession(r dbsqlc.Session) (Session, error) {
 // it first when the session is new. Every change to a session's accounting
 // happens under this lock, so one session's events apply one at a time.
 func (t *Tx) LockSession(ctx context.Context, sessionID, agentID string) (Session, error) {
-	if err := t.q.SessionEnsure(ctx, dbsqlc.SessionEnsureParams{TenantID: t.tenant, SessionID: sessionID, AgentID: agentID}); err != nil {
-		return Session{}, fmt.Errorf("store.LockSession: ensure: %w", err)
+	r, err := t.q.SessionLock(ctx, dbsqlc.SessionLockParams{TenantID: t.tenant, SessionID: sessionID, AgentID: agentID})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign key: no such tenant
+		return Session{}, fmt.Errorf("store.LockSession: tenant %q: %w", t.tenant, ErrUnknownTenant)
 	}
-	r, err := t.q.SessionGetForUpdate(ctx, dbsqlc.SessionGetForUpdateParams{TenantID: t.tenant, SessionID: sessionID})
 	if err != nil {
 		return Session{}, fmt.Errorf("store.LockSession: %w", err)
 	}
-	return toSession(r)
+	return toSession(dbsqlc.Session(r))
 }
 
 // SaveSession writes the accounting fields of a session locked by LockSession.
@@ -109,6 +114,7 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		MaxOutputTokens:    s.MaxOutputTokens,
 		MemoryScope:        scope,
 		AppliedSeq:         s.AppliedSeq,
+		WaitingTurns:       s.WaitingTurns,
 		MessageCount:       s.MessageCount,
 		BaselineTokens:     s.BaselineTokens,
 		HasUsage:           s.HasUsage,
@@ -219,6 +225,15 @@ func (t *Tx) InsertTurn(ctx context.Context, in Turn) (bool, Turn, error) {
 	return false, toTurn(bySeq), nil
 }
 
+// TurnBySeq returns the row holding a session's seq, or ErrNotFound.
+func (t *Tx) TurnBySeq(ctx context.Context, sessionID string, seq int64) (Turn, error) {
+	r, err := t.q.TurnGetBySeq(ctx, dbsqlc.TurnGetBySeqParams{TenantID: t.tenant, SessionID: sessionID, Seq: seq})
+	if err != nil {
+		return Turn{}, fmt.Errorf("store.TurnBySeq: %w", notFound(err))
+	}
+	return toTurn(r), nil
+}
+
 // NextPendingTurn returns the waiting event with the lowest seq, or ErrNotFound.
 func (t *Tx) NextPendingTurn(ctx context.Context, sessionID string) (Turn, error) {
 	r, err := t.q.TurnNextPending(ctx, dbsqlc.TurnNextPendingParams{TenantID: t.tenant, SessionID: sessionID})
@@ -226,6 +241,18 @@ func (t *Tx) NextPendingTurn(ctx context.Context, sessionID string) (Turn, error
 		return Turn{}, notFound(err)
 	}
 	return toTurn(r), nil
+}
+
+// RecordAppliedTurn records an event that applied (or was rejected) on arrival.
+func (t *Tx) RecordAppliedTurn(ctx context.Context, sessionID, eventID string, seq int64, status, reason string, count int64, state string) error {
+	err := t.q.TurnRecordApplied(ctx, dbsqlc.TurnRecordAppliedParams{
+		TenantID: t.tenant, SessionID: sessionID, EventID: eventID, Seq: seq, Status: status, Reason: reason,
+		TokenCount: &count, State: &state,
+	})
+	if err != nil {
+		return fmt.Errorf("store.RecordAppliedTurn: %w", err)
+	}
+	return nil
 }
 
 // FinishTurn records the outcome of applying an event and drops its payload.

@@ -28,6 +28,9 @@ import (
 // belongs to another tenant, which is the same thing to the caller).
 var ErrNotFound = errors.New("not found")
 
+// ErrUnknownTenant is returned when a write names a tenant that was never created.
+var ErrUnknownTenant = errors.New("unknown tenant")
+
 // Store is the pool shared by every service of one process.
 type Store struct {
 	pool *pgxpool.Pool
@@ -99,6 +102,15 @@ func Migrate(ctx context.Context, url string, log *slog.Logger) error {
 	return nil
 }
 
+// Ping connects to url once and closes the connection.
+func Ping(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
 // EnsureDatabase creates the database named in url when it does not exist,
 // connecting to the server's "postgres" database to do so.
 func EnsureDatabase(ctx context.Context, dbURL string) error {
@@ -144,11 +156,12 @@ func Redact(dbURL string) string {
 	return u.Redacted()
 }
 
-// InTx runs fn in one transaction scoped to tenant. The tenant is set as the
-// transaction's first statement, so it never leaks to another use of the
-// pooled connection. The commit error is returned, never lost.
+// InTx runs fn in one transaction scoped to tenant. The tenant is set by
+// the transaction's first statement, sent with BEGIN in one round trip, so it
+// never leaks to another use of the pooled connection. The commit error is
+// returned, never lost.
 func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (err error) {
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginForTenant(tenant)})
 	if err != nil {
 		return fmt.Errorf("store.InTx: begin: %w", err)
 	}
@@ -157,9 +170,6 @@ func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (er
 			_ = tx.Rollback(context.WithoutCancel(ctx)) // the original error is what matters
 		}
 	}()
-	if _, err = tx.Exec(ctx, "SELECT set_config('mnemos.tenant_id', $1, true)", tenant); err != nil {
-		return fmt.Errorf("store.InTx: set tenant: %w", err)
-	}
 	if err = fn(&Tx{tx: tx, q: dbsqlc.New(tx), tenant: tenant}); err != nil {
 		return err
 	}
@@ -169,34 +179,69 @@ func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (er
 	return nil
 }
 
+// beginForTenant is BEGIN followed by setting the transaction's tenant. It is
+// sent without parameters (simple protocol), so the tenant is quoted here.
+func beginForTenant(tenant string) string {
+	return "BEGIN; SELECT set_config('mnemos.tenant_id', '" + strings.ReplaceAll(tenant, "'", "''") + "', true)"
+}
+
 // Tx is one tenant's transaction.
 type Tx struct {
-	tx     pgx.Tx
-	q      *dbsqlc.Queries
-	tenant string
+	tx       pgx.Tx
+	q        *dbsqlc.Queries
+	tenant   string
+	notified bool // the outbox NOTIFY of this transaction is sent
 }
 
 // Tenant is the tenant this transaction is scoped to.
 func (t *Tx) Tenant() string { return t.tenant }
 
-// Savepoint runs fn inside a savepoint: if fn fails, what it wrote is undone
-// and the transaction carries on.
-func (t *Tx) Savepoint(ctx context.Context, fn func(*Tx) error) error {
-	sp, err := t.tx.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("store.Savepoint: %w", err)
-	}
-	if err := fn(&Tx{tx: sp, q: dbsqlc.New(sp), tenant: t.tenant}); err != nil {
-		if rbErr := sp.Rollback(ctx); rbErr != nil {
-			return errors.Join(err, fmt.Errorf("store.Savepoint: rollback: %w", rbErr))
-		}
+// Pipeline runs fn with a Tx whose writes are queued instead of sent, then
+// sends them all in one round trip and returns the first error. fn may only
+// write: a read inside it fails.
+func (t *Tx) Pipeline(ctx context.Context, fn func(*Tx) error) error {
+	q := &queue{}
+	inner := &Tx{tx: t.tx, q: dbsqlc.New(q), tenant: t.tenant, notified: t.notified}
+	if err := fn(inner); err != nil {
 		return err
 	}
-	if err := sp.Commit(ctx); err != nil {
-		return fmt.Errorf("store.Savepoint: release: %w", err)
+	if q.err != nil {
+		return q.err
 	}
+	if q.batch.Len() == 0 {
+		return nil
+	}
+	if err := t.tx.SendBatch(ctx, &q.batch).Close(); err != nil {
+		return fmt.Errorf("store.Pipeline: %w", err)
+	}
+	t.notified = inner.notified
 	return nil
 }
+
+// queue is a dbsqlc.DBTX that collects statements into a batch.
+type queue struct {
+	batch pgx.Batch
+	err   error
+}
+
+func (q *queue) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	q.batch.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+func (q *queue) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	q.err = errors.New("store.Pipeline: a read cannot be pipelined")
+	return nil, q.err
+}
+
+func (q *queue) QueryRow(context.Context, string, ...any) pgx.Row {
+	q.err = errors.New("store.Pipeline: a read cannot be pipelined")
+	return errRow{q.err}
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 // HashAPIKey is how API keys are stored and looked up.
 func HashAPIKey(key string) []byte {

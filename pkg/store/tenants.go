@@ -17,22 +17,6 @@ func (s *Store) EnsureTenant(ctx context.Context, tenant, name string) error {
 	})
 }
 
-// TenantExists reports whether the tenant has been created.
-func (s *Store) TenantExists(ctx context.Context, tenant string) (bool, error) {
-	var ok bool
-	err := s.InTx(ctx, tenant, func(tx *Tx) error {
-		_, err := tx.q.TenantGet(ctx, tenant)
-		if err = notFound(err); err == ErrNotFound {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("store.TenantExists: %w", err)
-		}
-		ok = true
-		return nil
-	})
-	return ok, err
-}
-
 // AddAPIKey stores the key's hash for tenant. Adding the same key twice is a no-op.
 func (s *Store) AddAPIKey(ctx context.Context, tenant, name, key string) error {
 	return s.InTx(ctx, tenant, func(tx *Tx) error {

@@ -59,13 +59,18 @@ type Replacement struct {
 	DecidedAt    time.Time
 }
 
-// Replacement returns the decision recorded for a tool result, or ErrNotFound.
-func (t *Tx) Replacement(ctx context.Context, sessionID, toolUseID, kind string) (Replacement, error) {
-	r, err := t.q.ReplacementGet(ctx, dbsqlc.ReplacementGetParams{TenantID: t.tenant, SessionID: sessionID, ToolUseID: toolUseID, Kind: kind})
+// ReplacementsFor returns the decisions of one kind recorded for any of the
+// given tool_use ids, by id.
+func (t *Tx) ReplacementsFor(ctx context.Context, sessionID, kind string, toolUseIDs []string) (map[string]Replacement, error) {
+	rows, err := t.q.ReplacementsFor(ctx, dbsqlc.ReplacementsForParams{TenantID: t.tenant, SessionID: sessionID, Kind: kind, ToolUseIds: toolUseIDs})
 	if err != nil {
-		return Replacement{}, notFound(err)
+		return nil, fmt.Errorf("store.ReplacementsFor: %w", err)
 	}
-	return toReplacement(r), nil
+	out := make(map[string]Replacement, len(rows))
+	for _, r := range rows {
+		out[r.ToolUseID] = toReplacement(r)
+	}
+	return out, nil
 }
 
 // Replacements lists a session's decisions in the order they were made.

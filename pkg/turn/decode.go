@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -75,7 +78,9 @@ type DecodeOptions struct {
 	Session string
 }
 
-// Decode parses and validates one encoded event. Every failure is an *InputError.
+// Decode parses and validates one encoded event. Every failure is an
+// *InputError. The event comes back in canonical form (see normalize): for
+// any event it accepts, decoding what Marshal writes of it gives an equal event.
 func Decode(data []byte, opts DecodeOptions) (Event, error) {
 	var ev Event
 	limit := opts.MaxBytes
@@ -91,24 +96,43 @@ func Decode(data []byte, opts DecodeOptions) (Event, error) {
 	if !json.Valid(data) {
 		return ev, Refuse(ReasonBadJSON, "%s", jsonSyntaxDetail(data))
 	}
-	var head struct {
-		Schema *string `json:"schema"`
+	var head map[string]json.RawMessage
+	if err := json.Unmarshal(data, &head); err != nil || head == nil {
+		return ev, Refuse(ReasonBadJSON, "event must be a JSON object, got %s", jsonKind(data))
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return ev, Refuse(ReasonBadJSON, "event must be a JSON object: %v", err)
-	}
-	if head.Schema == nil {
+	rawSchema, ok := head["schema"]
+	if !ok || string(rawSchema) == "null" {
 		return ev, Refuse(ReasonUnknownSchema, "missing \"schema\"; this server accepts %q", SchemaV1)
 	}
-	if *head.Schema != SchemaV1 {
-		return ev, Refuse(ReasonUnknownSchema, "schema %q is not supported; this server accepts %q", *head.Schema, SchemaV1)
+	var schema string
+	if err := json.Unmarshal(rawSchema, &schema); err != nil {
+		return ev, Refuse(ReasonUnknownSchema, "\"schema\" must be a string, got %s; this server accepts %q", jsonKind(rawSchema), SchemaV1)
+	}
+	if schema != SchemaV1 {
+		return ev, Refuse(ReasonUnknownSchema, "schema %q is not supported; this server accepts %q", schema, SchemaV1)
 	}
 	if err := json.Unmarshal(data, &ev); err != nil {
+		// The schema names the failing location; Go's error often does not
+		// (a bad occurred_at only says which time it could not parse).
+		if serr := validateSchema(data); serr != nil {
+			return Event{}, serr
+		}
 		return Event{}, Refuse(ReasonSchemaViolation, "%v", err)
 	}
-	if u := ev.Usage; u != nil && (u.InputTokens < 0 || u.CacheCreationInputTokens < 0 || u.CacheReadInputTokens < 0 || u.OutputTokens < 0) {
-		return Event{}, Refuse(ReasonNegativeUsage, "usage counts must be zero or more, got input=%d cache_creation=%d cache_read=%d output=%d",
-			u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens)
+	if u := ev.Usage; u != nil {
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{
+			{"input_tokens", u.InputTokens},
+			{"cache_creation_input_tokens", u.CacheCreationInputTokens},
+			{"cache_read_input_tokens", u.CacheReadInputTokens},
+			{"output_tokens", u.OutputTokens},
+		} {
+			if f.v < 0 {
+				return Event{}, Refuse(ReasonNegativeUsage, "usage.%s is %d; usage counts must be zero or more", f.name, f.v)
+			}
+		}
 	}
 	if err := validateSchema(data); err != nil {
 		return Event{}, err
@@ -131,31 +155,110 @@ func Decode(data []byte, opts DecodeOptions) (Event, error) {
 	if err := checkUniqueUUIDs(&ev); err != nil {
 		return Event{}, err
 	}
+	if err := normalize(&ev); err != nil {
+		return Event{}, err
+	}
 	return ev, nil
+}
+
+// normalize puts a decoded event in its canonical form, the one Marshal
+// writes, so that decoding an event Marshal wrote gives an equal event:
+// raw JSON (tool inputs, sources, citations, cache_control) compacted,
+// occurred_at in UTC, an empty memory_scope left out.
+func normalize(ev *Event) error {
+	ev.OccurredAt = ev.OccurredAt.UTC()
+	if y := ev.OccurredAt.Year(); y < 0 || y > 9999 {
+		return Refuse(ReasonSchemaViolation, "at /occurred_at: %s is outside years 0000-9999 in UTC", ev.OccurredAt.Format("2006-01-02T15:04:05Z"))
+	}
+	if len(ev.MemoryScope) == 0 {
+		ev.MemoryScope = nil
+	}
+	for i := range ev.InputMessages {
+		if err := compactContent(ev.InputMessages[i].Content); err != nil {
+			return Refuse(ReasonSchemaViolation, "at /input_messages/%d/content: %v", i, err)
+		}
+	}
+	if ev.Response != nil {
+		if err := compactContent(ev.Response.Content); err != nil {
+			return Refuse(ReasonSchemaViolation, "at /response/content: %v", err)
+		}
+	}
+	return nil
+}
+
+// compactContent removes insignificant whitespace from the raw JSON fields
+// of every block, nested tool result content included. The encoder compacts
+// raw JSON when it writes it, so only compact raw JSON survives a round trip.
+func compactContent(c Content) error {
+	for i := range c {
+		b := &c[i]
+		for _, raw := range []*json.RawMessage{&b.Citations, &b.Input, &b.Source, &b.CacheControl} {
+			if len(*raw) == 0 {
+				continue
+			}
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, *raw); err != nil {
+				return err
+			}
+			if buf.Len() != len(*raw) {
+				*raw = buf.Bytes()
+			}
+		}
+		if b.Content != nil {
+			if err := compactContent(*b.Content); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonKind names the kind of a valid JSON value, for error details.
+func jsonKind(data []byte) string {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return "nothing"
+	}
+	switch data[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 // checkUniqueUUIDs refuses an event that repeats a message uuid with other
 // content; an exact repeat is harmless and dropped.
 func checkUniqueUUIDs(ev *Event) error {
-	seen := make(map[string][]byte, len(ev.InputMessages)+1)
-	kept := ev.InputMessages[:0]
+	first := make(map[string]int, len(ev.InputMessages)+1) // uuid → its index in kept
+	kept := ev.InputMessages[:0]                           // only grows, so kept[j] stays put
 	for _, m := range ev.InputMessages {
-		enc, err := json.Marshal(m)
-		if err != nil {
-			return Refuse(ReasonSchemaViolation, "message %s: %v", m.UUID, err)
-		}
-		if prev, ok := seen[m.UUID]; ok {
-			if !bytes.Equal(prev, enc) {
-				return Refuse(ReasonDuplicateUUID, "message uuid %s appears twice with different content", m.UUID)
-			}
+		j, seen := first[m.UUID]
+		if !seen {
+			first[m.UUID] = len(kept)
+			kept = append(kept, m)
 			continue
 		}
-		seen[m.UUID] = enc
-		kept = append(kept, m)
+		// Encode only on a collision, which is rare: most events have none.
+		a, errA := Marshal(kept[j])
+		b, errB := Marshal(m)
+		if err := errors.Join(errA, errB); err != nil {
+			return Refuse(ReasonSchemaViolation, "message %s: %v", m.UUID, err)
+		}
+		if !bytes.Equal(a, b) {
+			return Refuse(ReasonDuplicateUUID, "message uuid %s appears twice with different content", m.UUID)
+		}
 	}
 	ev.InputMessages = kept
 	if ev.Response != nil {
-		if _, ok := seen[ev.Response.UUID]; ok {
+		if _, ok := first[ev.Response.UUID]; ok {
 			return Refuse(ReasonDuplicateUUID, "response uuid %s is also an input message uuid", ev.Response.UUID)
 		}
 	}
@@ -192,21 +295,156 @@ func validateSchema(data []byte) error {
 		}
 		return Refuse(ReasonSchemaViolation, "%v", err)
 	}
+	return checkKeyCase(inst)
+}
+
+// Field names of the structs an event decodes into, by struct.
+var (
+	eventFields   = jsonFields(reflect.TypeFor[Event]())
+	usageFields   = jsonFields(reflect.TypeFor[Usage]())
+	messageFields = jsonFields(reflect.TypeFor[Message]())
+	blockFields   = jsonFields(reflect.TypeFor[Block]())
+)
+
+func jsonFields(t reflect.Type) []string {
+	names := make([]string, 0, t.NumField())
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// checkKeyCase refuses a key that differs from a field name only in letter
+// case ("Role", or "ſignature" with a long s). encoding/json would fill the
+// field from it, while the schema checked the exact key or nothing at all:
+// {"role": "user", "Role": "system"} would pass as a system message.
+func checkKeyCase(inst any) error {
+	ev, ok := inst.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if err := foldedKey(ev, eventFields, ""); err != nil {
+		return err
+	}
+	if u, ok := ev["usage"].(map[string]any); ok {
+		if err := foldedKey(u, usageFields, "/usage"); err != nil {
+			return err
+		}
+	}
+	if msgs, ok := ev["input_messages"].([]any); ok {
+		for i, m := range msgs {
+			if err := checkMessageKeys(m, fmt.Sprintf("/input_messages/%d", i)); err != nil {
+				return err
+			}
+		}
+	}
+	return checkMessageKeys(ev["response"], "/response")
+}
+
+func checkMessageKeys(v any, loc string) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if err := foldedKey(m, messageFields, loc); err != nil {
+		return err
+	}
+	return checkBlockKeys(m["content"], loc+"/content")
+}
+
+// checkBlockKeys checks an array of blocks; the content of every block type
+// decodes into blocks, so nested content is checked whatever the type.
+func checkBlockKeys(v any, loc string) error {
+	blocks, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	for i, b := range blocks {
+		obj, ok := b.(map[string]any)
+		if !ok {
+			continue
+		}
+		at := fmt.Sprintf("%s/%d", loc, i)
+		if err := foldedKey(obj, blockFields, at); err != nil {
+			return err
+		}
+		if err := checkBlockKeys(obj["content"], at+"/content"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// schemaDetail names the deepest failing location, which is what a sender needs to fix.
+func foldedKey(obj map[string]any, fields []string, loc string) error {
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
+		if slices.Contains(fields, key) {
+			continue
+		}
+		for _, f := range fields {
+			if strings.EqualFold(key, f) {
+				if loc == "" {
+					loc = "/"
+				}
+				return Refuse(ReasonSchemaViolation, "at %s: property %q differs from %q only in letter case", loc, key, f)
+			}
+		}
+	}
+	return nil
+}
+
+// schemaDetail names the deepest failing location, which is what a sender
+// needs to fix, and what is wrong there. The deepest location matters under
+// oneOf: content that is an array of blocks fails both as a string (at the
+// content) and inside the faulty block; the block is the one to report.
+// Several failures at that location are all listed.
 func schemaDetail(ve *jsonschema.ValidationError) string {
-	leaf := ve
-	for len(leaf.Causes) > 0 {
-		leaf = leaf.Causes[0]
+	var deepest []*jsonschema.ValidationError
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			switch {
+			case len(deepest) == 0 || len(e.InstanceLocation) > len(deepest[0].InstanceLocation):
+				deepest = []*jsonschema.ValidationError{e}
+			case len(e.InstanceLocation) == len(deepest[0].InstanceLocation):
+				deepest = append(deepest, e)
+			}
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
 	}
-	loc := "/" + strings.Join(leaf.InstanceLocation, "/")
-	msg := leaf.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "at ") {
-		msg = msg[i+2:]
+	walk(ve)
+	if len(deepest) == 0 {
+		return ve.Error()
 	}
-	return fmt.Sprintf("at %s: %s", loc, msg)
+	msgs := make([]string, 0, len(deepest))
+	for _, leaf := range deepest {
+		// A leaf prints as "at '<location>': <what is wrong>"; printed
+		// without its location, only what is wrong is left after the prefix.
+		bare := *leaf
+		bare.InstanceLocation = nil
+		msg := strings.TrimPrefix(bare.Error(), "at '': ")
+		if !slices.Contains(msgs, msg) {
+			msgs = append(msgs, msg)
+		}
+	}
+	return fmt.Sprintf("at %s: %s", jsonPointer(deepest[0].InstanceLocation), strings.Join(msgs, "; "))
+}
+
+// jsonPointer writes a location as a JSON pointer (RFC 6901); the root is "/".
+func jsonPointer(tokens []string) string {
+	if len(tokens) == 0 {
+		return "/"
+	}
+	var sb strings.Builder
+	for _, tok := range tokens {
+		sb.WriteByte('/')
+		sb.WriteString(strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1"))
+	}
+	return sb.String()
 }
 
 func firstInvalidUTF8(b []byte) int {

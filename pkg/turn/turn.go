@@ -108,7 +108,9 @@ const (
 	BlockDocument         = "document"
 )
 
-// Block is one content block. Only the fields of its type are set.
+// Block is one content block. Only the fields of its type are set. The json
+// tags are the decoding; MarshalJSON writes a block's required fields even
+// when they are empty.
 type Block struct {
 	Type string `json:"type"`
 
@@ -163,9 +165,103 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON always writes an array, so equal content has equal bytes.
+// Nothing is HTML-escaped (see Marshal).
 func (c Content) MarshalJSON() ([]byte, error) {
 	if c == nil {
 		return []byte("[]"), nil
 	}
-	return json.Marshal([]Block(c))
+	return Marshal([]Block(c))
+}
+
+// wireBlock is a Block as written: a *string field is written when set, even
+// to "", so a block type's required fields survive an empty value; every
+// other field is written only when it is not empty.
+type wireBlock struct {
+	Type         string          `json:"type"`
+	Text         *string         `json:"text,omitempty"`
+	Citations    json.RawMessage `json:"citations,omitempty"`
+	Thinking     *string         `json:"thinking,omitempty"`
+	Signature    *string         `json:"signature,omitempty"`
+	Data         *string         `json:"data,omitempty"`
+	ID           *string         `json:"id,omitempty"`
+	Name         *string         `json:"name,omitempty"`
+	Input        json.RawMessage `json:"input,omitempty"`
+	ToolUseID    *string         `json:"tool_use_id,omitempty"`
+	Content      *Content        `json:"content,omitempty"`
+	IsError      bool            `json:"is_error,omitempty"`
+	Source       json.RawMessage `json:"source,omitempty"`
+	Title        *string         `json:"title,omitempty"`
+	Context      *string         `json:"context,omitempty"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// emptyObject stands in for a required JSON object that is not set.
+var emptyObject = json.RawMessage("{}")
+
+// MarshalJSON writes the fields the block's type requires even when they are
+// empty (text: text; thinking: thinking and signature; redacted_thinking:
+// data; tool_use: id, name and input, {} when unset; tool_result:
+// tool_use_id; image and document: source, {} when unset), and any other
+// field only when it is set. Nothing is HTML-escaped (see Marshal).
+func (b Block) MarshalJSON() ([]byte, error) {
+	w := wireBlock{
+		Type:         b.Type,
+		Text:         optional(b.Text),
+		Citations:    b.Citations,
+		Thinking:     optional(b.Thinking),
+		Signature:    optional(b.Signature),
+		Data:         optional(b.Data),
+		ID:           optional(b.ID),
+		Name:         optional(b.Name),
+		Input:        b.Input,
+		ToolUseID:    optional(b.ToolUseID),
+		Content:      b.Content,
+		IsError:      b.IsError,
+		Source:       b.Source,
+		Title:        optional(b.Title),
+		Context:      optional(b.Context),
+		CacheControl: b.CacheControl,
+	}
+	switch b.Type {
+	case BlockText:
+		w.Text = &b.Text
+	case BlockThinking:
+		w.Thinking, w.Signature = &b.Thinking, &b.Signature
+	case BlockRedactedThinking:
+		w.Data = &b.Data
+	case BlockToolUse:
+		w.ID, w.Name = &b.ID, &b.Name
+		if len(w.Input) == 0 {
+			w.Input = emptyObject
+		}
+	case BlockToolResult:
+		w.ToolUseID = &b.ToolUseID
+	case BlockImage, BlockDocument:
+		if len(w.Source) == 0 {
+			w.Source = emptyObject
+		}
+	}
+	return Marshal(w)
+}
+
+// optional points at s when it is set, so an empty optional field is left out.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Marshal encodes v as JSON the way Mnemos stores and forwards events: no
+// HTML escaping (json.Marshal writes <, > and & as \u003c…, inside strings
+// and inside raw tool inputs alike, which changes byte sizes and so token
+// estimates after a round trip) and no trailing newline.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -191,7 +191,7 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 	data := body
 	if !hasTenant(body) {
 		// The event travels with its tenant, so consumers never need the key.
-		if data, err = json.Marshal(ev); err != nil {
+		if data, err = turn.Marshal(ev); err != nil {
 			writeError(w, http.StatusInternalServerError, "internal", "encoding the event failed")
 			return
 		}

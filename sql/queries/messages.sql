@@ -1,10 +1,13 @@
--- name: MessageGetHash :one
-SELECT content_hash FROM messages
-WHERE tenant_id = @tenant_id AND session_id = @session_id AND uuid = @uuid;
+-- name: MessageHashes :many
+-- The content hashes of those of the given uuids the session has already.
+SELECT uuid, content_hash FROM messages
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND uuid = ANY(@uuids::text[]);
 
--- name: MessageInsert :exec
+-- name: MessageInsert :execrows
+-- Inserts a message unless the session has its uuid already (0 rows then).
 INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason)
-VALUES (@tenant_id, @session_id, @uuid, @position, @seq, @role, @content, @content_hash, @estimate_tokens, @is_response, @stop_reason);
+VALUES (@tenant_id, @session_id, @uuid, @position, @seq, @role, @content, @content_hash, @estimate_tokens, @is_response, @stop_reason)
+ON CONFLICT (tenant_id, session_id, uuid) DO NOTHING;
 
 -- name: MessageListBySession :many
 SELECT * FROM messages

@@ -1,9 +1,9 @@
--- name: SessionEnsure :exec
+-- name: SessionLock :one
+-- Creates the session when new and returns it locked until the transaction
+-- ends, in one statement: ON CONFLICT DO UPDATE locks the existing row.
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES (@tenant_id, @session_id, @agent_id)
-ON CONFLICT (tenant_id, session_id) DO NOTHING;
-
--- name: SessionGetForUpdate :one
-SELECT * FROM sessions WHERE tenant_id = @tenant_id AND session_id = @session_id FOR UPDATE;
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
+RETURNING *;
 
 -- name: SessionGet :one
 SELECT * FROM sessions WHERE tenant_id = @tenant_id AND session_id = @session_id;
@@ -16,6 +16,7 @@ UPDATE sessions SET
     max_output_tokens = @max_output_tokens,
     memory_scope = @memory_scope,
     applied_seq = @applied_seq,
+    waiting_turns = @waiting_turns,
     message_count = @message_count,
     baseline_tokens = @baseline_tokens,
     has_usage = @has_usage,

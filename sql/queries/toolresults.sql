@@ -6,9 +6,9 @@ ON CONFLICT DO NOTHING;
 -- name: ToolResultGet :one
 SELECT * FROM tool_results WHERE tenant_id = @tenant_id AND id = @id;
 
--- name: ReplacementGet :one
+-- name: ReplacementsFor :many
 SELECT * FROM content_replacements
-WHERE tenant_id = @tenant_id AND session_id = @session_id AND tool_use_id = @tool_use_id AND kind = @kind;
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND kind = @kind AND tool_use_id = ANY(@tool_use_ids::text[]);
 
 -- name: ReplacementInsert :exec
 INSERT INTO content_replacements (tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement)

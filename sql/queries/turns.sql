@@ -16,6 +16,11 @@ SELECT * FROM turns
 WHERE tenant_id = @tenant_id AND session_id = @session_id AND status = 'pending'
 ORDER BY seq LIMIT 1;
 
+-- name: TurnRecordApplied :exec
+-- Records an event applied on arrival, never kept waiting.
+INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, token_count, state, applied_at)
+VALUES (@tenant_id, @session_id, @event_id, @seq, @status, @reason, @token_count, @state, now());
+
 -- name: TurnFinish :exec
 UPDATE turns SET status = @status, reason = @reason, payload = NULL,
     token_count = @token_count, state = @state, applied_at = now()

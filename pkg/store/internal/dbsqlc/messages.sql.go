@@ -25,27 +25,47 @@ func (q *Queries) MessageCountBySession(ctx context.Context, arg MessageCountByS
 	return count, err
 }
 
-const messageGetHash = `-- name: MessageGetHash :one
-SELECT content_hash FROM messages
-WHERE tenant_id = $1 AND session_id = $2 AND uuid = $3
+const messageHashes = `-- name: MessageHashes :many
+SELECT uuid, content_hash FROM messages
+WHERE tenant_id = $1 AND session_id = $2 AND uuid = ANY($3::text[])
 `
 
-type MessageGetHashParams struct {
+type MessageHashesParams struct {
 	TenantID  string
 	SessionID string
-	Uuid      string
+	Uuids     []string
 }
 
-func (q *Queries) MessageGetHash(ctx context.Context, arg MessageGetHashParams) ([]byte, error) {
-	row := q.db.QueryRow(ctx, messageGetHash, arg.TenantID, arg.SessionID, arg.Uuid)
-	var content_hash []byte
-	err := row.Scan(&content_hash)
-	return content_hash, err
+type MessageHashesRow struct {
+	Uuid        string
+	ContentHash []byte
 }
 
-const messageInsert = `-- name: MessageInsert :exec
+// The content hashes of those of the given uuids the session has already.
+func (q *Queries) MessageHashes(ctx context.Context, arg MessageHashesParams) ([]MessageHashesRow, error) {
+	rows, err := q.db.Query(ctx, messageHashes, arg.TenantID, arg.SessionID, arg.Uuids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MessageHashesRow{}
+	for rows.Next() {
+		var i MessageHashesRow
+		if err := rows.Scan(&i.Uuid, &i.ContentHash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageInsert = `-- name: MessageInsert :execrows
 INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (tenant_id, session_id, uuid) DO NOTHING
 `
 
 type MessageInsertParams struct {
@@ -62,8 +82,9 @@ type MessageInsertParams struct {
 	StopReason     string
 }
 
-func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) error {
-	_, err := q.db.Exec(ctx, messageInsert,
+// Inserts a message unless the session has its uuid already (0 rows then).
+func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (int64, error) {
+	result, err := q.db.Exec(ctx, messageInsert,
 		arg.TenantID,
 		arg.SessionID,
 		arg.Uuid,
@@ -76,7 +97,10 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) er
 		arg.IsResponse,
 		arg.StopReason,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const messageListBySession = `-- name: MessageListBySession :many

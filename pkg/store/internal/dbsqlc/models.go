@@ -60,6 +60,7 @@ type Session struct {
 	MaxOutputTokens    int64
 	MemoryScope        []byte
 	AppliedSeq         int64
+	WaitingTurns       int64
 	MessageCount       int64
 	BaselineTokens     int64
 	HasUsage           bool

@@ -11,24 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const sessionEnsure = `-- name: SessionEnsure :exec
-INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
-ON CONFLICT (tenant_id, session_id) DO NOTHING
-`
-
-type SessionEnsureParams struct {
-	TenantID  string
-	SessionID string
-	AgentID   string
-}
-
-func (q *Queries) SessionEnsure(ctx context.Context, arg SessionEnsureParams) error {
-	_, err := q.db.Exec(ctx, sessionEnsure, arg.TenantID, arg.SessionID, arg.AgentID)
-	return err
-}
-
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -48,6 +32,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.MaxOutputTokens,
 		&i.MemoryScope,
 		&i.AppliedSeq,
+		&i.WaitingTurns,
 		&i.MessageCount,
 		&i.BaselineTokens,
 		&i.HasUsage,
@@ -66,17 +51,22 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 	return i, err
 }
 
-const sessionGetForUpdate = `-- name: SessionGetForUpdate :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at FROM sessions WHERE tenant_id = $1 AND session_id = $2 FOR UPDATE
+const sessionLock = `-- name: SessionLock :one
+INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at
 `
 
-type SessionGetForUpdateParams struct {
+type SessionLockParams struct {
 	TenantID  string
 	SessionID string
+	AgentID   string
 }
 
-func (q *Queries) SessionGetForUpdate(ctx context.Context, arg SessionGetForUpdateParams) (Session, error) {
-	row := q.db.QueryRow(ctx, sessionGetForUpdate, arg.TenantID, arg.SessionID)
+// Creates the session when new and returns it locked until the transaction
+// ends, in one statement: ON CONFLICT DO UPDATE locks the existing row.
+func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Session, error) {
+	row := q.db.QueryRow(ctx, sessionLock, arg.TenantID, arg.SessionID, arg.AgentID)
 	var i Session
 	err := row.Scan(
 		&i.TenantID,
@@ -87,6 +77,7 @@ func (q *Queries) SessionGetForUpdate(ctx context.Context, arg SessionGetForUpda
 		&i.MaxOutputTokens,
 		&i.MemoryScope,
 		&i.AppliedSeq,
+		&i.WaitingTurns,
 		&i.MessageCount,
 		&i.BaselineTokens,
 		&i.HasUsage,
@@ -113,19 +104,20 @@ UPDATE sessions SET
     max_output_tokens = $4,
     memory_scope = $5,
     applied_seq = $6,
-    message_count = $7,
-    baseline_tokens = $8,
-    has_usage = $9,
-    pending_tokens = $10,
-    token_count = $11,
-    state = $12,
-    compaction_in_flight = $13,
-    compact_requests = $14,
-    tool_calls_total = $15,
-    rejected_turns = $16,
-    last_response_at = $17,
+    waiting_turns = $7,
+    message_count = $8,
+    baseline_tokens = $9,
+    has_usage = $10,
+    pending_tokens = $11,
+    token_count = $12,
+    state = $13,
+    compaction_in_flight = $14,
+    compact_requests = $15,
+    tool_calls_total = $16,
+    rejected_turns = $17,
+    last_response_at = $18,
     updated_at = now()
-WHERE tenant_id = $18 AND session_id = $19
+WHERE tenant_id = $19 AND session_id = $20
 `
 
 type SessionUpdateAccountingParams struct {
@@ -135,6 +127,7 @@ type SessionUpdateAccountingParams struct {
 	MaxOutputTokens    int64
 	MemoryScope        []byte
 	AppliedSeq         int64
+	WaitingTurns       int64
 	MessageCount       int64
 	BaselineTokens     int64
 	HasUsage           bool
@@ -158,6 +151,7 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 		arg.MaxOutputTokens,
 		arg.MemoryScope,
 		arg.AppliedSeq,
+		arg.WaitingTurns,
 		arg.MessageCount,
 		arg.BaselineTokens,
 		arg.HasUsage,

@@ -9,38 +9,6 @@ import (
 	"context"
 )
 
-const replacementGet = `-- name: ReplacementGet :one
-SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements
-WHERE tenant_id = $1 AND session_id = $2 AND tool_use_id = $3 AND kind = $4
-`
-
-type ReplacementGetParams struct {
-	TenantID  string
-	SessionID string
-	ToolUseID string
-	Kind      string
-}
-
-func (q *Queries) ReplacementGet(ctx context.Context, arg ReplacementGetParams) (ContentReplacement, error) {
-	row := q.db.QueryRow(ctx, replacementGet,
-		arg.TenantID,
-		arg.SessionID,
-		arg.ToolUseID,
-		arg.Kind,
-	)
-	var i ContentReplacement
-	err := row.Scan(
-		&i.TenantID,
-		&i.SessionID,
-		&i.ToolUseID,
-		&i.Kind,
-		&i.ToolResultID,
-		&i.Replacement,
-		&i.DecidedAt,
-	)
-	return i, err
-}
-
 const replacementInsert = `-- name: ReplacementInsert :exec
 INSERT INTO content_replacements (tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -81,6 +49,51 @@ type ReplacementListBySessionParams struct {
 
 func (q *Queries) ReplacementListBySession(ctx context.Context, arg ReplacementListBySessionParams) ([]ContentReplacement, error) {
 	rows, err := q.db.Query(ctx, replacementListBySession, arg.TenantID, arg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ContentReplacement{}
+	for rows.Next() {
+		var i ContentReplacement
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.ToolUseID,
+			&i.Kind,
+			&i.ToolResultID,
+			&i.Replacement,
+			&i.DecidedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const replacementsFor = `-- name: ReplacementsFor :many
+SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements
+WHERE tenant_id = $1 AND session_id = $2 AND kind = $3 AND tool_use_id = ANY($4::text[])
+`
+
+type ReplacementsForParams struct {
+	TenantID   string
+	SessionID  string
+	Kind       string
+	ToolUseIds []string
+}
+
+func (q *Queries) ReplacementsFor(ctx context.Context, arg ReplacementsForParams) ([]ContentReplacement, error) {
+	rows, err := q.db.Query(ctx, replacementsFor,
+		arg.TenantID,
+		arg.SessionID,
+		arg.Kind,
+		arg.ToolUseIds,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -156,6 +156,37 @@ func (q *Queries) TurnNextPending(ctx context.Context, arg TurnNextPendingParams
 	return i, err
 }
 
+const turnRecordApplied = `-- name: TurnRecordApplied :exec
+INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, token_count, state, applied_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+`
+
+type TurnRecordAppliedParams struct {
+	TenantID   string
+	SessionID  string
+	EventID    string
+	Seq        int64
+	Status     string
+	Reason     string
+	TokenCount *int64
+	State      *string
+}
+
+// Records an event applied on arrival, never kept waiting.
+func (q *Queries) TurnRecordApplied(ctx context.Context, arg TurnRecordAppliedParams) error {
+	_, err := q.db.Exec(ctx, turnRecordApplied,
+		arg.TenantID,
+		arg.SessionID,
+		arg.EventID,
+		arg.Seq,
+		arg.Status,
+		arg.Reason,
+		arg.TokenCount,
+		arg.State,
+	)
+	return err
+}
+
 const turnSkipGap = `-- name: TurnSkipGap :execrows
 INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, applied_at)
 SELECT $1, $2, 'gap-' || $2::text || '-' || s, s, 'skipped', 'never arrived', now()

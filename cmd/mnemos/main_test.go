@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/claudecode"
+	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/replay"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// process is one `mnemos` serving in the test, as a user would start it.
+type process struct {
+	http string
+	done chan error
+}
+
+// start runs `mnemos args...` until the test ends and waits for its HTTP address.
+func start(t *testing.T, vars map[string]string, args ...string) *process {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	p := &process{done: make(chan error, 1)}
+	go func() {
+		p.done <- run(ctx, args, env(vars), pw, io.Discard)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-p.done:
+			require.NoError(t, err, "mnemos %v exits cleanly on shutdown", args)
+		case <-time.After(60 * time.Second):
+			t.Errorf("mnemos %v did not shut down", args)
+		}
+	})
+	addr := regexp.MustCompile(`^http\s+(http://\S+)`)
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("mnemos exited before serving HTTP: %v", <-p.done)
+			}
+			if m := addr.FindStringSubmatch(line); m != nil {
+				p.http = m[1]
+				go func() { // keep draining the banner
+					for range lines {
+					}
+				}()
+				return p
+			}
+		case <-deadline:
+			t.Fatal("mnemos did not print its HTTP address")
+		}
+	}
+}
+
+func getJSON(t *testing.T, url, key string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if out != nil {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	}
+	return resp.StatusCode
+}
+
+// finalCounts is the dry run's last count per session of a transcript.
+func finalCounts(t *testing.T, path string) map[string]int64 {
+	t.Helper()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"replay", "--dry-run", path}, env(nil), &out, io.Discard))
+	counts := map[string]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var l replay.Line
+		require.NoError(t, json.Unmarshal([]byte(line), &l))
+		counts[l.Session] = l.Count
+	}
+	return counts
+}
+
+// TestAllInOneServesReplayedTranscripts starts `mnemos -target=all` the way
+// `make run` does (embedded NATS, migrations, dev tenant), replays every
+// fixture into it over HTTP, and checks the served token state.
+func TestAllInOneServesReplayedTranscripts(t *testing.T) {
+	t.Parallel()
+	p := start(t, map[string]string{
+		"MNEMOS_DATABASE_URL":   pgtest.URL(t),
+		"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
+		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
+		"MNEMOS_DEV_API_KEY":    "test-dev-key",
+	}, "-target=all")
+
+	status := getJSON(t, p.http+"/readyz", "", nil)
+	require.Equal(t, http.StatusOK, status)
+
+	for _, name := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"} {
+		path := claudecodetest.Path(t, name)
+		require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", path}, env(nil), io.Discard, io.Discard))
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		records, err := claudecode.Parse(f)
+		f.Close()
+		require.NoError(t, err)
+		events := replay.Events(records, replay.Options{})
+		lastSeq := map[string]int64{}
+		for _, ev := range events {
+			lastSeq[ev.SessionID] = ev.Seq
+		}
+		// The served count after the last event equals the dry run's count
+		// after that event's response: both start from that response's usage.
+		want := map[string]int64{}
+		lines, err := replay.Account(records, replay.Options{})
+		require.NoError(t, err)
+		for _, ev := range events {
+			if ev.Seq != lastSeq[ev.SessionID] {
+				continue
+			}
+			for _, l := range lines {
+				if l.UUID == lastRecordOf(records, ev.Response.UUID) {
+					want[ev.SessionID] = l.Count
+				}
+			}
+		}
+		for session, seq := range lastSeq {
+			var state struct {
+				AppliedSeq int64 `json:"applied_seq"`
+				Tokens     struct {
+					Count int64  `json:"count"`
+					State string `json:"state"`
+				} `json:"tokens"`
+			}
+			require.Eventually(t, func() bool {
+				return getJSON(t, p.http+"/v1/sessions/"+session, "test-dev-key", &state) == http.StatusOK && state.AppliedSeq == seq
+			}, 30*time.Second, 50*time.Millisecond, "%s: session %s applied through seq %d", name, session, seq)
+			require.Equal(t, want[session], state.Tokens.Count, "%s: session %s count", name, session)
+			require.Equal(t, "ok", state.Tokens.State)
+		}
+	}
+}
+
+// lastRecordOf finds the uuid of the last record of the response whose
+// first record has uuid first.
+func lastRecordOf(records []claudecode.Record, first string) string {
+	var msgID, last string
+	for _, r := range records {
+		if r.UUID == first {
+			msgID = r.MessageID
+		}
+		if msgID != "" && r.MessageID == msgID {
+			last = r.UUID
+		}
+	}
+	return last
+}
+
+// TestTargetsRunAsSeparateProcesses runs the gateway and the accountant as
+// two targets sharing one NATS and one Postgres, and the idle targets too.
+func TestTargetsRunAsSeparateProcesses(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.URL(t)
+	// A namespace of the test's own on a shared server, its streams deleted at the end.
+	bcfg := bustest.Config(t)
+	bustest.Connect(t, bcfg)
+	base := map[string]string{"MNEMOS_DATABASE_URL": dbURL, "MNEMOS_NATS_URL": bcfg.URL, "MNEMOS_NAMESPACE": bcfg.Namespace, "MNEMOS_HTTP_ADDR": "127.0.0.1:0"}
+	// `mnemos tenant create` makes a tenant and prints its key.
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"tenant", "create", "acme"}, env(base), &out, io.Discard))
+	key := regexp.MustCompile(`api key (\S+)`).FindStringSubmatch(out.String())
+	require.NotNil(t, key, out.String())
+
+	gw := start(t, base, "-target=gateway")
+	start(t, base, "-target=token-accounting")
+	var wg sync.WaitGroup
+	for _, target := range []string{"compactor", "session-memory", "extractor", "dreamer"} {
+		wg.Go(func() {
+			p := start(t, base, "-target="+target)
+			var health struct {
+				Targets map[string]string `json:"targets"`
+			}
+			require.Equal(t, http.StatusOK, getJSON(t, p.http+"/healthz", "", &health))
+			require.Equal(t, "idle", health.Targets[target], "target %s reports healthy and idle", target)
+			require.Equal(t, http.StatusOK, getJSON(t, p.http+"/readyz", "", nil))
+		})
+	}
+	wg.Wait()
+
+	path := claudecodetest.Path(t, "tool_heavy.jsonl")
+	require.NoError(t, run(context.Background(), []string{"replay", "--url", gw.http, "--api-key", key[1], "--session", "split", path}, env(nil), io.Discard, io.Discard))
+	want := finalCountsFor(t, path, "split")
+	var state struct {
+		Tokens struct {
+			Count int64 `json:"count"`
+		} `json:"tokens"`
+	}
+	require.Eventually(t, func() bool {
+		return getJSON(t, gw.http+"/v1/sessions/split", key[1], &state) == http.StatusOK && state.Tokens.Count == want
+	}, 30*time.Second, 50*time.Millisecond, "the accountant target applied what the gateway target accepted (want %d, have %d)", want, state.Tokens.Count)
+}
+
+// finalCountsFor is the dry run's count after the last response of session.
+func finalCountsFor(t *testing.T, path, session string) int64 {
+	t.Helper()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"replay", "--dry-run", "--session", session, path}, env(nil), &out, io.Discard))
+	var last int64
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var l replay.Line
+		require.NoError(t, json.Unmarshal([]byte(line), &l))
+		if l.Type == "assistant" {
+			last = l.Count
+		}
+	}
+	return last
+}
+
+func TestReplayDryRunExitsZeroOnEveryFixture(t *testing.T) {
+	t.Parallel()
+	dir := claudecodetest.Dir(t)
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		counts := finalCounts(t, f)
+		require.NotEmpty(t, counts, f)
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	cfg, err := configFromEnv("all", env(nil))
+	require.NoError(t, err)
+	require.Equal(t, ":8080", cfg.HTTPAddr)
+	require.True(t, cfg.Migrate, "all mode migrates")
+	require.Equal(t, defaultDevAPIKey, cfg.DevAPIKey)
+
+	_, err = configFromEnv("extractor", env(nil))
+	require.ErrorContains(t, err, "MNEMOS_NATS_URL is required")
+	_, err = configFromEnv("nonsense", env(nil))
+	require.ErrorContains(t, err, "unknown target")
+	_, err = configFromEnv("all", env(map[string]string{"MNEMOS_WORKERS": "-3", "MNEMOS_GAP_TIMEOUT": "soon"}))
+	require.ErrorContains(t, err, "MNEMOS_WORKERS")
+	require.ErrorContains(t, err, "MNEMOS_GAP_TIMEOUT")
+	cfg, err = configFromEnv("all", env(map[string]string{"MNEMOS_DEV_API_KEY": "off"}))
+	require.NoError(t, err)
+	require.Empty(t, cfg.DevAPIKey)
+
+	logged := cfg.LogValue().String()
+	require.NotContains(t, logged, "mnemos-dev-key")
+}
+
+func TestMissingPostgresNamesWhatToStart(t *testing.T) {
+	t.Parallel()
+	_, err := resolveDatabase(context.Background(), "", "postgres://postgres@127.0.0.1:1/mnemos?sslmode=disable")
+	require.ErrorContains(t, err, "docker compose up -d postgres")
+	require.ErrorContains(t, err, "apt-get install -y postgresql")
+
+	_, err = resolveDatabase(context.Background(), "postgres://postgres@127.0.0.1:1/mnemos?sslmode=disable", "")
+	require.ErrorContains(t, err, "MNEMOS_DATABASE_URL=")
+}

@@ -1,0 +1,229 @@
+package accounting_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// window200K are DESIGN §3's thresholds for a 200K window, derived from the
+// default config the way the design states them.
+type window200K struct {
+	window, effective, autoCompact, warning, blocking int64
+}
+
+func defaultThresholds(cfg tokens.Config) window200K {
+	info, ok := tokens.LookupModel(session().Model)
+	if !ok {
+		panic("model table lost " + session().Model)
+	}
+	w := window200K{window: info.Window}
+	reserve := min(info.MaxOutput, cfg.MaxReserve)
+	w.effective = w.window - reserve
+	w.autoCompact = w.effective - cfg.AutoCompactBuffer
+	w.warning = w.autoCompact - cfg.WarningBuffer
+	w.blocking = w.effective - cfg.BlockingBuffer
+	return w
+}
+
+func TestDefaultThresholdsMatchDesign(t *testing.T) {
+	t.Parallel()
+	w := defaultThresholds(tokens.DefaultConfig())
+	// The bracketed numbers of DESIGN §3.
+	require.Equal(t, window200K{window: 200_000, effective: 180_000, autoCompact: 167_000, warning: 147_000, blocking: 177_000}, w)
+}
+
+// session is a Claude session on a 200K window with auto-compaction on.
+func session() store.Session {
+	return store.Session{TenantID: "acme", SessionID: "s-1", Model: "claude-sonnet-4-5", AutoCompactEnabled: true}
+}
+
+// textMessage is a user message of n ASCII bytes, n/4 tokens when n is a multiple of 4.
+func textMessage(uuid string, n int) turn.Message {
+	return turn.Message{UUID: uuid, Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: strings.Repeat("w", n)}}}
+}
+
+func TestLimitsAndTally(t *testing.T) {
+	t.Parallel()
+
+	cfg := tokens.DefaultConfig()
+	w := defaultThresholds(cfg)
+	s := session()
+	l := accounting.Limits(cfg, s)
+	require.Equal(t, w.window, l.Window)
+	require.Equal(t, w.autoCompact, l.AutoCompact)
+	require.Equal(t, w.blocking, l.Blocking)
+
+	// The session's own window and max output win over the model table.
+	s.ContextWindow, s.MaxOutputTokens = 1_000_000, 8_000
+	l = accounting.Limits(cfg, s)
+	require.Equal(t, s.ContextWindow, l.Window)
+	require.Equal(t, s.MaxOutputTokens, l.Reserve, "a max output under 20K is the reserve")
+	require.Equal(t, s.ContextWindow-s.MaxOutputTokens, l.Effective)
+
+	s.BaselineTokens, s.HasUsage, s.PendingTokens = 1000, true, 20
+	require.Equal(t, tokens.Tally{Baseline: 1000, HasUsage: true, Pending: 20}, accounting.TallyOf(s))
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+
+	cfg := tokens.DefaultConfig()
+	// Separate the warning and error thresholds so every state shows.
+	cfg.WarningBuffer = 30_000
+	l := accounting.Limits(cfg, session())
+	require.Less(t, l.Warning, l.Error)
+
+	tests := []struct {
+		count int64
+		state tokens.State
+	}{
+		{0, tokens.StateOK},
+		{l.Warning - 1, tokens.StateOK},
+		{l.Warning, tokens.StateWarning},
+		{l.Error, tokens.StateError},
+		{l.AutoCompact - 1, tokens.StateError},
+		{l.AutoCompact, tokens.StateAutoCompact},
+		{l.Blocking, tokens.StateBlocking},
+		{l.Window, tokens.StateBlocking},
+	}
+	for _, tt := range tests {
+		got := accounting.Status(l, tt.count)
+		percentLeft := 0.0
+		if tt.count < l.AutoCompact {
+			percentLeft = float64(l.AutoCompact-tt.count) / float64(l.AutoCompact)
+		}
+		require.Equal(t, events.Tokens{
+			Count: tt.count, State: string(tt.state), PercentLeft: percentLeft,
+			Window: l.Window, Effective: l.Effective, Warning: l.Warning, Error: l.Error,
+			AutoCompact: l.AutoCompact, Blocking: l.Blocking,
+		}, got, "count %d", tt.count)
+	}
+	require.Equal(t, 1.0, accounting.Status(l, 0).PercentLeft)
+}
+
+func TestPreflightFor(t *testing.T) {
+	t.Parallel()
+
+	cfg := tokens.DefaultConfig()
+	off := accounting.DefaultOffload()
+	w := defaultThresholds(cfg)
+
+	t.Run("no usage: estimate times 4/3", func(t *testing.T) {
+		t.Parallel()
+		s := session()
+		s.PendingTokens = 250
+		// 3,000 bytes of text are 750 tokens; (250 + 750)·4/3 rounds up to 1,334.
+		msgs := []turn.Message{textMessage("u1", 3_000)}
+		estimate := int64(3_000 / 4)
+		want := ((s.PendingTokens+estimate)*4 + 2) / 3
+		require.Equal(t, int64(1_334), want)
+
+		p := accounting.PreflightFor(cfg, off, s, msgs)
+		require.Equal(t, want, p.Count)
+		require.Equal(t, string(tokens.StateOK), p.State)
+		require.False(t, p.CompactFirst)
+		require.False(t, p.Blocked)
+	})
+
+	t.Run("with usage: baseline plus estimates", func(t *testing.T) {
+		t.Parallel()
+		s := session()
+		s.HasUsage, s.BaselineTokens, s.PendingTokens = true, 100_000, 500
+		msgs := []turn.Message{textMessage("u1", 4_000), textMessage("u2", 400)}
+		want := s.BaselineTokens + s.PendingTokens + 4_000/4 + 400/4
+		p := accounting.PreflightFor(cfg, off, s, msgs)
+		require.Equal(t, want, p.Count)
+		require.Equal(t, w.window, p.Window)
+		require.Equal(t, w.autoCompact, p.AutoCompact)
+		require.InDelta(t, float64(w.autoCompact-want)/float64(w.autoCompact), p.PercentLeft, 1e-12)
+	})
+
+	t.Run("no messages", func(t *testing.T) {
+		t.Parallel()
+		s := session()
+		s.HasUsage, s.BaselineTokens = true, 42
+		require.Equal(t, s.BaselineTokens, accounting.PreflightFor(cfg, off, s, nil).Count)
+	})
+
+	// The message adds 1,000 tokens; the baseline sets the count to land on
+	// a threshold, or one token below it.
+	const msgBytes = 4_000
+	msgTokens := int64(msgBytes / 4)
+	at := func(count int64, mutate func(*store.Session)) accounting.Preflight {
+		s := session()
+		s.HasUsage, s.BaselineTokens = true, count-msgTokens
+		if mutate != nil {
+			mutate(&s)
+		}
+		p := accounting.PreflightFor(cfg, off, s, []turn.Message{textMessage("u1", msgBytes)})
+		require.Equal(t, count, p.Count)
+		return p
+	}
+
+	t.Run("compact first exactly at the auto-compact threshold", func(t *testing.T) {
+		t.Parallel()
+		p := at(w.autoCompact, nil)
+		require.True(t, p.CompactFirst)
+		require.False(t, p.Blocked)
+		require.Equal(t, string(tokens.StateAutoCompact), p.State)
+		require.Zero(t, p.PercentLeft)
+
+		p = at(w.autoCompact-1, nil)
+		require.False(t, p.CompactFirst)
+		require.Equal(t, string(tokens.StateError), p.State, "warning and error share 147,000 by default")
+	})
+
+	t.Run("auto-compaction disabled", func(t *testing.T) {
+		t.Parallel()
+		p := at(w.autoCompact, func(s *store.Session) { s.AutoCompactEnabled = false })
+		require.False(t, p.CompactFirst)
+		require.Equal(t, string(tokens.StateAutoCompact), p.State)
+	})
+
+	t.Run("blocked at the blocking limit", func(t *testing.T) {
+		t.Parallel()
+		p := at(w.blocking, nil)
+		require.True(t, p.Blocked)
+		require.True(t, p.CompactFirst)
+		require.Equal(t, string(tokens.StateBlocking), p.State)
+
+		p = at(w.blocking-1, nil)
+		require.False(t, p.Blocked)
+		require.True(t, p.CompactFirst)
+	})
+
+	t.Run("compaction in flight is reported", func(t *testing.T) {
+		t.Parallel()
+		p := at(w.autoCompact, func(s *store.Session) { s.CompactionInFlight = true })
+		require.True(t, p.CompactionInFlight)
+		require.False(t, at(w.autoCompact, nil).CompactionInFlight)
+	})
+
+	t.Run("counts offloaded results by their preview", func(t *testing.T) {
+		t.Parallel()
+		s := session()
+		s.HasUsage, s.BaselineTokens = true, 10_000
+		big := strings.Repeat("x", off.ThresholdChars+1)
+		msgs := []turn.Message{userMessage("u1", toolResult("toolu_1", big))}
+		before := snapshot(t, msgs)
+
+		// What the accountant would show: the preview, not the result.
+		_, decisions, err := off.Apply(msgs, nil, func(string) string { return "pending" })
+		require.NoError(t, err)
+		require.Len(t, decisions, 1)
+		previewTokens := (int64(len(decisions[0].Replacement)) + 3) / 4
+
+		p := accounting.PreflightFor(cfg, off, s, msgs)
+		require.Equal(t, s.BaselineTokens+previewTokens, p.Count)
+		require.Less(t, p.Count, s.BaselineTokens+int64(len(big))/4)
+		require.Equal(t, before, snapshot(t, msgs), "preflight changed its input")
+	})
+}

@@ -1,0 +1,88 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+func TestRelayPublishesEveryCommittedRowOnceWithItsTrace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.New(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	cfg := bustest.Config(t)
+	cfg.TracerProvider = tp
+	b := bustest.Connect(t, cfg)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+
+	// The transaction that writes the rows runs inside a span.
+	wctx, writeSpan := tp.Tracer("test").Start(ctx, "write")
+	const n = 600
+	require.NoError(t, st.InTx(wctx, "acme", func(tx *store.Tx) error {
+		for i := range n {
+			if err := tx.Enqueue(wctx, store.OutboxEvent{
+				Subject: bus.Subject(bus.KindTurnAccounted, "acme", fmt.Sprintf("s%d", i%7)),
+				MsgID:   fmt.Sprintf("m-%d", i),
+				Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)),
+				Headers: bus.TraceHeaders(wctx),
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	writeSpan.End()
+	// A rolled-back transaction's rows never leave.
+	require.Error(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		if err := tx.Enqueue(ctx, store.OutboxEvent{Subject: bus.Subject(bus.KindTurnAccounted, "acme", "s0"), MsgID: "ghost", Payload: []byte("{}")}); err != nil {
+			return err
+		}
+		return fmt.Errorf("roll back")
+	}))
+
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	relay := outbox.New(outbox.Config{Batch: 100, Poll: 20 * time.Millisecond}, st, b, bustest.Logger(t))
+	go func() { done <- relay.Run(rctx) }()
+	require.Eventually(t, func() bool {
+		left, err := st.OutboxBacklog(ctx)
+		return err == nil && left == 0
+	}, 20*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	info, err := b.JetStream().Stream(ctx, b.StreamName(bus.StreamEvents))
+	require.NoError(t, err)
+	require.EqualValues(t, n, info.CachedInfo().State.Msgs, "every committed row published once, the rolled-back one never")
+
+	c, err := b.JetStream().OrderedConsumer(ctx, b.StreamName(bus.StreamEvents), jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "m-0", m.Headers().Get(jetstream.MsgIDHeader), "oldest first")
+	require.Contains(t, m.Headers().Get("traceparent"), writeSpan.SpanContext().TraceID().String(),
+		"the published event continues the trace of the transaction that wrote it")
+
+	published := 0
+	for _, s := range rec.Ended() {
+		if s.Name() == "publish turn.accounted" {
+			published++
+			require.Equal(t, writeSpan.SpanContext().TraceID(), s.SpanContext().TraceID())
+		}
+	}
+	require.Equal(t, n, published)
+}

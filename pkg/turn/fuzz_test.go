@@ -1,0 +1,78 @@
+package turn_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// knownReasons are the reasons Decode itself may give.
+var knownReasons = map[turn.Reason]bool{
+	turn.ReasonTooLarge: true, turn.ReasonInvalidUTF8: true, turn.ReasonBadJSON: true,
+	turn.ReasonUnknownSchema: true, turn.ReasonSchemaViolation: true, turn.ReasonNegativeUsage: true,
+	turn.ReasonTenantMismatch: true, turn.ReasonSessionMismatch: true, turn.ReasonDuplicateUUID: true,
+}
+
+// FuzzDecode: Decode never panics, refuses only with an *InputError that
+// gives a known reason and a detail, and an event it accepts re-encodes with
+// Marshal to bytes that decode to an equal event and encode to the same bytes.
+// The seed corpus is in testdata/fuzz/FuzzDecode.
+func FuzzDecode(f *testing.F) {
+	for _, data := range roundTripEvents {
+		f.Add([]byte(data))
+	}
+	opts := turn.DecodeOptions{Tenant: "acme"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := turn.Decode(data, opts); err != nil {
+			ie, ok := turn.AsInputError(err)
+			if !ok {
+				t.Fatalf("refused without an InputError: %T %v", err, err)
+			}
+			if !knownReasons[ie.Reason] || ie.Detail == "" {
+				t.Fatalf("refused with reason %q and detail %q", ie.Reason, ie.Detail)
+			}
+			return
+		}
+		requireRoundTrip(t, data, opts)
+	})
+}
+
+// TestFuzzSeeds keeps the committed corpus honest: seeds named valid_* are
+// accepted and seeds named invalid_* are refused, so the fuzzer starts from
+// both sides of every check.
+func TestFuzzSeeds(t *testing.T) {
+	t.Parallel()
+
+	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var valid, invalid int
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		body, ok := strings.CutPrefix(string(raw), "go test fuzz v1\n[]byte(")
+		require.True(t, ok, "%s: not a fuzz corpus file", e.Name())
+		lit, ok := strings.CutSuffix(strings.TrimSpace(body), ")")
+		require.True(t, ok, "%s: not a single []byte value", e.Name())
+		data, err := strconv.Unquote(lit)
+		require.NoError(t, err, e.Name())
+
+		_, err = turn.Decode([]byte(data), turn.DecodeOptions{Tenant: "acme"})
+		switch {
+		case strings.HasPrefix(e.Name(), "valid_"):
+			valid++
+			require.NoError(t, err, e.Name())
+		case strings.HasPrefix(e.Name(), "invalid_"):
+			invalid++
+			require.Error(t, err, e.Name())
+		}
+	}
+	require.Positive(t, valid)
+	require.Positive(t, invalid)
+}

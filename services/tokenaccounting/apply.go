@@ -1,0 +1,377 @@
+package tokenaccounting
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// Outcome is what Apply did with an event.
+type Outcome string
+
+// Apply's outcomes.
+const (
+	OutcomeApplied   Outcome = "applied"
+	OutcomeWaiting   Outcome = "waiting"
+	OutcomeDuplicate Outcome = "duplicate"
+)
+
+// Apply records ev and applies it, and every waiting successor it unblocks,
+// in one transaction. It is idempotent: a redelivered event changes nothing.
+// An *turn.InputError means the event can never apply; bad content found
+// while applying rejects that event alone and is not returned.
+//
+// A transaction makes few round trips: BEGIN with the tenant, the session
+// lock, the reads that decide (known message hashes, frozen offload
+// decisions), then every write of the event pipelined, then COMMIT.
+func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
+	start := s.now()
+	var outcome Outcome
+	err := s.store.InTx(ctx, ev.TenantID, func(tx *store.Tx) error {
+		sess, err := tx.LockSession(ctx, ev.SessionID, ev.Agent())
+		if errors.Is(err, store.ErrUnknownTenant) {
+			return turn.Refuse(turn.ReasonUnknownTenant, "tenant %q does not exist", ev.TenantID)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case ev.Seq <= sess.AppliedSeq:
+			prev, err := tx.TurnBySeq(ctx, ev.SessionID, ev.Seq)
+			if err != nil {
+				return err
+			}
+			if prev.EventID != ev.EventID {
+				return turn.Refuse(turn.ReasonSeqConflict, "seq %d of session %s is taken (%s, %s)", ev.Seq, ev.SessionID, prev.Status, prev.EventID)
+			}
+			outcome = OutcomeDuplicate
+			return nil
+		case ev.Seq > sess.AppliedSeq+1:
+			// Out of order: keep the event until its predecessors arrive.
+			payload, err := turn.Marshal(ev)
+			if err != nil {
+				return fmt.Errorf("encode waiting event: %w", err)
+			}
+			inserted, prev, err := tx.InsertTurn(ctx, store.Turn{SessionID: ev.SessionID, EventID: ev.EventID, Seq: ev.Seq, Status: store.TurnPending, Payload: payload})
+			if err != nil {
+				return err
+			}
+			if !inserted {
+				if prev.EventID != ev.EventID {
+					return turn.Refuse(turn.ReasonSeqConflict, "seq %d of session %s already belongs to event %s", ev.Seq, ev.SessionID, prev.EventID)
+				}
+				outcome = OutcomeDuplicate
+				return nil
+			}
+			sess.WaitingTurns++
+			outcome = OutcomeWaiting
+			return tx.SaveSession(ctx, sess)
+		default:
+			outcome = OutcomeApplied
+			return s.applyInOrder(ctx, tx, &sess, ev, false)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("tokenaccounting.Apply %s: %w", ev.EventID, err)
+	}
+	s.metrics.outcome(ctx, outcome, s.now().Sub(start))
+	return nil
+}
+
+// applyInOrder applies ev, the session's next seq, then every waiting event
+// that follows it without a gap.
+func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, sess *store.Session, ev turn.Event, waited bool) error {
+	for {
+		if err := s.applyEvent(ctx, tx, sess, ev, waited); err != nil {
+			return err
+		}
+		next, ok, err := s.nextWaiting(ctx, tx, sess)
+		if err != nil || !ok {
+			return err
+		}
+		ev, waited = next, true
+	}
+}
+
+// nextWaiting returns the waiting event that is the session's next seq, if any.
+func (s *Service) nextWaiting(ctx context.Context, tx *store.Tx, sess *store.Session) (turn.Event, bool, error) {
+	if sess.WaitingTurns == 0 {
+		return turn.Event{}, false, nil
+	}
+	next, err := tx.NextPendingTurn(ctx, sess.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return turn.Event{}, false, nil
+	}
+	if err != nil {
+		return turn.Event{}, false, fmt.Errorf("next waiting event: %w", err)
+	}
+	if next.Seq != sess.AppliedSeq+1 {
+		return turn.Event{}, false, nil
+	}
+	var ev turn.Event
+	if err := json.Unmarshal(next.Payload, &ev); err != nil {
+		return turn.Event{}, false, fmt.Errorf("decode waiting event %s: %w", next.EventID, err)
+	}
+	sess.WaitingTurns--
+	return ev, true, nil
+}
+
+// applyEvent stores one event's messages, moves the session's count and
+// writes its events. The decisions are made from reads first; the writes
+// then go out in one pipeline, so bad content never leaves half an event.
+func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, sess *store.Session, ev turn.Event, waited bool) error {
+	msgs := ev.Messages()
+	encoded := make([][]byte, len(msgs)) // content as sent; also what is stored when nothing is replaced
+	sums := make([][]byte, len(msgs))
+	uuids := make([]string, len(msgs))
+	var toolUseIDs []string
+	for i, m := range msgs {
+		enc, err := turn.Marshal(m.Content)
+		if err != nil {
+			return fmt.Errorf("encode message %s: %w", m.UUID, err)
+		}
+		encoded[i], sums[i], uuids[i] = enc, contentHash(m.Role, enc), m.UUID
+		for _, b := range m.Content {
+			if b.Type == turn.BlockToolResult {
+				toolUseIDs = append(toolUseIDs, b.ToolUseID)
+			}
+		}
+	}
+	known, err := tx.MessageHashes(ctx, sess.SessionID, uuids)
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		if prev, ok := known[m.UUID]; ok && !bytes.Equal(prev, sums[i]) {
+			return s.reject(ctx, tx, sess, ev, waited, turn.Refuse(turn.ReasonDuplicateUUID, "message %s was sent before with different content", m.UUID))
+		}
+	}
+	frozen := map[string]store.Replacement{}
+	if len(toolUseIDs) > 0 {
+		if frozen, err = tx.ReplacementsFor(ctx, sess.SessionID, store.ReplaceOffload, toolUseIDs); err != nil {
+			return err
+		}
+	}
+	shown, decisions, err := s.cfg.Offload.Apply(msgs,
+		func(id string) (string, bool, error) { r, ok := frozen[id]; return r.Text, ok, nil },
+		func(id string) string { return toolResultID(ev.TenantID, ev.SessionID, id) })
+	if err != nil {
+		return err
+	}
+
+	next := *sess
+	updateSessionInfo(&next, ev)
+	limits := accounting.Limits(s.cfg.Tokens, next)
+	tally := accounting.TallyOf(next)
+	replaced := map[string]bool{}
+	for _, d := range decisions {
+		replaced[d.MessageUUID] = true
+	}
+	var added []store.Message
+	for i, m := range shown {
+		isResponse := ev.Response != nil && i == len(shown)-1
+		_, resent := known[m.UUID]
+		if isResponse && ev.Usage != nil {
+			tally.SetResponse(*ev.Usage, m.Content)
+		} else if !resent {
+			tally.Add(tokens.EstimateMessage(m))
+		}
+		if resent {
+			continue // stored and counted once already
+		}
+		content := encoded[i]
+		if replaced[m.UUID] {
+			if content, err = turn.Marshal(m.Content); err != nil {
+				return fmt.Errorf("encode message %s: %w", m.UUID, err)
+			}
+		}
+		added = append(added, store.Message{
+			SessionID: next.SessionID, UUID: m.UUID, Position: next.MessageCount, Seq: ev.Seq, Role: m.Role,
+			Content: content, ContentHash: sums[i], EstimateTokens: tokens.EstimateMessage(m),
+			IsResponse: isResponse, StopReason: msgs[i].StopReason,
+		})
+		next.MessageCount++
+	}
+
+	count := tally.Count()
+	state := limits.State(count)
+	next.BaselineTokens, next.HasUsage, next.PendingTokens = tally.Baseline, tally.HasUsage, tally.Pending
+	next.TokenCount, next.State = count, string(state)
+	next.AppliedSeq = ev.Seq
+	toolCalls := 0
+	if ev.Response != nil {
+		toolCalls = ev.Response.ToolUseCount()
+		next.LastResponseAt = ev.OccurredAt
+	}
+	next.ToolCallsTotal += int64(toolCalls)
+	status := accounting.Status(limits, count)
+	now := s.now().UTC()
+
+	var outgoing []store.OutboxEvent
+	emit := func(kind, msgID string, payload any) error {
+		e, err := outboxEvent(ctx, kind, ev, msgID, payload)
+		outgoing = append(outgoing, e)
+		return err
+	}
+	if string(state) != sess.State {
+		if err := emit(bus.KindContextThreshold, "threshold:"+ev.EventID, events.ContextThreshold{
+			Schema: events.SchemaContextThreshold, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
+			PreviousState: sess.State, Tokens: status, At: now,
+		}); err != nil {
+			return err
+		}
+	}
+	if limits.AboveAutoCompact(count) && next.AutoCompactEnabled && !next.CompactionInFlight {
+		next.CompactionInFlight = true
+		next.CompactRequests++
+		if err := emit(bus.KindCompactRequested, fmt.Sprintf("compact:%s:%s:%d", ev.TenantID, ev.SessionID, next.CompactRequests), events.CompactRequested{
+			Schema: events.SchemaCompactRequested, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
+			Request: next.CompactRequests, Trigger: "auto", Tokens: status, At: now,
+		}); err != nil {
+			return err
+		}
+	}
+	var offloaded []string
+	for _, d := range decisions {
+		if !d.Recorded {
+			offloaded = append(offloaded, d.ToolResultID)
+		}
+	}
+	accounted := events.TurnAccounted{
+		Schema: events.SchemaTurnAccounted, EventID: ev.EventID, TenantID: ev.TenantID, SessionID: ev.SessionID,
+		Seq: ev.Seq, AgentID: ev.Agent(), MemoryScope: ev.MemoryScope, Model: ev.Model, Tokens: status,
+		MessageUUIDs: uuids, ToolCalls: toolCalls, ToolCallsTotal: next.ToolCallsTotal,
+		ClosesUserTurn: ev.ClosesUserTurn(), OffloadedTools: offloaded, OccurredAt: ev.OccurredAt, AccountedAt: now,
+	}
+	if ev.Response != nil {
+		accounted.ResponseUUID = ev.Response.UUID
+	}
+	if err := emit(bus.KindTurnAccounted, "accounted:"+ev.EventID, accounted); err != nil {
+		return err
+	}
+
+	err = tx.Pipeline(ctx, func(p *store.Tx) error {
+		for _, d := range decisions {
+			if d.Recorded {
+				continue
+			}
+			if err := p.InsertToolResult(ctx, store.ToolResult{
+				ID: d.ToolResultID, SessionID: next.SessionID, MessageUUID: d.MessageUUID,
+				ToolUseID: d.ToolUseID, Content: d.Original, SizeChars: int64(d.SizeChars),
+			}); err != nil {
+				return err
+			}
+			if err := p.RecordReplacement(ctx, store.Replacement{
+				SessionID: next.SessionID, ToolUseID: d.ToolUseID, Kind: store.ReplaceOffload,
+				ToolResultID: d.ToolResultID, Text: d.Replacement,
+			}); err != nil {
+				return err
+			}
+		}
+		for _, m := range added {
+			if _, err := p.InsertMessage(ctx, m); err != nil {
+				return err
+			}
+		}
+		for _, e := range outgoing {
+			if err := p.Enqueue(ctx, e); err != nil {
+				return err
+			}
+		}
+		if err := recordTurn(ctx, p, ev, waited, store.TurnApplied, "", count, string(state)); err != nil {
+			return err
+		}
+		return p.SaveSession(ctx, next)
+	})
+	if err != nil {
+		return err
+	}
+	if next.CompactRequests > sess.CompactRequests {
+		s.metrics.compactRequested(ctx)
+	}
+	for _, d := range decisions {
+		if !d.Recorded {
+			s.metrics.offloaded(ctx, int64(d.SizeChars))
+		}
+	}
+	*sess = next
+	return nil
+}
+
+// reject records ev as refused and dead-letters it through the outbox; the
+// session moves past it, so later good events still apply.
+func (s *Service) reject(ctx context.Context, tx *store.Tx, sess *store.Session, ev turn.Event, waited bool, ie *turn.InputError) error {
+	payload, err := turn.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode rejected event: %w", err)
+	}
+	next := *sess
+	next.AppliedSeq = ev.Seq
+	next.RejectedTurns++
+	err = tx.Pipeline(ctx, func(p *store.Tx) error {
+		if err := recordTurn(ctx, p, ev, waited, store.TurnRejected, ie.Error(), next.TokenCount, next.State); err != nil {
+			return err
+		}
+		if err := p.Enqueue(ctx, store.OutboxEvent{
+			Subject: bus.DeadLetterSubject(bus.Subject(bus.KindTurnCompleted, ev.TenantID, ev.SessionID)),
+			MsgID:   "rejected:" + ev.EventID,
+			Payload: payload,
+			Headers: map[string]string{
+				bus.HeaderDeadLetterReason:   ie.Error(),
+				bus.HeaderDeadLetterConsumer: "token-accounting",
+				bus.HeaderOriginalMsgID:      ev.EventID,
+			},
+		}); err != nil {
+			return err
+		}
+		return p.SaveSession(ctx, next)
+	})
+	if err != nil {
+		return err
+	}
+	*sess = next
+	s.metrics.rejected(ctx, string(ie.Reason))
+	s.log.Warn("turn rejected", "tenant", ev.TenantID, "session", ev.SessionID, "seq", ev.Seq, "event_id", ev.EventID, "reason", ie.Reason, "detail", ie.Detail)
+	return nil
+}
+
+// recordTurn writes the outcome of an event: a new row for one applied on
+// arrival, an update of the row of one that waited.
+func recordTurn(ctx context.Context, tx *store.Tx, ev turn.Event, waited bool, status, reason string, count int64, state string) error {
+	if waited {
+		return tx.FinishTurn(ctx, ev.EventID, status, reason, count, state)
+	}
+	return tx.RecordAppliedTurn(ctx, ev.SessionID, ev.EventID, ev.Seq, status, reason, count, state)
+}
+
+func outboxEvent(ctx context.Context, kind string, ev turn.Event, msgID string, payload any) (store.OutboxEvent, error) {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return store.OutboxEvent{}, fmt.Errorf("encode %s: %w", kind, err)
+	}
+	return store.OutboxEvent{
+		Subject: bus.Subject(kind, ev.TenantID, ev.SessionID),
+		MsgID:   msgID,
+		Payload: data,
+		Headers: bus.TraceHeaders(ctx),
+	}, nil
+}
+
+// contentHash identifies a message's content as the backend sent it.
+func contentHash(role string, encoded []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(role))
+	h.Write([]byte{0})
+	h.Write(encoded)
+	return h.Sum(nil)
+}

@@ -1,0 +1,64 @@
+package tokenaccounting
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+type serviceMetrics struct {
+	turns    metric.Int64Counter
+	rejects  metric.Int64Counter
+	latency  metric.Float64Histogram
+	compacts metric.Int64Counter
+	offloads metric.Int64Counter
+	offChars metric.Int64Counter
+	gapsSeqs metric.Int64Counter
+}
+
+func newMetrics(m metric.Meter) (serviceMetrics, error) {
+	var sm serviceMetrics
+	var err error
+	if sm.turns, err = m.Int64Counter("mnemos.turns.accounted", metric.WithDescription("Turn events handled by the accountant, by outcome.")); err != nil {
+		return sm, err
+	}
+	if sm.rejects, err = m.Int64Counter("mnemos.turns.rejected", metric.WithDescription("Turn events refused, by reason.")); err != nil {
+		return sm, err
+	}
+	if sm.latency, err = m.Float64Histogram("mnemos.accounting.duration", metric.WithUnit("s"), metric.WithDescription("Time to account one turn event.")); err != nil {
+		return sm, err
+	}
+	if sm.compacts, err = m.Int64Counter("mnemos.compactions.requested", metric.WithDescription("Automatic compactions requested.")); err != nil {
+		return sm, err
+	}
+	if sm.offloads, err = m.Int64Counter("mnemos.tool_results.offloaded", metric.WithDescription("Tool results stored outside the context.")); err != nil {
+		return sm, err
+	}
+	if sm.offChars, err = m.Int64Counter("mnemos.tool_results.offloaded_chars", metric.WithDescription("Characters of tool results stored outside the context.")); err != nil {
+		return sm, err
+	}
+	if sm.gapsSeqs, err = m.Int64Counter("mnemos.turns.gap_skipped", metric.WithDescription("Turn seqs given up on after the gap timeout.")); err != nil {
+		return sm, err
+	}
+	return sm, nil
+}
+
+func (m serviceMetrics) outcome(ctx context.Context, o Outcome, d time.Duration) {
+	m.turns.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(o))))
+	m.latency.Record(ctx, d.Seconds())
+}
+
+func (m serviceMetrics) rejected(ctx context.Context, reason string) {
+	m.rejects.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+}
+
+func (m serviceMetrics) compactRequested(ctx context.Context) { m.compacts.Add(ctx, 1) }
+
+func (m serviceMetrics) offloaded(ctx context.Context, chars int64) {
+	m.offloads.Add(ctx, 1)
+	m.offChars.Add(ctx, chars)
+}
+
+func (m serviceMetrics) gapSkipped(ctx context.Context, n int64) { m.gapsSeqs.Add(ctx, n) }

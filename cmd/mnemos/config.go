@@ -143,8 +143,8 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 
 // LogValue logs the effective configuration once, secrets masked.
 func (c Config) LogValue() slog.Value {
-	db := c.DatabaseURL
-	if db == "" {
+	db := store.Redact(c.DatabaseURL)
+	if c.DatabaseURL == "" {
 		db = "(local) " + localDatabaseURL
 	}
 	natsURL := c.NATSURL
@@ -154,7 +154,7 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("target", c.Target),
 		slog.String("http_addr", c.HTTPAddr),
-		slog.String("database_url", store.Redact(db)),
+		slog.String("database_url", db),
 		slog.Bool("migrate", c.Migrate),
 		slog.String("nats_url", natsURL),
 		slog.String("namespace", c.Namespace),

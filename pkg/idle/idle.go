@@ -9,13 +9,13 @@ import (
 
 // Service is a target that waits for shutdown.
 type Service struct {
-	name, arrives string
-	log           *slog.Logger
+	name, work string
+	log        *slog.Logger
 }
 
-// New names the target and what will give it work.
-func New(name, arrives string, log *slog.Logger) *Service {
-	return &Service{name: name, arrives: arrives, log: log}
+// New names the target and the work it will do.
+func New(name, work string, log *slog.Logger) *Service {
+	return &Service{name: name, work: work, log: log}
 }
 
 // Status is what health endpoints report for the target.
@@ -23,7 +23,7 @@ func (s *Service) Status() string { return "idle" }
 
 // Run blocks until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	s.log.Info("target is idle: it consumes nothing yet", "target", s.name, "work_arrives_with", s.arrives)
+	s.log.Info("target is idle: its work is not built yet", "target", s.name, "work", s.work)
 	<-ctx.Done()
 	return nil
 }

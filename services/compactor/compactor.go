@@ -1,5 +1,5 @@
-// Package compactor is the compactor target: compaction (DESIGN §5). Its work has not been
-// built yet, so the target starts, reports healthy and stays idle.
+// Package compactor is the compactor target: compaction. Its work is not built
+// yet, so the target starts, reports healthy and stays idle.
 package compactor
 
 import (
@@ -10,5 +10,5 @@ import (
 
 // New returns the target's run loop.
 func New(log *slog.Logger) *idle.Service {
-	return idle.New("compactor", "compaction (DESIGN §5)", log)
+	return idle.New("compactor", "compaction", log)
 }

@@ -1,5 +1,5 @@
-// Package dreamer is the dreamer target: memory consolidation (DESIGN §8). Its work has not been
-// built yet, so the target starts, reports healthy and stays idle.
+// Package dreamer is the dreamer target: memory consolidation. Its work is not built
+// yet, so the target starts, reports healthy and stays idle.
 package dreamer
 
 import (
@@ -10,5 +10,5 @@ import (
 
 // New returns the target's run loop.
 func New(log *slog.Logger) *idle.Service {
-	return idle.New("dreamer", "memory consolidation (DESIGN §8)", log)
+	return idle.New("dreamer", "memory consolidation", log)
 }

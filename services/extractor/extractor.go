@@ -1,5 +1,5 @@
-// Package extractor is the extractor target: long-term memory extraction (DESIGN §7). Its work has not been
-// built yet, so the target starts, reports healthy and stays idle.
+// Package extractor is the extractor target: long-term memory extraction. Its work is not built
+// yet, so the target starts, reports healthy and stays idle.
 package extractor
 
 import (
@@ -10,5 +10,5 @@ import (
 
 // New returns the target's run loop.
 func New(log *slog.Logger) *idle.Service {
-	return idle.New("extractor", "long-term memory extraction (DESIGN §7)", log)
+	return idle.New("extractor", "long-term memory extraction", log)
 }

@@ -1,5 +1,5 @@
-// Package sessionmemory is the sessionmemory target: rolling session notes (DESIGN §6). Its work has not been
-// built yet, so the target starts, reports healthy and stays idle.
+// Package sessionmemory is the session-memory target: rolling session notes. Its work is not built
+// yet, so the target starts, reports healthy and stays idle.
 package sessionmemory
 
 import (
@@ -10,5 +10,5 @@ import (
 
 // New returns the target's run loop.
 func New(log *slog.Logger) *idle.Service {
-	return idle.New("sessionmemory", "rolling session notes (DESIGN §6)", log)
+	return idle.New("session-memory", "rolling session notes", log)
 }

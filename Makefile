@@ -23,9 +23,10 @@ build: ## build bin/mnemos
 test: ## unit and integration tests against real Postgres and NATS JetStream
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
+FUZZTIME ?= 30s
 .PHONY: fuzz-short
-fuzz-short: ## run each fuzz target briefly
-	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=20s ./pkg/turn
+fuzz-short: ## run each fuzz target for FUZZTIME (30s)
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/turn
 
 .PHONY: bench
 bench: ## ingest benchmark with raw JetStream and Postgres baselines (prints ratios)

@@ -23,6 +23,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
@@ -37,25 +38,11 @@ const (
 // accounted (turn.accounted seen on the bus), the raw JetStream publish+consume
 // rate and the raw Postgres insert rate, and reports the medians and ratios.
 func BenchmarkIngest(b *testing.B) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	st := pgtest.New(b)
-	bb := bustest.New(b)
-	log := bustest.Logger(b)
-	require.NoError(b, st.EnsureTenant(ctx, "bench", "bench"))
-
-	svc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, bb, log, nil)
-	require.NoError(b, err)
-	relay := outbox.New(outbox.DefaultConfig(), st, bb, log)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = svc.Run(ctx) })
-	wg.Go(func() { _ = relay.Run(ctx) })
-	defer func() { cancel(); wg.Wait() }()
-
+	st, bb := startSystem(b)
 	var e2e, js, pg, latP50, latP99 []float64
 	payloadSize := 0
 	for i := 0; b.Loop(); i++ {
-		evs := makeEvents(i)
+		evs := makeEvents(i, sessions, turnsPerRound/sessions)
 		payloadSize = len(mustJSON(b, evs[0]))
 		rate, p50, p99 := runE2E(b, bb, evs)
 		e2e, latP50, latP99 = append(e2e, rate), append(latP50, p50), append(latP99, p99)
@@ -74,11 +61,48 @@ func BenchmarkIngest(b *testing.B) {
 		m, median(latP50), median(latP99), median(js), median(pg), m/median(js), m/median(pg), len(e2e), turnsPerRound, payloadSize)
 }
 
-// makeEvents builds one round of turns: sessions × rounds, each a tool call
-// and its result, as an agent backend sends them.
-func makeEvents(round int) []turn.Event {
-	perSession := turnsPerRound / sessions
-	evs := make([]turn.Event, 0, turnsPerRound)
+// startSystem runs the accountant and the outbox relay on a real Postgres and
+// JetStream until tb ends.
+func startSystem(tb testing.TB) (*store.Store, *bus.Bus) {
+	ctx, cancel := context.WithCancel(context.Background())
+	st := pgtest.New(tb)
+	bb := bustest.New(tb)
+	log := bustest.Logger(tb)
+	require.NoError(tb, st.EnsureTenant(ctx, "bench", "bench"))
+	svc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, bb, log, nil)
+	require.NoError(tb, err)
+	relay := outbox.New(outbox.DefaultConfig(), st, bb, log)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = svc.Run(ctx) })
+	wg.Go(func() { _ = relay.Run(ctx) })
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+	return st, bb
+}
+
+// TestIngestRoundEndToEnd runs one small round of the benchmark as a test, so
+// the harness cannot rot: every turn is accounted, and each session ends at
+// its last response's usage.
+func TestIngestRoundEndToEnd(t *testing.T) {
+	t.Parallel()
+	st, bb := startSystem(t)
+	evs := makeEvents(0, 10, 20)
+	rate, p50, p99 := runE2E(t, bb, evs)
+	require.Positive(t, rate)
+	require.LessOrEqual(t, p50, p99)
+	for _, ev := range evs[len(evs)-10:] {
+		s, err := st.GetSession(context.Background(), "bench", ev.SessionID)
+		require.NoError(t, err)
+		var want tokens.Tally
+		want.SetResponse(*ev.Usage, ev.Response.Content)
+		require.Equal(t, want.Count(), s.TokenCount, ev.SessionID)
+		require.EqualValues(t, 20, s.AppliedSeq)
+	}
+}
+
+// makeEvents builds one round of turns: sessions × perSession, each a tool
+// call and its result, as an agent backend sends them.
+func makeEvents(round, sessions, perSession int) []turn.Event {
+	evs := make([]turn.Event, 0, sessions*perSession)
 	result := turn.Content{{Type: "text", Text: strings.Repeat("build output line\n", 40)}}
 	for seq := 1; seq <= perSession; seq++ {
 		for s := range sessions {
@@ -100,7 +124,7 @@ func makeEvents(round int) []turn.Event {
 	return evs
 }
 
-func runE2E(b *testing.B, bb *bus.Bus, evs []turn.Event) (rate, p50, p99 float64) {
+func runE2E(b testing.TB, bb *bus.Bus, evs []turn.Event) (rate, p50, p99 float64) {
 	ctx := context.Background()
 	sent := sync.Map{}
 	var seen atomic.Int64
@@ -228,7 +252,7 @@ func runRawPostgres(b *testing.B, st *store.Store, size int) float64 {
 	return turnsPerRound / time.Since(start).Seconds()
 }
 
-func mustJSON(b *testing.B, v any) []byte {
+func mustJSON(b testing.TB, v any) []byte {
 	data, err := json.Marshal(v)
 	require.NoError(b, err)
 	return data

@@ -169,6 +169,13 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 			require.Equal(t, "ok", state.Tokens.State)
 		}
 	}
+	resp, err := http.Get(p.http + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Regexp(t, `mnemos_turns_ingested_total\{[^}]*transport="http"[^}]*\} [1-9]`, string(body), "the gateway counted the ingested turns")
+	require.Regexp(t, `mnemos_turns_accounted_total\{[^}]*outcome="applied"[^}]*\} [1-9]`, string(body), "the accountant counted the applied turns")
 }
 
 // lastRecordOf finds the uuid of the last record of the response whose

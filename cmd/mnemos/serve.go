@@ -14,6 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/natsembed"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/services/compactor"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
@@ -34,6 +35,15 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	log := newLogger(cfg)
 	log.Info("starting mnemos", "config", cfg)
 	banner := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
+
+	// =========================================================================
+	// Telemetry
+
+	metrics, err := telemetry.NewMetrics(cfg.Target)
+	if err != nil {
+		return err
+	}
+	defer metrics.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to flush to: Prometheus pulls
 
 	// =========================================================================
 	// Postgres
@@ -112,7 +122,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetTokenAccounting) {
 		acfg := tokenaccounting.DefaultConfig()
 		acfg.Tokens, acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = tokCfg, cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
-		svc, err := tokenaccounting.New(acfg, st, b, log.With("service", TargetTokenAccounting), nil)
+		svc, err := tokenaccounting.New(acfg, st, b, log.With("service", TargetTokenAccounting), metrics.Meter(TargetTokenAccounting))
 		if err != nil {
 			return err
 		}
@@ -153,7 +163,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetGateway) {
 		gcfg := gateway.DefaultConfig()
 		gcfg.Tokens, gcfg.MaxEventBytes = tokCfg, cfg.MaxEventBytes
-		gw, err := gateway.New(gcfg, st, b, log.With("service", TargetGateway), nil, ready)
+		gw, err := gateway.New(gcfg, st, b, log.With("service", TargetGateway), metrics.Meter(TargetGateway), ready)
 		if err != nil {
 			return err
 		}
@@ -162,12 +172,15 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	} else {
 		handler = healthOnly(ready, status)
 	}
+	root := http.NewServeMux()
+	root.Handle("GET /metrics", metrics.Handler())
+	root.Handle("/", handler)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set MNEMOS_HTTP_ADDR to use another address): %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	banner("http          http://%s (API and /healthz, /readyz)", displayAddr(ln.Addr()))
+	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second}
+	banner("http          http://%s (API, /healthz, /readyz, /metrics)", displayAddr(ln.Addr()))
 	for _, name := range sortedKeys(status) {
 		banner("target        %-16s %s", name, status[name])
 	}

@@ -18,14 +18,16 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 type harness struct {
-	srv   *httptest.Server
-	store *store.Store
-	bus   *bus.Bus
+	srv     *httptest.Server
+	store   *store.Store
+	bus     *bus.Bus
+	metrics *telemetrytest.Reader
 }
 
 func setup(t *testing.T) *harness {
@@ -39,11 +41,12 @@ func setup(t *testing.T) *harness {
 	}
 	cfg := gateway.DefaultConfig()
 	cfg.MaxEventBytes = 256 << 10
-	gw, err := gateway.New(cfg, st, b, bustest.Logger(t), nil, map[string]gateway.Health{"postgres": st.Ping})
+	metrics := telemetrytest.New(t)
+	gw, err := gateway.New(cfg, st, b, bustest.Logger(t), metrics.Meter(), map[string]gateway.Health{"postgres": st.Ping})
 	require.NoError(t, err)
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(srv.Close)
-	return &harness{srv: srv, store: st, bus: b}
+	return &harness{srv: srv, store: st, bus: b, metrics: metrics}
 }
 
 func (h *harness) do(t *testing.T, method, path, key string, body []byte) (int, map[string]any) {
@@ -140,6 +143,18 @@ func TestPostTurnBadInput(t *testing.T) {
 		errBody, _ := body["error"].(map[string]any)
 		require.Equal(t, c.code, errBody["code"], c.name)
 		require.NotEmpty(t, errBody["message"], "%s: the error says why", c.name)
+	}
+	for _, c := range cases {
+		if c.status == http.StatusUnauthorized {
+			continue
+		}
+		want := int64(0)
+		for _, d := range cases {
+			if d.code == c.code {
+				want++
+			}
+		}
+		require.Equal(t, want, h.metrics.Sum("mnemos.turns.refused", "reason", c.code), "%s: counted by reason", c.name)
 	}
 	// Nothing bad reached the bus; the next good event goes through.
 	info, err := h.bus.JetStream().Stream(context.Background(), h.bus.StreamName(bus.StreamTurns))

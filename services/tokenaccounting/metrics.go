@@ -6,6 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
 )
 
 type serviceMetrics struct {
@@ -16,6 +18,7 @@ type serviceMetrics struct {
 	offloads metric.Int64Counter
 	offChars metric.Int64Counter
 	gapsSeqs metric.Int64Counter
+	delivers metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -42,7 +45,14 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 	if sm.gapsSeqs, err = m.Int64Counter("mnemos.turns.gap_skipped", metric.WithDescription("Turn seqs given up on after the gap timeout.")); err != nil {
 		return sm, err
 	}
+	if sm.delivers, err = m.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Turn event deliveries to the accountant, by result (acked, retried, dead_lettered).")); err != nil {
+		return sm, err
+	}
 	return sm, nil
+}
+
+func (m serviceMetrics) delivery(ctx context.Context, o bus.Outcome) {
+	m.delivers.Add(ctx, 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
 }
 
 func (m serviceMetrics) outcome(ctx context.Context, o Outcome, d time.Duration) {

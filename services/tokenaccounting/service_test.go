@@ -18,6 +18,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
@@ -26,10 +27,11 @@ import (
 const tenant = "acme"
 
 type harness struct {
-	store *store.Store
-	bus   *bus.Bus
-	svc   *tokenaccounting.Service
-	cfg   tokenaccounting.Config
+	store   *store.Store
+	bus     *bus.Bus
+	svc     *tokenaccounting.Service
+	cfg     tokenaccounting.Config
+	metrics *telemetrytest.Reader
 }
 
 // setup runs the accountant and the outbox relay against a real Postgres and
@@ -46,7 +48,8 @@ func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	svc, err := tokenaccounting.New(cfg, st, b, log, nil)
+	metrics := telemetrytest.New(t)
+	svc, err := tokenaccounting.New(cfg, st, b, log, metrics.Meter())
 	require.NoError(t, err)
 	relay := outbox.New(outbox.Config{Batch: 128, Poll: 50 * time.Millisecond}, st, b, log)
 	var wg sync.WaitGroup
@@ -57,7 +60,7 @@ func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
 	})
 	wg.Go(func() { _ = relay.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &harness{store: st, bus: b, svc: svc, cfg: cfg}
+	return &harness{store: st, bus: b, svc: svc, cfg: cfg, metrics: metrics}
 }
 
 func (h *harness) publish(t *testing.T, ev turn.Event, msgID string) {
@@ -375,5 +378,11 @@ func TestBadInput(t *testing.T) {
 			found = found || strings.HasPrefix(r, string(c.reason)+":")
 		}
 		require.True(t, found, "%s: a dead letter with reason %s; got %v", c.name, c.reason, reasons)
+		require.EqualValues(t, 1, h.metrics.Sum("mnemos.turns.rejected", "reason", string(c.reason)), "%s: counted once", c.name)
 	}
+	// Every refused event but the one rejected while applying (dead-lettered
+	// through the outbox) ends in the runner's dead letters.
+	require.Eventually(t, func() bool {
+		return h.metrics.Sum("mnemos.bus.deliveries", "result", "dead_lettered") == int64(len(cases)-1)
+	}, 10*time.Second, 20*time.Millisecond)
 }

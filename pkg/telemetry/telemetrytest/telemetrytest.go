@@ -1,0 +1,63 @@
+// Package telemetrytest reads what a component counted, for tests.
+package telemetrytest
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// Reader collects the instruments of a meter on demand.
+type Reader struct {
+	t      testing.TB
+	reader *sdkmetric.ManualReader
+	meter  metric.Meter
+}
+
+// New returns a meter whose measurements the Reader can collect.
+func New(t testing.TB) *Reader {
+	r := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return &Reader{t: t, reader: r, meter: mp.Meter("test")}
+}
+
+// Meter is the meter to hand to the component under test.
+func (r *Reader) Meter() metric.Meter { return r.meter }
+
+// Sum returns the total of an integer counter over the data points whose
+// attributes include key=value (every point when key is empty).
+func (r *Reader) Sum(name, key, value string) int64 {
+	r.t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		r.t.Fatalf("telemetrytest: collect: %v", err)
+	}
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				r.t.Fatalf("telemetrytest: %s is not an integer sum", name)
+			}
+			for _, dp := range sum.DataPoints {
+				if key == "" || dp.Attributes.HasValue(attribute.Key(key)) && matches(dp.Attributes, key, value) {
+					total += dp.Value
+				}
+			}
+		}
+	}
+	return total
+}
+
+func matches(set attribute.Set, key, value string) bool {
+	v, ok := set.Value(attribute.Key(key))
+	return ok && v.AsString() == value
+}

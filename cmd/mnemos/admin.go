@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
 )
 
 // runMigrate applies the migrations and exits: the step operators run once
@@ -31,24 +35,23 @@ func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Write
 	return nil
 }
 
-// runTenant creates a tenant and prints a fresh API key for it.
+// runTenant manages tenants: `create` makes one and prints a fresh API key;
+// `settings` prints or replaces the settings that override the defaults.
 func runTenant(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("mnemos tenant", flag.ContinueOnError)
+	const usageText = "usage: mnemos tenant create [-name NAME] ID | mnemos tenant settings ID [JSON]"
+	if len(args) == 0 {
+		return errors.New(usageText)
+	}
+	fs := flag.NewFlagSet("mnemos tenant "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("name", "", "display name (default: the id)")
-	if len(args) == 0 || args[0] != "create" {
-		return errors.New("usage: mnemos tenant create [-name NAME] ID")
-	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || !bus.ValidToken(fs.Arg(0)) {
-		return errors.New("usage: mnemos tenant create [-name NAME] ID (ID: letters, digits, '_' and '-')")
+	if fs.NArg() < 1 || !bus.ValidToken(fs.Arg(0)) {
+		return fmt.Errorf("%s (ID: letters, digits, '_' and '-')", usageText)
 	}
 	id := fs.Arg(0)
-	if *name == "" {
-		*name = id
-	}
 	cfg, err := configFromEnv(TargetAll, getenv)
 	if err != nil {
 		return err
@@ -62,17 +65,53 @@ func runTenant(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	defer st.Close()
-	if err := st.EnsureTenant(ctx, id, *name); err != nil {
-		return err
+
+	switch args[0] {
+	case "create":
+		if fs.NArg() != 1 {
+			return errors.New(usageText)
+		}
+		if *name == "" {
+			*name = id
+		}
+		if err := st.EnsureTenant(ctx, id, *name); err != nil {
+			return err
+		}
+		secret := make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return err
+		}
+		key := "mnm_" + base64.RawURLEncoding.EncodeToString(secret)
+		if err := st.AddAPIKey(ctx, id, "created by mnemos tenant create", key); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "tenant %s\napi key %s\n", id, key)
+		return nil
+	case "settings":
+		defaults := tenantcfg.Settings{Tokens: tokens.DefaultConfig(), Offload: accounting.DefaultOffload()}
+		if fs.NArg() == 2 {
+			doc := []byte(fs.Arg(1))
+			if _, err := tenantcfg.Overlay(defaults, doc); err != nil {
+				return err
+			}
+			if err := st.SetTenantSettings(ctx, id, doc); err != nil {
+				return err
+			}
+		}
+		doc, err := st.TenantSettings(ctx, id)
+		if err != nil {
+			return err
+		}
+		effective, err := tenantcfg.Overlay(defaults, doc)
+		if err != nil {
+			return err
+		}
+		out, err := json.MarshalIndent(map[string]any{"stored": json.RawMessage(doc), "effective": effective}, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(out))
+		return nil
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return err
-	}
-	key := "mnm_" + base64.RawURLEncoding.EncodeToString(secret)
-	if err := st.AddAPIKey(ctx, id, "created by mnemos tenant create", key); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "tenant %s\napi key %s\n", id, key)
-	return nil
+	return errors.New(usageText)
 }

@@ -297,3 +297,29 @@ func TestMissingPostgresNamesWhatToStart(t *testing.T) {
 	_, err = resolveDatabase(context.Background(), "postgres://postgres@127.0.0.1:1/mnemos?sslmode=disable", "")
 	require.ErrorContains(t, err, "MNEMOS_DATABASE_URL=")
 }
+
+func TestTenantSettingsCommand(t *testing.T) {
+	t.Parallel()
+	vars := env(map[string]string{"MNEMOS_DATABASE_URL": pgtest.URL(t)})
+	ctx := context.Background()
+	require.NoError(t, run(ctx, []string{"tenant", "create", "-name", "Acme Corp", "acme"}, vars, io.Discard, io.Discard))
+
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"tenant", "settings", "acme", `{"tokens": {"auto_compact_percent": 80}}`}, vars, &out, io.Discard))
+	var shown struct {
+		Effective struct {
+			Tokens struct {
+				AutoCompactPercent float64 `json:"auto_compact_percent"`
+				AutoCompactBuffer  int64   `json:"auto_compact_buffer"`
+			} `json:"tokens"`
+		} `json:"effective"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &shown), out.String())
+	require.InDelta(t, 80, shown.Effective.Tokens.AutoCompactPercent, 0)
+	require.EqualValues(t, 13_000, shown.Effective.Tokens.AutoCompactBuffer, "what the tenant did not name keeps its default")
+
+	err := run(ctx, []string{"tenant", "settings", "acme", `{"tokens": {"auto_compact_percent": 180}}`}, vars, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "auto_compact_percent")
+	err = run(ctx, []string{"tenant", "settings", "nobody", `{}`}, vars, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "unknown tenant")
+}

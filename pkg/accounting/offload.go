@@ -16,17 +16,29 @@ import (
 // Offload says when a tool result is kept out of the context (DESIGN §3).
 type Offload struct {
 	// ThresholdChars: a single tool result longer than this is offloaded.
-	ThresholdChars int
+	ThresholdChars int `json:"threshold_chars"`
 	// PreviewBytes of the result stay in context, inside <persisted-output>.
-	PreviewBytes int
+	PreviewBytes int `json:"preview_bytes"`
 	// TurnCapChars bounds the tool-result characters one turn may add; the
 	// largest results are offloaded until the rest fits.
-	TurnCapChars int
+	TurnCapChars int `json:"turn_cap_chars"`
 }
 
 // DefaultOffload is DESIGN §3's numbers.
 func DefaultOffload() Offload {
 	return Offload{ThresholdChars: 50_000, PreviewBytes: 2_000, TurnCapChars: 200_000}
+}
+
+// Validate reports settings that cannot work.
+func (o Offload) Validate() error {
+	if o.ThresholdChars <= 0 || o.PreviewBytes <= 0 || o.TurnCapChars <= 0 {
+		return fmt.Errorf("offload: threshold_chars, preview_bytes and turn_cap_chars must be above zero, got %d, %d, %d",
+			o.ThresholdChars, o.PreviewBytes, o.TurnCapChars)
+	}
+	if o.PreviewBytes >= o.ThresholdChars {
+		return fmt.Errorf("offload: preview_bytes (%d) must be below threshold_chars (%d)", o.PreviewBytes, o.ThresholdChars)
+	}
+	return nil
 }
 
 // Decision is one tool result taken out of the context.

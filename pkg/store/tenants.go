@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
 )
@@ -35,4 +38,36 @@ func (s *Store) TenantForAPIKey(ctx context.Context, key string) (string, error)
 		return "", notFound(err)
 	}
 	return tenant, nil
+}
+
+// TenantSettings returns the settings document a tenant stored ("{}" when it
+// changed nothing), or ErrUnknownTenant.
+func (s *Store) TenantSettings(ctx context.Context, tenant string) ([]byte, error) {
+	var doc []byte
+	err := s.InTx(ctx, tenant, func(tx *Tx) error {
+		t, err := tx.q.TenantGet(ctx, tenant)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("store.TenantSettings: tenant %q: %w", tenant, ErrUnknownTenant)
+		}
+		if err != nil {
+			return fmt.Errorf("store.TenantSettings: %w", err)
+		}
+		doc = t.Settings
+		return nil
+	})
+	return doc, err
+}
+
+// SetTenantSettings replaces a tenant's settings document.
+func (s *Store) SetTenantSettings(ctx context.Context, tenant string, doc []byte) error {
+	return s.InTx(ctx, tenant, func(tx *Tx) error {
+		n, err := tx.q.TenantSetSettings(ctx, dbsqlc.TenantSetSettingsParams{TenantID: tenant, Settings: doc})
+		if err != nil {
+			return fmt.Errorf("store.SetTenantSettings: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("store.SetTenantSettings: tenant %q: %w", tenant, ErrUnknownTenant)
+		}
+		return nil
+	})
 }

@@ -21,17 +21,21 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // Config of the gateway target.
 type Config struct {
+	// Tokens and Offload are the defaults; a tenant's own settings override them.
 	Tokens        tokens.Config
 	Offload       accounting.Offload
 	MaxEventBytes int
 	// KeyCacheTTL is how long a verified API key is trusted without asking Postgres.
 	KeyCacheTTL time.Duration
+	// SettingsTTL is how long a tenant's settings are used before they are read again.
+	SettingsTTL time.Duration
 }
 
 // DefaultConfig holds DESIGN's numbers.
@@ -41,6 +45,7 @@ func DefaultConfig() Config {
 		Offload:       accounting.DefaultOffload(),
 		MaxEventBytes: turn.DefaultMaxEventBytes,
 		KeyCacheTTL:   30 * time.Second,
+		SettingsTTL:   30 * time.Second,
 	}
 }
 
@@ -49,12 +54,13 @@ type Health func(context.Context) error
 
 // Gateway serves the HTTP API.
 type Gateway struct {
-	cfg     Config
-	store   *store.Store
-	bus     *bus.Bus
-	log     *slog.Logger
-	ready   map[string]Health
-	metrics gatewayMetrics
+	cfg      Config
+	settings *tenantcfg.Cache
+	store    *store.Store
+	bus      *bus.Bus
+	log      *slog.Logger
+	ready    map[string]Health
+	metrics  gatewayMetrics
 
 	keysMu sync.Mutex
 	keys   map[string]cachedKey
@@ -74,7 +80,14 @@ func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger, meter metric
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
-	return &Gateway{cfg: cfg, store: st, bus: b, log: log, ready: ready, metrics: m, keys: map[string]cachedKey{}}, nil
+	defaults := tenantcfg.Settings{Tokens: cfg.Tokens, Offload: cfg.Offload}
+	if err := defaults.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway.New: defaults: %w", err)
+	}
+	return &Gateway{
+		cfg: cfg, settings: tenantcfg.NewCache(defaults, st.TenantSettings, cfg.SettingsTTL),
+		store: st, bus: b, log: log, ready: ready, metrics: m, keys: map[string]cachedKey{},
+	}, nil
 }
 
 // Handler returns the API's routes.
@@ -264,10 +277,15 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 		g.internal(w, "reading session", err)
 		return
 	}
+	set, err := g.settings.For(r.Context(), tenant)
+	if err != nil {
+		g.internal(w, "reading tenant settings", err)
+		return
+	}
 	out := SessionState{
 		SessionID: s.SessionID, AgentID: s.AgentID, Model: s.Model, MemoryScope: s.MemoryScope,
 		AppliedSeq: s.AppliedSeq, Messages: s.MessageCount,
-		Tokens:             accounting.Status(accounting.Limits(g.cfg.Tokens, s), s.TokenCount),
+		Tokens:             accounting.Status(accounting.Limits(set.Tokens, s), s.TokenCount),
 		CompactionInFlight: s.CompactionInFlight, AutoCompactEnabled: s.AutoCompactEnabled,
 		CompactRequests: s.CompactRequests, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
 		UpdatedAt: s.UpdatedAt,
@@ -315,7 +333,12 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 	if req.MaxOutputTokens > 0 {
 		s.MaxOutputTokens = req.MaxOutputTokens
 	}
-	writeJSON(w, http.StatusOK, accounting.PreflightFor(g.cfg.Tokens, g.cfg.Offload, s, req.InputMessages))
+	set, err := g.settings.For(r.Context(), tenant)
+	if err != nil {
+		g.internal(w, "reading tenant settings", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages))
 }
 
 // ToolResultBody is the answer to GET /v1/tool-results/{id}.

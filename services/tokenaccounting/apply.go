@@ -12,6 +12,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -36,8 +37,15 @@ const (
 // decisions), then every write of the event pipelined, then COMMIT.
 func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
 	start := s.now()
+	set, err := s.settings.For(ctx, ev.TenantID)
+	if errors.Is(err, store.ErrUnknownTenant) {
+		return turn.Refuse(turn.ReasonUnknownTenant, "tenant %q does not exist", ev.TenantID)
+	}
+	if err != nil {
+		return fmt.Errorf("tokenaccounting.Apply %s: %w", ev.EventID, err)
+	}
 	var outcome Outcome
-	err := s.store.InTx(ctx, ev.TenantID, func(tx *store.Tx) error {
+	err = s.store.InTx(ctx, ev.TenantID, func(tx *store.Tx) error {
 		sess, err := tx.LockSession(ctx, ev.SessionID, ev.Agent())
 		if errors.Is(err, store.ErrUnknownTenant) {
 			return turn.Refuse(turn.ReasonUnknownTenant, "tenant %q does not exist", ev.TenantID)
@@ -78,7 +86,7 @@ func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
 			return tx.SaveSession(ctx, sess)
 		default:
 			outcome = OutcomeApplied
-			return s.applyInOrder(ctx, tx, &sess, ev, false)
+			return s.applyInOrder(ctx, tx, set, &sess, ev, false)
 		}
 	})
 	if err != nil {
@@ -90,9 +98,9 @@ func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
 
 // applyInOrder applies ev, the session's next seq, then every waiting event
 // that follows it without a gap.
-func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, sess *store.Session, ev turn.Event, waited bool) error {
+func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, waited bool) error {
 	for {
-		if err := s.applyEvent(ctx, tx, sess, ev, waited); err != nil {
+		if err := s.applyEvent(ctx, tx, set, sess, ev, waited); err != nil {
 			return err
 		}
 		next, ok, err := s.nextWaiting(ctx, tx, sess)
@@ -129,7 +137,7 @@ func (s *Service) nextWaiting(ctx context.Context, tx *store.Tx, sess *store.Ses
 // applyEvent stores one event's messages, moves the session's count and
 // writes its events. The decisions are made from reads first; the writes
 // then go out in one pipeline, so bad content never leaves half an event.
-func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, sess *store.Session, ev turn.Event, waited bool) error {
+func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, waited bool) error {
 	msgs := ev.Messages()
 	encoded := make([][]byte, len(msgs)) // content as sent; also what is stored when nothing is replaced
 	sums := make([][]byte, len(msgs))
@@ -162,7 +170,7 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, sess *store.Sess
 			return err
 		}
 	}
-	shown, decisions, err := s.cfg.Offload.Apply(msgs,
+	shown, decisions, err := set.Offload.Apply(msgs,
 		func(id string) (string, bool, error) { r, ok := frozen[id]; return r.Text, ok, nil },
 		func(id string) string { return toolResultID(ev.TenantID, ev.SessionID, id) })
 	if err != nil {
@@ -171,7 +179,7 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, sess *store.Sess
 
 	next := *sess
 	updateSessionInfo(&next, ev)
-	limits := accounting.Limits(s.cfg.Tokens, next)
+	limits := accounting.Limits(set.Tokens, next)
 	tally := accounting.TallyOf(next)
 	replaced := map[string]bool{}
 	for _, d := range decisions {

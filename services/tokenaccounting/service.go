@@ -19,14 +19,18 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // Config of the token-accounting target.
 type Config struct {
+	// Tokens and Offload are the defaults; a tenant's own settings override them.
 	Tokens  tokens.Config
 	Offload accounting.Offload
+	// SettingsTTL is how long a tenant's settings are used before they are read again.
+	SettingsTTL time.Duration
 	// MaxEventBytes bounds one encoded turn event.
 	MaxEventBytes int
 	// GapTimeout is how long an event waits for a missing predecessor before
@@ -45,6 +49,7 @@ func DefaultConfig() Config {
 		Offload:       accounting.DefaultOffload(),
 		MaxEventBytes: turn.DefaultMaxEventBytes,
 		GapTimeout:    30 * time.Second,
+		SettingsTTL:   30 * time.Second,
 		Workers:       16,
 		MaxDeliver:    8,
 	}
@@ -52,12 +57,13 @@ func DefaultConfig() Config {
 
 // Service is the accountant.
 type Service struct {
-	cfg     Config
-	store   *store.Store
-	bus     *bus.Bus
-	log     *slog.Logger
-	now     func() time.Time
-	metrics serviceMetrics
+	cfg      Config
+	settings *tenantcfg.Cache
+	store    *store.Store
+	bus      *bus.Bus
+	log      *slog.Logger
+	now      func() time.Time
+	metrics  serviceMetrics
 }
 
 // New builds the service. meter may be nil.
@@ -69,7 +75,14 @@ func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger, meter metric
 	if err != nil {
 		return nil, fmt.Errorf("tokenaccounting.New: %w", err)
 	}
-	return &Service{cfg: cfg, store: st, bus: b, log: log, now: time.Now, metrics: m}, nil
+	defaults := tenantcfg.Settings{Tokens: cfg.Tokens, Offload: cfg.Offload}
+	if err := defaults.Validate(); err != nil {
+		return nil, fmt.Errorf("tokenaccounting.New: defaults: %w", err)
+	}
+	return &Service{
+		cfg: cfg, settings: tenantcfg.NewCache(defaults, st.TenantSettings, cfg.SettingsTTL),
+		store: st, bus: b, log: log, now: time.Now, metrics: m,
+	}, nil
 }
 
 // Run consumes turn events until ctx ends, then drains in-flight work.
@@ -136,7 +149,11 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 		return err
 	}
 	for _, st := range stalled {
-		err := s.store.InTx(ctx, st.TenantID, func(tx *store.Tx) error {
+		set, err := s.settings.For(ctx, st.TenantID)
+		if err != nil {
+			return fmt.Errorf("tokenaccounting.SweepGaps %s: %w", st.TenantID, err)
+		}
+		err = s.store.InTx(ctx, st.TenantID, func(tx *store.Tx) error {
 			sess, err := tx.LockSession(ctx, st.SessionID, turn.MainAgent)
 			if err != nil {
 				return err
@@ -160,7 +177,7 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 			if err != nil || !ok {
 				return err
 			}
-			return s.applyInOrder(ctx, tx, &sess, ev, true)
+			return s.applyInOrder(ctx, tx, set, &sess, ev, true)
 		})
 		if err != nil {
 			return fmt.Errorf("tokenaccounting.SweepGaps %s/%s: %w", st.TenantID, st.SessionID, err)

@@ -386,3 +386,25 @@ func TestBadInput(t *testing.T) {
 		return h.metrics.Sum("mnemos.bus.deliveries", "result", "dead_lettered") == int64(len(cases)-1)
 	}, 10*time.Second, 20*time.Millisecond)
 }
+
+func TestTenantSettingsOverrideThresholds(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	// Half the effective window: 200,000 − 20,000 reserve = 180,000 → 90,000.
+	require.NoError(t, h.store.SetTenantSettings(ctx, tenant, []byte(`{"tokens": {"auto_compact_percent": 50}}`)))
+	ev := turn.Event{
+		Schema: turn.SchemaV1, EventID: "pct-1", TenantID: tenant, SessionID: "pct", Seq: 1, OccurredAt: time.Now().UTC(),
+		Model:         "claude-sonnet-4-5",
+		InputMessages: []turn.Message{{UUID: "u1", Role: "user", Content: turn.Content{{Type: "text", Text: "go on"}}}},
+		Response:      &turn.Message{UUID: "a1", Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: "text", Text: "ok"}}},
+		Usage:         &turn.Usage{InputTokens: 1, CacheReadInputTokens: 95_000, OutputTokens: 10},
+	}
+	h.publish(t, ev, ev.EventID)
+	h.waitApplied(t, map[string]int64{"pct": 1})
+	h.waitOutboxEmpty(t)
+	s, err := h.store.GetSession(ctx, tenant, "pct")
+	require.NoError(t, err)
+	require.Equal(t, "autocompact", s.State, "95,011 tokens is past this tenant's 90,000 threshold")
+	require.Len(t, h.collect(t, bus.StreamEvents, "compact.requested.>"), 1)
+}

@@ -11,3 +11,6 @@ ON CONFLICT (key_hash) DO NOTHING;
 
 -- name: APIKeyTenant :one
 SELECT tenant_id FROM api_keys WHERE key_hash = @key_hash AND revoked_at IS NULL;
+
+-- name: TenantSetSettings :execrows
+UPDATE tenants SET settings = @settings WHERE tenant_id = @tenant_id;

@@ -52,6 +52,23 @@ func (q *Queries) TenantGet(ctx context.Context, tenantID string) (Tenant, error
 	return i, err
 }
 
+const tenantSetSettings = `-- name: TenantSetSettings :execrows
+UPDATE tenants SET settings = $1 WHERE tenant_id = $2
+`
+
+type TenantSetSettingsParams struct {
+	Settings []byte
+	TenantID string
+}
+
+func (q *Queries) TenantSetSettings(ctx context.Context, arg TenantSetSettingsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, tenantSetSettings, arg.Settings, arg.TenantID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const tenantUpsert = `-- name: TenantUpsert :exec
 INSERT INTO tenants (tenant_id, name) VALUES ($1, $2)
 ON CONFLICT (tenant_id) DO NOTHING

@@ -1,0 +1,102 @@
+// Package tenantcfg holds the settings a tenant may change, with the
+// process's defaults beneath them: every number of the design is a default
+// that a tenant can override.
+package tenantcfg
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+)
+
+// Settings are one tenant's effective settings.
+type Settings struct {
+	Tokens  tokens.Config      `json:"tokens"`
+	Offload accounting.Offload `json:"offload"`
+}
+
+// Validate reports settings that cannot work.
+func (s Settings) Validate() error {
+	return errors.Join(s.Tokens.Validate(), s.Offload.Validate())
+}
+
+// Overlay applies a tenant's stored settings (JSON naming only what the
+// tenant changed) over defaults. Unknown fields are refused, so a typo is
+// an error rather than a silently ignored setting.
+func Overlay(defaults Settings, stored []byte) (Settings, error) {
+	out := defaults
+	if len(bytes.TrimSpace(stored)) == 0 {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(stored))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		return Settings{}, fmt.Errorf("tenant settings: %w", err)
+	}
+	if err := out.Validate(); err != nil {
+		return Settings{}, fmt.Errorf("tenant settings: %w", err)
+	}
+	return out, nil
+}
+
+// Loader reads a tenant's stored settings document.
+type Loader func(ctx context.Context, tenant string) ([]byte, error)
+
+// Cache serves tenants' effective settings, reading each at most once per TTL.
+type Cache struct {
+	defaults Settings
+	load     Loader
+	ttl      time.Duration
+	now      func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]entry
+}
+
+type entry struct {
+	settings Settings
+	expires  time.Time
+}
+
+// NewCache builds a cache over load with the process's defaults.
+func NewCache(defaults Settings, load Loader, ttl time.Duration) *Cache {
+	return &Cache{defaults: defaults, load: load, ttl: ttl, now: time.Now, entries: map[string]entry{}}
+}
+
+// Defaults returns the process's defaults.
+func (c *Cache) Defaults() Settings { return c.defaults }
+
+// For returns tenant's effective settings. Stored settings that no longer
+// validate are an error, so the caller retries rather than using numbers the
+// tenant did not choose.
+func (c *Cache) For(ctx context.Context, tenant string) (Settings, error) {
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.entries[tenant]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.settings, nil
+	}
+	raw, err := c.load(ctx, tenant)
+	if err != nil {
+		return Settings{}, err
+	}
+	s, err := Overlay(c.defaults, raw)
+	if err != nil {
+		return Settings{}, fmt.Errorf("tenant %s: %w", tenant, err)
+	}
+	c.mu.Lock()
+	if len(c.entries) > 100_000 {
+		clear(c.entries)
+	}
+	c.entries[tenant] = entry{settings: s, expires: now.Add(c.ttl)}
+	c.mu.Unlock()
+	return s, nil
+}

@@ -267,15 +267,6 @@ func (t *Tx) FinishTurn(ctx context.Context, eventID, status, reason string, cou
 	return nil
 }
 
-// SkipGap marks seqs from..to of a session as never arrived.
-func (t *Tx) SkipGap(ctx context.Context, sessionID string, from, to int64) error {
-	_, err := t.q.TurnSkipGap(ctx, dbsqlc.TurnSkipGapParams{TenantID: t.tenant, SessionID: sessionID, FromSeq: from, ToSeq: to})
-	if err != nil {
-		return fmt.Errorf("store.SkipGap: %w", err)
-	}
-	return nil
-}
-
 // StalledSession names a session whose oldest waiting event is older than a cut-off.
 type StalledSession struct {
 	TenantID  string

@@ -37,7 +37,7 @@ const (
 	ReasonSessionMismatch Reason = "session_mismatch"
 	ReasonDuplicateUUID   Reason = "duplicate_uuid"
 	ReasonSeqConflict     Reason = "seq_conflict"
-	ReasonEventIDConflict Reason = "event_id_conflict"
+	ReasonLate            Reason = "late"
 	ReasonUnknownTenant   Reason = "unknown_tenant"
 )
 

@@ -56,6 +56,9 @@ func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
 		switch {
 		case ev.Seq <= sess.AppliedSeq:
 			prev, err := tx.TurnBySeq(ctx, ev.SessionID, ev.Seq)
+			if errors.Is(err, store.ErrNotFound) {
+				return turn.Refuse(turn.ReasonLate, "seq %d of session %s arrived after the session moved past it (the gap timeout gave it up)", ev.Seq, ev.SessionID)
+			}
 			if err != nil {
 				return err
 			}

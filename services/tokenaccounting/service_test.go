@@ -269,6 +269,30 @@ func TestGapTimeoutMovesPastMissingSeq(t *testing.T) {
 	s, err := h.store.GetSession(context.Background(), tenant, "gappy")
 	require.NoError(t, err)
 	require.EqualValues(t, 6, s.MessageCount, "seq 1, 3 and 4 applied")
+	require.EqualValues(t, 1, h.metrics.Sum("mnemos.turns.gap_skipped", "", ""))
+
+	// Seq 2 turns up after all: refused as late, the session untouched.
+	h.publish(t, evs[1], evs[1].EventID)
+	require.Eventually(t, func() bool {
+		return h.metrics.Sum("mnemos.turns.rejected", "reason", string(turn.ReasonLate)) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	after, err := h.store.GetSession(context.Background(), tenant, "gappy")
+	require.NoError(t, err)
+	require.Equal(t, s.TokenCount, after.TokenCount)
+	require.Equal(t, s.MessageCount, after.MessageCount)
+}
+
+func TestFarFutureSeqCostsOneRow(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(c *tokenaccounting.Config) { c.GapTimeout = 200 * time.Millisecond })
+	evs := genSession(rand.New(rand.NewPCG(3, 4)), "far", 1, 1000)
+	ev := evs[0]
+	ev.Seq, ev.EventID = 1_000_000_000, "far-future"
+	h.publish(t, ev, ev.EventID)
+	h.waitApplied(t, map[string]int64{"far": 1_000_000_000})
+	var rows int
+	require.NoError(t, h.store.Pool().QueryRow(context.Background(), "SELECT count(*) FROM turns WHERE session_id = 'far'").Scan(&rows))
+	require.Equal(t, 1, rows, "giving up on a gap stores nothing per missing seq")
 }
 
 func TestOffloadsLargeToolResultsOnceAndForever(t *testing.T) {

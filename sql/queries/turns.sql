@@ -26,13 +26,6 @@ UPDATE turns SET status = @status, reason = @reason, payload = NULL,
     token_count = @token_count, state = @state, applied_at = now()
 WHERE tenant_id = @tenant_id AND event_id = @event_id;
 
--- name: TurnSkipGap :execrows
--- Marks the seqs missing below a waiting event as skipped, so the session moves on.
-INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, applied_at)
-SELECT @tenant_id, @session_id, 'gap-' || @session_id::text || '-' || s, s, 'skipped', 'never arrived', now()
-FROM generate_series(@from_seq::bigint, @to_seq::bigint) AS s
-ON CONFLICT DO NOTHING;
-
 -- name: TurnStalledSessions :many
 -- Sessions whose oldest waiting event has waited longer than the gap timeout.
 SELECT tenant_id, session_id, min(received_at)::timestamptz AS oldest

@@ -187,34 +187,6 @@ func (q *Queries) TurnRecordApplied(ctx context.Context, arg TurnRecordAppliedPa
 	return err
 }
 
-const turnSkipGap = `-- name: TurnSkipGap :execrows
-INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, applied_at)
-SELECT $1, $2, 'gap-' || $2::text || '-' || s, s, 'skipped', 'never arrived', now()
-FROM generate_series($3::bigint, $4::bigint) AS s
-ON CONFLICT DO NOTHING
-`
-
-type TurnSkipGapParams struct {
-	TenantID  string
-	SessionID string
-	FromSeq   int64
-	ToSeq     int64
-}
-
-// Marks the seqs missing below a waiting event as skipped, so the session moves on.
-func (q *Queries) TurnSkipGap(ctx context.Context, arg TurnSkipGapParams) (int64, error) {
-	result, err := q.db.Exec(ctx, turnSkipGap,
-		arg.TenantID,
-		arg.SessionID,
-		arg.FromSeq,
-		arg.ToSeq,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const turnStalledSessions = `-- name: TurnStalledSessions :many
 SELECT tenant_id, session_id, min(received_at)::timestamptz AS oldest
 FROM turns WHERE status = 'pending'

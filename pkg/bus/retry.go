@@ -47,3 +47,28 @@ func backoff(attempt int, base, limit time.Duration) time.Duration {
 	d = min(d, limit)
 	return d/2 + rand.N(d/2+1)
 }
+
+// Transient marks err as a failure of the system rather than of the message
+// (the database unreachable, say): Run retries the handler in place, with
+// backoff, for as long as it takes, keeping the message in progress, so an
+// outage never uses up a message's deliveries nor sends it to the dead
+// letters. Transient(nil) is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err: err}
+}
+
+// IsTransient reports whether err, or an error it wraps, was marked with Transient.
+func IsTransient(err error) bool {
+	var t *transientError
+	return errors.As(err, &t)
+}
+
+type transientError struct {
+	err error
+}
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }

@@ -354,7 +354,7 @@ func (r *Runner) process(jm jetstream.Msg) {
 		out.Err = Permanent(fmt.Errorf("delivered %d times, MaxDeliver is %d", m.NumDelivered, r.spec.MaxDeliver))
 	} else {
 		start := time.Now()
-		out.Err = r.call(ctx, m)
+		out.Err = r.callUntilNotTransient(ctx, m)
 		out.Duration = time.Since(start)
 	}
 	out.Result, out.SettleErr = r.settle(ctx, m, meta.Sequence.Stream, out.Err)
@@ -368,6 +368,29 @@ func (r *Runner) process(jm jetstream.Msg) {
 	}
 	span.SetAttributes(attribute.String("mnemos.bus.result", string(out.Result)))
 	r.report(out, meta.Sequence.Stream)
+}
+
+// callUntilNotTransient runs the handler, and runs it again after a pause
+// while it fails with a Transient error, telling the server the message is
+// in progress meanwhile. It gives up only when the runner stops.
+func (r *Runner) callUntilNotTransient(ctx context.Context, m Message) error {
+	pauseCap := max(r.spec.AckWait/2, time.Second)
+	for attempt := 1; ; attempt++ {
+		err := r.call(ctx, m)
+		if !IsTransient(err) || r.ctx.Err() != nil {
+			return err
+		}
+		pause := backoff(attempt, 100*time.Millisecond, pauseCap)
+		r.log.Warn("bus: handler hit a transient failure; retrying in place", "subject", m.Subject, "msg_id", m.MsgID, "attempt", attempt, "pause", pause, "err", err)
+		if perr := m.InProgress(); perr != nil {
+			return errors.Join(err, perr) // the server may redeliver; let settle decide
+		}
+		select {
+		case <-r.ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // call runs the handler, turning a panic into a retryable error.

@@ -348,3 +348,32 @@ func TestRunThroughput(t *testing.T) {
 	t.Logf("%d messages published and handled in %s (%.0f/s)", n, elapsed, n/elapsed.Seconds())
 	requireAllAcked(t, b, "throughput", n)
 }
+
+func TestRunTransientErrorRetriesInPlaceWithoutSpendingDeliveries(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	var o outcomes
+	spec := turnSpec("transient", &o)
+	spec.MaxDeliver = 1 // one delivery only: a retry by redelivery would dead-letter
+
+	var mu sync.Mutex
+	var deliveries []int
+	bustest.Run(t, b, spec, func(ctx context.Context, m bus.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		deliveries = append(deliveries, m.NumDelivered)
+		if len(deliveries) < 4 {
+			return bus.Transient(errors.New("connection refused"))
+		}
+		return nil
+	})
+	ack := publishTurn(t, b, "s-1", "e-1")
+
+	requireAllAcked(t, b, "transient", ack.Sequence)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{1, 1, 1, 1}, deliveries, "retried in place, never redelivered")
+	require.Equal(t, 1, o.count(bus.Acked))
+	require.Zero(t, o.count(bus.Retried))
+	require.Zero(t, streamMsgs(t, b, bus.StreamDeadLetter))
+}

@@ -119,3 +119,37 @@ func TestOutboxRelayDeletesOnlyPublished(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, left)
 }
+
+func TestIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.New(t)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+
+	// A backend terminated mid-transaction (as a failover or an operator does).
+	err := st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		var pid int
+		if err := tx.QueryRowForTest(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			return err
+		}
+		if _, err := st.Pool().Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+			return err
+		}
+		_, err := tx.LockSession(ctx, "s1", "main")
+		return err
+	})
+	require.Error(t, err)
+	require.True(t, store.IsUnavailable(err), "terminated backend: %v", err)
+
+	// A server that does not answer.
+	_, err = store.Open(ctx, store.Config{URL: "postgres://postgres@127.0.0.1:1/x?connect_timeout=2"})
+	require.True(t, store.IsUnavailable(err), "refused connection: %v", err)
+
+	// Wrong work is not unavailability: a constraint violation.
+	err = st.InTx(ctx, "ghost", func(tx *store.Tx) error {
+		_, err := tx.LockSession(ctx, "s1", "main")
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrUnknownTenant)
+	require.False(t, store.IsUnavailable(err))
+}

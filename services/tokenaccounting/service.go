@@ -131,14 +131,15 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 		}
 		return bus.Permanent(err)
 	}
-	if err := s.Apply(ctx, ev); err != nil {
-		if ie, ok := turn.AsInputError(err); ok {
-			s.metrics.rejected(ctx, string(ie.Reason))
-			return bus.Permanent(err)
-		}
-		return err
+	err = s.Apply(ctx, ev)
+	if ie, ok := turn.AsInputError(err); ok {
+		s.metrics.rejected(ctx, string(ie.Reason))
+		return bus.Permanent(err)
 	}
-	return nil
+	if store.IsUnavailable(err) {
+		return bus.Transient(err) // Postgres, not the event: wait, do not spend its deliveries
+	}
+	return err
 }
 
 // SweepGaps moves sessions past seqs that have not arrived within the gap

@@ -432,3 +432,57 @@ func TestTenantSettingsOverrideThresholds(t *testing.T) {
 	require.Equal(t, "autocompact", s.State, "95,011 tokens is past this tenant's 90,000 threshold")
 	require.Len(t, h.collect(t, bus.StreamEvents, "compact.requested.>"), 1)
 }
+
+func TestPostgresBackendsKilledUnderLoadLoseNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	var db string
+	require.NoError(t, h.store.Pool().QueryRow(ctx, "SELECT current_database()").Scan(&db))
+
+	r := rand.New(rand.NewPCG(5, 6))
+	want := map[string]int64{}
+	refs := map[string]reference{}
+	var all []turn.Event
+	for i := range 10 {
+		id := fmt.Sprintf("k%d", i)
+		evs := genSession(r, id, 15, 3_000)
+		refs[id], want[id] = referenceOf(h.cfg.Tokens, evs), 15
+		all = append(all, evs...)
+	}
+	// Terminate every connection of the test database, again and again,
+	// while the events arrive: the pool reconnects and the work resumes.
+	stop := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		n := 0
+		defer func() { killed <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(40 * time.Millisecond):
+			}
+			var k int
+			_ = h.store.Pool().QueryRow(ctx,
+				"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", db).Scan(&k)
+			n += k
+		}
+	}()
+	for _, ev := range all {
+		h.publish(t, ev, ev.EventID)
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	require.Positive(t, <-killed, "the test must actually have killed connections")
+
+	h.waitApplied(t, want)
+	for id, ref := range refs {
+		s, err := h.store.GetSession(ctx, tenant, id)
+		require.NoError(t, err)
+		require.Equal(t, ref.count, s.TokenCount, id)
+		require.EqualValues(t, 30, s.MessageCount, "%s: nothing applied twice", id)
+	}
+	require.Zero(t, h.metrics.Sum("mnemos.bus.deliveries", "result", "dead_lettered"), "an outage dead-letters nothing")
+}

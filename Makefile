@@ -46,9 +46,9 @@ fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## go vet and a gofmt check
+lint: ## golangci-lint (v2, .golangci.yaml) and go vet
 	$(GO) vet $(PKGS)
-	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)
 
 .PHONY: migrate
 migrate: ## apply migrations to MNEMOS_DATABASE_URL (or the local server)

@@ -29,7 +29,7 @@ var targets = []string{TargetAll, TargetGateway, TargetTokenAccounting, TargetCo
 const localDatabaseURL = "postgres://postgres@127.0.0.1:5432/mnemos?sslmode=disable"
 
 // defaultDevAPIKey is the development tenant's key when none is configured.
-const defaultDevAPIKey = "mnemos-dev-key"
+const defaultDevAPIKey = "mnemos-dev-key" //nolint:gosec // a development key, printed at start-up on purpose
 
 // Config is every setting of a serving process, read once from the
 // environment in main. Each field has a default.

@@ -85,7 +85,7 @@ func start(t *testing.T, vars map[string]string, args ...string) *process {
 
 func getJSON(t *testing.T, url, key string, out any) int {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)

@@ -175,7 +175,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	root := http.NewServeMux()
 	root.Handle("GET /metrics", metrics.Handler())
 	root.Handle("/", handler)
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set MNEMOS_HTTP_ADDR to use another address): %w", cfg.HTTPAddr, err)
 	}
@@ -252,7 +252,7 @@ func resolveDatabase(ctx context.Context, configured, local string) (string, err
 		return configured, nil
 	}
 	if err := store.EnsureDatabase(cctx, local); err != nil {
-		return "", fmt.Errorf(`no Postgres: MNEMOS_DATABASE_URL is not set and the local server (%s) does not answer: %v
+		return "", fmt.Errorf(`no Postgres: MNEMOS_DATABASE_URL is not set and the local server (%s) does not answer: %w
 Start one of:
   docker compose up -d postgres
   apt-get install -y postgresql && pg_ctlcluster --skip-systemctl-redirect 15 main start

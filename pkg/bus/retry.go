@@ -45,7 +45,7 @@ func backoff(attempt int, base, limit time.Duration) time.Duration {
 		d *= 2
 	}
 	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
+	return d/2 + rand.N(d/2+1) //nolint:gosec // jitter needs no cryptographic randomness
 }
 
 // Transient marks err as a failure of the system rather than of the message

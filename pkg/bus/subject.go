@@ -75,7 +75,8 @@ func ValidToken(s string) bool {
 // validNamespace reports whether ns can prefix both subjects and stream names.
 func validNamespace(ns string) error {
 	for _, r := range ns {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (r < '0' || r > '9') && r != '_' && r != '-' {
 			return errors.New("namespace may only hold letters, digits, '_' and '-'")
 		}
 	}

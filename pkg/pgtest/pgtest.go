@@ -120,7 +120,7 @@ func adminURL(ctx context.Context) (string, error) {
 		return c.ConnectionString(ctx, "sslmode=disable")
 	}
 	if err := ping(ctx, LocalURL); err != nil {
-		return "", fmt.Errorf("%s (tried %s: %v)", Missing, LocalURL, err)
+		return "", fmt.Errorf("%s (tried %s: %w)", Missing, LocalURL, err)
 	}
 	return LocalURL, nil
 }

@@ -113,8 +113,9 @@ func (s *Store) ListenOutbox(ctx context.Context, wake chan<- struct{}) error {
 	}
 	for {
 		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
-			// A connection interrupted mid-wait is not reusable for LISTEN.
-			conn.Conn().PgConn().Close(context.WithoutCancel(ctx))
+			// A connection interrupted mid-wait is not reusable for LISTEN;
+			// closing it is all that is left to do, whatever that returns.
+			_ = conn.Conn().PgConn().Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("store.ListenOutbox: %w", err)
 		}
 		select {

@@ -93,7 +93,7 @@ func (t *Tx) LockSession(ctx context.Context, sessionID, agentID string) (Sessio
 	if err != nil {
 		return Session{}, fmt.Errorf("store.LockSession: %w", err)
 	}
-	return toSession(dbsqlc.Session(r))
+	return toSession(r)
 }
 
 // SaveSession writes the accounting fields of a session locked by LockSession.

@@ -25,6 +25,6 @@ var DockerAvailable = sync.OnceValue(func() bool {
 	if err != nil {
 		return false
 	}
-	defer cli.Close()
+	_ = cli.Close() // only asked whether the engine answers
 	return true
 })

@@ -100,7 +100,9 @@ func isJSONContainer(s string) bool {
 	if j-i < 1 {
 		return false
 	}
-	if !(s[i] == '{' && s[j] == '}') && !(s[i] == '[' && s[j] == ']') {
+	object := s[i] == '{' && s[j] == '}'
+	array := s[i] == '[' && s[j] == ']'
+	if !object && !array {
 		return false
 	}
 	return json.Valid([]byte(s[i : j+1]))

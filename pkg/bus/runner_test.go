@@ -312,10 +312,10 @@ func TestRunHardStopHandsMessageBack(t *testing.T) {
 	require.Zero(t, streamMsgs(t, b, bus.StreamDeadLetter))
 }
 
-func TestRunThroughput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("throughput test")
-	}
+// TestRunManyConcurrentMessagesEachHandledOnce publishes from several
+// goroutines to many subjects at once: every message is handled exactly once
+// and acknowledged. (Speed is measured by the benchmarks, not here.)
+func TestRunManyConcurrentMessagesEachHandledOnce(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	const n = 2000
@@ -333,7 +333,6 @@ func TestRunThroughput(t *testing.T) {
 		return nil
 	})
 
-	start := time.Now()
 	var wg sync.WaitGroup
 	for p := range 8 {
 		wg.Go(func() {
@@ -343,9 +342,7 @@ func TestRunThroughput(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Eventually(t, func() bool { return handled.Load() == n }, 30*time.Second, tick)
-	elapsed := time.Since(start)
-	t.Logf("%d messages published and handled in %s (%.0f/s)", n, elapsed, n/elapsed.Seconds())
+	require.Eventually(t, func() bool { return handled.Load() == n }, 60*time.Second, tick)
 	requireAllAcked(t, b, "throughput", n)
 }
 

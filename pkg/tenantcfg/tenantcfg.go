@@ -9,11 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 )
 
 // Settings are one tenant's effective settings.
@@ -53,50 +53,27 @@ type Loader func(ctx context.Context, tenant string) ([]byte, error)
 type Cache struct {
 	defaults Settings
 	load     Loader
-	ttl      time.Duration
-	now      func() time.Time
-
-	mu      sync.Mutex
-	entries map[string]entry
-}
-
-type entry struct {
-	settings Settings
-	expires  time.Time
+	cache    *ttlcache.Cache[Settings]
 }
 
 // NewCache builds a cache over load with the process's defaults.
 func NewCache(defaults Settings, load Loader, ttl time.Duration) *Cache {
-	return &Cache{defaults: defaults, load: load, ttl: ttl, now: time.Now, entries: map[string]entry{}}
+	return &Cache{defaults: defaults, load: load, cache: ttlcache.New[Settings](ttl, 100_000)}
 }
-
-// Defaults returns the process's defaults.
-func (c *Cache) Defaults() Settings { return c.defaults }
 
 // For returns tenant's effective settings. Stored settings that no longer
 // validate are an error, so the caller retries rather than using numbers the
 // tenant did not choose.
 func (c *Cache) For(ctx context.Context, tenant string) (Settings, error) {
-	now := c.now()
-	c.mu.Lock()
-	e, ok := c.entries[tenant]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.settings, nil
-	}
-	raw, err := c.load(ctx, tenant)
-	if err != nil {
-		return Settings{}, err
-	}
-	s, err := Overlay(c.defaults, raw)
-	if err != nil {
-		return Settings{}, fmt.Errorf("tenant %s: %w", tenant, err)
-	}
-	c.mu.Lock()
-	if len(c.entries) > 100_000 {
-		clear(c.entries)
-	}
-	c.entries[tenant] = entry{settings: s, expires: now.Add(c.ttl)}
-	c.mu.Unlock()
-	return s, nil
+	return c.cache.Get(ctx, tenant, func(ctx context.Context, tenant string) (Settings, error) {
+		raw, err := c.load(ctx, tenant)
+		if err != nil {
+			return Settings{}, err
+		}
+		s, err := Overlay(c.defaults, raw)
+		if err != nil {
+			return Settings{}, fmt.Errorf("tenant %s: %w", tenant, err)
+		}
+		return s, nil
+	})
 }

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,6 +22,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -62,13 +62,7 @@ type Gateway struct {
 	ready    map[string]Health
 	metrics  gatewayMetrics
 
-	keysMu sync.Mutex
-	keys   map[string]cachedKey
-}
-
-type cachedKey struct {
-	tenant  string
-	expires time.Time
+	keys *ttlcache.Cache[string] // API key → tenant
 }
 
 // New builds the gateway. ready names the checks /readyz runs; meter may be nil.
@@ -86,7 +80,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger, meter metric
 	}
 	return &Gateway{
 		cfg: cfg, settings: tenantcfg.NewCache(defaults, st.TenantSettings, cfg.SettingsTTL),
-		store: st, bus: b, log: log, ready: ready, metrics: m, keys: map[string]cachedKey{},
+		store: st, bus: b, log: log, ready: ready, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
 	}, nil
 }
 
@@ -137,7 +131,7 @@ func (g *Gateway) auth(next func(http.ResponseWriter, *http.Request, string)) ht
 			writeError(w, http.StatusUnauthorized, "unauthorized", "send the API key as 'Authorization: Bearer <key>'")
 			return
 		}
-		tenant, err := g.tenantFor(r.Context(), h[len(prefix):])
+		tenant, err := g.keys.Get(r.Context(), h[len(prefix):], g.store.TenantForAPIKey)
 		if errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown or revoked API key")
 			return
@@ -149,27 +143,6 @@ func (g *Gateway) auth(next func(http.ResponseWriter, *http.Request, string)) ht
 		}
 		next(w, r, tenant)
 	})
-}
-
-func (g *Gateway) tenantFor(ctx context.Context, key string) (string, error) {
-	now := time.Now()
-	g.keysMu.Lock()
-	c, ok := g.keys[key]
-	g.keysMu.Unlock()
-	if ok && now.Before(c.expires) {
-		return c.tenant, nil
-	}
-	tenant, err := g.store.TenantForAPIKey(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	g.keysMu.Lock()
-	if len(g.keys) > 10_000 { // bounded: a flood of keys cannot grow it without limit
-		clear(g.keys)
-	}
-	g.keys[key] = cachedKey{tenant: tenant, expires: now.Add(g.cfg.KeyCacheTTL)}
-	g.keysMu.Unlock()
-	return tenant, nil
 }
 
 // TurnAccepted is the answer to POST /v1/turns.

@@ -173,16 +173,10 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 		g.refuse(ctx, w, err)
 		return
 	}
+	// The event travels as sent; its subject names the tenant, which is
+	// where consumers take it from.
 	subject := g.bus.Subject(bus.KindTurnCompleted, tenant, ev.SessionID)
-	data := body
-	if !hasTenant(body) {
-		// The event travels with its tenant, so consumers never need the key.
-		if data, err = turn.Marshal(ev); err != nil {
-			writeError(w, http.StatusInternalServerError, "internal", "encoding the event failed")
-			return
-		}
-	}
-	ack, err := g.bus.Publish(ctx, subject, ev.EventID, data, nil)
+	ack, err := g.bus.Publish(ctx, subject, ev.EventID, body, nil)
 	if err != nil {
 		g.log.Error("publishing turn failed", "tenant", tenant, "session", ev.SessionID, "event_id", ev.EventID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event bus did not accept the event; retry with the same event_id")
@@ -190,14 +184,6 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	g.metrics.ingested.Add(ctx, 1, metric.WithAttributes(attribute.String("transport", "http")))
 	writeJSON(w, http.StatusAccepted, TurnAccepted{EventID: ev.EventID, Subject: subject, Duplicate: ack.Duplicate})
-}
-
-// hasTenant reports whether the encoded event names its tenant.
-func hasTenant(body []byte) bool {
-	var probe struct {
-		TenantID *string `json:"tenant_id"`
-	}
-	return json.Unmarshal(body, &probe) == nil && probe.TenantID != nil && *probe.TenantID != ""
 }
 
 func (g *Gateway) refuse(ctx context.Context, w http.ResponseWriter, err error) {

@@ -107,7 +107,7 @@ func New(t testing.TB) *store.Store {
 func adminURL(ctx context.Context) (string, error) {
 	if u := os.Getenv(testenv.DatabaseURLVar); u != "" {
 		if err := ping(ctx, u); err != nil {
-			return "", fmt.Errorf("%s=%s does not answer: %w", testenv.DatabaseURLVar, store.Redact(u), err)
+			return "", fmt.Errorf("%s=%s does not answer (start that server, or unset the variable to use a container or the local server): %w", testenv.DatabaseURLVar, store.Redact(u), err)
 		}
 		return u, nil
 	}

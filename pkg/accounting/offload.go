@@ -86,8 +86,8 @@ func (o Offload) Apply(msgs []turn.Message, frozen Frozen, idFor func(toolUseID 
 		return msgs, nil, nil
 	}
 
-	chosen := make(map[int]bool) // index into cands
-	var decisions []Decision
+	chosen := make(map[int]bool)      // index into cands
+	recorded := make(map[int]string) // index into cands → replacement decided earlier
 	// Frozen decisions first: they stand whatever the sizes say now.
 	if frozen == nil {
 		frozen = func(string) (string, bool, error) { return "", false, nil }
@@ -100,8 +100,8 @@ func (o Offload) Apply(msgs []turn.Message, frozen Frozen, idFor func(toolUseID 
 		}
 		if ok {
 			chosen[i] = true
+			recorded[i] = repl
 			total -= c.size
-			decisions = append(decisions, Decision{MessageUUID: msgs[c.msg].UUID, ToolUseID: b.ToolUseID, Original: c.text, SizeChars: c.size, Replacement: repl, Recorded: true})
 		}
 	}
 	for i, c := range cands {
@@ -130,25 +130,20 @@ func (o Offload) Apply(msgs []turn.Message, frozen Frozen, idFor func(toolUseID 
 	out := make([]turn.Message, len(msgs))
 	copy(out, msgs)
 	copied := make(map[int]bool)
+	var decisions []Decision
 	for i, c := range cands {
 		if !chosen[i] {
 			continue
 		}
 		b := out[c.msg].Content[c.block]
-		var d *Decision
-		for k := range decisions {
-			if decisions[k].ToolUseID == b.ToolUseID && decisions[k].Recorded {
-				d = &decisions[k]
-			}
+		d := Decision{MessageUUID: out[c.msg].UUID, ToolUseID: b.ToolUseID, Original: c.text, SizeChars: c.size}
+		if repl, ok := recorded[i]; ok {
+			d.Replacement, d.Recorded = repl, true
+		} else {
+			d.ToolResultID = idFor(b.ToolUseID)
+			d.Replacement = o.preview(c.text, c.size, d.ToolResultID)
 		}
-		if d == nil {
-			id := idFor(b.ToolUseID)
-			decisions = append(decisions, Decision{
-				MessageUUID: out[c.msg].UUID, ToolUseID: b.ToolUseID, ToolResultID: id,
-				Original: c.text, SizeChars: c.size, Replacement: o.preview(c.text, c.size, id),
-			})
-			d = &decisions[len(decisions)-1]
-		}
+		decisions = append(decisions, d)
 		if !copied[c.msg] { // never write into the caller's block slice
 			out[c.msg].Content = append(turn.Content(nil), out[c.msg].Content...)
 			copied[c.msg] = true

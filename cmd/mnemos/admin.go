@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
-	"github.com/mnemos-ai/mnemos/pkg/tokens"
 )
 
 // runMigrate applies the migrations and exits: the step operators run once
@@ -88,7 +86,7 @@ func runTenant(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stdout, "tenant %s\napi key %s\n", id, key)
 		return nil
 	case "settings":
-		defaults := tenantcfg.Settings{Tokens: tokens.DefaultConfig(), Offload: accounting.DefaultOffload()}
+		defaults := tenantcfg.Defaults()
 		if fs.NArg() == 2 {
 			doc := []byte(fs.Arg(1))
 			if _, err := tenantcfg.Overlay(defaults, doc); err != nil {

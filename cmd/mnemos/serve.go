@@ -15,7 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
-	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/compactor"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
 	"github.com/mnemos-ai/mnemos/services/extractor"
@@ -114,15 +114,18 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// Services
 
-	tokCfg := tokens.DefaultConfig()
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, 30*time.Second)
+	if err != nil {
+		return err
+	}
 	runs := []runner{}
 	runsTarget := func(t string) bool { return cfg.Target == TargetAll || cfg.Target == t }
 	status := map[string]string{}
 
 	if runsTarget(TargetTokenAccounting) {
 		acfg := tokenaccounting.DefaultConfig()
-		acfg.Tokens, acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = tokCfg, cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
-		svc, err := tokenaccounting.New(acfg, st, b, log.With("service", TargetTokenAccounting), metrics.Meter(TargetTokenAccounting))
+		acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
+		svc, err := tokenaccounting.New(acfg, st, b, settings, log.With("service", TargetTokenAccounting), metrics.Meter(TargetTokenAccounting))
 		if err != nil {
 			return err
 		}
@@ -162,8 +165,8 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	var handler http.Handler
 	if runsTarget(TargetGateway) {
 		gcfg := gateway.DefaultConfig()
-		gcfg.Tokens, gcfg.MaxEventBytes = tokCfg, cfg.MaxEventBytes
-		gw, err := gateway.New(gcfg, st, b, log.With("service", TargetGateway), metrics.Meter(TargetGateway), ready)
+		gcfg.MaxEventBytes = cfg.MaxEventBytes
+		gw, err := gateway.New(gcfg, st, b, settings, log.With("service", TargetGateway), metrics.Meter(TargetGateway), ready)
 		if err != nil {
 			return err
 		}

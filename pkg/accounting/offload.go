@@ -86,7 +86,7 @@ func (o Offload) Apply(msgs []turn.Message, frozen Frozen, idFor func(toolUseID 
 		return msgs, nil, nil
 	}
 
-	chosen := make(map[int]bool)      // index into cands
+	chosen := make(map[int]bool)     // index into cands
 	recorded := make(map[int]string) // index into cands → replacement decided earlier
 	// Frozen decisions first: they stand whatever the sizes say now.
 	if frozen == nil {

@@ -22,6 +22,11 @@ type Settings struct {
 	Offload accounting.Offload `json:"offload"`
 }
 
+// Defaults are the design's numbers, which a tenant's settings override.
+func Defaults() Settings {
+	return Settings{Tokens: tokens.DefaultConfig(), Offload: accounting.DefaultOffload()}
+}
+
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate())
@@ -56,9 +61,13 @@ type Cache struct {
 	cache    *ttlcache.Cache[Settings]
 }
 
-// NewCache builds a cache over load with the process's defaults.
-func NewCache(defaults Settings, load Loader, ttl time.Duration) *Cache {
-	return &Cache{defaults: defaults, load: load, cache: ttlcache.New[Settings](ttl, 100_000)}
+// NewCache builds a cache over load with the process's defaults. One cache
+// serves every service of a process.
+func NewCache(defaults Settings, load Loader, ttl time.Duration) (*Cache, error) {
+	if err := defaults.Validate(); err != nil {
+		return nil, fmt.Errorf("tenantcfg: defaults: %w", err)
+	}
+	return &Cache{defaults: defaults, load: load, cache: ttlcache.New[Settings](ttl, 100_000)}, nil
 }
 
 // For returns tenant's effective settings. Stored settings that no longer

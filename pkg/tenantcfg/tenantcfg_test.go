@@ -8,12 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
-	"github.com/mnemos-ai/mnemos/pkg/tokens"
 )
 
-var defaults = tenantcfg.Settings{Tokens: tokens.DefaultConfig(), Offload: accounting.DefaultOffload()}
+var defaults = tenantcfg.Defaults()
 
 func TestOverlayChangesOnlyWhatIsNamed(t *testing.T) {
 	t.Parallel()
@@ -50,19 +48,20 @@ func TestCacheReadsOncePerTTL(t *testing.T) {
 	t.Parallel()
 	reads := 0
 	doc := `{"tokens": {"auto_compact_percent": 50}}`
-	c := tenantcfg.NewCache(defaults, func(_ context.Context, tenant string) ([]byte, error) {
+	c, err := tenantcfg.NewCache(defaults, func(_ context.Context, tenant string) ([]byte, error) {
 		reads++
 		if tenant == "ghost" {
 			return nil, errors.New("no such tenant")
 		}
 		return []byte(doc), nil
 	}, time.Hour)
+	require.NoError(t, err)
 	for range 3 {
 		s, err := c.For(context.Background(), "acme")
 		require.NoError(t, err)
 		require.InDelta(t, 50, s.Tokens.AutoCompactPercent, 0)
 	}
 	require.Equal(t, 1, reads)
-	_, err := c.For(context.Background(), "ghost")
+	_, err = c.For(context.Background(), "ghost")
 	require.ErrorContains(t, err, "no such tenant")
 }

@@ -28,24 +28,16 @@ import (
 
 // Config of the gateway target.
 type Config struct {
-	// Tokens and Offload are the defaults; a tenant's own settings override them.
-	Tokens        tokens.Config
-	Offload       accounting.Offload
 	MaxEventBytes int
 	// KeyCacheTTL is how long a verified API key is trusted without asking Postgres.
 	KeyCacheTTL time.Duration
-	// SettingsTTL is how long a tenant's settings are used before they are read again.
-	SettingsTTL time.Duration
 }
 
 // DefaultConfig holds DESIGN's numbers.
 func DefaultConfig() Config {
 	return Config{
-		Tokens:        tokens.DefaultConfig(),
-		Offload:       accounting.DefaultOffload(),
 		MaxEventBytes: turn.DefaultMaxEventBytes,
 		KeyCacheTTL:   30 * time.Second,
-		SettingsTTL:   30 * time.Second,
 	}
 }
 
@@ -65,8 +57,9 @@ type Gateway struct {
 	keys *ttlcache.Cache[string] // API key → tenant
 }
 
-// New builds the gateway. ready names the checks /readyz runs; meter may be nil.
-func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger, meter metric.Meter, ready map[string]Health) (*Gateway, error) {
+// New builds the gateway; settings gives each tenant's thresholds, ready
+// names the checks /readyz runs; meter may be nil.
+func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log *slog.Logger, meter metric.Meter, ready map[string]Health) (*Gateway, error) {
 	if meter == nil {
 		meter = noop.NewMeterProvider().Meter("")
 	}
@@ -74,12 +67,8 @@ func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger, meter metric
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
-	defaults := tenantcfg.Settings{Tokens: cfg.Tokens, Offload: cfg.Offload}
-	if err := defaults.Validate(); err != nil {
-		return nil, fmt.Errorf("gateway.New: defaults: %w", err)
-	}
 	return &Gateway{
-		cfg: cfg, settings: tenantcfg.NewCache(defaults, st.TenantSettings, cfg.SettingsTTL),
+		cfg: cfg, settings: settings,
 		store: st, bus: b, log: log, ready: ready, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
 	}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 )
@@ -42,7 +43,9 @@ func setup(t *testing.T) *harness {
 	cfg := gateway.DefaultConfig()
 	cfg.MaxEventBytes = 256 << 10
 	metrics := telemetrytest.New(t)
-	gw, err := gateway.New(cfg, st, b, bustest.Logger(t), metrics.Meter(), map[string]gateway.Health{"postgres": st.Ping})
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
+	require.NoError(t, err)
+	gw, err := gateway.New(cfg, st, b, settings, bustest.Logger(t), metrics.Meter(), map[string]gateway.Health{"postgres": st.Ping})
 	require.NoError(t, err)
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(srv.Close)

@@ -16,21 +16,14 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
-	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // Config of the token-accounting target.
 type Config struct {
-	// Tokens and Offload are the defaults; a tenant's own settings override them.
-	Tokens  tokens.Config
-	Offload accounting.Offload
-	// SettingsTTL is how long a tenant's settings are used before they are read again.
-	SettingsTTL time.Duration
 	// MaxEventBytes bounds one encoded turn event.
 	MaxEventBytes int
 	// GapTimeout is how long an event waits for a missing predecessor before
@@ -45,11 +38,8 @@ type Config struct {
 // DefaultConfig holds DESIGN's numbers.
 func DefaultConfig() Config {
 	return Config{
-		Tokens:        tokens.DefaultConfig(),
-		Offload:       accounting.DefaultOffload(),
 		MaxEventBytes: turn.DefaultMaxEventBytes,
 		GapTimeout:    30 * time.Second,
-		SettingsTTL:   30 * time.Second,
 		Workers:       16,
 		MaxDeliver:    8,
 	}
@@ -66,8 +56,8 @@ type Service struct {
 	metrics  serviceMetrics
 }
 
-// New builds the service. meter may be nil.
-func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger, meter metric.Meter) (*Service, error) {
+// New builds the service; settings gives each tenant's thresholds. meter may be nil.
+func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log *slog.Logger, meter metric.Meter) (*Service, error) {
 	if meter == nil {
 		meter = noop.NewMeterProvider().Meter("")
 	}
@@ -75,14 +65,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger, meter metric
 	if err != nil {
 		return nil, fmt.Errorf("tokenaccounting.New: %w", err)
 	}
-	defaults := tenantcfg.Settings{Tokens: cfg.Tokens, Offload: cfg.Offload}
-	if err := defaults.Validate(); err != nil {
-		return nil, fmt.Errorf("tokenaccounting.New: defaults: %w", err)
-	}
-	return &Service{
-		cfg: cfg, settings: tenantcfg.NewCache(defaults, st.TenantSettings, cfg.SettingsTTL),
-		store: st, bus: b, log: log, now: time.Now, metrics: m,
-	}, nil
+	return &Service{cfg: cfg, settings: settings, store: st, bus: b, log: log, now: time.Now, metrics: m}, nil
 }
 
 // Run consumes turn events until ctx ends, then drains in-flight work.

@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
@@ -30,7 +31,6 @@ type harness struct {
 	store   *store.Store
 	bus     *bus.Bus
 	svc     *tokenaccounting.Service
-	cfg     tokenaccounting.Config
 	metrics *telemetrytest.Reader
 }
 
@@ -49,7 +49,9 @@ func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
 		m(&cfg)
 	}
 	metrics := telemetrytest.New(t)
-	svc, err := tokenaccounting.New(cfg, st, b, log, metrics.Meter())
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
+	require.NoError(t, err)
+	svc, err := tokenaccounting.New(cfg, st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
 	relay := outbox.New(outbox.Config{Batch: 128, Poll: 50 * time.Millisecond}, st, b, log)
 	var wg sync.WaitGroup
@@ -60,7 +62,7 @@ func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
 	})
 	wg.Go(func() { _ = relay.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &harness{store: st, bus: b, svc: svc, cfg: cfg, metrics: metrics}
+	return &harness{store: st, bus: b, svc: svc, metrics: metrics}
 }
 
 func (h *harness) publish(t *testing.T, ev turn.Event, msgID string) {
@@ -195,7 +197,7 @@ func TestShuffledDuplicatedDeliveryMatchesInOrderReference(t *testing.T) {
 		id := fmt.Sprintf("s%02d", i)
 		step := int64(2_000 + 800*i) // later sessions grow fast enough to cross 167,000
 		evs := genSession(r, id, rounds, step)
-		refs[id] = referenceOf(h.cfg.Tokens, evs)
+		refs[id] = referenceOf(tenantcfg.Defaults().Tokens, evs)
 		want[id] = rounds
 		all = append(all, evs...)
 	}
@@ -447,7 +449,7 @@ func TestPostgresBackendsKilledUnderLoadLoseNothing(t *testing.T) {
 	for i := range 10 {
 		id := fmt.Sprintf("k%d", i)
 		evs := genSession(r, id, 15, 3_000)
-		refs[id], want[id] = referenceOf(h.cfg.Tokens, evs), 15
+		refs[id], want[id] = referenceOf(tenantcfg.Defaults().Tokens, evs), 15
 		all = append(all, evs...)
 	}
 	// Terminate every connection of the test database, again and again,

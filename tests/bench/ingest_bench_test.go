@@ -23,6 +23,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
@@ -69,7 +70,9 @@ func startSystem(tb testing.TB) (*store.Store, *bus.Bus) {
 	bb := bustest.New(tb)
 	log := bustest.Logger(tb)
 	require.NoError(tb, st.EnsureTenant(ctx, "bench", "bench"))
-	svc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, bb, log, nil)
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, 30*time.Second)
+	require.NoError(tb, err)
+	svc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, bb, settings, log, nil)
 	require.NoError(tb, err)
 	relay := outbox.New(outbox.DefaultConfig(), st, bb, log)
 	var wg sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/health"
 	"github.com/mnemos-ai/mnemos/pkg/natsembed"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -153,7 +154,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// HTTP
 
-	ready := map[string]gateway.Health{
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	health.Register(mux, map[string]health.Check{
 		"postgres": st.Ping,
 		"nats": func(context.Context) error {
 			if !b.Conn().IsConnected() {
@@ -161,28 +164,22 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			}
 			return nil
 		},
-	}
-	var handler http.Handler
+	}, status)
 	if runsTarget(TargetGateway) {
 		gcfg := gateway.DefaultConfig()
 		gcfg.MaxEventBytes = cfg.MaxEventBytes
-		gw, err := gateway.New(gcfg, st, b, settings, log.With("service", TargetGateway), metrics.Meter(TargetGateway), ready)
+		gw, err := gateway.New(gcfg, st, b, settings, log.With("service", TargetGateway), metrics.Meter(TargetGateway))
 		if err != nil {
 			return err
 		}
-		handler = gw.Handler()
+		gw.Register(mux)
 		status[TargetGateway] = "running"
-	} else {
-		handler = healthOnly(ready, status)
 	}
-	root := http.NewServeMux()
-	root.Handle("GET /metrics", metrics.Handler())
-	root.Handle("/", handler)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set MNEMOS_HTTP_ADDR to use another address): %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	banner("http          http://%s (API, /healthz, /readyz, /metrics)", displayAddr(ln.Addr()))
 	for _, name := range sortedKeys(status) {
 		banner("target        %-16s %s", name, status[name])
@@ -222,24 +219,6 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	cancel()
 	wg.Wait()
 	return first
-}
-
-// healthOnly serves the health endpoints of a target without the API.
-func healthOnly(ready map[string]gateway.Health, status map[string]string) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "targets": status})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if failed := gateway.ReadyChecks(ctx, ready); len(failed) > 0 {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "targets": status})
-	})
-	return mux
 }
 
 // resolveDatabase returns the configured URL, or else the local server's

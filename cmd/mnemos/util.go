@@ -1,18 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"maps"
 	"net"
-	"net/http"
 	"slices"
 )
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing left to tell it
-}
 
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))

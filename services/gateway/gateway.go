@@ -41,9 +41,6 @@ func DefaultConfig() Config {
 	}
 }
 
-// Health reports whether a dependency is usable; readiness asks every one.
-type Health func(context.Context) error
-
 // Gateway serves the HTTP API.
 type Gateway struct {
 	cfg      Config
@@ -51,15 +48,13 @@ type Gateway struct {
 	store    *store.Store
 	bus      *bus.Bus
 	log      *slog.Logger
-	ready    map[string]Health
 	metrics  gatewayMetrics
 
 	keys *ttlcache.Cache[string] // API key → tenant
 }
 
-// New builds the gateway; settings gives each tenant's thresholds, ready
-// names the checks /readyz runs; meter may be nil.
-func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log *slog.Logger, meter metric.Meter, ready map[string]Health) (*Gateway, error) {
+// New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
+func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log *slog.Logger, meter metric.Meter) (*Gateway, error) {
 	if meter == nil {
 		meter = noop.NewMeterProvider().Meter("")
 	}
@@ -69,46 +64,19 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	}
 	return &Gateway{
 		cfg: cfg, settings: settings,
-		store: st, bus: b, log: log, ready: ready, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
+		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
 	}, nil
 }
 
-// Handler returns the API's routes.
-func (g *Gateway) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", g.readyz)
+// Register adds the API's routes to mux.
+func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/turns", g.auth(g.postTurn))
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
 	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.preflight))
 	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return mux
-}
-
-// ReadyChecks runs every readiness check and returns the failures by name.
-func ReadyChecks(ctx context.Context, checks map[string]Health) map[string]string {
-	failed := map[string]string{}
-	for name, check := range checks {
-		if err := check(ctx); err != nil {
-			failed[name] = err.Error()
-		}
-	}
-	return failed
-}
-
-func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if failed := ReadyChecks(ctx, g.ready); len(failed) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // auth resolves the API key to a tenant, or answers 401.

@@ -45,9 +45,11 @@ func setup(t *testing.T) *harness {
 	metrics := telemetrytest.New(t)
 	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
 	require.NoError(t, err)
-	gw, err := gateway.New(cfg, st, b, settings, bustest.Logger(t), metrics.Meter(), map[string]gateway.Health{"postgres": st.Ping})
+	gw, err := gateway.New(cfg, st, b, settings, bustest.Logger(t), metrics.Meter())
 	require.NoError(t, err)
-	srv := httptest.NewServer(gw.Handler())
+	mux := http.NewServeMux()
+	gw.Register(mux)
+	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &harness{srv: srv, store: st, bus: b, metrics: metrics}
 }
@@ -235,13 +237,4 @@ func TestToolResultIsTenantScoped(t *testing.T) {
 	require.Equal(t, "whole output", body["content"])
 	status, _ = h.do(t, "GET", "/v1/tool-results/tr-1", "key-globex", nil)
 	require.Equal(t, http.StatusNotFound, status)
-}
-
-func TestHealth(t *testing.T) {
-	t.Parallel()
-	h := setup(t)
-	status, _ := h.do(t, "GET", "/healthz", "", nil)
-	require.Equal(t, http.StatusOK, status)
-	status, body := h.do(t, "GET", "/readyz", "", nil)
-	require.Equal(t, http.StatusOK, status, body)
 }

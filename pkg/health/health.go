@@ -1,0 +1,42 @@
+// Package health serves the liveness and readiness endpoints every target
+// has, whatever else it serves.
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// Check reports whether a dependency is usable.
+type Check func(context.Context) error
+
+// Register adds GET /healthz (the process is alive, and what its targets
+// are doing) and GET /readyz (every check passes) to mux.
+func Register(mux *http.ServeMux, checks map[string]Check, targets map[string]string) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		write(w, http.StatusOK, map[string]any{"status": "ok", "targets": targets})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		failed := map[string]string{}
+		for name, check := range checks {
+			if err := check(ctx); err != nil {
+				failed[name] = err.Error()
+			}
+		}
+		if len(failed) > 0 {
+			write(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
+			return
+		}
+		write(w, http.StatusOK, map[string]any{"status": "ready", "targets": targets})
+	})
+}
+
+func write(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing left to tell it
+}

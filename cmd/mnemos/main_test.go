@@ -97,18 +97,18 @@ func getJSON(t *testing.T, url, key string, out any) int {
 	return resp.StatusCode
 }
 
-// finalCounts is the dry run's last count per session of a transcript.
-func finalCounts(t *testing.T, path string) map[string]int64 {
+// dryRun runs `mnemos replay --dry-run args...` and returns its lines.
+func dryRun(t *testing.T, args ...string) []replay.Line {
 	t.Helper()
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"replay", "--dry-run", path}, env(nil), &out, io.Discard))
-	counts := map[string]int64{}
+	require.NoError(t, run(context.Background(), append([]string{"replay", "--dry-run"}, args...), env(nil), &out, io.Discard))
+	var lines []replay.Line
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		var l replay.Line
 		require.NoError(t, json.Unmarshal([]byte(line), &l))
-		counts[l.Session] = l.Count
+		lines = append(lines, l)
 	}
-	return counts
+	return lines
 }
 
 // TestAllInOneServesReplayedTranscripts starts `mnemos -target=all` the way
@@ -226,7 +226,12 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 
 	path := claudecodetest.Path(t, "tool_heavy.jsonl")
 	require.NoError(t, run(context.Background(), []string{"replay", "--url", gw.http, "--api-key", key[1], "--session", "split", path}, env(nil), io.Discard, io.Discard))
-	want := finalCountsFor(t, path, "split")
+	var want int64 // the count after the last response
+	for _, l := range dryRun(t, "--session", "split", path) {
+		if l.Type == "assistant" {
+			want = l.Count
+		}
+	}
 	var state struct {
 		Tokens struct {
 			Count int64 `json:"count"`
@@ -237,22 +242,6 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the accountant target applied what the gateway target accepted (want %d, have %d)", want, state.Tokens.Count)
 }
 
-// finalCountsFor is the dry run's count after the last response of session.
-func finalCountsFor(t *testing.T, path, session string) int64 {
-	t.Helper()
-	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"replay", "--dry-run", "--session", session, path}, env(nil), &out, io.Discard))
-	var last int64
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		var l replay.Line
-		require.NoError(t, json.Unmarshal([]byte(line), &l))
-		if l.Type == "assistant" {
-			last = l.Count
-		}
-	}
-	return last
-}
-
 func TestReplayDryRunExitsZeroOnEveryFixture(t *testing.T) {
 	t.Parallel()
 	dir := claudecodetest.Dir(t)
@@ -260,8 +249,7 @@ func TestReplayDryRunExitsZeroOnEveryFixture(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
-		counts := finalCounts(t, f)
-		require.NotEmpty(t, counts, f)
+		require.NotEmpty(t, dryRun(t, f), f)
 	}
 }
 

@@ -121,6 +121,7 @@ func (s *Service) nextWaiting(ctx context.Context, tx *store.Tx, sess *store.Ses
 	}
 	next, err := tx.NextPendingTurn(ctx, sess.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
+		sess.WaitingTurns = 0 // the counter said otherwise; the table is the truth
 		return turn.Event{}, false, nil
 	}
 	if err != nil {

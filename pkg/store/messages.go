@@ -67,11 +67,15 @@ func (t *Tx) Messages(ctx context.Context, sessionID string) ([]Message, error) 
 	}
 	out := make([]Message, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Message{
-			SessionID: r.SessionID, UUID: r.Uuid, Position: r.Position, Seq: r.Seq, Role: r.Role,
-			Content: r.Content, ContentHash: r.ContentHash, EstimateTokens: r.EstimateTokens,
-			IsResponse: r.IsResponse, StopReason: r.StopReason, CreatedAt: r.CreatedAt.Time,
-		})
+		out = append(out, toMessage(r))
 	}
 	return out, nil
+}
+
+func toMessage(r dbsqlc.Message) Message {
+	return Message{
+		SessionID: r.SessionID, UUID: r.Uuid, Position: r.Position, Seq: r.Seq, Role: r.Role,
+		Content: r.Content, ContentHash: r.ContentHash, EstimateTokens: r.EstimateTokens,
+		IsResponse: r.IsResponse, StopReason: r.StopReason, CreatedAt: r.CreatedAt.Time,
+	}
 }

@@ -44,8 +44,22 @@ type Session struct {
 	ToolCallsTotal     int64
 	RejectedTurns      int64
 	LastResponseAt     time.Time
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
+
+	// CompactionID names the latest completed compaction ("" before the
+	// first); the context starts with its head, then the messages from KeepFrom on.
+	CompactionID string
+	KeepFrom     int64
+	// CompactFailures counts consecutive failed LLM compactions;
+	// CompactCircuitOpen is set when they reach the breaker's limit.
+	CompactFailures    int
+	CompactCircuitOpen bool
+	// StaleUsageAbove: after a compaction, usage at or above this comes from
+	// a request built before it and is not taken as the baseline (0: none).
+	StaleUsageAbove int64
+	// ContextEpoch counts recorded cache breaks.
+	ContextEpoch int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 func toSession(r dbsqlc.Session) (Session, error) {
@@ -72,6 +86,14 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		LastResponseAt:     r.LastResponseAt.Time,
 		CreatedAt:          r.CreatedAt.Time,
 		UpdatedAt:          r.UpdatedAt.Time,
+		KeepFrom:           r.KeepFrom,
+		CompactFailures:    int(r.CompactFailures),
+		CompactCircuitOpen: r.CompactCircuitOpen,
+		StaleUsageAbove:    r.StaleUsageAbove,
+		ContextEpoch:       r.ContextEpoch,
+	}
+	if r.CompactionID != nil {
+		s.CompactionID = *r.CompactionID
 	}
 	if len(r.MemoryScope) > 0 {
 		if err := json.Unmarshal(r.MemoryScope, &s.MemoryScope); err != nil {
@@ -125,6 +147,7 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		CompactRequests:    s.CompactRequests,
 		ToolCallsTotal:     s.ToolCallsTotal,
 		RejectedTurns:      s.RejectedTurns,
+		StaleUsageAbove:    s.StaleUsageAbove,
 		LastResponseAt:     timestamptz(s.LastResponseAt),
 	})
 	if err != nil {

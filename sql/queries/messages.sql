@@ -16,3 +16,14 @@ ORDER BY position;
 
 -- name: MessageCountBySession :one
 SELECT count(*) FROM messages WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
+-- name: MessageListFrom :many
+-- The session's messages from a position on, in order.
+SELECT * FROM messages
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND position >= @from_position
+ORDER BY position;
+
+-- name: MessageTokensAfter :one
+-- The estimate of the session's messages after a position.
+SELECT coalesce(sum(estimate_tokens), 0)::bigint FROM messages
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND position > @after_position;

@@ -27,6 +27,7 @@ UPDATE sessions SET
     compact_requests = @compact_requests,
     tool_calls_total = @tool_calls_total,
     rejected_turns = @rejected_turns,
+    stale_usage_above = @stale_usage_above,
     last_response_at = @last_response_at,
     updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;

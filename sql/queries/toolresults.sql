@@ -19,3 +19,8 @@ ON CONFLICT DO NOTHING;
 SELECT * FROM content_replacements
 WHERE tenant_id = @tenant_id AND session_id = @session_id
 ORDER BY decided_at, tool_use_id;
+
+-- name: ReplacementsOfKind :many
+SELECT * FROM content_replacements
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND kind = @kind
+ORDER BY decided_at, tool_use_id;

@@ -146,3 +146,68 @@ func (q *Queries) MessageListBySession(ctx context.Context, arg MessageListBySes
 	}
 	return items, nil
 }
+
+const messageListFrom = `-- name: MessageListFrom :many
+SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at FROM messages
+WHERE tenant_id = $1 AND session_id = $2 AND position >= $3
+ORDER BY position
+`
+
+type MessageListFromParams struct {
+	TenantID     string
+	SessionID    string
+	FromPosition int64
+}
+
+// The session's messages from a position on, in order.
+func (q *Queries) MessageListFrom(ctx context.Context, arg MessageListFromParams) ([]Message, error) {
+	rows, err := q.db.Query(ctx, messageListFrom, arg.TenantID, arg.SessionID, arg.FromPosition)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Message{}
+	for rows.Next() {
+		var i Message
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.Uuid,
+			&i.Position,
+			&i.Seq,
+			&i.Role,
+			&i.Content,
+			&i.ContentHash,
+			&i.EstimateTokens,
+			&i.IsResponse,
+			&i.StopReason,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageTokensAfter = `-- name: MessageTokensAfter :one
+SELECT coalesce(sum(estimate_tokens), 0)::bigint FROM messages
+WHERE tenant_id = $1 AND session_id = $2 AND position > $3
+`
+
+type MessageTokensAfterParams struct {
+	TenantID      string
+	SessionID     string
+	AfterPosition int64
+}
+
+// The estimate of the session's messages after a position.
+func (q *Queries) MessageTokensAfter(ctx context.Context, arg MessageTokensAfterParams) (int64, error) {
+	row := q.db.QueryRow(ctx, messageTokensAfter, arg.TenantID, arg.SessionID, arg.AfterPosition)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}

@@ -16,6 +16,37 @@ type ApiKey struct {
 	RevokedAt pgtype.Timestamptz
 }
 
+type Compaction struct {
+	TenantID         string
+	ID               string
+	SessionID        string
+	Request          *int64
+	Trigger          string
+	Direction        string
+	PivotUuid        string
+	Instructions     string
+	Status           string
+	LeaseUntil       pgtype.Timestamptz
+	Method           string
+	PreTokens        int64
+	PostTokens       int64
+	ThroughPosition  int64
+	KeepFrom         int64
+	Head             []byte
+	Summary          string
+	LlmCalls         int32
+	LlmRetries       int32
+	LlmModel         string
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	Error            string
+	CreatedAt        pgtype.Timestamptz
+	StartedAt        pgtype.Timestamptz
+	FinishedAt       pgtype.Timestamptz
+}
+
 type ContentReplacement struct {
 	TenantID     string
 	SessionID    string
@@ -24,6 +55,29 @@ type ContentReplacement struct {
 	ToolResultID *string
 	Replacement  string
 	DecidedAt    pgtype.Timestamptz
+}
+
+type ContextSnapshot struct {
+	TenantID    string
+	SessionID   string
+	Epoch       int64
+	PrefixLen   int64
+	PrefixHash  []byte
+	AssembledAt pgtype.Timestamptz
+}
+
+type LlmUsage struct {
+	TenantID         string
+	Day              pgtype.Date
+	Task             string
+	Provider         string
+	Model            string
+	Calls            int64
+	FailedCalls      int64
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
 }
 
 type Message struct {
@@ -74,6 +128,23 @@ type Session struct {
 	RejectedTurns      int64
 	LastResponseAt     pgtype.Timestamptz
 	CreatedAt          pgtype.Timestamptz
+	UpdatedAt          pgtype.Timestamptz
+	CompactionID       *string
+	KeepFrom           int64
+	CompactFailures    int32
+	CompactCircuitOpen bool
+	StaleUsageAbove    int64
+	ContextEpoch       int64
+}
+
+type SessionNote struct {
+	TenantID           string
+	SessionID          string
+	Content            string
+	LastSummarizedUuid string
+	TokensAtUpdate     int64
+	ToolCallsAtUpdate  int64
+	Version            int64
 	UpdatedAt          pgtype.Timestamptz
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -47,6 +47,12 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.LastResponseAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CompactionID,
+		&i.KeepFrom,
+		&i.CompactFailures,
+		&i.CompactCircuitOpen,
+		&i.StaleUsageAbove,
+		&i.ContextEpoch,
 	)
 	return i, err
 }
@@ -54,7 +60,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch
 `
 
 type SessionLockParams struct {
@@ -92,6 +98,12 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.LastResponseAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CompactionID,
+		&i.KeepFrom,
+		&i.CompactFailures,
+		&i.CompactCircuitOpen,
+		&i.StaleUsageAbove,
+		&i.ContextEpoch,
 	)
 	return i, err
 }
@@ -115,9 +127,10 @@ UPDATE sessions SET
     compact_requests = $15,
     tool_calls_total = $16,
     rejected_turns = $17,
-    last_response_at = $18,
+    stale_usage_above = $18,
+    last_response_at = $19,
     updated_at = now()
-WHERE tenant_id = $19 AND session_id = $20
+WHERE tenant_id = $20 AND session_id = $21
 `
 
 type SessionUpdateAccountingParams struct {
@@ -138,6 +151,7 @@ type SessionUpdateAccountingParams struct {
 	CompactRequests    int64
 	ToolCallsTotal     int64
 	RejectedTurns      int64
+	StaleUsageAbove    int64
 	LastResponseAt     pgtype.Timestamptz
 	TenantID           string
 	SessionID          string
@@ -162,6 +176,7 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 		arg.CompactRequests,
 		arg.ToolCallsTotal,
 		arg.RejectedTurns,
+		arg.StaleUsageAbove,
 		arg.LastResponseAt,
 		arg.TenantID,
 		arg.SessionID,

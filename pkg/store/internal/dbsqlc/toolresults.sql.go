@@ -120,6 +120,46 @@ func (q *Queries) ReplacementsFor(ctx context.Context, arg ReplacementsForParams
 	return items, nil
 }
 
+const replacementsOfKind = `-- name: ReplacementsOfKind :many
+SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements
+WHERE tenant_id = $1 AND session_id = $2 AND kind = $3
+ORDER BY decided_at, tool_use_id
+`
+
+type ReplacementsOfKindParams struct {
+	TenantID  string
+	SessionID string
+	Kind      string
+}
+
+func (q *Queries) ReplacementsOfKind(ctx context.Context, arg ReplacementsOfKindParams) ([]ContentReplacement, error) {
+	rows, err := q.db.Query(ctx, replacementsOfKind, arg.TenantID, arg.SessionID, arg.Kind)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ContentReplacement{}
+	for rows.Next() {
+		var i ContentReplacement
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.ToolUseID,
+			&i.Kind,
+			&i.ToolResultID,
+			&i.Replacement,
+			&i.DecidedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const toolResultGet = `-- name: ToolResultGet :one
 SELECT tenant_id, id, session_id, message_uuid, tool_use_id, content, size_chars, created_at FROM tool_results WHERE tenant_id = $1 AND id = $2
 `

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
+)
+
+// ReplacementsOfKind lists a session's decisions of one kind, in the order made.
+func (t *Tx) ReplacementsOfKind(ctx context.Context, sessionID, kind string) ([]Replacement, error) {
+	rows, err := t.q.ReplacementsOfKind(ctx, dbsqlc.ReplacementsOfKindParams{TenantID: t.tenant, SessionID: sessionID, Kind: kind})
+	if err != nil {
+		return nil, fmt.Errorf("store.ReplacementsOfKind: %w", err)
+	}
+	out := make([]Replacement, len(rows))
+	for i, r := range rows {
+		out[i] = toReplacement(r)
+	}
+	return out, nil
+}
+
+// ContextBreak records that decisions changed a session's rendered context:
+// the epoch moves on, and the tokens they saved leave the count.
+func (t *Tx) ContextBreak(ctx context.Context, sessionID string, saved, count int64, state string) error {
+	err := t.q.SessionAddContextBreak(ctx, dbsqlc.SessionAddContextBreakParams{
+		TenantID: t.tenant, SessionID: sessionID, Saved: saved, TokenCount: count, State: state,
+	})
+	if err != nil {
+		return fmt.Errorf("store.ContextBreak: %w", err)
+	}
+	return nil
+}
+
+// ContextSnapshot fingerprints the last context assembled for a session: the
+// length and SHA-256 of its cache-relevant prefix, and the epoch it was made in.
+type ContextSnapshot struct {
+	SessionID   string
+	Epoch       int64
+	PrefixLen   int64
+	PrefixHash  []byte
+	AssembledAt time.Time
+}
+
+// ContextSnapshot reads a session's last snapshot; ErrNotFound when none.
+func (t *Tx) ContextSnapshot(ctx context.Context, sessionID string) (ContextSnapshot, error) {
+	r, err := t.q.ContextSnapshotGet(ctx, dbsqlc.ContextSnapshotGetParams{TenantID: t.tenant, SessionID: sessionID})
+	if err != nil {
+		return ContextSnapshot{}, fmt.Errorf("store.ContextSnapshot: %w", notFound(err))
+	}
+	return ContextSnapshot{SessionID: r.SessionID, Epoch: r.Epoch, PrefixLen: r.PrefixLen, PrefixHash: r.PrefixHash, AssembledAt: r.AssembledAt.Time}, nil
+}
+
+// PutContextSnapshot replaces a session's snapshot.
+func (t *Tx) PutContextSnapshot(ctx context.Context, s ContextSnapshot) error {
+	err := t.q.ContextSnapshotPut(ctx, dbsqlc.ContextSnapshotPutParams{
+		TenantID: t.tenant, SessionID: s.SessionID, Epoch: s.Epoch, PrefixLen: s.PrefixLen, PrefixHash: s.PrefixHash,
+	})
+	if err != nil {
+		return fmt.Errorf("store.PutContextSnapshot: %w", err)
+	}
+	return nil
+}

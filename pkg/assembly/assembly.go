@@ -1,0 +1,240 @@
+// Package assembly renders a session's context, the request the backend
+// sends next (DESIGN §4), and decides micro-compaction: which old tool
+// results to clear without a model call.
+//
+// Everything here is pure: no I/O, no clock. The same input always renders
+// to the same bytes, and a rendering changes only by appending unless a
+// recorded decision (a compaction or a micro-compaction) says otherwise, so
+// the provider's prompt cache keeps working between rounds.
+package assembly
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/pkg/view"
+)
+
+// ClearedText replaces the content of a tool result that micro-compaction cleared.
+const ClearedText = "[Old tool result content cleared]"
+
+// Input is what a session's context is rendered from.
+type Input struct {
+	// System holds the system text blocks; it may be empty.
+	System []turn.Block
+	// Head holds the messages the latest compaction made (boundary, summary,
+	// restored attachments; for a partial compaction the frozen prefix
+	// before them). They are rendered as stored.
+	Head []view.Message
+	// Messages are the stored conversation messages after the compaction's
+	// kept point, in order.
+	Messages []view.Message
+	// Cleared holds the tool_use ids whose tool_result content a recorded
+	// micro-compaction decision cleared. It applies to Messages only.
+	Cleared map[string]bool
+}
+
+// Wire is one message exactly as the Anthropic Messages API takes it: no
+// uuid or any other field, which the API would refuse.
+type Wire struct {
+	Role    string       `json:"role"`
+	Content turn.Content `json:"content"`
+}
+
+// SystemMessage is the Breakpoint.Message of a breakpoint in the system blocks.
+const SystemMessage = -1
+
+// Breakpoint is a suggested cache_control position: block Block of message
+// Message, or of the system blocks when Message is SystemMessage.
+type Breakpoint struct {
+	Message int `json:"message"`
+	Block   int `json:"block"`
+}
+
+// InSystem reports whether the breakpoint is in the system blocks.
+func (b Breakpoint) InSystem() bool { return b.Message == SystemMessage }
+
+// Context is a rendered context.
+type Context struct {
+	System   []turn.Block `json:"system"`
+	Messages []Wire       `json:"messages"`
+	// UUIDs is parallel to Messages: the stored message's uuid, "" for a head message.
+	UUIDs []string `json:"uuids"`
+	// Breakpoints suggest where to put cache_control markers (at most 3).
+	// They are kept apart from the blocks so a message's bytes never depend
+	// on whether it is still the last one.
+	Breakpoints []Breakpoint `json:"breakpoints"`
+	// Tokens estimates what is rendered: tokens.EstimateBlock over the
+	// system blocks and every message's blocks.
+	Tokens int64 `json:"tokens"`
+}
+
+// Render builds the context of in: the system blocks, the head as stored,
+// then the messages with cleared tool results replaced by ClearedText.
+//
+// Every cache_control a stored block carries is dropped, in the head too:
+// the backends' requests marked whichever block was last at the time, and
+// replaying those markers would soon exceed the provider's limit of four.
+// The Breakpoints are the only markers this package suggests. Render never
+// changes in.
+func Render(in Input) Context {
+	n := len(in.Head) + len(in.Messages)
+	c := Context{
+		System:      make([]turn.Block, 0, len(in.System)),
+		Messages:    make([]Wire, 0, n),
+		UUIDs:       make([]string, 0, n),
+		Breakpoints: []Breakpoint{},
+	}
+	for _, b := range in.System {
+		b = renderBlock(b, nil)
+		c.System = append(c.System, b)
+		c.Tokens += tokens.EstimateBlock(b)
+	}
+	add := func(m view.Message, uuid string, cleared map[string]bool) {
+		content := renderContent(m.Content, cleared)
+		c.Messages = append(c.Messages, Wire{Role: m.Role, Content: content})
+		c.UUIDs = append(c.UUIDs, uuid)
+		c.Tokens += tokens.EstimateContent(content)
+	}
+	for _, m := range in.Head {
+		add(m, "", nil)
+	}
+	for _, m := range in.Messages {
+		add(m, m.UUID, in.Cleared)
+	}
+	c.Breakpoints = breakpoints(c, len(in.Head))
+	return c
+}
+
+// renderContent copies c with cleared tool results replaced and
+// cache_control dropped. It never returns nil, so empty content is written
+// the same way whatever was stored.
+func renderContent(c turn.Content, cleared map[string]bool) turn.Content {
+	out := make(turn.Content, 0, len(c))
+	for _, b := range c {
+		out = append(out, renderBlock(b, cleared))
+	}
+	return out
+}
+
+func renderBlock(b turn.Block, cleared map[string]bool) turn.Block {
+	b.CacheControl = nil
+	if b.Type != turn.BlockToolResult {
+		return b
+	}
+	if cleared[b.ToolUseID] {
+		return clearedBlock(b)
+	}
+	if b.Content != nil {
+		nested := renderContent(*b.Content, nil)
+		b.Content = &nested
+	}
+	return b
+}
+
+// clearedBlock is tool result b with its content cleared; the tool_use id
+// and the error flag stay.
+func clearedBlock(b turn.Block) turn.Block {
+	content := turn.Content{{Type: turn.BlockText, Text: ClearedText}}
+	return turn.Block{Type: turn.BlockToolResult, ToolUseID: b.ToolUseID, IsError: b.IsError, Content: &content}
+}
+
+// breakpoints suggests the last system block, the last block of the head
+// (stable until the next compaction) and the last block of the last
+// message, each the last block that may carry cache_control at or before
+// that place.
+func breakpoints(c Context, head int) []Breakpoint {
+	out := []Breakpoint{}
+	for i := len(c.System) - 1; i >= 0; i-- {
+		if cacheable(c.System[i]) {
+			out = append(out, Breakpoint{Message: SystemMessage, Block: i})
+			break
+		}
+	}
+	if bp, ok := lastCacheable(c.Messages[:head]); ok {
+		out = append(out, bp)
+	}
+	if bp, ok := lastCacheable(c.Messages); ok && (len(out) == 0 || out[len(out)-1] != bp) {
+		out = append(out, bp)
+	}
+	return out
+}
+
+func lastCacheable(msgs []Wire) (Breakpoint, bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		for j := len(msgs[i].Content) - 1; j >= 0; j-- {
+			if cacheable(msgs[i].Content[j]) {
+				return Breakpoint{Message: i, Block: j}, true
+			}
+		}
+	}
+	return Breakpoint{}, false
+}
+
+// cacheable reports whether the provider accepts cache_control on b: not on
+// thinking blocks, not on empty text.
+func cacheable(b turn.Block) bool {
+	switch b.Type {
+	case turn.BlockThinking, turn.BlockRedactedThinking:
+		return false
+	case turn.BlockText:
+		return b.Text != ""
+	}
+	return true
+}
+
+// Encode writes c as JSON without HTML escaping. The same Context always
+// gives the same bytes; nil and empty slices are written alike.
+func (c Context) Encode() ([]byte, error) {
+	out := c
+	if out.System == nil {
+		out.System = []turn.Block{}
+	}
+	if out.Messages == nil {
+		out.Messages = []Wire{}
+	}
+	if out.UUIDs == nil {
+		out.UUIDs = []string{}
+	}
+	if out.Breakpoints == nil {
+		out.Breakpoints = []Breakpoint{}
+	}
+	data, err := turn.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("assembly: encode context: %w", err)
+	}
+	return data, nil
+}
+
+// Prefix returns the bytes the next rendering must start with when nothing
+// but appends happened since: every system block, then every message, each
+// encoded like Encode does and concatenated in order. Breakpoints, uuids and
+// the token estimate are left out. A block that cannot be encoded (raw JSON
+// that is not valid, which Encode reports as an error) contributes the text
+// of its error instead.
+func (c Context) Prefix() []byte {
+	var buf bytes.Buffer
+	write := func(v any) {
+		data, err := turn.Marshal(v)
+		if err != nil {
+			data = []byte(err.Error())
+		}
+		buf.Write(data)
+	}
+	for _, b := range c.System {
+		write(b)
+	}
+	for _, m := range c.Messages {
+		write(m)
+	}
+	return buf.Bytes()
+}
+
+// IsPrefix reports whether next starts with prev: whether a rendering whose
+// Prefix is next can reuse the provider's cache of one whose Prefix is prev.
+// False means a cache break.
+func IsPrefix(prev, next []byte) bool {
+	return bytes.HasPrefix(next, prev)
+}

@@ -1,0 +1,40 @@
+// Package view holds the shape of a session's context as the services see
+// it: the messages that would be sent to the model next, in order, each with
+// where it came from.
+package view
+
+import "github.com/mnemos-ai/mnemos/pkg/turn"
+
+// Message is one message of a session's context.
+type Message struct {
+	// UUID is the stored message's id; "" for the messages a compaction made
+	// (boundary, summary, restored attachments).
+	UUID string
+	// Position is the stored message's position in the session; -1 for the
+	// messages a compaction made.
+	Position int64
+	// Round is the API round (the turn event's seq) the message came with; 0
+	// for the messages a compaction made.
+	Round   int64
+	Role    string
+	Content turn.Content
+	// Tokens is the message's estimate (tokens.EstimateMessage) as rendered.
+	Tokens int64
+}
+
+// Stored reports whether m is a stored conversation message rather than one a compaction made.
+func (m Message) Stored() bool { return m.Position >= 0 }
+
+// Turn returns m as a turn message.
+func (m Message) Turn() turn.Message {
+	return turn.Message{UUID: m.UUID, Role: m.Role, Content: m.Content}
+}
+
+// Tokens is the sum of the messages' estimates.
+func Tokens(msgs []Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += m.Tokens
+	}
+	return n
+}

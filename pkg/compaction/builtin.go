@@ -1,0 +1,68 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/pkg/view"
+)
+
+// builtinAnalysis is the analysis part of the builtin answer.
+const builtinAnalysis = "No model was used: the summary below is extracted from the conversation's own messages."
+
+// BuiltinSummarizer answers a summary request built by Summarize without a
+// model, for the builtin provider: it recovers the conversation from
+// req.Messages (without the instruction message and the stand-ins the
+// request builder wrote) and answers
+// <analysis>…</analysis><summary>Extractive(…)</summary> with the default
+// limits and tool names, so the offline path goes through Summarize too.
+func BuiltinSummarizer(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return llm.Response{}, fmt.Errorf("compaction: builtin summary: %w", err)
+	}
+	text := "<analysis>" + builtinAnalysis + "</analysis>\n<summary>\n" +
+		Extractive(recoverMessages(req.Messages), ExtractLimits{}) + "\n</summary>"
+	return llm.Response{Text: text, StopReason: "end_turn", Model: "builtin"}, nil
+}
+
+// recoverMessages undoes what requestMessages added: the leading stand-in,
+// the instruction block, and the text that orphaned tool results became
+// (they turn back into tool results, so they are not taken for user
+// messages).
+func recoverMessages(msgs []llm.Message) []view.Message {
+	out := make([]view.Message, 0, len(msgs))
+	for i, m := range msgs {
+		c := make(turn.Content, 0, len(m.Content))
+		for j, b := range m.Content {
+			if b.Type != turn.BlockText {
+				c = append(c, b)
+				continue
+			}
+			switch {
+			case i == 0 && b.Text == leadingPlaceholder:
+			case i == len(msgs)-1 && j == len(m.Content)-1 && strings.HasPrefix(b.Text, instructionsLead):
+			case strings.HasPrefix(b.Text, orphanResultLead), strings.HasPrefix(b.Text, orphanErrorLead):
+				isErr := strings.HasPrefix(b.Text, orphanErrorLead)
+				body := strings.TrimPrefix(strings.TrimPrefix(b.Text, orphanResultLead), orphanErrorLead)
+				rc := turn.Content{textBlock(body)}
+				c = append(c, turn.Block{Type: turn.BlockToolResult, IsError: isErr, Content: &rc})
+			default:
+				c = append(c, b)
+			}
+		}
+		if len(c) == 0 {
+			continue
+		}
+		out = append(out, view.Message{
+			Position: int64(len(out)),
+			Role:     m.Role,
+			Content:  c,
+			Tokens:   tokens.EstimateContent(c),
+		})
+	}
+	return out
+}

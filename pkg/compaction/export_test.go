@@ -1,0 +1,19 @@
+package compaction
+
+// Internals the external tests check directly.
+var (
+	Clip            = clip
+	ParseSummary    = parseSummary
+	RequestMessages = requestMessages
+	RecoverMessages = recoverMessages
+)
+
+// Texts the request builder writes, for tests that look for them.
+const (
+	LeadingPlaceholder = leadingPlaceholder
+	MissingResult      = missingResult
+	OrphanResultLead   = orphanResultLead
+	OrphanErrorLead    = orphanErrorLead
+	InstructionsLead   = instructionsLead
+	ExtractiveNote     = extractiveNote
+)

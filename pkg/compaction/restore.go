@@ -1,0 +1,243 @@
+package compaction
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/pkg/view"
+)
+
+// RestoreLimits bounds the files restored after a compaction. A field at 0
+// or below takes its default.
+type RestoreLimits struct {
+	// Files is how many of the most recently read files are restored. Default 5.
+	Files int
+	// FileTokens bounds one file's content, estimated as bytes/4; longer
+	// content is cut with a marker. Default 5,000.
+	FileTokens int64
+	// TotalTokens bounds the content of all restored files; a file that would
+	// pass it is skipped. Default 50,000.
+	TotalTokens int64
+}
+
+// Default restore limits.
+const (
+	DefaultRestoreFiles       = 5
+	DefaultRestoreFileTokens  = 5_000
+	DefaultRestoreTotalTokens = 50_000
+)
+
+func (l RestoreLimits) withDefaults() RestoreLimits {
+	if l.Files <= 0 {
+		l.Files = DefaultRestoreFiles
+	}
+	if l.FileTokens <= 0 {
+		l.FileTokens = DefaultRestoreFileTokens
+	}
+	if l.TotalTokens <= 0 {
+		l.TotalTokens = DefaultRestoreTotalTokens
+	}
+	return l
+}
+
+// Restorable attachments: a user text block that starts with attachmentOpen
+// and ends with attachmentClose.
+const (
+	attachmentOpen  = `<mnemos:attachment restorable="true"`
+	attachmentClose = `</mnemos:attachment>`
+)
+
+// clearedResult is the text micro-compaction leaves in place of a cleared
+// tool result (DESIGN §4); such a result is no file content.
+const clearedResult = "[Old tool result content cleared]"
+
+// Restore returns what to put back in context after a compaction (DESIGN
+// §5), one text block per item, in this order:
+//   - the most recently read files, at most lim.Files, each from the latest
+//     successful result of a read tool call naming it (input file_path, path
+//     or notebook_path), cut to lim.FileTokens, lim.TotalTokens in all; a file
+//     whose latest read result is still in kept is skipped; oldest read first;
+//   - the latest todo list (the input of the latest todo tool call), unless
+//     that call is still in kept or the list is empty;
+//   - the latest restorable attachment of each name (a user text block
+//     starting with <mnemos:attachment restorable="true" and ending with
+//     </mnemos:attachment>, as is), unless the same text is in kept; in the
+//     order they were last attached.
+//
+// all is the context before the compaction, kept the messages it keeps.
+// The output depends only on the input.
+func Restore(all, kept []view.Message, lim RestoreLimits, names ToolNames) []turn.Block {
+	lim = lim.withDefaults()
+	names = names.withDefaults()
+
+	keptResults, keptCalls, keptTexts := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, m := range kept {
+		for _, b := range m.Content {
+			switch b.Type {
+			case turn.BlockToolResult:
+				keptResults[b.ToolUseID] = true
+			case turn.BlockToolUse:
+				keptCalls[b.ID] = true
+			case turn.BlockText:
+				keptTexts[b.Text] = true
+			}
+		}
+	}
+
+	type fileRead struct {
+		path, text, callID string
+		seq, changedSeq    int
+	}
+	type attachment struct {
+		text string
+		seq  int
+	}
+	var (
+		seq         int
+		readCalls   = map[string]string{} // tool_use id → path
+		reads       = map[string]*fileRead{}
+		changed     = map[string]int{} // path → seq of its latest edit or write
+		todo        *turn.Block
+		attachments = map[string]attachment{}
+	)
+	for _, m := range all {
+		for _, b := range m.Content {
+			seq++
+			switch b.Type {
+			case turn.BlockToolUse:
+				path := inputPath(b.Input)
+				switch {
+				case path != "" && isOneOf(b.Name, names.Read):
+					readCalls[b.ID] = path
+				case path != "" && (isOneOf(b.Name, names.Edit) || isOneOf(b.Name, names.Write)):
+					changed[path] = seq
+				case isOneOf(b.Name, names.Todo):
+					todo = &b
+				}
+			case turn.BlockToolResult:
+				path, ok := readCalls[b.ToolUseID]
+				text := resultText(b.Content)
+				if !ok || b.IsError || strings.TrimSpace(text) == "" || text == clearedResult {
+					continue
+				}
+				reads[path] = &fileRead{path: path, text: text, callID: b.ToolUseID, seq: seq}
+			case turn.BlockText:
+				if m.Role != roleAssistant {
+					if name, ok := restorableAttachment(b.Text); ok {
+						attachments[name] = attachment{text: b.Text, seq: seq}
+					}
+				}
+			}
+		}
+	}
+
+	// Files: most recent read first, then restored oldest first.
+	var candidates []*fileRead
+	for _, r := range reads {
+		if !keptResults[r.callID] {
+			r.changedSeq = changed[r.path]
+			candidates = append(candidates, r)
+		}
+	}
+	slices.SortFunc(candidates, func(a, b *fileRead) int { return b.seq - a.seq })
+	type restored struct {
+		r    *fileRead
+		body string
+	}
+	var files []restored
+	var total int64
+	for _, c := range candidates {
+		if len(files) == lim.Files {
+			break
+		}
+		body := clip(c.text, int(lim.FileTokens*4))
+		n := textTokens(body)
+		if total+n > lim.TotalTokens {
+			continue
+		}
+		total += n
+		files = append(files, restored{c, body})
+	}
+	slices.Reverse(files)
+
+	var out []turn.Block
+	for _, f := range files {
+		var b strings.Builder
+		fmt.Fprintf(&b, "<restored-file path=\"%s\">\n", attrEscape(f.r.path))
+		b.WriteString("Content of this file as last read before the conversation was summarized.")
+		if f.r.changedSeq > f.r.seq {
+			b.WriteString(" The file was changed after that read, so this may be out of date.")
+		}
+		b.WriteString("\n")
+		b.WriteString(f.body)
+		b.WriteString("\n</restored-file>")
+		out = append(out, textBlock(b.String()))
+	}
+
+	if todo != nil && !keptCalls[todo.ID] {
+		if text, ok := renderTodos(todo.Input, int(lim.FileTokens*4)); ok {
+			out = append(out, textBlock(text))
+		}
+	}
+
+	order := make([]string, 0, len(attachments))
+	for name := range attachments {
+		order = append(order, name)
+	}
+	slices.SortFunc(order, func(a, b string) int { return attachments[a].seq - attachments[b].seq })
+	for _, name := range order {
+		if a := attachments[name]; !keptTexts[a.text] {
+			out = append(out, textBlock(a.text))
+		}
+	}
+	return out
+}
+
+// textTokens is the estimate of a text: UTF-8 bytes/4, rounded up.
+func textTokens(s string) int64 { return int64(len(s)+3) / 4 }
+
+// renderTodos renders the latest todo list readably, bounded to limit
+// bytes; false when there is nothing to restore (an empty list).
+func renderTodos(input []byte, limit int) (string, bool) {
+	var body string
+	if items, ok := parseTodos(input); ok {
+		if len(items) == 0 {
+			return "", false
+		}
+		lines := make([]string, len(items))
+		for i, t := range items {
+			lines[i] = "- " + todoLine(t)
+		}
+		body = "The latest todo list ([x] done, [~] in progress, [ ] to do):\n" + strings.Join(lines, "\n")
+	} else {
+		if len(strings.TrimSpace(string(input))) == 0 {
+			return "", false
+		}
+		body = "The input of the latest todo tool call:\n" + string(input)
+	}
+	return "<restored-todos>\n" + clip(body, limit) + "\n</restored-todos>", true
+}
+
+// restorableAttachment reports whether text is a restorable attachment, and its name attribute.
+func restorableAttachment(text string) (string, bool) {
+	t := strings.TrimSpace(text)
+	if !strings.HasPrefix(t, attachmentOpen) || !strings.HasSuffix(t, attachmentClose) {
+		return "", false
+	}
+	tag, _, ok := strings.Cut(t, ">")
+	if !ok {
+		return "", false
+	}
+	_, rest, ok := strings.Cut(tag, ` name="`)
+	if !ok {
+		return "", true
+	}
+	name, _, _ := strings.Cut(rest, `"`)
+	return name, true
+}
+
+var attrEscaper = strings.NewReplacer(`&`, "&amp;", `"`, "&quot;", `<`, "&lt;", `>`, "&gt;")
+
+func attrEscape(s string) string { return attrEscaper.Replace(s) }

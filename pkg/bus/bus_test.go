@@ -52,7 +52,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 		maxAge  time.Duration
 	}{
 		bus.StreamTurns:      {"turn.completed.>", 7 * 24 * time.Hour},
-		bus.StreamEvents:     {"compact.requested.>", 7 * 24 * time.Hour},
+		bus.StreamEvents:     {"compact.>", 7 * 24 * time.Hour},
 		bus.StreamDeadLetter: {"deadletter.>", 30 * 24 * time.Hour},
 	}
 	for name, w := range want {

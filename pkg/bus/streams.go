@@ -37,9 +37,7 @@ func streamSpecs() []streamSpec {
 		{name: StreamEvents, subjects: []string{
 			"turn.accounted.>",
 			"context.threshold.>",
-			"compact.requested.>",
-			"compact.completed.>",
-			"compact.failed.>",
+			"compact.>",
 			"session_memory.updated.>",
 			"memory.saved.>",
 			"dream.>",

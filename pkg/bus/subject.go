@@ -15,6 +15,7 @@ const (
 	KindCompactRequested     = "compact.requested"
 	KindCompactCompleted     = "compact.completed"
 	KindCompactFailed        = "compact.failed"
+	KindCircuitOpened        = "compact.circuit_opened"
 	KindSessionMemoryUpdated = "session_memory.updated"
 	KindMemorySaved          = "memory.saved"
 )

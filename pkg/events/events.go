@@ -9,6 +9,9 @@ const (
 	SchemaTurnAccounted    = "mnemos.turn_accounted.v1"
 	SchemaContextThreshold = "mnemos.context_threshold.v1"
 	SchemaCompactRequested = "mnemos.compact_requested.v1"
+	SchemaCompactCompleted = "mnemos.compact_completed.v1"
+	SchemaCompactFailed    = "mnemos.compact_failed.v1"
+	SchemaCircuitOpened    = "mnemos.compact_circuit_opened.v1"
 )
 
 // Tokens is a session's token state as the accountant sees it.
@@ -58,12 +61,53 @@ type ContextThreshold struct {
 
 // CompactRequested asks the compactor to compact a session.
 type CompactRequested struct {
+	Schema    string `json:"schema"`
+	TenantID  string `json:"tenant_id"`
+	SessionID string `json:"session_id"`
+	Seq       int64  `json:"seq"`
+	Request   int64  `json:"request"`
+	// CompactionID names the compaction a manual request created; auto
+	// requests leave it empty and the compactor creates one per Request.
+	CompactionID string    `json:"compaction_id,omitempty"`
+	Trigger      string    `json:"trigger"`
+	Tokens       Tokens    `json:"tokens"`
+	At           time.Time `json:"at"`
+}
+
+// CompactCompleted announces a compaction that changed the session's context.
+type CompactCompleted struct {
+	Schema       string    `json:"schema"`
+	TenantID     string    `json:"tenant_id"`
+	SessionID    string    `json:"session_id"`
+	CompactionID string    `json:"compaction_id"`
+	Trigger      string    `json:"trigger"`
+	Method       string    `json:"method"`
+	Direction    string    `json:"direction,omitempty"`
+	PreTokens    int64     `json:"pre_tokens"`
+	PostTokens   int64     `json:"post_tokens"`
+	LLMCalls     int       `json:"llm_calls"`
+	Tokens       Tokens    `json:"tokens"`
+	At           time.Time `json:"at"`
+}
+
+// CompactFailed announces a compaction that ended without changing the context.
+type CompactFailed struct {
+	Schema       string    `json:"schema"`
+	TenantID     string    `json:"tenant_id"`
+	SessionID    string    `json:"session_id"`
+	CompactionID string    `json:"compaction_id"`
+	Trigger      string    `json:"trigger"`
+	Reason       string    `json:"reason"`
+	At           time.Time `json:"at"`
+}
+
+// CircuitOpened announces that a session's LLM compactions failed too often
+// in a row: its automatic compactions use the extractive summary from now on.
+type CircuitOpened struct {
 	Schema    string    `json:"schema"`
 	TenantID  string    `json:"tenant_id"`
 	SessionID string    `json:"session_id"`
-	Seq       int64     `json:"seq"`
-	Request   int64     `json:"request"`
-	Trigger   string    `json:"trigger"`
-	Tokens    Tokens    `json:"tokens"`
+	Failures  int       `json:"failures"`
+	LastError string    `json:"last_error"`
 	At        time.Time `json:"at"`
 }

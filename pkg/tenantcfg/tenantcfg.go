@@ -12,24 +12,33 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 )
 
 // Settings are one tenant's effective settings.
 type Settings struct {
-	Tokens  tokens.Config      `json:"tokens"`
-	Offload accounting.Offload `json:"offload"`
+	Tokens     tokens.Config        `json:"tokens"`
+	Offload    accounting.Offload   `json:"offload"`
+	Micro      assembly.MicroConfig `json:"micro"`
+	Compaction Compaction           `json:"compaction"`
+	LLM        LLM                  `json:"llm"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
 func Defaults() Settings {
-	return Settings{Tokens: tokens.DefaultConfig(), Offload: accounting.DefaultOffload()}
+	return Settings{
+		Tokens:     tokens.DefaultConfig(),
+		Offload:    accounting.DefaultOffload(),
+		Micro:      assembly.DefaultMicroConfig(),
+		Compaction: DefaultCompaction(),
+	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
-	return errors.Join(s.Tokens.Validate(), s.Offload.Validate())
+	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

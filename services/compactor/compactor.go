@@ -1,14 +1,189 @@
-// Package compactor is the compactor target: compaction. Its work is not built
-// yet, so the target starts, reports healthy and stays idle.
+// Package compactor is the compactor service (DESIGN §5). On each
+// compact.requested it compacts the session, one compaction at a time per
+// session, cheapest first: the session's notes as the summary (no model
+// call), then an LLM summary, then an extractive summary that needs no
+// model and never fails. It records the compaction, makes it the session's
+// context and token baseline, and announces compact.completed or
+// compact.failed through the outbox.
 package compactor
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/idle"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
 
-// New returns the target's run loop.
-func New(log *slog.Logger) *idle.Service {
-	return idle.New("compactor", "compaction", log)
+// Config of the compactor target.
+type Config struct {
+	// Workers compact sessions concurrently (one compaction per session at a time).
+	Workers int
+	// Lease is how long a compaction's claim lasts without renewal; a worker
+	// renews it while it works, so a crashed worker's claim runs out.
+	Lease time.Duration
+	// MaxDeliver bounds redeliveries of a request that keeps failing.
+	MaxDeliver int
 }
+
+// DefaultConfig holds the target's defaults.
+func DefaultConfig() Config {
+	return Config{Workers: 4, Lease: 2 * time.Minute, MaxDeliver: 8}
+}
+
+// Service is the compactor.
+type Service struct {
+	cfg      Config
+	store    *store.Store
+	bus      *bus.Bus
+	settings *tenantcfg.Cache
+	provider llm.Provider
+	log      *slog.Logger
+	now      func() time.Time
+	metrics  serviceMetrics
+}
+
+// New builds the compactor. provider makes the LLM summaries; meter may be nil.
+func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, provider llm.Provider, log *slog.Logger, meter metric.Meter) (*Service, error) {
+	if meter == nil {
+		meter = noop.NewMeterProvider().Meter("")
+	}
+	m, err := newMetrics(meter)
+	if err != nil {
+		return nil, fmt.Errorf("compactor.New: %w", err)
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultConfig().Lease
+	}
+	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: provider, log: log, now: time.Now, metrics: m}, nil
+}
+
+// Run consumes compaction requests until ctx ends, then drains in-flight work.
+func (s *Service) Run(ctx context.Context) error {
+	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
+		Stream:        bus.StreamEvents,
+		Durable:       "compactor",
+		FilterSubject: bus.KindCompactRequested + ".>",
+		Workers:       s.cfg.Workers,
+		MaxDeliver:    s.cfg.MaxDeliver,
+		AckWait:       s.cfg.Lease,
+		OnOutcome:     func(o bus.Outcome) { s.metrics.delivery(context.Background(), o) },
+	}, s.Handle)
+	if err != nil {
+		return fmt.Errorf("compactor.Run: %w", err)
+	}
+	s.log.Info("compactor consuming", "subject", bus.KindCompactRequested+".>", "workers", s.cfg.Workers, "provider", s.provider.Name())
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	return runner.Stop(stopCtx)
+}
+
+// Handle is the bus handler for one compact.requested message.
+func (s *Service) Handle(ctx context.Context, m bus.Message) error {
+	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
+	}
+	var req events.CompactRequested
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		return bus.Permanent(fmt.Errorf("compact.requested: %w", err))
+	}
+	if req.TenantID != tenant || req.SessionID != session {
+		return bus.Permanent(fmt.Errorf("compact.requested for %s/%s arrived on the subject of %s/%s", req.TenantID, req.SessionID, tenant, session))
+	}
+	id := req.CompactionID
+	if id == "" {
+		if req.Request <= 0 {
+			return bus.Permanent(errors.New("compact.requested names neither a compaction nor a request number"))
+		}
+		id = AutoCompactionID(tenant, session, req.Request)
+		err := s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+			_, err := tx.RequestCompaction(ctx, store.Compaction{ID: id, SessionID: session, Request: req.Request, Trigger: TriggerAuto})
+			return err
+		})
+		if err != nil {
+			return s.retryable(err)
+		}
+	}
+	err = s.Compact(ctx, tenant, session, id, m.InProgress)
+	if errors.Is(err, store.ErrCompactionRunning) {
+		return bus.Transient(err) // its turn comes when the running one ends
+	}
+	if err != nil && m.NumDelivered >= s.cfg.MaxDeliver && !store.IsUnavailable(err) {
+		// The last delivery: end the compaction, or the session would wait
+		// for it forever and never be compacted again.
+		if aerr := s.abandon(ctx, tenant, session, id, err); aerr != nil {
+			return errors.Join(err, aerr)
+		}
+		return bus.Permanent(err)
+	}
+	return s.retryable(err)
+}
+
+// abandon ends a compaction that kept failing, clears the session's
+// compaction in flight and announces compact.failed.
+func (s *Service) abandon(ctx context.Context, tenant, session, id string, cause error) error {
+	var j job
+	err := s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		c, err := tx.Compaction(ctx, id)
+		if err != nil {
+			return err
+		}
+		j.c = c
+		j.state.Session, err = tx.Session(ctx, session)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("compactor: abandon %s: %w", id, err)
+	}
+	return s.end(ctx, j, store.CompactionFailed, "gave up after repeated errors: "+cause.Error())
+}
+
+// retryable marks errors of an unavailable Postgres as transient, so they
+// do not spend the message's deliveries.
+func (s *Service) retryable(err error) error {
+	if err != nil && store.IsUnavailable(err) {
+		return bus.Transient(err)
+	}
+	return err
+}
+
+// AutoCompactionID names the compaction of an automatic request, so a
+// redelivered request finds the compaction it made.
+func AutoCompactionID(tenant, session string, request int64) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, fmt.Appendf(nil, "mnemos:compaction:%s/%s/%d", tenant, session, request)).String()
+}
+
+// Triggers of a compaction.
+const (
+	TriggerAuto   = "auto"
+	TriggerManual = "manual"
+)
+
+// Directions of a partial compaction around a pivot message.
+const (
+	// DirectionFrom summarizes what follows the pivot and keeps everything up
+	// to it as it was, so the provider's cached prefix stays valid.
+	DirectionFrom = "from"
+	// DirectionUpTo summarizes everything up to the pivot and keeps what follows.
+	DirectionUpTo = "up_to"
+)
+
+// Methods of a compaction, cheapest first.
+const (
+	MethodSessionMemory = "session_memory"
+	MethodFull          = "full"
+	MethodExtractive    = "extractive"
+)

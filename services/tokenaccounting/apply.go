@@ -190,12 +190,20 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 		replaced[d.MessageUUID] = true
 	}
 	var added []store.Message
+	staleUsage := false
 	for i, m := range shown {
 		isResponse := ev.Response != nil && i == len(shown)-1
 		_, resent := known[m.UUID]
-		if isResponse && ev.Usage != nil {
+		switch {
+		case isResponse && ev.Usage != nil && stale(next, *ev.Usage):
+			// Answered from the context as it was before the latest
+			// compaction: the usage measures what the compaction removed.
+			tally.Add(tokens.EstimateMessage(m))
+			staleUsage = true
+		case isResponse && ev.Usage != nil:
 			tally.SetResponse(*ev.Usage, m.Content)
-		} else if !resent {
+			next.StaleUsageAbove = 0
+		case !resent:
 			tally.Add(tokens.EstimateMessage(m))
 		}
 		if resent {
@@ -311,6 +319,9 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if next.CompactRequests > sess.CompactRequests {
 		s.metrics.compactRequested(ctx)
 	}
+	if staleUsage {
+		s.metrics.staleUsage(ctx)
+	}
 	for _, d := range decisions {
 		if !d.Recorded {
 			s.metrics.offloaded(ctx, int64(d.SizeChars))
@@ -318,6 +329,15 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	}
 	*sess = next
 	return nil
+}
+
+// stale reports whether a response's usage was measured on the context as it
+// was before the session's latest compaction: its input is at or above the
+// midpoint between the sizes before and after it. Such usage says nothing of
+// the compacted context, so the response is counted by its estimate until a
+// request built on the compacted context reports.
+func stale(s store.Session, u turn.Usage) bool {
+	return s.StaleUsageAbove > 0 && u.InputSide() >= s.StaleUsageAbove
 }
 
 // reject records ev as refused and dead-letters it through the outbox; the

@@ -19,6 +19,7 @@ type serviceMetrics struct {
 	offChars metric.Int64Counter
 	gapsSeqs metric.Int64Counter
 	delivers metric.Int64Counter
+	stale    metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -48,6 +49,9 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 	if sm.delivers, err = m.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Turn event deliveries to the accountant, by result (acked, retried, dead_lettered).")); err != nil {
 		return sm, err
 	}
+	if sm.stale, err = m.Int64Counter("mnemos.accounting.stale_usage", metric.WithDescription("Responses whose usage came from the context before a compaction, counted by estimate instead.")); err != nil {
+		return sm, err
+	}
 	return sm, nil
 }
 
@@ -72,3 +76,5 @@ func (m serviceMetrics) offloaded(ctx context.Context, chars int64) {
 }
 
 func (m serviceMetrics) gapSkipped(ctx context.Context, n int64) { m.gapsSeqs.Add(ctx, n) }
+
+func (m serviceMetrics) staleUsage(ctx context.Context) { m.stale.Add(ctx, 1) }

@@ -1,0 +1,100 @@
+package tenantcfg
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mnemos-ai/mnemos/pkg/compaction"
+)
+
+// Compaction holds a tenant's compaction settings (DESIGN §5).
+type Compaction struct {
+	// Instructions are appended to every LLM summary request of the tenant,
+	// unless a manual request brings its own.
+	Instructions string `json:"instructions"`
+	// BreakerFailures is how many LLM compactions of a session may fail in a
+	// row before its automatic compactions use the extractive summary only.
+	BreakerFailures int `json:"breaker_failures"`
+	// SessionMemory bounds what session-memory compaction keeps verbatim.
+	SessionMemory KeepSettings `json:"session_memory"`
+	// Restore bounds what is restored after a compaction.
+	Restore RestoreSettings `json:"restore"`
+	// Tools maps the tenant's tool names to the roles compaction knows.
+	Tools ToolNames `json:"tools"`
+}
+
+// KeepSettings bound session-memory compaction: it keeps at least MinTokens and
+// MinTextMessages messages with text, and never more than MaxTokens.
+type KeepSettings struct {
+	MinTokens       int64 `json:"min_tokens"`
+	MinTextMessages int   `json:"min_text_messages"`
+	MaxTokens       int64 `json:"max_tokens"`
+}
+
+// RestoreSettings bound what is restored: the Files most recently read files, each at most
+// FileTokens, at most TotalTokens in all.
+type RestoreSettings struct {
+	Files       int   `json:"files"`
+	FileTokens  int64 `json:"file_tokens"`
+	TotalTokens int64 `json:"total_tokens"`
+}
+
+// ToolNames lists the tenant's tools by role. A list left out keeps the default.
+type ToolNames struct {
+	Read  []string `json:"read,omitempty"`
+	Edit  []string `json:"edit,omitempty"`
+	Write []string `json:"write,omitempty"`
+	Shell []string `json:"shell,omitempty"`
+	Todo  []string `json:"todo,omitempty"`
+}
+
+// DefaultCompaction holds the design's numbers.
+func DefaultCompaction() Compaction {
+	n := compaction.DefaultToolNames()
+	return Compaction{
+		BreakerFailures: 3,
+		SessionMemory:   KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000},
+		Restore:         RestoreSettings{Files: 5, FileTokens: 5_000, TotalTokens: 50_000},
+		Tools:           ToolNames{Read: n.Read, Edit: n.Edit, Write: n.Write, Shell: n.Shell, Todo: n.Todo},
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c Compaction) Validate() error {
+	var errs []error
+	if c.BreakerFailures < 1 {
+		errs = append(errs, fmt.Errorf("compaction: breaker_failures must be at least 1, got %d", c.BreakerFailures))
+	}
+	k := c.SessionMemory
+	if k.MinTokens < 0 || k.MinTextMessages < 0 || k.MaxTokens <= 0 || k.MinTokens > k.MaxTokens {
+		errs = append(errs, fmt.Errorf("compaction: session_memory needs 0 <= min_tokens <= max_tokens, max_tokens > 0 and min_text_messages >= 0, got %+v", k))
+	}
+	r := c.Restore
+	if r.Files < 0 || r.FileTokens < 0 || r.TotalTokens < 0 {
+		errs = append(errs, fmt.Errorf("compaction: restore limits must not be negative, got %+v", r))
+	}
+	if len(c.Instructions) > 20_000 {
+		errs = append(errs, errors.New("compaction: instructions are longer than 20,000 bytes"))
+	}
+	return errors.Join(errs...)
+}
+
+// ToolNames returns the tool mapping in compaction's terms.
+func (c Compaction) ToolNames() compaction.ToolNames {
+	return compaction.ToolNames{Read: c.Tools.Read, Edit: c.Tools.Edit, Write: c.Tools.Write, Shell: c.Tools.Shell, Todo: c.Tools.Todo}
+}
+
+// LLM holds a tenant's model-call settings.
+type LLM struct {
+	// DailyTokenBudget bounds the tokens the tenant's model calls may use per
+	// UTC day, every task together; 0 means no bound.
+	DailyTokenBudget int64 `json:"daily_token_budget"`
+}
+
+// Validate reports settings that cannot work.
+func (l LLM) Validate() error {
+	if l.DailyTokenBudget < 0 {
+		return fmt.Errorf("llm: daily_token_budget must not be negative, got %d", l.DailyTokenBudget)
+	}
+	return nil
+}

@@ -1,0 +1,531 @@
+package compactor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/pkg/view"
+)
+
+// job is one compaction's inputs, read when it is claimed.
+type job struct {
+	c     store.Compaction
+	set   tenantcfg.Settings
+	state sessionctx.State
+	// all is every stored message of the session, as stored; shown the
+	// current context as rendered (head, then messages with micro-compaction).
+	all   []view.Message
+	shown []view.Message
+	notes *store.Notes
+}
+
+// result is what a compaction made.
+type result struct {
+	method   string
+	summary  string
+	head     []view.Message
+	keepFrom int64
+	kept     []view.Message
+	sum      compaction.Summary
+	// llmErr is the failure of an LLM summary that fell back to the extractive one.
+	llmErr error
+}
+
+// failure ends a compaction without changing the context: the request was
+// wrong (a pivot not in the context, nothing to summarize).
+type failure struct{ reason string }
+
+func (f failure) Error() string { return f.reason }
+
+// Compact runs compaction id of a session. It is safe to call again for the
+// same compaction: a finished one is left as it is. progress, when not nil,
+// is called periodically while the compaction runs.
+func (s *Service) Compact(ctx context.Context, tenant, session, id string, progress func() error) error {
+	set, err := s.settings.For(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("compactor: settings of %s: %w", tenant, err)
+	}
+	j, done, err := s.claim(ctx, tenant, session, id, set)
+	if err != nil || done {
+		return err
+	}
+
+	workCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	renewed := make(chan error, 1)
+	go func() { renewed <- s.keepClaim(workCtx, tenant, id, progress, stop) }()
+
+	res, err := s.compact(workCtx, j)
+	stop()
+	if lost := <-renewed; lost != nil && err == nil {
+		err = lost
+	}
+	var f failure
+	switch {
+	case errors.As(err, &f):
+		return s.end(ctx, j, store.CompactionFailed, f.reason)
+	case err != nil:
+		if rerr := s.store.ReleaseCompaction(context.WithoutCancel(ctx), tenant, id); rerr != nil {
+			s.log.Warn("could not release compaction; its lease will run out", "tenant", tenant, "session", session, "compaction", id, "err", rerr)
+		}
+		return fmt.Errorf("compactor: compaction %s of %s/%s: %w", id, tenant, session, err)
+	case res == nil:
+		return s.end(ctx, j, store.CompactionSkipped, "the session is below the auto-compact threshold")
+	}
+	return s.commit(ctx, j, res)
+}
+
+// claim takes compaction id and reads what it needs. done reports a
+// compaction that already ended.
+func (s *Service) claim(ctx context.Context, tenant, session, id string, set tenantcfg.Settings) (job, bool, error) {
+	j := job{set: set}
+	done := false
+	err := s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		c, err := tx.Compaction(ctx, id)
+		if err != nil {
+			return err
+		}
+		if c.SessionID != session {
+			return bus.Permanent(fmt.Errorf("compaction %s belongs to session %s, not %s", id, c.SessionID, session))
+		}
+		switch c.Status {
+		case store.CompactionCompleted, store.CompactionFailed, store.CompactionSkipped:
+			done = true
+			return nil
+		}
+		c, err = tx.StartCompaction(ctx, session, id, s.now().Add(s.cfg.Lease))
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("compaction %s is running elsewhere: %w", id, store.ErrCompactionRunning)
+		}
+		if err != nil {
+			return err
+		}
+		j.c = c
+		if j.state, err = sessionctx.Load(ctx, tx, session); err != nil {
+			return err
+		}
+		rows, err := tx.Messages(ctx, session)
+		if err != nil {
+			return err
+		}
+		if j.all, err = sessionctx.Messages(rows); err != nil {
+			return err
+		}
+		notes, err := tx.Notes(ctx, session)
+		switch {
+		case err == nil:
+			j.notes = &notes
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return job{}, false, err
+	}
+	if !done {
+		j.shown = append(append([]view.Message(nil), j.state.Head...), sessionctx.ApplyCleared(j.state.Messages, j.state.Cleared, assembly.ClearedText)...)
+	}
+	return j, done, nil
+}
+
+// keepClaim renews the compaction's lease (and the message's ack wait)
+// until ctx ends. When the lease is lost it cancels the work.
+func (s *Service) keepClaim(ctx context.Context, tenant, id string, progress func() error, cancel func()) error {
+	t := s.cfg.Lease / 3
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timeAfter(t):
+		}
+		if progress != nil {
+			if err := progress(); err != nil {
+				s.log.Warn("could not extend the request's ack wait", "compaction", id, "err", err)
+			}
+		}
+		err := s.store.RenewCompaction(ctx, tenant, id, s.now().Add(s.cfg.Lease))
+		if errors.Is(err, store.ErrNotFound) {
+			cancel()
+			return fmt.Errorf("compaction %s: lease lost", id)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("could not renew the compaction's lease; retrying", "compaction", id, "err", err)
+		}
+	}
+}
+
+// compact decides how to compact and does it. A nil result means there is
+// nothing to do.
+func (s *Service) compact(ctx context.Context, j job) (*result, error) {
+	sess := j.state.Session
+	limits := accounting.Limits(j.set.Tokens, sess)
+	j.c.PreTokens = sess.TokenCount
+	if j.c.Trigger == TriggerAuto && !limits.AboveAutoCompact(sess.TokenCount) {
+		return nil, nil
+	}
+	if j.c.Direction != "" {
+		return s.partial(ctx, j)
+	}
+	if len(j.shown) == 0 {
+		return nil, failure{"the session has no messages to compact"}
+	}
+	if res := s.fromNotes(j, limits); res != nil {
+		return res, nil
+	}
+	res, err := s.summarize(ctx, j, j.shown)
+	if err != nil {
+		return nil, err
+	}
+	res.keepFrom = throughOf(j) + 1
+	res.head = s.head(j, res, nil, s.restore(j, nil))
+	return res, nil
+}
+
+// fromNotes is session-memory compaction: the session's notes are the
+// summary and the messages after the last one they cover stay. It returns
+// nil to fall through to the next method.
+func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
+	if j.notes == nil || strings.TrimSpace(j.notes.Content) == "" || j.notes.LastSummarizedUUID == "" {
+		return nil
+	}
+	stored := j.shown[len(j.state.Head):]
+	k := j.set.Compaction.SessionMemory
+	i, err := compaction.KeepFrom(stored, j.notes.LastSummarizedUUID, compaction.KeepLimits{
+		MinTokens: k.MinTokens, MinTextMessages: k.MinTextMessages, MaxTokens: k.MaxTokens,
+	})
+	if err != nil {
+		return nil // the notes end before the context does: they cannot replace it
+	}
+	res := &result{method: MethodSessionMemory, summary: j.notes.Content, kept: stored[i:]}
+	res.keepFrom = throughOf(j) + 1
+	if len(res.kept) > 0 {
+		res.keepFrom = res.kept[0].Position
+	}
+	res.head = s.head(j, res, nil, s.restore(j, res.kept))
+	if view.Tokens(res.head)+view.Tokens(res.kept) >= limits.AutoCompact {
+		return nil
+	}
+	return res
+}
+
+// partial compacts around a pivot message: DirectionUpTo summarizes up to
+// it and keeps what follows; DirectionFrom keeps everything up to it as it
+// was and summarizes what follows.
+func (s *Service) partial(ctx context.Context, j job) (*result, error) {
+	p := -1
+	for i, m := range j.shown {
+		if m.Stored() && m.UUID == j.c.PivotUUID {
+			p = i
+			break
+		}
+	}
+	if p < 0 {
+		return nil, failure{fmt.Sprintf("pivot message %q is not in the session's context", j.c.PivotUUID)}
+	}
+	// Never part a tool_use from its result: the pivot moves past results
+	// that answer calls on its side.
+	for p+1 < len(j.shown) && answersCallsIn(j.shown[p+1], j.shown[:p+1]) {
+		p++
+	}
+	before, after := j.shown[:p+1], j.shown[p+1:]
+	switch j.c.Direction {
+	case DirectionUpTo:
+		res, err := s.summarize(ctx, j, before)
+		if err != nil {
+			return nil, err
+		}
+		res.kept = after
+		res.keepFrom = throughOf(j) + 1
+		if len(after) > 0 {
+			res.keepFrom = after[0].Position
+		}
+		res.head = s.head(j, res, nil, s.restore(j, after))
+		return res, nil
+	case DirectionFrom:
+		if len(after) == 0 {
+			return nil, failure{fmt.Sprintf("nothing follows pivot message %q to summarize", j.c.PivotUUID)}
+		}
+		res, err := s.summarize(ctx, j, after)
+		if err != nil {
+			return nil, err
+		}
+		res.keepFrom = throughOf(j) + 1
+		res.head = s.head(j, res, before, nil)
+		return res, nil
+	default:
+		return nil, failure{fmt.Sprintf("unknown direction %q (want %q or %q)", j.c.Direction, DirectionFrom, DirectionUpTo)}
+	}
+}
+
+// summarize writes the summary of msgs: by the LLM unless the session's
+// circuit is open for automatic compactions, else (or when the LLM fails)
+// extractively. Only the end of ctx is an error.
+func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*result, error) {
+	res := &result{}
+	circuitOpen := j.c.Trigger == TriggerAuto && j.state.Session.CompactCircuitOpen
+	if !circuitOpen {
+		instructions := j.c.Instructions
+		if instructions == "" {
+			instructions = j.set.Compaction.Instructions
+		}
+		sum, err := compaction.Summarize(ctx, s.provider, compaction.SummaryInput{
+			Tenant: j.state.Session.TenantID, Messages: msgs, Instructions: instructions,
+		})
+		res.sum = sum
+		if err == nil {
+			res.method, res.summary = MethodFull, sum.Text
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		res.llmErr = err
+		s.log.Warn("LLM compaction failed; using the extractive summary", "tenant", j.state.Session.TenantID,
+			"session", j.state.Session.SessionID, "compaction", j.c.ID, "kind", llm.KindOf(err), "err", err)
+	}
+	res.method = MethodExtractive
+	res.summary = compaction.Extractive(msgs, compaction.ExtractLimits{Tools: j.set.Compaction.ToolNames()})
+	return res, nil
+}
+
+// restore lists what is restored after the compaction: recently read files
+// not among the kept messages, the latest todo list, restorable attachments.
+func (s *Service) restore(j job, kept []view.Message) []turn.Block {
+	r := j.set.Compaction.Restore
+	return compaction.Restore(j.all, kept, compaction.RestoreLimits{
+		Files: r.Files, FileTokens: r.FileTokens, TotalTokens: r.TotalTokens,
+	}, j.set.Compaction.ToolNames())
+}
+
+// head makes the messages the compaction puts before the kept ones: the
+// prefix it keeps as it was (partial "from"), then one user message with the
+// boundary marker, the summary and what is restored.
+func (s *Service) head(j job, res *result, prefix []view.Message, restored []turn.Block) []view.Message {
+	out := make([]view.Message, 0, len(prefix)+1)
+	for _, m := range prefix {
+		out = append(out, sessionctx.HeadMessage(m.Role, m.Content))
+	}
+	content := turn.Content{
+		{Type: turn.BlockText, Text: Boundary(j.c, res.method)},
+		{Type: turn.BlockText, Text: SummaryText(res.method, len(res.kept) > 0, res.summary)},
+	}
+	content = append(content, restored...)
+	return append(out, sessionctx.HeadMessage("user", content))
+}
+
+// Boundary is the marker that starts a compacted context.
+func Boundary(c store.Compaction, method string) string {
+	dir := ""
+	if c.Direction != "" {
+		dir = fmt.Sprintf(" direction=%q", c.Direction)
+	}
+	return fmt.Sprintf("<mnemos:compact-boundary id=%q trigger=%q method=%q%s pre_tokens=\"%d\"/>", c.ID, c.Trigger, method, dir, c.PreTokens)
+}
+
+// SummaryText introduces a summary to the model that reads it next.
+func SummaryText(method string, keptFollow bool, summary string) string {
+	var b strings.Builder
+	if method == MethodSessionMemory {
+		b.WriteString("This session ran long, so its earlier messages were replaced by the running notes kept during the session, below.")
+	} else {
+		b.WriteString("This session ran long, so its earlier messages were replaced by the summary below, written from them.")
+	}
+	if keptFollow {
+		b.WriteString(" The most recent messages follow as they were.")
+	}
+	b.WriteString(" Carry on with the work from where it stopped; do not ask the user to repeat what the summary already says.\n\n")
+	b.WriteString(strings.TrimSpace(summary))
+	return b.String()
+}
+
+// answersCallsIn reports whether m holds a tool_result for a tool_use in msgs.
+func answersCallsIn(m view.Message, msgs []view.Message) bool {
+	calls := map[string]bool{}
+	for _, o := range msgs {
+		for _, b := range o.Content {
+			if b.Type == turn.BlockToolUse {
+				calls[b.ID] = true
+			}
+		}
+	}
+	for _, b := range m.Content {
+		if b.Type == turn.BlockToolResult && calls[b.ToolUseID] {
+			return true
+		}
+	}
+	return false
+}
+
+// throughOf is the last message position the compaction sees.
+func throughOf(j job) int64 {
+	if n := len(j.all); n > 0 {
+		return j.all[n-1].Position
+	}
+	return -1
+}
+
+// commit records the compaction, makes it the session's context and token
+// baseline, and announces it.
+func (s *Service) commit(ctx context.Context, j job, res *result) error {
+	sess := j.state.Session
+	head, err := sessionctx.EncodeHead(res.head)
+	if err != nil {
+		return err
+	}
+	c := j.c
+	c.Method, c.Summary, c.Head, c.KeepFrom, c.ThroughPosition = res.method, res.summary, head, res.keepFrom, throughOf(j)
+	c.PreTokens = sess.TokenCount
+	c.PostTokens = view.Tokens(res.head) + view.Tokens(res.kept)
+	c.LLMCalls, c.LLMModel = res.sum.Attempts, res.sum.Model
+	c.LLMRetries = max(res.sum.Attempts-1, 0)
+	c.InputTokens, c.OutputTokens = res.sum.Usage.InputTokens, res.sum.Usage.OutputTokens
+	c.CacheReadTokens, c.CacheWriteTokens = res.sum.Usage.CacheReadTokens, res.sum.Usage.CacheWriteTokens
+	failures, open, opened := s.breaker(j, res)
+	if res.llmErr != nil {
+		c.Error = res.llmErr.Error()
+	}
+
+	var status events.Tokens
+	err = s.store.InTx(ctx, sess.TenantID, func(tx *store.Tx) error {
+		now, err := tx.LockSession(ctx, sess.SessionID, sess.AgentID)
+		if err != nil {
+			return err
+		}
+		if err := tx.CompleteCompaction(ctx, c); err != nil {
+			return err
+		}
+		pending, err := tx.MessageTokensAfter(ctx, sess.SessionID, c.ThroughPosition)
+		if err != nil {
+			return err
+		}
+		limits := accounting.Limits(j.set.Tokens, now)
+		count := c.PostTokens + pending
+		status = accounting.Status(limits, count)
+		if err := tx.ApplyCompaction(ctx, store.CompactedSession{
+			SessionID: sess.SessionID, CompactionID: c.ID, KeepFrom: c.KeepFrom,
+			BaselineTokens: c.PostTokens, PendingTokens: pending, TokenCount: count, State: status.State,
+			CompactFailures: failures, CompactCircuitOpen: open,
+			StaleUsageAbove: staleAbove(c.PreTokens, c.PostTokens),
+		}); err != nil {
+			return err
+		}
+		at := s.now().UTC()
+		if status.State != now.State {
+			if err := enqueue(ctx, tx, bus.KindContextThreshold, sess, "threshold:compaction:"+c.ID, events.ContextThreshold{
+				Schema: events.SchemaContextThreshold, TenantID: sess.TenantID, SessionID: sess.SessionID,
+				Seq: now.AppliedSeq, PreviousState: now.State, Tokens: status, At: at,
+			}); err != nil {
+				return err
+			}
+		}
+		if opened {
+			if err := s.enqueueCircuit(ctx, tx, sess, c, failures, res.llmErr); err != nil {
+				return err
+			}
+		}
+		return enqueue(ctx, tx, bus.KindCompactCompleted, sess, "compacted:"+c.ID, events.CompactCompleted{
+			Schema: events.SchemaCompactCompleted, TenantID: sess.TenantID, SessionID: sess.SessionID,
+			CompactionID: c.ID, Trigger: c.Trigger, Method: c.Method, Direction: c.Direction,
+			PreTokens: c.PreTokens, PostTokens: c.PostTokens, LLMCalls: c.LLMCalls, Tokens: status, At: at,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("compactor: commit %s: %w", c.ID, err)
+	}
+	s.metrics.completed(ctx, c, opened)
+	s.log.Info("session compacted", "tenant", sess.TenantID, "session", sess.SessionID, "compaction", c.ID,
+		"trigger", c.Trigger, "method", c.Method, "pre_tokens", c.PreTokens, "post_tokens", c.PostTokens,
+		"count", status.Count, "llm_calls", c.LLMCalls)
+	return nil
+}
+
+// breaker returns the session's consecutive LLM failures and circuit state
+// after res, and whether this compaction opened the circuit.
+func (s *Service) breaker(j job, res *result) (failures int, open, opened bool) {
+	sess := j.state.Session
+	switch {
+	case res.llmErr != nil:
+		failures = sess.CompactFailures + 1
+		open = sess.CompactCircuitOpen || failures >= j.set.Compaction.BreakerFailures
+		return failures, open, open && !sess.CompactCircuitOpen
+	case res.method == MethodFull:
+		return 0, false, false // the model answered: the circuit closes
+	default:
+		return sess.CompactFailures, sess.CompactCircuitOpen, false
+	}
+}
+
+// staleAbove is where usage starts to look like the context before the
+// compaction rather than after it: halfway between the two.
+func staleAbove(pre, post int64) int64 {
+	if pre <= post {
+		return 0
+	}
+	return post + (pre-post)/2
+}
+
+// end finishes a compaction that leaves the context as it was.
+func (s *Service) end(ctx context.Context, j job, status, reason string) error {
+	sess := j.state.Session
+	c := j.c
+	c.Status, c.Error = status, reason
+	err := s.store.InTx(ctx, sess.TenantID, func(tx *store.Tx) error {
+		if err := tx.EndCompaction(ctx, c); err != nil {
+			return err
+		}
+		if err := tx.CompactionEnded(ctx, sess.SessionID, sess.CompactFailures, sess.CompactCircuitOpen); err != nil {
+			return err
+		}
+		if status != store.CompactionFailed {
+			return nil
+		}
+		return enqueue(ctx, tx, bus.KindCompactFailed, sess, "compact-failed:"+c.ID, events.CompactFailed{
+			Schema: events.SchemaCompactFailed, TenantID: sess.TenantID, SessionID: sess.SessionID,
+			CompactionID: c.ID, Trigger: c.Trigger, Reason: reason, At: s.now().UTC(),
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("compactor: end %s: %w", c.ID, err)
+	}
+	s.metrics.ended(ctx, c.Trigger, status)
+	s.log.Info("compaction ended without compacting", "tenant", sess.TenantID, "session", sess.SessionID, "compaction", c.ID, "status", status, "reason", reason)
+	return nil
+}
+
+func (s *Service) enqueueCircuit(ctx context.Context, tx *store.Tx, sess store.Session, c store.Compaction, failures int, cause error) error {
+	last := ""
+	if cause != nil {
+		last = cause.Error()
+	}
+	s.log.Warn("compaction circuit opened: automatic compactions of this session use the extractive summary",
+		"tenant", sess.TenantID, "session", sess.SessionID, "failures", failures, "last_error", last)
+	return enqueue(ctx, tx, bus.KindCircuitOpened, sess, "circuit:"+c.ID, events.CircuitOpened{
+		Schema: events.SchemaCircuitOpened, TenantID: sess.TenantID, SessionID: sess.SessionID,
+		Failures: failures, LastError: last, At: s.now().UTC(),
+	})
+}
+
+func enqueue(ctx context.Context, tx *store.Tx, kind string, sess store.Session, msgID string, payload any) error {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", kind, err)
+	}
+	return tx.Enqueue(ctx, store.OutboxEvent{
+		Subject: bus.Subject(kind, sess.TenantID, sess.SessionID), MsgID: msgID, Payload: data, Headers: bus.TraceHeaders(ctx),
+	})
+}

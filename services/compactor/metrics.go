@@ -1,0 +1,58 @@
+package compactor
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+type serviceMetrics struct {
+	compactions metric.Int64Counter
+	saved       metric.Int64Counter
+	circuits    metric.Int64Counter
+	delivers    metric.Int64Counter
+}
+
+func newMetrics(m metric.Meter) (serviceMetrics, error) {
+	var sm serviceMetrics
+	var err error
+	if sm.compactions, err = m.Int64Counter("mnemos.compactions", metric.WithDescription("Compactions ended, by trigger, method and outcome.")); err != nil {
+		return sm, err
+	}
+	if sm.saved, err = m.Int64Counter("mnemos.compactions.tokens_saved", metric.WithDescription("Tokens taken out of contexts by compactions (pre minus post), by method.")); err != nil {
+		return sm, err
+	}
+	if sm.circuits, err = m.Int64Counter("mnemos.compactions.circuit_opened", metric.WithDescription("Sessions whose LLM compactions failed too often in a row.")); err != nil {
+		return sm, err
+	}
+	if sm.delivers, err = m.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Deliveries to a consumer, by result (acked, retried, dead_lettered).")); err != nil {
+		return sm, err
+	}
+	return sm, nil
+}
+
+func (m serviceMetrics) delivery(ctx context.Context, o bus.Outcome) {
+	m.delivers.Add(ctx, 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
+}
+
+func (m serviceMetrics) completed(ctx context.Context, c store.Compaction, opened bool) {
+	m.compactions.Add(ctx, 1, metric.WithAttributes(attribute.String("trigger", c.Trigger), attribute.String("method", c.Method), attribute.String("outcome", store.CompactionCompleted)))
+	if c.PreTokens > c.PostTokens {
+		m.saved.Add(ctx, c.PreTokens-c.PostTokens, metric.WithAttributes(attribute.String("method", c.Method)))
+	}
+	if opened {
+		m.circuits.Add(ctx, 1)
+	}
+}
+
+func (m serviceMetrics) ended(ctx context.Context, trigger, status string) {
+	m.compactions.Add(ctx, 1, metric.WithAttributes(attribute.String("trigger", trigger), attribute.String("method", ""), attribute.String("outcome", status)))
+}
+
+// timeAfter is time.After; a variable so nothing else needs a clock.
+var timeAfter = time.After

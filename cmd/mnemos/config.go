@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -55,6 +57,15 @@ type Config struct {
 
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
 	LogFormat string     // MNEMOS_LOG_FORMAT: text or json
+
+	// The model provider: MNEMOS_LLM_PROVIDER (anthropic, openai or
+	// builtin; empty chooses by the keys set), ANTHROPIC_API_KEY,
+	// MNEMOS_ANTHROPIC_BASE_URL, OPENAI_API_KEY, MNEMOS_OPENAI_BASE_URL,
+	// MNEMOS_LLM_MODEL (default model), MNEMOS_LLM_MODEL_<TASK> (per task:
+	// COMPACTION, NOTES, EXTRACTION, RECALL, DREAMING), MNEMOS_LLM_TIMEOUT.
+	LLM providers.Config
+
+	ContextWait time.Duration // MNEMOS_CONTEXT_WAIT: a blocked context request waits this long for its compaction
 }
 
 // configFromEnv reads the environment; target comes from the flag.
@@ -72,6 +83,7 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		GapTimeout:       30 * time.Second,
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
+		ContextWait:      30 * time.Second,
 	}
 	valid := false
 	for _, t := range targets {
@@ -132,6 +144,14 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		errs = append(errs, fmt.Sprintf("MNEMOS_LOG_FORMAT=%q: want text or json", cfg.LogFormat))
 	}
+	errs = append(errs, llmFromEnv(&cfg.LLM, getenv)...)
+	if v := getenv("MNEMOS_CONTEXT_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Sprintf("MNEMOS_CONTEXT_WAIT=%q: want a duration such as 30s", v))
+		}
+		cfg.ContextWait = d
+	}
 	if cfg.NATSURL == "" && target != TargetAll {
 		errs = append(errs, fmt.Sprintf("MNEMOS_NATS_URL is required for -target=%s (only -target=all embeds NATS)", target))
 	}
@@ -162,7 +182,62 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("workers", c.Workers),
 		slog.Duration("gap_timeout", c.GapTimeout),
 		slog.String("dev_api_key", mask(c.DevAPIKey)),
+		slog.String("llm_provider", c.LLM.Kind()),
+		slog.String("anthropic_api_key", maskOptional(c.LLM.Anthropic.APIKey)),
+		slog.String("openai_api_key", maskOptional(c.LLM.OpenAI.APIKey)),
+		slog.String("openai_base_url", c.LLM.OpenAI.BaseURL),
+		slog.Duration("context_wait", c.ContextWait),
 	)
+}
+
+// llmFromEnv reads the model provider's settings.
+func llmFromEnv(cfg *providers.Config, getenv func(string) string) []string {
+	var errs []string
+	first := func(names ...string) string {
+		for _, n := range names {
+			if v := getenv(n); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	cfg.Provider = getenv("MNEMOS_LLM_PROVIDER")
+	switch cfg.Provider {
+	case "", "anthropic", "openai", "builtin":
+	default:
+		errs = append(errs, fmt.Sprintf("MNEMOS_LLM_PROVIDER=%q: want anthropic, openai or builtin", cfg.Provider))
+	}
+	cfg.Anthropic.APIKey = first("MNEMOS_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
+	cfg.Anthropic.BaseURL = getenv("MNEMOS_ANTHROPIC_BASE_URL")
+	cfg.OpenAI.APIKey = first("MNEMOS_OPENAI_API_KEY", "OPENAI_API_KEY")
+	cfg.OpenAI.BaseURL = getenv("MNEMOS_OPENAI_BASE_URL")
+	model := getenv("MNEMOS_LLM_MODEL")
+	cfg.Anthropic.Model, cfg.OpenAI.Model = model, model
+	models := llm.Models{}
+	for _, task := range llm.Tasks {
+		if v := getenv("MNEMOS_LLM_MODEL_" + strings.ToUpper(string(task))); v != "" {
+			models[task] = v
+		}
+	}
+	cfg.Anthropic.Models, cfg.OpenAI.Models = models, models
+	if v := getenv("MNEMOS_LLM_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Sprintf("MNEMOS_LLM_TIMEOUT=%q: want a duration such as 2m", v))
+		}
+		cfg.Anthropic.Timeout, cfg.OpenAI.Timeout = d, d
+	}
+	if cfg.Provider == "anthropic" && cfg.Anthropic.APIKey == "" {
+		errs = append(errs, "MNEMOS_LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")
+	}
+	return errs
+}
+
+func maskOptional(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	return mask(secret)
 }
 
 func mask(secret string) string {

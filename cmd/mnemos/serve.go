@@ -11,7 +11,12 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/health"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
+	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
+	"github.com/mnemos-ai/mnemos/pkg/llmledger"
 	"github.com/mnemos-ai/mnemos/pkg/natsembed"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -131,20 +136,46 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			return err
 		}
 		runs = append(runs, runner{TargetTokenAccounting, svc.Run})
+		status[TargetTokenAccounting] = "running"
+	}
+	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) {
+		// These targets write events through the outbox; each process that
+		// runs one relays it (relays share the rows safely).
 		relay := outbox.New(outbox.DefaultConfig(), st, b, log.With("service", "outbox-relay"))
 		runs = append(runs, runner{"outbox-relay", relay.Run})
-		status[TargetTokenAccounting] = "running"
+	}
+
+	// The model provider, guarded: budgets, timeouts, retries, usage records.
+	ledger := llmledger.New(st, settings)
+	rawLLM, err := providers.New(cfg.LLM, map[llm.Task]builtin.Handler{
+		llm.TaskCompaction: compaction.BuiltinSummarizer,
+	})
+	if err != nil {
+		return err
+	}
+	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm")})
+	if rawLLM.Name() == builtin.Name {
+		log.Info("no model configured: the builtin provider writes summaries from the data itself (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
+	}
+	banner("llm           %s", rawLLM.Name())
+
+	if runsTarget(TargetCompactor) {
+		svc, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log.With("service", TargetCompactor), metrics.Meter(TargetCompactor))
+		if err != nil {
+			return err
+		}
+		runs = append(runs, runner{TargetCompactor, svc.Run})
+		status[TargetCompactor] = "running"
 	}
 	idle := map[string]interface {
 		Run(context.Context) error
 		Status() string
 	}{
-		TargetCompactor:     compactor.New(log.With("service", TargetCompactor)),
 		TargetSessionMemory: sessionmemory.New(log.With("service", TargetSessionMemory)),
 		TargetExtractor:     extractor.New(log.With("service", TargetExtractor)),
 		TargetDreamer:       dreamer.New(log.With("service", TargetDreamer)),
 	}
-	for _, name := range []string{TargetCompactor, TargetSessionMemory, TargetExtractor, TargetDreamer} {
+	for _, name := range []string{TargetSessionMemory, TargetExtractor, TargetDreamer} {
 		if runsTarget(name) {
 			runs = append(runs, runner{name, idle[name].Run})
 			status[name] = idle[name].Status()
@@ -168,6 +199,8 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetGateway) {
 		gcfg := gateway.DefaultConfig()
 		gcfg.MaxEventBytes = cfg.MaxEventBytes
+		gcfg.ContextWait = cfg.ContextWait
+		gcfg.LLMProvider = rawLLM.Name()
 		gw, err := gateway.New(gcfg, st, b, settings, log.With("service", TargetGateway), metrics.Meter(TargetGateway))
 		if err != nil {
 			return err

@@ -31,6 +31,15 @@ type Config struct {
 	MaxEventBytes int
 	// KeyCacheTTL is how long a verified API key is trusted without asking Postgres.
 	KeyCacheTTL time.Duration
+	// ContextWait bounds how long a context request waits for the compaction
+	// in flight when the session is at its blocking limit (?wait= overrides).
+	ContextWait time.Duration
+	// PollInterval is how often a waiting request looks again.
+	PollInterval time.Duration
+	// LLMProvider names the provider compactions use, shown in answers.
+	LLMProvider string
+	// Now is the clock micro-compaction's idle rule reads (time.Now when nil).
+	Now func() time.Time
 }
 
 // DefaultConfig holds DESIGN's numbers.
@@ -38,6 +47,9 @@ func DefaultConfig() Config {
 	return Config{
 		MaxEventBytes: turn.DefaultMaxEventBytes,
 		KeyCacheTTL:   30 * time.Second,
+		ContextWait:   30 * time.Second,
+		PollInterval:  100 * time.Millisecond,
+		LLMProvider:   "builtin",
 	}
 }
 
@@ -74,6 +86,10 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
 	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.preflight))
 	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
+	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.getContext))
+	mux.Handle("POST /v1/sessions/{id}/compact", g.auth(g.postCompact))
+	mux.Handle("GET /v1/sessions/{id}/compactions", g.auth(g.listCompactions))
+	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -312,8 +328,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 type gatewayMetrics struct {
-	ingested metric.Int64Counter
-	rejected metric.Int64Counter
+	ingested          metric.Int64Counter
+	rejected          metric.Int64Counter
+	contextBlocked    metric.Int64Counter
+	microCleared      metric.Int64Counter
+	microSaved        metric.Int64Counter
+	cacheBreaks       metric.Int64Counter
+	manualCompactions metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (gatewayMetrics, error) {
@@ -323,6 +344,21 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 		return gm, err
 	}
 	if gm.rejected, err = m.Int64Counter("mnemos.turns.refused", metric.WithDescription("Turn events refused at the gateway, by reason.")); err != nil {
+		return gm, err
+	}
+	if gm.contextBlocked, err = m.Int64Counter("mnemos.context.blocked", metric.WithDescription("Context requests refused because the session stayed at its blocking limit.")); err != nil {
+		return gm, err
+	}
+	if gm.microCleared, err = m.Int64Counter("mnemos.microcompact.cleared", metric.WithDescription("Tool results cleared by micro-compaction.")); err != nil {
+		return gm, err
+	}
+	if gm.microSaved, err = m.Int64Counter("mnemos.microcompact.tokens_saved", metric.WithDescription("Tokens micro-compaction took out of contexts.")); err != nil {
+		return gm, err
+	}
+	if gm.cacheBreaks, err = m.Int64Counter("mnemos.context.cache_breaks", metric.WithDescription("Contexts that no longer start with the previous one, by kind: expected when a compaction or micro-compaction explains it, else unexpected.")); err != nil {
+		return gm, err
+	}
+	if gm.manualCompactions, err = m.Int64Counter("mnemos.compactions.manual_requested", metric.WithDescription("Manual compactions requested through the API.")); err != nil {
 		return gm, err
 	}
 	return gm, nil

@@ -1,0 +1,245 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+// CompactRequest is the body of POST /v1/sessions/{id}/compact. Every field
+// is optional.
+type CompactRequest struct {
+	// Instructions replace the tenant's custom summary instructions.
+	Instructions string `json:"instructions,omitempty"`
+	// PivotUUID and Direction ask for a partial compaction: "up_to"
+	// summarizes up to the pivot message and keeps what follows; "from"
+	// keeps everything up to it and summarizes what follows.
+	PivotUUID string `json:"pivot_uuid,omitempty"`
+	Direction string `json:"direction,omitempty"`
+	// Wait for the result (default true), at most TimeoutSeconds (default
+	// 60, at most 300). A compaction not done by then answers 202 with its id.
+	Wait           *bool `json:"wait,omitempty"`
+	TimeoutSeconds int   `json:"timeout_seconds,omitempty"`
+}
+
+// CompactionBody describes a compaction: POST …/compact, GET /v1/compactions/{id}.
+type CompactionBody struct {
+	ID           string     `json:"id"`
+	SessionID    string     `json:"session_id"`
+	Status       string     `json:"status"`
+	Trigger      string     `json:"trigger"`
+	Method       string     `json:"method,omitempty"`
+	Direction    string     `json:"direction,omitempty"`
+	PivotUUID    string     `json:"pivot_uuid,omitempty"`
+	PreTokens    int64      `json:"pre_tokens"`
+	PostTokens   int64      `json:"post_tokens"`
+	Summary      string     `json:"summary,omitempty"`
+	LLMProvider  string     `json:"llm_provider"`
+	LLMModel     string     `json:"llm_model,omitempty"`
+	LLMCalls     int        `json:"llm_calls"`
+	LLMRetries   int        `json:"llm_retries"`
+	Usage        UsageBody  `json:"usage"`
+	Error        string     `json:"error,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	StatusURL    string     `json:"status_url"`
+	ContextURL   string     `json:"context_url"`
+	Instructions string     `json:"instructions,omitempty"`
+}
+
+// UsageBody is an LLM usage.
+type UsageBody struct {
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+}
+
+func (g *Gateway) compactionBody(c store.Compaction) CompactionBody {
+	b := CompactionBody{
+		ID: c.ID, SessionID: c.SessionID, Status: c.Status, Trigger: c.Trigger, Method: c.Method,
+		Direction: c.Direction, PivotUUID: c.PivotUUID, PreTokens: c.PreTokens, PostTokens: c.PostTokens,
+		Summary: c.Summary, LLMProvider: g.cfg.LLMProvider, LLMModel: c.LLMModel, LLMCalls: c.LLMCalls, LLMRetries: c.LLMRetries,
+		Usage: UsageBody{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens, CacheWriteTokens: c.CacheWriteTokens},
+		Error: c.Error, CreatedAt: c.CreatedAt.UTC(), Instructions: c.Instructions,
+		StatusURL: "/v1/compactions/" + c.ID, ContextURL: "/v1/sessions/" + c.SessionID + "/context",
+	}
+	if !c.FinishedAt.IsZero() {
+		t := c.FinishedAt.UTC()
+		b.FinishedAt = &t
+	}
+	return b
+}
+
+func (g *Gateway) postCompact(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if !bus.ValidToken(id) {
+		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+		return
+	}
+	var req CompactRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) { // an empty body takes every default
+		writeError(w, http.StatusBadRequest, "bad_json", "compact body: "+err.Error())
+		return
+	}
+	if msg := req.validate(); msg != "" {
+		writeError(w, http.StatusBadRequest, "bad_request", msg)
+		return
+	}
+	c := store.Compaction{
+		ID: uuid.NewString(), SessionID: id, Trigger: "manual", Direction: req.Direction,
+		PivotUUID: req.PivotUUID, Instructions: req.Instructions,
+	}
+	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		sess, err := tx.Session(ctx, id)
+		if err != nil {
+			return err
+		}
+		if c, err = tx.RequestCompaction(ctx, c); err != nil {
+			return err
+		}
+		if err := tx.MarkCompactionRequested(ctx, id); err != nil {
+			return err
+		}
+		data, err := json.Marshal(events.CompactRequested{
+			Schema: events.SchemaCompactRequested, TenantID: tenant, SessionID: id, Seq: sess.AppliedSeq,
+			CompactionID: c.ID, Trigger: "manual", At: time.Now().UTC(),
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, store.OutboxEvent{
+			Subject: bus.Subject(bus.KindCompactRequested, tenant, id), MsgID: "compact:manual:" + c.ID,
+			Payload: data, Headers: bus.TraceHeaders(ctx),
+		})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return
+	}
+	if err != nil {
+		g.internal(w, "requesting compaction", err)
+		return
+	}
+	g.metrics.manualCompactions.Add(ctx, 1)
+	if req.Wait == nil || *req.Wait {
+		timeout := 60 * time.Second
+		if req.TimeoutSeconds > 0 {
+			timeout = time.Duration(req.TimeoutSeconds) * time.Second
+		}
+		done, err := g.awaitCompaction(ctx, tenant, c.ID, timeout)
+		if err != nil {
+			g.internal(w, "waiting for compaction", err)
+			return
+		}
+		if done.Status == store.CompactionCompleted || done.Status == store.CompactionFailed || done.Status == store.CompactionSkipped {
+			writeStableJSON(w, http.StatusOK, g.compactionBody(done))
+			return
+		}
+		c = done
+	}
+	w.Header().Set("Location", "/v1/compactions/"+c.ID)
+	writeStableJSON(w, http.StatusAccepted, g.compactionBody(c))
+}
+
+func (req CompactRequest) validate() string {
+	switch req.Direction {
+	case "":
+		if req.PivotUUID != "" {
+			return "pivot_uuid needs a direction: \"from\" or \"up_to\""
+		}
+	case "from", "up_to":
+		if req.PivotUUID == "" {
+			return fmt.Sprintf("direction %q needs a pivot_uuid", req.Direction)
+		}
+	default:
+		return fmt.Sprintf("direction %q: want \"from\" or \"up_to\"", req.Direction)
+	}
+	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > 300 {
+		return "timeout_seconds must be between 0 and 300"
+	}
+	if len(req.Instructions) > 20_000 {
+		return "instructions are longer than 20,000 bytes"
+	}
+	return ""
+}
+
+// awaitCompaction polls compaction id until it ends or timeout passes, and
+// returns its last state.
+func (g *Gateway) awaitCompaction(ctx context.Context, tenant, id string, timeout time.Duration) (store.Compaction, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var c store.Compaction
+		err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+			var err error
+			c, err = tx.Compaction(ctx, id)
+			return err
+		})
+		if err != nil {
+			return store.Compaction{}, err
+		}
+		switch c.Status {
+		case store.CompactionCompleted, store.CompactionFailed, store.CompactionSkipped:
+			return c, nil
+		}
+		if !time.Now().Before(deadline) {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return c, ctx.Err()
+		case <-time.After(g.cfg.PollInterval):
+		}
+	}
+}
+
+func (g *Gateway) getCompaction(w http.ResponseWriter, r *http.Request, tenant string) {
+	var c store.Compaction
+	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
+		var err error
+		c, err = tx.Compaction(r.Context(), r.PathValue("id"))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no compaction "+r.PathValue("id"))
+		return
+	}
+	if err != nil {
+		g.internal(w, "reading compaction", err)
+		return
+	}
+	writeStableJSON(w, http.StatusOK, g.compactionBody(c))
+}
+
+func (g *Gateway) listCompactions(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("id")
+	var cs []store.Compaction
+	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
+		var err error
+		cs, err = tx.Compactions(r.Context(), id)
+		return err
+	})
+	if err != nil {
+		g.internal(w, "listing compactions", err)
+		return
+	}
+	out := make([]CompactionBody, len(cs))
+	for i, c := range cs {
+		out[i] = g.compactionBody(c)
+		out[i].Summary = ""
+	}
+	writeStableJSON(w, http.StatusOK, map[string]any{"session_id": id, "compactions": out})
+}

@@ -1,0 +1,341 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// ContextBody is the answer to GET /v1/sessions/{id}/context: what to send
+// the model next, in the Anthropic Messages shape, and the session's token state.
+type ContextBody struct {
+	// System and Messages come first in the answer (see encode).
+	System []turn.Block `json:"system,omitempty"`
+	// Messages are exactly the API's message objects (role and content).
+	Messages  []assembly.Wire `json:"messages,omitempty"`
+	SessionID string          `json:"session_id"`
+	// MessageUUIDs is parallel to Messages: the stored message's uuid, or ""
+	// for a message a compaction made (boundary and summary, restored files).
+	MessageUUIDs []string `json:"message_uuids"`
+	// CacheBreakpoints suggest where to set cache_control.
+	CacheBreakpoints []assembly.Breakpoint `json:"cache_breakpoints"`
+	// Tokens is the accountant's count and thresholds; ContextTokens the
+	// estimate of the rendered context.
+	Tokens        events.Tokens `json:"tokens"`
+	ContextTokens int64         `json:"context_tokens"`
+	// Compaction is the latest compaction, the one the context starts with.
+	Compaction *CompactionRef `json:"compaction"`
+	// ClearedToolResults counts tool results micro-compaction cleared.
+	ClearedToolResults int   `json:"cleared_tool_results"`
+	CompactionInFlight bool  `json:"compaction_in_flight"`
+	Epoch              int64 `json:"epoch"`
+	// LLMProvider is the provider summaries come from ("builtin" when no
+	// model is configured).
+	LLMProvider string `json:"llm_provider"`
+}
+
+// CompactionRef names the compaction a context starts with.
+type CompactionRef struct {
+	ID         string    `json:"id"`
+	Trigger    string    `json:"trigger"`
+	Method     string    `json:"method"`
+	Direction  string    `json:"direction,omitempty"`
+	PreTokens  int64     `json:"pre_tokens"`
+	PostTokens int64     `json:"post_tokens"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// maxContextWait bounds how long a context request waits for a compaction.
+const maxContextWait = 2 * time.Minute
+
+func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if !bus.ValidToken(id) {
+		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+		return
+	}
+	wait, err := waitParam(r, g.cfg.ContextWait)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_wait", err.Error())
+		return
+	}
+	set, err := g.settings.For(ctx, tenant)
+	if err != nil {
+		g.internal(w, "reading tenant settings", err)
+		return
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		body, encoded, blocked, err := g.assemble(ctx, tenant, id, set)
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+			return
+		}
+		if err != nil {
+			g.internal(w, "assembling context", err)
+			return
+		}
+		switch {
+		case !blocked:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(encoded) //nolint:gosec // JSON we encoded, served as application/json; a failed write means the client went away
+			return
+		case !body.CompactionInFlight || !time.Now().Before(deadline):
+			// Over the blocking limit with nothing coming to fix it, or not
+			// fixed in time: an over-limit context would only fail at the model.
+			g.metrics.contextBlocked.Add(ctx, 1)
+			w.Header().Set("Retry-After", "5")
+			writeError(w, http.StatusServiceUnavailable, "compaction_pending", fmt.Sprintf(
+				"session %s holds %d tokens, at or above its blocking limit %d; a compaction is needed before the next model call (compaction in flight: %t)",
+				id, body.Tokens.Count, body.Tokens.Blocking, body.CompactionInFlight))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(g.cfg.PollInterval):
+		}
+	}
+}
+
+// waitParam reads ?wait= (a Go duration or seconds), bounded by maxContextWait.
+func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		secs, serr := strconv.ParseFloat(v, 64)
+		if serr != nil {
+			return 0, fmt.Errorf("wait=%q: want a duration like 30s or a number of seconds", v)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d < 0 || d > maxContextWait {
+		return 0, fmt.Errorf("wait=%q: must be between 0 and %s", v, maxContextWait)
+	}
+	return d, nil
+}
+
+// assemble renders a session's context, first recording any micro-compaction
+// now due, and accounts for cache breaks. blocked reports a count at or
+// above the blocking limit.
+func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings) (ContextBody, []byte, bool, error) {
+	var st sessionctx.State
+	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		var err error
+		st, err = sessionctx.Load(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return ContextBody{}, nil, false, err
+	}
+	if due := g.microDue(st, set); len(due) > 0 {
+		if st, err = g.microCompact(ctx, tenant, id, set); err != nil {
+			return ContextBody{}, nil, false, err
+		}
+	}
+	limits := accounting.Limits(set.Tokens, st.Session)
+	rendered := assembly.Render(assembly.Input{Head: st.Head, Messages: st.Messages, Cleared: st.Cleared})
+	system, messages, err := rendered.EncodeParts()
+	if err != nil {
+		return ContextBody{}, nil, false, err
+	}
+	if err := g.accountCacheBreak(ctx, tenant, st.Session, assembly.Join(system, messages)); err != nil {
+		return ContextBody{}, nil, false, err
+	}
+	body := ContextBody{
+		SessionID: id, MessageUUIDs: rendered.UUIDs,
+		CacheBreakpoints: rendered.Breakpoints, Tokens: accounting.Status(limits, st.Session.TokenCount),
+		ContextTokens: rendered.Tokens, ClearedToolResults: len(st.Cleared),
+		CompactionInFlight: st.Session.CompactionInFlight, Epoch: st.Session.ContextEpoch, LLMProvider: g.cfg.LLMProvider,
+	}
+	if c := st.Compaction; c.ID != "" {
+		body.Compaction = &CompactionRef{ID: c.ID, Trigger: c.Trigger, Method: c.Method, Direction: c.Direction,
+			PreTokens: c.PreTokens, PostTokens: c.PostTokens, FinishedAt: c.FinishedAt.UTC()}
+	}
+	encoded, err := body.encode(system, messages)
+	if err != nil {
+		return ContextBody{}, nil, false, err
+	}
+	return body, encoded, st.Session.TokenCount >= limits.Blocking, nil
+}
+
+// encode writes the answer: "system" and "messages" from their parts,
+// encoded once (they are most of the bytes), then the other fields.
+func (b ContextBody) encode(system, messages [][]byte) ([]byte, error) {
+	b.System, b.Messages = nil, nil
+	rest, err := turn.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode context: %w", err)
+	}
+	n := len(rest) + len(system) + len(messages) + 32
+	for _, p := range system {
+		n += len(p)
+	}
+	for _, p := range messages {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	list := func(parts [][]byte) {
+		out = append(out, '[')
+		for i, p := range parts {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, p...)
+		}
+		out = append(out, ']')
+	}
+	out = append(out, `{"system":`...)
+	list(system)
+	out = append(out, `,"messages":`...)
+	list(messages)
+	out = append(out, ',')
+	out = append(out, rest[1:]...) // rest is {"session_id":…}
+	return append(out, '\n'), nil
+}
+
+// microDue lists the tool results micro-compaction would clear now.
+func (g *Gateway) microDue(st sessionctx.State, set tenantcfg.Settings) []string {
+	limits := accounting.Limits(set.Tokens, st.Session)
+	now := time.Now
+	if g.cfg.Now != nil {
+		now = g.cfg.Now
+	}
+	return set.Micro.Decide(st.Messages, st.Cleared, st.Session.TokenCount, limits.Warning, st.Session.LastResponseAt, now())
+}
+
+// microCompact records the micro-compaction due, under the session's lock so
+// concurrent requests decide once, and returns the state after it.
+func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenantcfg.Settings) (sessionctx.State, error) {
+	var st sessionctx.State
+	var cleared int
+	var saved int64
+	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		sess, err := tx.LockSession(ctx, id, turn.MainAgent)
+		if err != nil {
+			return err
+		}
+		if st, err = sessionctx.LoadFor(ctx, tx, sess); err != nil {
+			return err
+		}
+		due := g.microDue(st, set)
+		if len(due) == 0 {
+			return nil // another request decided first
+		}
+		clear := map[string]bool{}
+		for _, id := range due {
+			clear[id] = true
+		}
+		for _, res := range assembly.Compactable(st.Messages, set.Micro.Tools, st.Cleared) {
+			if clear[res.ToolUseID] {
+				saved += res.Saving()
+			}
+		}
+		for _, toolUseID := range due {
+			if err := tx.RecordReplacement(ctx, store.Replacement{
+				SessionID: id, ToolUseID: toolUseID, Kind: store.ReplaceMicrocompact, Text: assembly.ClearedText,
+			}); err != nil {
+				return err
+			}
+			st.Cleared[toolUseID] = true
+		}
+		limits := accounting.Limits(set.Tokens, st.Session)
+		count := max(st.Session.TokenCount-saved, 0)
+		state := string(limits.State(count))
+		if err := tx.ContextBreak(ctx, id, saved, count, state); err != nil {
+			return err
+		}
+		st.Session.TokenCount, st.Session.State = count, state
+		st.Session.ContextEpoch++
+		cleared = len(due)
+		return nil
+	})
+	if err != nil {
+		return sessionctx.State{}, fmt.Errorf("micro-compaction: %w", err)
+	}
+	if cleared > 0 {
+		g.metrics.microCleared.Add(ctx, int64(cleared))
+		g.metrics.microSaved.Add(ctx, saved)
+		g.log.Info("micro-compaction", "tenant", tenant, "session", id, "cleared", cleared, "tokens_saved", saved)
+	}
+	return st, nil
+}
+
+// accountCacheBreak compares the rendered prefix with the session's last one.
+// A prefix that no longer starts with the last one is a cache break:
+// expected when a compaction or micro-compaction was recorded since, else
+// unexpected, and counted either way.
+func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prefix []byte) error {
+	sum := sha256.Sum256(prefix)
+	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		prev, err := tx.ContextSnapshot(ctx, sess.SessionID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			if prev.PrefixLen == int64(len(prefix)) && bytes.Equal(prev.PrefixHash, sum[:]) && prev.Epoch == sess.ContextEpoch {
+				return nil // nothing changed
+			}
+			kept := prev.PrefixLen <= int64(len(prefix)) && bytes.Equal(prev.PrefixHash, hashOf(prefix[:prev.PrefixLen]))
+			if !kept {
+				expected := prev.Epoch < sess.ContextEpoch
+				kind := "unexpected"
+				if expected {
+					kind = "expected"
+				}
+				g.metrics.cacheBreaks.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", kind)))
+				if !expected {
+					g.log.Warn("unexpected cache break: the context no longer starts with the previous one",
+						"tenant", tenant, "session", sess.SessionID, "epoch", sess.ContextEpoch)
+				}
+			}
+		}
+		return tx.PutContextSnapshot(ctx, store.ContextSnapshot{
+			SessionID: sess.SessionID, Epoch: sess.ContextEpoch, PrefixLen: int64(len(prefix)), PrefixHash: sum[:],
+		})
+	})
+}
+
+func hashOf(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
+}
+
+// writeStableJSON writes v without HTML escaping, so the bytes are the
+// content as stored ("<" stays "<").
+func writeStableJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "encoding the answer failed")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes()) // the client went away; nothing left to tell it
+}

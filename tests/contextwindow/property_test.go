@@ -1,0 +1,89 @@
+package contextwindow_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestContextOnlyAppendsExceptAtRecordedBreaks drives sessions with random
+// turns (tool calls of compactable and other tools, results of every size,
+// idle gaps past the prompt cache's lifetime) through micro-compactions and
+// compactions, and reads the context after every turn:
+//   - two reads with nothing new in between return identical bytes;
+//   - the context after a turn begins with the bytes of the context before
+//     it, unless a compaction or micro-compaction was recorded in between;
+//   - no cache break goes unexplained.
+func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil)
+	for _, seed := range []uint64{1, 2, 3} {
+		rng := rand.New(rand.NewPCG(seed, 42))
+		id := fmt.Sprintf("prop-%d", seed)
+		c := h.conversation(id)
+		// A small window (auto-compact at 59,000, warning 39,000, blocking
+		// 69,000) so every kind of break comes round often.
+		c.window, c.maxOutput = 80_000, 8_000
+		var prevMessages []byte
+		var prevEpoch int64 = -1
+		breaks := 0
+		for round := range 90 {
+			c.user(fmt.Sprintf("Step %d: %s", round, filler("ask", 20+rng.IntN(400))))
+			for range rng.IntN(3) { // at most 2 calls of at most 4,000 tokens: a round never jumps the blocking limit
+				tool := []string{"Read", "Bash", "Grep", "Task", "Edit"}[rng.IntN(5)]
+				callID := fmt.Sprintf("%s-call-%d-%d", id, round, rng.IntN(1_000_000))
+				c.respond(t, time.Minute, text("Let me check."), toolUse(callID, tool, map[string]any{"file_path": fmt.Sprintf("/src/f%d.go", rng.IntN(20)), "command": "ls"}))
+				size := 100 + rng.IntN(4_000)
+				if rng.IntN(3) == 0 {
+					size = 8_000 + rng.IntN(8_000)
+				}
+				c.toolResult(callID, filler(tool, size))
+			}
+			c.respond(t, time.Minute, text(fmt.Sprintf("Done with step %d.", round)))
+			if h.session(t, id).CompactionInFlight {
+				h.settle(t, id)
+			}
+			// The backend asks for the context after a pause, now and then
+			// longer than the provider's prompt cache lives.
+			pause := time.Duration(1+rng.IntN(10)) * time.Minute
+			if rng.IntN(12) == 0 {
+				pause = time.Duration(61+rng.IntN(120)) * time.Minute
+			}
+			c.at = c.at.Add(pause)
+			h.at(c.at)
+
+			status, first := h.get(t, "/v1/sessions/"+id+"/context", nil)
+			require.Equal(t, 200, status, string(first))
+			_, second := h.get(t, "/v1/sessions/"+id+"/context", nil)
+			require.Equal(t, string(first), string(second), "seed %d round %d: two reads, nothing new in between", seed, round)
+
+			var body struct {
+				Messages json.RawMessage `json:"messages"`
+				Epoch    int64           `json:"epoch"`
+				Tokens   struct {
+					Count    int64 `json:"count"`
+					Blocking int64 `json:"blocking_threshold"`
+				} `json:"tokens"`
+			}
+			require.NoError(t, json.Unmarshal(first, &body))
+			require.Less(t, body.Tokens.Count, body.Tokens.Blocking)
+			if body.Epoch == prevEpoch {
+				open := prevMessages[:len(prevMessages)-1] // without the closing bracket
+				require.True(t, bytes.HasPrefix(body.Messages, open), "seed %d round %d: the context no longer starts with the previous one, and no break was recorded", seed, round)
+			} else if prevEpoch >= 0 {
+				breaks++
+			}
+			prevMessages, prevEpoch = body.Messages, body.Epoch
+		}
+		require.Positive(t, breaks, "seed %d: the run never crossed a recorded break", seed)
+	}
+	require.Zero(t, h.metrics.Sum("mnemos.context.cache_breaks", "kind", "unexpected"))
+	require.Positive(t, h.metrics.Sum("mnemos.context.cache_breaks", "kind", "expected"))
+	require.Positive(t, h.metrics.Sum("mnemos.microcompact.cleared", "", ""))
+	require.Positive(t, h.metrics.Sum("mnemos.compactions", "outcome", "completed"))
+}

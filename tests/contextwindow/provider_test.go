@@ -1,0 +1,119 @@
+package contextwindow_test
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
+	"github.com/mnemos-ai/mnemos/services/compactor"
+)
+
+// scripted is the Anthropic provider over a local server that answers as
+// script says, guarded as in production but without real waits.
+func scripted(t *testing.T, script llmtest.Script) (llm.Provider, *llmtest.Server) {
+	t.Helper()
+	srv := llmtest.NewAnthropicServer(t, script)
+	p, err := anthropic.New(anthropic.Config{APIKey: "test-key", BaseURL: srv.URL})
+	require.NoError(t, err)
+	return llm.Guard(p, llm.GuardOptions{
+		MaxAttempts: 2,
+		Sleep:       func(context.Context, time.Duration) error { return nil },
+	}), srv
+}
+
+var moduleRe = regexp.MustCompile(`look at module (\d+) and`)
+
+// modules lists the module numbers the user asked about in a request.
+func modules(req llmtest.Request) []int {
+	var out []int
+	for _, m := range req.Messages {
+		for _, match := range moduleRe.FindAllStringSubmatch(m.Text, -1) {
+			n, _ := strconv.Atoi(match[1])
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func TestPromptTooLongRetriesDropTheOldestRounds(t *testing.T) {
+	t.Parallel()
+	provider, srv := scripted(t, llmtest.Sequence(
+		llmtest.PromptTooLong(215_000, 200_000),
+		llmtest.PromptTooLong(203_000, 200_000),
+		llmtest.Text("<analysis>first I list what happened</analysis>\n<summary>\n## 1. Primary Request and Intent\nThe user had modules read.\n</summary>"),
+	))
+	h := setup(t, provider)
+	c := h.conversation("ptl")
+	grow(t, h, c, func(int) bool { return h.session(t, c.id).CompactionID != "" })
+
+	var got struct {
+		Method     string `json:"method"`
+		LLMCalls   int    `json:"llm_calls"`
+		LLMRetries int    `json:"llm_retries"`
+		Summary    string `json:"summary"`
+	}
+	status, raw := h.get(t, "/v1/compactions/"+h.session(t, c.id).CompactionID, &got)
+	require.Equal(t, 200, status, string(raw))
+	require.Equal(t, compactor.MethodFull, got.Method)
+	require.Equal(t, 3, got.LLMCalls)
+	require.Equal(t, 2, got.LLMRetries)
+	require.NotContains(t, got.Summary, "first I list", "the analysis is stripped")
+	require.Contains(t, got.Summary, "The user had modules read.")
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 3)
+	for i := 1; i < len(reqs); i++ {
+		prev, next := modules(reqs[i-1]), modules(reqs[i])
+		require.NotEmpty(t, next)
+		require.Greater(t, next[0], prev[0], "retry %d starts at a later round", i)
+		require.Equal(t, prev[len(prev)-1], next[len(next)-1], "retry %d keeps the latest rounds", i)
+		require.Less(t, len(reqs[i].Messages), len(reqs[i-1].Messages), "retry %d sends fewer messages", i)
+	}
+	require.True(t, reqs[0].CachedSystem, "the system prompt is marked for the prompt cache")
+}
+
+func TestFailingModelOpensTheCircuitAndFallsBack(t *testing.T) {
+	t.Parallel()
+	provider, srv := scripted(t, func(llmtest.Request) llmtest.Reply { return llmtest.ServerError() })
+	h := setup(t, provider)
+	sub, err := h.bus.Conn().SubscribeSync(h.bus.Subject(bus.KindCircuitOpened, tenant, "failing"))
+	require.NoError(t, err)
+	c := h.conversation("failing")
+
+	compactions := func() int {
+		var list struct {
+			Compactions []struct {
+				Status string `json:"status"`
+				Method string `json:"method"`
+			} `json:"compactions"`
+		}
+		h.get(t, "/v1/sessions/failing/compactions", &list)
+		for _, cp := range list.Compactions {
+			require.Equal(t, "completed", cp.Status)
+			require.Equal(t, compactor.MethodExtractive, cp.Method)
+		}
+		return len(list.Compactions)
+	}
+	grow(t, h, c, func(int) bool { return compactions() == 3 })
+	require.Equal(t, 6, srv.Calls(), "two attempts for each of three compactions")
+	s := h.session(t, c.id)
+	require.True(t, s.CompactCircuitOpen)
+	require.Equal(t, 3, s.CompactFailures)
+	msg, err := sub.NextMsg(10 * time.Second)
+	require.NoError(t, err, "compact.circuit_opened was published")
+	require.Contains(t, string(msg.Data), `"failures":3`)
+	require.Equal(t, int64(1), h.metrics.Sum("mnemos.compactions.circuit_opened", "", ""))
+
+	// With the circuit open, compactions no longer ask the model, and the
+	// session still never reaches the blocking limit (grow checks each round).
+	grow(t, h, c, func(int) bool { return compactions() == 4 })
+	require.Equal(t, 6, srv.Calls())
+}

@@ -211,14 +211,14 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 	gw := start(t, base, "-target=gateway")
 	start(t, base, "-target=token-accounting")
 	var wg sync.WaitGroup
-	for _, target := range []string{"compactor", "session-memory", "extractor", "dreamer"} {
+	for target, want := range map[string]string{"compactor": "running", "session-memory": "idle", "extractor": "idle", "dreamer": "idle"} {
 		wg.Go(func() {
 			p := start(t, base, "-target="+target)
 			var health struct {
 				Targets map[string]string `json:"targets"`
 			}
 			require.Equal(t, http.StatusOK, getJSON(t, p.http+"/healthz", "", &health))
-			require.Equal(t, "idle", health.Targets[target], "target %s reports healthy and idle", target)
+			require.Equal(t, want, health.Targets[target], "target %s reports healthy and %s", target, want)
 			require.Equal(t, http.StatusOK, getJSON(t, p.http+"/readyz", "", nil))
 		})
 	}
@@ -310,4 +310,63 @@ func TestTenantSettingsCommand(t *testing.T) {
 	require.ErrorContains(t, err, "auto_compact_percent")
 	err = run(ctx, []string{"tenant", "settings", "nobody", `{}`}, vars, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "unknown tenant")
+}
+
+// TestLongReplayIsCompactedUnderTheThreshold is the context window end to
+// end, as `make run` serves it: one process, the builtin provider, no
+// network. A transcript replayed ten times over into one session crosses the
+// auto-compact threshold; the session is compacted, and its context then
+// starts with the boundary and the summary and is under the threshold.
+func TestLongReplayIsCompactedUnderTheThreshold(t *testing.T) {
+	t.Parallel()
+	p := start(t, map[string]string{
+		"MNEMOS_DATABASE_URL":   pgtest.URL(t),
+		"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
+		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
+		"MNEMOS_DEV_API_KEY":    "test-dev-key",
+	}, "-target=all")
+	path := claudecodetest.Path(t, "subagent.jsonl")
+	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "long", "--repeat", "10", path}, env(nil), io.Discard, io.Discard))
+
+	type compaction struct {
+		Status   string `json:"status"`
+		Method   string `json:"method"`
+		LLMCalls int    `json:"llm_calls"`
+	}
+	var list struct {
+		Compactions []compaction `json:"compactions"`
+	}
+	var session struct {
+		CompactionInFlight bool `json:"compaction_in_flight"`
+	}
+	require.Eventually(t, func() bool {
+		getJSON(t, p.http+"/v1/sessions/long/compactions", "test-dev-key", &list)
+		getJSON(t, p.http+"/v1/sessions/long", "test-dev-key", &session)
+		return len(list.Compactions) > 0 && !session.CompactionInFlight
+	}, 60*time.Second, 50*time.Millisecond, "the long session was compacted")
+	require.Equal(t, "completed", list.Compactions[0].Status)
+	require.Equal(t, "full", list.Compactions[0].Method)
+
+	var ctx struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"messages"`
+		Tokens struct {
+			Count       int64 `json:"count"`
+			AutoCompact int64 `json:"autocompact_threshold"`
+		} `json:"tokens"`
+		ContextTokens int64  `json:"context_tokens"`
+		LLMProvider   string `json:"llm_provider"`
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, p.http+"/v1/sessions/long/context", "test-dev-key", &ctx))
+	require.Equal(t, "builtin", ctx.LLMProvider)
+	require.Less(t, ctx.Tokens.Count, ctx.Tokens.AutoCompact)
+	require.Less(t, ctx.ContextTokens, ctx.Tokens.AutoCompact)
+	require.GreaterOrEqual(t, len(ctx.Messages[0].Content), 2)
+	require.True(t, strings.HasPrefix(ctx.Messages[0].Content[0].Text, "<mnemos:compact-boundary"), ctx.Messages[0].Content[0].Text)
+	require.Contains(t, ctx.Messages[0].Content[1].Text, "Primary Request and Intent")
 }

@@ -24,6 +24,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	session := fs.String("session", "", "session id to use instead of the transcript's sessionId")
 	window := fs.Int64("window", 0, "context window in tokens, overriding the model table")
 	maxOutput := fs.Int64("max-output", 0, "max output tokens, overriding the model table")
+	repeat := fs.Int("repeat", 1, "replay the transcript this many times into one session (fresh ids, usage carried on): a long session from a short transcript")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: mnemos replay [flags] FILE.jsonl")
 		fs.PrintDefaults()
@@ -47,6 +48,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
+	if *repeat < 1 || *repeat > 1000 {
+		return fmt.Errorf("--repeat %d: want 1 to 1000", *repeat)
+	}
+	records = replay.Repeat(records, *repeat)
 	opts := replay.Options{Window: *window, MaxOutput: *maxOutput, Session: *session}
 	if *dryRun {
 		return replay.DryRun(stdout, records, opts)

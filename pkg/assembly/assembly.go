@@ -215,21 +215,84 @@ func (c Context) Encode() ([]byte, error) {
 // that is not valid, which Encode reports as an error) contributes the text
 // of its error instead.
 func (c Context) Prefix() []byte {
-	var buf bytes.Buffer
-	write := func(v any) {
-		data, err := turn.Marshal(v)
-		if err != nil {
-			data = []byte(err.Error())
+	system, messages := c.parts()
+	return Join(system, messages)
+}
+
+// Join concatenates encoded parts, the way Prefix does.
+func Join(system, messages [][]byte) []byte {
+	n := 0
+	for _, p := range system {
+		n += len(p)
+	}
+	for _, p := range messages {
+		n += len(p)
+	}
+	buf := make([]byte, 0, n)
+	for _, p := range system {
+		buf = append(buf, p...)
+	}
+	for _, p := range messages {
+		buf = append(buf, p...)
+	}
+	return buf
+}
+
+// EncodeParts encodes each system block and each message once, as Encode
+// does, so a caller can both write them and take their Prefix (Join) without
+// encoding twice. It reports the first part that cannot be encoded.
+func (c Context) EncodeParts() (system, messages [][]byte, err error) {
+	system = make([][]byte, len(c.System))
+	for i, b := range c.System {
+		if system[i], err = b.MarshalJSON(); err != nil {
+			return nil, nil, fmt.Errorf("assembly: encode system block %d: %w", i, err)
 		}
-		buf.Write(data)
 	}
-	for _, b := range c.System {
-		write(b)
+	messages = make([][]byte, len(c.Messages))
+	for i, m := range c.Messages {
+		if messages[i], err = m.MarshalJSON(); err != nil {
+			return nil, nil, fmt.Errorf("assembly: encode message %d: %w", i, err)
+		}
 	}
-	for _, m := range c.Messages {
-		write(m)
+	return system, messages, nil
+}
+
+// parts is EncodeParts with a failed part standing as its error's text.
+func (c Context) parts() (system, messages [][]byte) {
+	enc := func(f func() ([]byte, error)) []byte {
+		data, err := f()
+		if err != nil {
+			return []byte(err.Error())
+		}
+		return data
 	}
-	return buf.Bytes()
+	system = make([][]byte, len(c.System))
+	for i, b := range c.System {
+		system[i] = enc(b.MarshalJSON)
+	}
+	messages = make([][]byte, len(c.Messages))
+	for i, m := range c.Messages {
+		messages[i] = enc(m.MarshalJSON)
+	}
+	return system, messages
+}
+
+// MarshalJSON writes {"role":…,"content":[…]}, the content encoded once.
+func (w Wire) MarshalJSON() ([]byte, error) {
+	role, err := turn.Marshal(w.Role)
+	if err != nil {
+		return nil, err
+	}
+	content, err := w.Content.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, len(role)+len(content)+24)
+	buf = append(buf, `{"role":`...)
+	buf = append(buf, role...)
+	buf = append(buf, `,"content":`...)
+	buf = append(buf, content...)
+	return append(buf, '}'), nil
 }
 
 // IsPrefix reports whether next starts with prev: whether a rendering whose

@@ -170,7 +170,21 @@ func (c Content) MarshalJSON() ([]byte, error) {
 	if c == nil {
 		return []byte("[]"), nil
 	}
-	return Marshal([]Block(c))
+	// Joined by hand: the blocks' encodings are compact already, and an
+	// encoder would scan them once more for each level of nesting.
+	buf := make([]byte, 0, 128*len(c))
+	buf = append(buf, '[')
+	for i := range c {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		data, err := c[i].MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, data...)
+	}
+	return append(buf, ']'), nil
 }
 
 // wireBlock is a Block as written: a *string field is written when set, even

@@ -111,6 +111,19 @@ func Render(in Input) Context {
 // renderContent copies c with cleared tool results replaced and
 // cache_control dropped. It never returns nil, so empty content is written
 // the same way whatever was stored.
+// Shown returns stored messages as Render shows them: cleared tool results
+// replaced by ClearedText, cache_control dropped, Tokens estimated again.
+// msgs is not changed. The compactor summarizes what the context shows.
+func Shown(msgs []view.Message, cleared map[string]bool) []view.Message {
+	out := make([]view.Message, len(msgs))
+	for i, m := range msgs {
+		m.Content = renderContent(m.Content, cleared)
+		m.Tokens = tokens.EstimateContent(m.Content)
+		out[i] = m
+	}
+	return out
+}
+
 func renderContent(c turn.Content, cleared map[string]bool) turn.Content {
 	out := make(turn.Content, 0, len(c))
 	for _, b := range c {

@@ -253,3 +253,21 @@ func TestIsPrefix(t *testing.T) {
 		require.Equal(t, tt.want, assembly.IsPrefix([]byte(tt.prev), []byte(tt.next)), "%q in %q", tt.prev, tt.next)
 	}
 }
+
+func TestShownMatchesRender(t *testing.T) {
+	t.Parallel()
+	inner := turn.Content{{Type: turn.BlockText, Text: strings.Repeat("x", 4_000)}}
+	msgs := []view.Message{
+		{UUID: "a", Position: 0, Role: "assistant", Content: turn.Content{{Type: turn.BlockToolUse, ID: "t1", Name: "Read", Input: json.RawMessage(`{}`)}}},
+		{UUID: "u", Position: 1, Role: "user", Content: turn.Content{{Type: turn.BlockToolResult, ToolUseID: "t1", Content: &inner}}, Tokens: 1_000},
+	}
+	cleared := map[string]bool{"t1": true}
+	shown := assembly.Shown(msgs, cleared)
+	rendered := assembly.Render(assembly.Input{Messages: msgs, Cleared: cleared})
+	for i := range shown {
+		require.Equal(t, rendered.Messages[i].Content, shown[i].Content)
+	}
+	require.Equal(t, rendered.Tokens, shown[0].Tokens+shown[1].Tokens)
+	require.Less(t, shown[1].Tokens, int64(1_000))
+	require.Equal(t, strings.Repeat("x", 4_000), (*msgs[1].Content[0].Content)[0].Text, "the input is not changed")
+}

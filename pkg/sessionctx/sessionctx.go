@@ -41,7 +41,47 @@ func Load(ctx context.Context, tx *store.Tx, sessionID string) (State, error) {
 
 // LoadFor reads the context of a session already read (or locked) in tx.
 func LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (State, error) {
-	st := State{Session: sess, Cleared: map[string]bool{}}
+	rows, err := tx.MessagesFrom(ctx, sess.SessionID, sess.KeepFrom)
+	if err != nil {
+		return State{}, err
+	}
+	msgs, err := Messages(rows)
+	if err != nil {
+		return State{}, fmt.Errorf("sessionctx.Load: %w", err)
+	}
+	return withMessages(ctx, tx, sess, msgs)
+}
+
+// LoadAll reads the context of a session and, in the same read, every
+// message the session ever stored (the compactor restores files from them).
+func LoadAll(ctx context.Context, tx *store.Tx, sessionID string) (State, []view.Message, error) {
+	sess, err := tx.Session(ctx, sessionID)
+	if err != nil {
+		return State{}, nil, err
+	}
+	rows, err := tx.Messages(ctx, sessionID)
+	if err != nil {
+		return State{}, nil, err
+	}
+	all, err := Messages(rows)
+	if err != nil {
+		return State{}, nil, fmt.Errorf("sessionctx.LoadAll: %w", err)
+	}
+	first := len(all)
+	for i, m := range all {
+		if m.Position >= sess.KeepFrom {
+			first = i
+			break
+		}
+	}
+	st, err := withMessages(ctx, tx, sess, all[first:])
+	return st, all, err
+}
+
+// withMessages completes a State around its stored messages: the latest
+// compaction's head and the frozen micro-compaction decisions.
+func withMessages(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message) (State, error) {
+	st := State{Session: sess, Messages: msgs, Cleared: map[string]bool{}}
 	if sess.CompactionID != "" {
 		c, err := tx.Compaction(ctx, sess.CompactionID)
 		if err != nil {
@@ -51,13 +91,6 @@ func LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (State, erro
 			return State{}, fmt.Errorf("sessionctx.Load: compaction %s: %w", c.ID, err)
 		}
 		st.Compaction = c
-	}
-	rows, err := tx.MessagesFrom(ctx, sess.SessionID, sess.KeepFrom)
-	if err != nil {
-		return State{}, err
-	}
-	if st.Messages, err = Messages(rows); err != nil {
-		return State{}, fmt.Errorf("sessionctx.Load: %w", err)
 	}
 	cleared, err := tx.ReplacementsOfKind(ctx, sess.SessionID, store.ReplaceMicrocompact)
 	if err != nil {
@@ -123,32 +156,4 @@ func DecodeHead(raw []byte) ([]view.Message, error) {
 // HeadMessage makes a message of a compaction's head.
 func HeadMessage(role string, content turn.Content) view.Message {
 	return view.Message{Position: -1, Role: role, Content: content, Tokens: tokens.EstimateContent(content)}
-}
-
-// ApplyCleared returns msgs with the tool results in cleared replaced by
-// text, as the context renders them; msgs is not changed.
-func ApplyCleared(msgs []view.Message, cleared map[string]bool, text string) []view.Message {
-	if len(cleared) == 0 {
-		return msgs
-	}
-	out := make([]view.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = m
-		var content turn.Content
-		for j, b := range m.Content {
-			if b.Type != turn.BlockToolResult || !cleared[b.ToolUseID] {
-				continue
-			}
-			if content == nil {
-				content = append(turn.Content(nil), m.Content...)
-			}
-			c := turn.Content{{Type: turn.BlockText, Text: text}}
-			content[j].Content = &c
-		}
-		if content != nil {
-			out[i].Content = content
-			out[i].Tokens = tokens.EstimateContent(content)
-		}
-	}
-	return out
 }

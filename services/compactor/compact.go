@@ -115,14 +115,7 @@ func (s *Service) claim(ctx context.Context, tenant, session, id string, set ten
 			return err
 		}
 		j.c = c
-		if j.state, err = sessionctx.Load(ctx, tx, session); err != nil {
-			return err
-		}
-		rows, err := tx.Messages(ctx, session)
-		if err != nil {
-			return err
-		}
-		if j.all, err = sessionctx.Messages(rows); err != nil {
+		if j.state, j.all, err = sessionctx.LoadAll(ctx, tx, session); err != nil {
 			return err
 		}
 		notes, err := tx.Notes(ctx, session)
@@ -138,7 +131,7 @@ func (s *Service) claim(ctx context.Context, tenant, session, id string, set ten
 		return job{}, false, err
 	}
 	if !done {
-		j.shown = append(append([]view.Message(nil), j.state.Head...), sessionctx.ApplyCleared(j.state.Messages, j.state.Cleared, assembly.ClearedText)...)
+		j.shown = append(append([]view.Message(nil), j.state.Head...), assembly.Shown(j.state.Messages, j.state.Cleared)...)
 	}
 	return j, done, nil
 }

@@ -108,9 +108,6 @@ func Render(in Input) Context {
 	return c
 }
 
-// renderContent copies c with cleared tool results replaced and
-// cache_control dropped. It never returns nil, so empty content is written
-// the same way whatever was stored.
 // Shown returns stored messages as Render shows them: cleared tool results
 // replaced by ClearedText, cache_control dropped, Tokens estimated again.
 // msgs is not changed. The compactor summarizes what the context shows.
@@ -124,6 +121,9 @@ func Shown(msgs []view.Message, cleared map[string]bool) []view.Message {
 	return out
 }
 
+// renderContent copies c with cleared tool results replaced and
+// cache_control dropped. It never returns nil, so empty content is written
+// the same way whatever was stored.
 func renderContent(c turn.Content, cleared map[string]bool) turn.Content {
 	out := make(turn.Content, 0, len(c))
 	for _, b := range c {

@@ -2,7 +2,6 @@ package compactor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -514,11 +514,9 @@ func (s *Service) enqueueCircuit(ctx context.Context, tx *store.Tx, sess store.S
 }
 
 func enqueue(ctx context.Context, tx *store.Tx, kind string, sess store.Session, msgID string, payload any) error {
-	data, err := json.Marshal(payload)
+	e, err := outbox.Event(ctx, kind, sess.TenantID, sess.SessionID, msgID, payload)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", kind, err)
+		return err
 	}
-	return tx.Enqueue(ctx, store.OutboxEvent{
-		Subject: bus.Subject(kind, sess.TenantID, sess.SessionID), MsgID: msgID, Payload: data, Headers: bus.TraceHeaders(ctx),
-	})
+	return tx.Enqueue(ctx, e)
 }

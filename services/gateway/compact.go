@@ -13,6 +13,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -114,17 +115,14 @@ func (g *Gateway) postCompact(w http.ResponseWriter, r *http.Request, tenant str
 		if err := tx.MarkCompactionRequested(ctx, id); err != nil {
 			return err
 		}
-		data, err := json.Marshal(events.CompactRequested{
+		e, err := outbox.Event(ctx, bus.KindCompactRequested, tenant, id, "compact:manual:"+c.ID, events.CompactRequested{
 			Schema: events.SchemaCompactRequested, TenantID: tenant, SessionID: id, Seq: sess.AppliedSeq,
 			CompactionID: c.ID, Trigger: "manual", At: time.Now().UTC(),
 		})
 		if err != nil {
 			return err
 		}
-		return tx.Enqueue(ctx, store.OutboxEvent{
-			Subject: bus.Subject(bus.KindCompactRequested, tenant, id), MsgID: "compact:manual:" + c.ID,
-			Payload: data, Headers: bus.TraceHeaders(ctx),
-		})
+		return tx.Enqueue(ctx, e)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", "no session "+id)

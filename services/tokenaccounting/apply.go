@@ -11,6 +11,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -239,7 +240,7 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 
 	var outgoing []store.OutboxEvent
 	emit := func(kind, msgID string, payload any) error {
-		e, err := outboxEvent(ctx, kind, ev, msgID, payload)
+		e, err := outbox.Event(ctx, kind, ev.TenantID, ev.SessionID, msgID, payload)
 		outgoing = append(outgoing, e)
 		return err
 	}
@@ -384,19 +385,6 @@ func recordTurn(ctx context.Context, tx *store.Tx, ev turn.Event, waited bool, s
 		return tx.FinishTurn(ctx, ev.EventID, status, reason, count, state)
 	}
 	return tx.RecordAppliedTurn(ctx, ev.SessionID, ev.EventID, ev.Seq, status, reason, count, state)
-}
-
-func outboxEvent(ctx context.Context, kind string, ev turn.Event, msgID string, payload any) (store.OutboxEvent, error) {
-	data, err := json.Marshal(payload)
-	if err != nil {
-		return store.OutboxEvent{}, fmt.Errorf("encode %s: %w", kind, err)
-	}
-	return store.OutboxEvent{
-		Subject: bus.Subject(kind, ev.TenantID, ev.SessionID),
-		MsgID:   msgID,
-		Payload: data,
-		Headers: bus.TraceHeaders(ctx),
-	}, nil
 }
 
 // contentHash identifies a message's content as the backend sent it.

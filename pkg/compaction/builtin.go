@@ -29,22 +29,43 @@ func BuiltinSummarizer(ctx context.Context, req llm.Request) (llm.Response, erro
 	return llm.Response{Text: text, StopReason: "end_turn", Model: "builtin"}, nil
 }
 
-// recoverMessages undoes what requestMessages added: the leading stand-in,
-// the instruction block, and the text that orphaned tool results became
-// (they turn back into tool results, so they are not taken for user
-// messages).
+// recoverMessages undoes what requestMessages added (see
+// RecoverConversation), when the last block is the summary instructions.
 func recoverMessages(msgs []llm.Message) []view.Message {
+	tail := 0
+	if n := len(msgs); n > 0 {
+		if c := msgs[n-1].Content; len(c) > 0 && strings.HasPrefix(c[len(c)-1].Text, instructionsLead) {
+			tail = 1
+		}
+	}
+	conv, _ := RecoverConversation(msgs, tail)
+	return conv
+}
+
+// RecoverConversation undoes what Conversation wrote, for builtin handlers
+// that answer without a model: it takes the last tail blocks off the final
+// message and returns them, drops the leading stand-in, and turns the text
+// that orphaned tool results became back into tool results (so they are not
+// taken for user messages). The messages come back numbered from 0, with
+// their estimates.
+func RecoverConversation(msgs []llm.Message, tail int) ([]view.Message, turn.Content) {
+	var taken turn.Content
+	if n := len(msgs); n > 0 && tail > 0 {
+		last := msgs[n-1]
+		k := max(len(last.Content)-tail, 0)
+		taken = last.Content[k:]
+		msgs = append(msgs[:n-1:n-1], llm.Message{Role: last.Role, Content: last.Content[:k]})
+	}
 	out := make([]view.Message, 0, len(msgs))
 	for i, m := range msgs {
 		c := make(turn.Content, 0, len(m.Content))
-		for j, b := range m.Content {
+		for _, b := range m.Content {
 			if b.Type != turn.BlockText {
 				c = append(c, b)
 				continue
 			}
 			switch {
 			case i == 0 && b.Text == leadingPlaceholder:
-			case i == len(msgs)-1 && j == len(m.Content)-1 && strings.HasPrefix(b.Text, instructionsLead):
 			case strings.HasPrefix(b.Text, orphanResultLead), strings.HasPrefix(b.Text, orphanErrorLead):
 				isErr := strings.HasPrefix(b.Text, orphanErrorLead)
 				body := strings.TrimPrefix(strings.TrimPrefix(b.Text, orphanResultLead), orphanErrorLead)
@@ -64,5 +85,5 @@ func recoverMessages(msgs []llm.Message) []view.Message {
 			Tokens:   tokens.EstimateContent(c),
 		})
 	}
-	return out
+	return out, taken
 }

@@ -171,10 +171,10 @@ const (
 	documentPlaceholder = "[document]"
 )
 
-// clip bounds s to at most n bytes. A longer s is cut on a rune boundary and
+// Clip bounds s to at most n bytes. A longer s is cut on a rune boundary and
 // ends with a marker saying how many bytes were cut; the marker counts
 // toward n, unless n is too small to hold it (then s is only cut).
-func clip(s string, n int) string {
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

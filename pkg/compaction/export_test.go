@@ -2,7 +2,6 @@ package compaction
 
 // Internals the external tests check directly.
 var (
-	Clip            = clip
 	ParseSummary    = parseSummary
 	RequestMessages = requestMessages
 	RecoverMessages = recoverMessages

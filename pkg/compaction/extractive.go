@@ -74,17 +74,17 @@ const noneRecorded = "None recorded."
 // only on its input.
 func Extractive(msgs []view.Message, lim ExtractLimits) string {
 	lim = lim.withDefaults()
-	f := extractFacts(msgs, lim.Tools)
+	f := ExtractFacts(msgs, lim.Tools)
 
 	body := map[string]string{
-		HeadingIntent:         labelled("The first request in this part of the conversation:", clip(first(f.userTexts), lim.MessageChars)),
-		HeadingConcepts:       labelled("Tools used, with the number of calls:", fitList(f.toolLines(), lim.ListChars, "tools")),
-		HeadingFiles:          labelled("Files touched:", fitList(f.fileLines(), lim.ListChars, "files")),
-		HeadingErrors:         labelled("Tool calls that failed:", fitList(clipAll(f.errors, lim.ItemChars), lim.ListChars, "errors")),
-		HeadingProblemSolving: labelled("Shell commands run, in order:", fitList(clipAll(f.commands, lim.ItemChars), lim.ListChars, "commands")),
-		HeadingPending:        labelled("Open items of the latest todo list:", fitList(pendingTodos(f.todos), lim.ListChars, "items")),
-		HeadingCurrentWork:    labelled("The agent's latest message:", clip(f.lastAssistant, lim.MessageChars)),
-		HeadingNextStep:       labelled("Continue with the user's latest request, quoted:", quote(clip(last(f.userTexts), lim.MessageChars))),
+		HeadingIntent:         labelled("The first request in this part of the conversation:", Clip(first(f.UserTexts), lim.MessageChars)),
+		HeadingConcepts:       labelled("Tools used, with the number of calls:", FitList(f.ToolLines(), lim.ListChars, "tools")),
+		HeadingFiles:          labelled("Files touched:", FitList(f.FileLines(), lim.ListChars, "files")),
+		HeadingErrors:         labelled("Tool calls that failed:", FitList(clipAll(f.Errors, lim.ItemChars), lim.ListChars, "errors")),
+		HeadingProblemSolving: labelled("Shell commands run, in order:", FitList(clipAll(f.Commands, lim.ItemChars), lim.ListChars, "commands")),
+		HeadingPending:        labelled("Open items of the latest todo list:", FitList(f.PendingTodos(), lim.ListChars, "items")),
+		HeadingCurrentWork:    labelled("The agent's latest message:", Clip(f.LastAssistant, lim.MessageChars)),
+		HeadingNextStep:       labelled("Continue with the user's latest request, quoted:", quote(Clip(last(f.UserTexts), lim.MessageChars))),
 	}
 	// The user messages get what the rest leaves of the total.
 	used := len(extractiveNote) + 1
@@ -92,7 +92,7 @@ func Extractive(msgs []view.Message, lim ExtractLimits) string {
 		used += 1 + len(sectionTitle(i+1, h)) + 1 + len(body[h]) + 1
 	}
 	budget := min(lim.UserMessagesChars, lim.TotalChars-used)
-	body[HeadingUserMessages] = labelled("", fitList(clipAll(f.userTexts, lim.MessageChars), budget, "user messages"))
+	body[HeadingUserMessages] = labelled("", FitList(clipAll(f.UserTexts, lim.MessageChars), budget, "user messages"))
 
 	var b strings.Builder
 	b.WriteString(extractiveNote)
@@ -104,7 +104,7 @@ func Extractive(msgs []view.Message, lim ExtractLimits) string {
 		b.WriteString(body[h])
 		b.WriteString("\n")
 	}
-	return clip(strings.TrimSuffix(b.String(), "\n"), lim.TotalChars)
+	return Clip(strings.TrimSuffix(b.String(), "\n"), lim.TotalChars)
 }
 
 // labelled writes body under a label, or noneRecorded when body is empty.
@@ -135,7 +135,7 @@ func last(s []string) string {
 func clipAll(items []string, n int) []string {
 	out := make([]string, len(items))
 	for i, s := range items {
-		out[i] = clip(s, n)
+		out[i] = Clip(s, n)
 	}
 	return out
 }
@@ -148,10 +148,10 @@ func quote(s string) string {
 	return "> " + strings.ReplaceAll(s, "\n", "\n> ")
 }
 
-// fitList writes items as a markdown list of at most limit bytes. When they
+// FitList writes items as a markdown list of at most limit bytes. When they
 // do not all fit it keeps the first item and as many of the most recent as
 // fit, with a line saying how many were left out between them.
-func fitList(items []string, limit int, noun string) string {
+func FitList(items []string, limit int, noun string) string {
 	lines := make([]string, len(items))
 	total := 0
 	for i, it := range items {
@@ -178,67 +178,78 @@ func fitList(items []string, limit int, noun string) string {
 	return strings.Join(out, "\n")
 }
 
-// facts is what the extractive summary reads from the messages.
-type facts struct {
-	userTexts     []string
-	lastAssistant string
-	files         []fileTouch
-	tools         map[string]int
-	errors        []string
-	commands      []string
-	todos         json.RawMessage // input of the latest todo tool call
+// Facts is what the extractive summary reads from the messages. Session
+// notes written without a model read the same.
+type Facts struct {
+	// UserTexts are the texts of the messages that are not the
+	// assistant's, outside tool results, in order.
+	UserTexts []string
+	// LastAssistant is the assistant's latest text.
+	LastAssistant string
+	// Files are the files read, edited or written, in the order first touched.
+	Files []FileTouch
+	// Tools counts the calls of each tool.
+	Tools map[string]int
+	// Errors are the tool calls that failed: the call's tool and file, then the result.
+	Errors []string
+	// Commands are the shell commands run, in order.
+	Commands []string
+	// Todos is the input of the latest todo tool call.
+	Todos json.RawMessage
 }
 
-// fileTouch is what was done to one file.
-type fileTouch struct {
-	path                  string
-	read, edited, written bool
+// FileTouch is what was done to one file.
+type FileTouch struct {
+	Path                  string
+	Read, Edited, Written bool
 }
 
-func extractFacts(msgs []view.Message, names ToolNames) facts {
-	f := facts{tools: map[string]int{}}
+// ExtractFacts reads the facts of msgs, with the tenant's tool names.
+func ExtractFacts(msgs []view.Message, names ToolNames) Facts {
+	names = names.withDefaults()
+	f := Facts{Tools: map[string]int{}}
 	fileAt := map[string]int{}
 	calls := map[string]turn.Block{}
-	touch := func(path string) *fileTouch {
+	touch := func(path string) *FileTouch {
 		i, ok := fileAt[path]
 		if !ok {
-			i = len(f.files)
+			i = len(f.Files)
 			fileAt[path] = i
-			f.files = append(f.files, fileTouch{path: path})
+			f.Files = append(f.Files, FileTouch{Path: path})
 		}
-		return &f.files[i]
+		return &f.Files[i]
 	}
 	for _, m := range msgs {
 		if m.Role == roleAssistant {
 			if t := messageText(m.Content); t != "" {
-				f.lastAssistant = t
+				f.LastAssistant = t
 			}
 		} else if t := messageText(m.Content); t != "" {
-			f.userTexts = append(f.userTexts, t)
+			f.UserTexts = append(f.UserTexts, t)
 		}
 		for _, b := range m.Content {
 			switch b.Type {
 			case turn.BlockToolUse:
 				calls[b.ID] = b
-				f.tools[b.Name]++
+				f.Tools[b.Name]++
 				path := inputPath(b.Input)
 				switch {
 				case path != "" && isOneOf(b.Name, names.Read):
-					touch(path).read = true
+					touch(path).Read = true
 				case path != "" && isOneOf(b.Name, names.Edit):
-					touch(path).edited = true
+					touch(path).Edited = true
 				case path != "" && isOneOf(b.Name, names.Write):
-					touch(path).written = true
+					touch(path).Written = true
 				case isOneOf(b.Name, names.Shell):
 					if cmd := inputString(b.Input, "command"); cmd != "" {
-						f.commands = append(f.commands, cmd)
+						f.Commands = append(f.Commands, cmd)
 					}
 				case isOneOf(b.Name, names.Todo):
-					f.todos = b.Input
+					f.Todos = b.Input
 				}
 			case turn.BlockToolResult:
 				if b.IsError {
-					f.errors = append(f.errors, callLabel(calls[b.ToolUseID])+": "+resultText(b.Content))
+					f.Errors = append(f.Errors, callLabel(calls[b.ToolUseID])+": "+resultText(b.Content))
 				}
 			}
 		}
@@ -258,13 +269,14 @@ func callLabel(call turn.Block) string {
 	return call.Name
 }
 
-func (f *facts) toolLines() []string {
+// ToolLines lists the tools used, "Name: calls", most used first.
+func (f *Facts) ToolLines() []string {
 	type count struct {
 		name string
 		n    int
 	}
 	var counts []count
-	for name, n := range f.tools {
+	for name, n := range f.Tools {
 		counts = append(counts, count{name, n})
 	}
 	slices.SortFunc(counts, func(a, b count) int {
@@ -280,20 +292,22 @@ func (f *facts) toolLines() []string {
 	return out
 }
 
-func (f *facts) fileLines() []string {
-	out := make([]string, len(f.files))
-	for i, t := range f.files {
+// FileLines lists the files touched, in the order first touched, each as
+// "path (read, edited, written)" with what was done to it.
+func (f *Facts) FileLines() []string {
+	out := make([]string, len(f.Files))
+	for i, t := range f.Files {
 		var what []string
-		if t.read {
+		if t.Read {
 			what = append(what, "read")
 		}
-		if t.edited {
+		if t.Edited {
 			what = append(what, "edited")
 		}
-		if t.written {
+		if t.Written {
 			what = append(what, "written")
 		}
-		out[i] = t.path + " (" + strings.Join(what, ", ") + ")"
+		out[i] = t.Path + " (" + strings.Join(what, ", ") + ")"
 	}
 	return out
 }
@@ -335,6 +349,11 @@ func todoLine(t todoItem) string {
 	default:
 		return "[ ] " + t.Content + " (" + t.Status + ")"
 	}
+}
+
+// PendingTodos lists the items of the latest todo list that are not completed.
+func (f *Facts) PendingTodos() []string {
+	return pendingTodos(f.Todos)
 }
 
 // pendingTodos lists the items of the todo input that are not completed.

@@ -15,14 +15,22 @@ const (
 )
 
 // requestMessages turns the messages to summarize into a conversation the
-// Messages API accepts, ending with the instruction message: thinking is
-// dropped, media become [image] / [document], blank text and empty messages
-// go, consecutive messages of one role are merged, the first message is the
-// user's, every tool call is answered in the next message and every tool
-// result answers a call of the message before it (a result whose call is
-// missing becomes plain text; a call whose result is missing gets a stand-in
-// result).
+// Messages API accepts, ending with the summary instructions (see
+// Conversation).
 func requestMessages(msgs []view.Message, custom string) []llm.Message {
+	return Conversation(msgs, textBlock(instructions(custom)))
+}
+
+// Conversation turns stored messages into a conversation the Messages API
+// accepts, ending with a user message whose last blocks are tail (the
+// caller's instructions): thinking is dropped, media become [image] /
+// [document], blank text and empty messages go, consecutive messages of one
+// role are merged, the first message is the user's, every tool call is
+// answered in the next message and every tool result answers a call of the
+// message before it (a result whose call is missing becomes plain text; a
+// call whose result is missing gets a stand-in result). RecoverConversation
+// undoes it.
+func Conversation(msgs []view.Message, tail ...turn.Block) []llm.Message {
 	var out []llm.Message
 	for _, m := range msgs {
 		role := roleUser
@@ -36,7 +44,7 @@ func requestMessages(msgs []view.Message, custom string) []llm.Message {
 	if len(out) > 0 && out[0].Role == roleAssistant {
 		out = append([]llm.Message{{Role: roleUser, Content: turn.Content{textBlock(leadingPlaceholder)}}}, out...)
 	}
-	out = appendMerged(out, llm.Message{Role: roleUser, Content: turn.Content{textBlock(instructions(custom))}})
+	out = appendMerged(out, llm.Message{Role: roleUser, Content: append(turn.Content(nil), tail...)})
 	pairTools(out)
 	return out
 }

@@ -152,7 +152,7 @@ func Restore(all, kept []view.Message, lim RestoreLimits, names ToolNames) []tur
 		if len(files) == lim.Files {
 			break
 		}
-		body := clip(c.text, int(lim.FileTokens*4))
+		body := Clip(c.text, int(lim.FileTokens*4))
 		n := textTokens(body)
 		if total+n > lim.TotalTokens {
 			continue
@@ -217,7 +217,7 @@ func renderTodos(input []byte, limit int) (string, bool) {
 		}
 		body = "The input of the latest todo tool call:\n" + string(input)
 	}
-	return "<restored-todos>\n" + clip(body, limit) + "\n</restored-todos>", true
+	return "<restored-todos>\n" + Clip(body, limit) + "\n</restored-todos>", true
 }
 
 // restorableAttachment reports whether text is a restorable attachment, and its name attribute.

@@ -24,11 +24,14 @@ type Compaction struct {
 }
 
 // KeepSettings bound session-memory compaction: it keeps at least MinTokens and
-// MinTextMessages messages with text, and never more than MaxTokens.
+// MinTextMessages messages with text, and never more than MaxTokens. Before
+// it reads the notes it waits up to WaitSeconds for the session's notes to
+// take in the turns accounted so far (0: it does not wait).
 type KeepSettings struct {
 	MinTokens       int64 `json:"min_tokens"`
 	MinTextMessages int   `json:"min_text_messages"`
 	MaxTokens       int64 `json:"max_tokens"`
+	WaitSeconds     int   `json:"wait_seconds"`
 }
 
 // RestoreSettings bound what is restored: the Files most recently read files, each at most
@@ -53,7 +56,7 @@ func DefaultCompaction() Compaction {
 	n := compaction.DefaultToolNames()
 	return Compaction{
 		BreakerFailures: 3,
-		SessionMemory:   KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000},
+		SessionMemory:   KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000, WaitSeconds: 15},
 		Restore:         RestoreSettings{Files: 5, FileTokens: 5_000, TotalTokens: 50_000},
 		Tools:           ToolNames{Read: n.Read, Edit: n.Edit, Write: n.Write, Shell: n.Shell, Todo: n.Todo},
 	}
@@ -68,6 +71,9 @@ func (c Compaction) Validate() error {
 	k := c.SessionMemory
 	if k.MinTokens < 0 || k.MinTextMessages < 0 || k.MaxTokens <= 0 || k.MinTokens > k.MaxTokens {
 		errs = append(errs, fmt.Errorf("compaction: session_memory needs 0 <= min_tokens <= max_tokens, max_tokens > 0 and min_text_messages >= 0, got %+v", k))
+	}
+	if k.WaitSeconds < 0 || k.WaitSeconds > 120 {
+		errs = append(errs, fmt.Errorf("compaction: session_memory.wait_seconds must be within 0 and 120, got %d", k.WaitSeconds))
 	}
 	r := c.Restore
 	if r.Files < 0 || r.FileTokens < 0 || r.TotalTokens < 0 {

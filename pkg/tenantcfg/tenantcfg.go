@@ -24,6 +24,8 @@ type Settings struct {
 	Micro      assembly.MicroConfig `json:"micro"`
 	Compaction Compaction           `json:"compaction"`
 	LLM        LLM                  `json:"llm"`
+	// SessionMemory is the rolling notes of sessions.
+	SessionMemory SessionMemory `json:"session_memory"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -33,12 +35,15 @@ func Defaults() Settings {
 		Offload:    accounting.DefaultOffload(),
 		Micro:      assembly.DefaultMicroConfig(),
 		Compaction: DefaultCompaction(),
+
+		SessionMemory: DefaultSessionMemory(),
 	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
-	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate())
+	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
+		s.SessionMemory.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

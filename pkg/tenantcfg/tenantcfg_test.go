@@ -2,12 +2,15 @@ package tenantcfg_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
 
@@ -64,4 +67,38 @@ func TestCacheReadsOncePerTTL(t *testing.T) {
 	require.Equal(t, 1, reads)
 	_, err = c.For(context.Background(), "ghost")
 	require.ErrorContains(t, err, "no such tenant")
+}
+
+func TestSessionMemorySettings(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, tenantcfg.SessionMemory{
+		Enabled: true, InitTokens: 10_000, UpdateTokens: 5_000, UpdateToolCalls: 3, SectionTokens: 2_000, TotalTokens: 12_000,
+	}, defaults.SessionMemory, "the design's numbers")
+	require.Equal(t, 15, defaults.Compaction.SessionMemory.WaitSeconds)
+	require.Equal(t, sessionnotes.DefaultTemplate, defaults.SessionMemory.TemplateText())
+
+	own := strings.Replace(sessionnotes.DefaultTemplate, "# Workflow\n_", "# Workflow\n_Our own words: _", 1)
+	doc, err := json.Marshal(map[string]any{"session_memory": map[string]any{
+		"init_tokens": 2000, "template": own, "prompt": "Keep it under {{max_total_tokens}} tokens.",
+	}})
+	require.NoError(t, err)
+	s, err := tenantcfg.Overlay(defaults, doc)
+	require.NoError(t, err)
+	require.EqualValues(t, 2000, s.SessionMemory.InitTokens)
+	require.EqualValues(t, 5000, s.SessionMemory.UpdateTokens, "what the tenant did not name keeps its default")
+	require.Equal(t, own, s.SessionMemory.TemplateText())
+
+	broken := strings.Replace(sessionnotes.DefaultTemplate, "# Learnings\n", "# Lessons\n", 1)
+	for name, settings := range map[string]map[string]any{
+		"template without the fixed headings": {"session_memory": map[string]any{"template": broken}},
+		"prompt with an unknown variable":     {"session_memory": map[string]any{"prompt": "Here are the notes: {{notes}}"}},
+		"section over the total":              {"session_memory": map[string]any{"section_tokens": 20_000}},
+		"negative step":                       {"session_memory": map[string]any{"update_tokens": -1}},
+		"wait too long":                       {"compaction": map[string]any{"session_memory": map[string]any{"wait_seconds": 600}}},
+	} {
+		doc, err := json.Marshal(settings)
+		require.NoError(t, err)
+		_, err = tenantcfg.Overlay(defaults, doc)
+		require.Error(t, err, name)
+	}
 }

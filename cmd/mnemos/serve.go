@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llmledger"
 	"github.com/mnemos-ai/mnemos/pkg/natsembed"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -138,7 +139,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		runs = append(runs, runner{TargetTokenAccounting, svc.Run})
 		status[TargetTokenAccounting] = "running"
 	}
-	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) {
+	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) {
 		// These targets write events through the outbox; each process that
 		// runs one relays it (relays share the rows safely).
 		relay := outbox.New(outbox.DefaultConfig(), st, b, log.With("service", "outbox-relay"))
@@ -149,13 +150,14 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	ledger := llmledger.New(st, settings)
 	rawLLM, err := providers.New(cfg.LLM, map[llm.Task]builtin.Handler{
 		llm.TaskCompaction: compaction.BuiltinSummarizer,
+		llm.TaskNotes:      sessionnotes.Builtin,
 	})
 	if err != nil {
 		return err
 	}
 	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm")})
 	if rawLLM.Name() == builtin.Name {
-		log.Info("no model configured: the builtin provider writes summaries from the data itself (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
+		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
 	}
 	banner("llm           %s", rawLLM.Name())
 
@@ -167,15 +169,22 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		runs = append(runs, runner{TargetCompactor, svc.Run})
 		status[TargetCompactor] = "running"
 	}
+	if runsTarget(TargetSessionMemory) {
+		svc, err := sessionmemory.New(sessionmemory.DefaultConfig(), st, b, settings, provider, log.With("service", TargetSessionMemory), metrics.Meter(TargetSessionMemory))
+		if err != nil {
+			return err
+		}
+		runs = append(runs, runner{TargetSessionMemory, svc.Run})
+		status[TargetSessionMemory] = svc.Status()
+	}
 	idle := map[string]interface {
 		Run(context.Context) error
 		Status() string
 	}{
-		TargetSessionMemory: sessionmemory.New(log.With("service", TargetSessionMemory)),
-		TargetExtractor:     extractor.New(log.With("service", TargetExtractor)),
-		TargetDreamer:       dreamer.New(log.With("service", TargetDreamer)),
+		TargetExtractor: extractor.New(log.With("service", TargetExtractor)),
+		TargetDreamer:   dreamer.New(log.With("service", TargetDreamer)),
 	}
-	for _, name := range []string{TargetSessionMemory, TargetExtractor, TargetDreamer} {
+	for _, name := range []string{TargetExtractor, TargetDreamer} {
 		if runsTarget(name) {
 			runs = append(runs, runner{name, idle[name].Run})
 			status[name] = idle[name].Status()

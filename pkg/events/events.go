@@ -12,6 +12,8 @@ const (
 	SchemaCompactCompleted = "mnemos.compact_completed.v1"
 	SchemaCompactFailed    = "mnemos.compact_failed.v1"
 	SchemaCircuitOpened    = "mnemos.compact_circuit_opened.v1"
+
+	SchemaSessionMemoryUpdated = "mnemos.session_memory_updated.v1"
 )
 
 // Tokens is a session's token state as the accountant sees it.
@@ -110,4 +112,23 @@ type CircuitOpened struct {
 	Failures  int       `json:"failures"`
 	LastError string    `json:"last_error"`
 	At        time.Time `json:"at"`
+}
+
+// SessionMemoryUpdated announces a new version of a session's notes.
+type SessionMemoryUpdated struct {
+	Schema    string `json:"schema"`
+	TenantID  string `json:"tenant_id"`
+	SessionID string `json:"session_id"`
+	Version   int64  `json:"version"`
+	// LastSummarizedMessage is the uuid of the last message the notes cover.
+	LastSummarizedMessage string `json:"last_summarized_message"`
+	// TokensAtUpdate and ToolCallsAtUpdate are the session's count and tool
+	// calls the update read.
+	TokensAtUpdate    int64 `json:"tokens_at_update"`
+	ToolCallsAtUpdate int64 `json:"tool_calls_at_update"`
+	// Sections are the headings whose content changed.
+	Sections    []string  `json:"sections"`
+	LLMProvider string    `json:"llm_provider"`
+	LLMModel    string    `json:"llm_model,omitempty"`
+	At          time.Time `json:"at"`
 }

@@ -251,30 +251,6 @@ func (t *Tx) MessageTokensAfter(ctx context.Context, sessionID string, position 
 	return n, nil
 }
 
-// Notes are a session's rolling notes (session memory).
-type Notes struct {
-	SessionID          string
-	Content            string
-	LastSummarizedUUID string
-	TokensAtUpdate     int64
-	ToolCallsAtUpdate  int64
-	Version            int64
-	UpdatedAt          time.Time
-}
-
-// Notes reads a session's notes; ErrNotFound when it has none.
-func (t *Tx) Notes(ctx context.Context, sessionID string) (Notes, error) {
-	r, err := t.q.NotesGet(ctx, dbsqlc.NotesGetParams{TenantID: t.tenant, SessionID: sessionID})
-	if err != nil {
-		return Notes{}, fmt.Errorf("store.Notes: %w", notFound(err))
-	}
-	return Notes{
-		SessionID: r.SessionID, Content: r.Content, LastSummarizedUUID: r.LastSummarizedUuid,
-		TokensAtUpdate: r.TokensAtUpdate, ToolCallsAtUpdate: r.ToolCallsAtUpdate, Version: r.Version,
-		UpdatedAt: r.UpdatedAt.Time,
-	}, nil
-}
-
 // ReleaseCompaction gives a running compaction back after its worker failed,
 // so the request's next delivery takes it at once instead of after the lease.
 func (s *Store) ReleaseCompaction(ctx context.Context, tenant, id string) error {

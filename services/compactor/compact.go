@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
@@ -14,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -58,6 +60,9 @@ func (s *Service) Compact(ctx context.Context, tenant, session, id string, progr
 	set, err := s.settings.For(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("compactor: settings of %s: %w", tenant, err)
+	}
+	if err := s.awaitNotes(ctx, tenant, session, set); err != nil {
+		return err
 	}
 	j, done, err := s.claim(ctx, tenant, session, id, set)
 	if err != nil || done {
@@ -189,11 +194,19 @@ func (s *Service) compact(ctx context.Context, j job) (*result, error) {
 	return res, nil
 }
 
-// fromNotes is session-memory compaction: the session's notes are the
-// summary and the messages after the last one they cover stay. It returns
-// nil to fall through to the next method.
+// fromNotes is session-memory compaction: the session's notes, cut to the
+// tenant's section and total limits, are the summary and the messages after
+// the last one they cover stay. It returns nil to fall through to the next
+// method: no notes, notes that are only the empty template, notes that end
+// before the context starts, or a result still above auto-compact.
 func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
 	if j.notes == nil || strings.TrimSpace(j.notes.Content) == "" || j.notes.LastSummarizedUUID == "" {
+		return nil
+	}
+	sm := j.set.SessionMemory
+	summary, err := sessionnotes.ForCompaction(j.notes.Content, sm.TemplateText(), sm.SectionTokens, sm.TotalTokens)
+	if err != nil {
+		s.log.Info("session notes not used for compaction", "tenant", j.state.Session.TenantID, "session", j.state.Session.SessionID, "compaction", j.c.ID, "reason", err)
 		return nil
 	}
 	stored := j.shown[len(j.state.Head):]
@@ -204,7 +217,7 @@ func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
 	if err != nil {
 		return nil // the notes end before the context does: they cannot replace it
 	}
-	res := &result{method: MethodSessionMemory, summary: j.notes.Content, kept: stored[i:]}
+	res := &result{method: MethodSessionMemory, summary: summary, kept: stored[i:]}
 	res.keepFrom = throughOf(j) + 1
 	if len(res.kept) > 0 {
 		res.keepFrom = res.kept[0].Position
@@ -214,6 +227,51 @@ func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
 		return nil
 	}
 	return res
+}
+
+// awaitNotes gives the session's notes a moment to catch up before a
+// compaction reads them: notes are written asynchronously, so the turns
+// that triggered the compaction may still be on their way to the
+// session-memory service, or an update of the notes may be running. It
+// waits (up to the tenant's compaction.session_memory.wait_seconds) until
+// the service has looked at every turn applied when the wait began and no
+// update runs, then lets the compaction go on with whatever notes there
+// are. A session the service never looked at is not waited for.
+func (s *Service) awaitNotes(ctx context.Context, tenant, session string, set tenantcfg.Settings) error {
+	wait := time.Duration(set.Compaction.SessionMemory.WaitSeconds) * time.Second
+	if wait <= 0 || !set.SessionMemory.Enabled {
+		return nil
+	}
+	start := s.now()
+	target := int64(-1)
+	for {
+		p, err := s.store.NotesProgress(ctx, tenant, session)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("compactor: notes progress of %s/%s: %w", tenant, session, err)
+		}
+		if target < 0 {
+			target = p.AppliedSeq
+		}
+		if p.SeenSeq >= target && !p.Running {
+			if waited := s.now().Sub(start); waited > s.cfg.NotesPoll {
+				s.log.Debug("waited for the session's notes", "tenant", tenant, "session", session, "waited", waited)
+			}
+			return nil
+		}
+		if s.now().Sub(start) >= wait {
+			s.log.Info("compacting without waiting longer for the session's notes", "tenant", tenant, "session", session,
+				"waited", wait, "notes_seen_seq", p.SeenSeq, "applied_seq", target, "update_running", p.Running)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeAfter(s.cfg.NotesPoll):
+		}
+	}
 }
 
 // partial compacts around a pivot message: DirectionUpTo summarizes up to

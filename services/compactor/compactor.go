@@ -35,11 +35,14 @@ type Config struct {
 	Lease time.Duration
 	// MaxDeliver bounds redeliveries of a request that keeps failing.
 	MaxDeliver int
+	// NotesPoll is how often a compaction waiting for the session's notes
+	// looks again (the tenant's settings bound the wait).
+	NotesPoll time.Duration
 }
 
 // DefaultConfig holds the target's defaults.
 func DefaultConfig() Config {
-	return Config{Workers: 4, Lease: 2 * time.Minute, MaxDeliver: 8}
+	return Config{Workers: 4, Lease: 2 * time.Minute, MaxDeliver: 8, NotesPoll: 100 * time.Millisecond}
 }
 
 // Service is the compactor.
@@ -65,6 +68,9 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, pro
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultConfig().Lease
+	}
+	if cfg.NotesPoll <= 0 {
+		cfg.NotesPoll = DefaultConfig().NotesPoll
 	}
 	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: provider, log: log, now: time.Now, metrics: m}, nil
 }

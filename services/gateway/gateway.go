@@ -90,6 +90,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/sessions/{id}/compact", g.auth(g.postCompact))
 	mux.Handle("GET /v1/sessions/{id}/compactions", g.auth(g.listCompactions))
 	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
+	mux.Handle("GET /v1/sessions/{id}/notes", g.auth(g.getNotes))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})

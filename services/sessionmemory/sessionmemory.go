@@ -1,14 +1,265 @@
-// Package sessionmemory is the session-memory target: rolling session notes. Its work is not built
-// yet, so the target starts, reports healthy and stays idle.
+// Package sessionmemory is the session-memory service (DESIGN §6). On each
+// turn.accounted it decides whether the session's rolling notes are due for
+// an update (the gate: the first at 10,000 tokens, then after 5,000 more
+// with 3 tool calls or a response without any) and runs it: the model, or
+// the builtin writer, reads the current notes and the messages since the
+// last one they cover and answers with edits, which are checked against the
+// notes' fixed structure before they are stored. One update runs at a time
+// per session, across every replica: a claim in Postgres with a lease, and
+// requests that arrive meanwhile are coalesced into one trailing run. Each
+// stored update is announced as session_memory.updated through the outbox.
+// The compactor reads the notes as a ready-made summary.
 package sessionmemory
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/idle"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
 
-// New returns the target's run loop.
-func New(log *slog.Logger) *idle.Service {
-	return idle.New("session-memory", "rolling session notes", log)
+// Config of the session-memory target.
+type Config struct {
+	// Workers handle turn.accounted events concurrently.
+	Workers int
+	// Lease is how long an update's claim lasts without renewal; the worker
+	// renews it while the update runs, so a crashed worker's claim runs out
+	// and another replica takes the session over.
+	Lease time.Duration
+	// MaxDeliver bounds redeliveries of an event that keeps failing.
+	MaxDeliver int
+	// SweepEvery is how often the service looks for trailing runs left
+	// behind by a worker that stopped.
+	SweepEvery time.Duration
+	// MaxInputTokens bounds the messages one update reads (the most recent
+	// are kept).
+	MaxInputTokens int64
 }
+
+// DefaultConfig holds the target's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Workers:        4,
+		Lease:          2 * time.Minute,
+		MaxDeliver:     8,
+		SweepEvery:     30 * time.Second,
+		MaxInputTokens: sessionnotes.DefaultMaxInputTokens,
+	}
+}
+
+// Service is the session-memory service.
+type Service struct {
+	cfg      Config
+	store    *store.Store
+	bus      *bus.Bus
+	settings *tenantcfg.Cache
+	provider llm.Provider
+	log      *slog.Logger
+	now      func() time.Time
+	metrics  serviceMetrics
+}
+
+// New builds the service. provider writes the notes (llm.TaskNotes); meter may be nil.
+func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, provider llm.Provider, log *slog.Logger, meter metric.Meter) (*Service, error) {
+	if meter == nil {
+		meter = noop.NewMeterProvider().Meter("")
+	}
+	m, err := newMetrics(meter)
+	if err != nil {
+		return nil, fmt.Errorf("sessionmemory.New: %w", err)
+	}
+	d := DefaultConfig()
+	if cfg.Lease <= 0 {
+		cfg.Lease = d.Lease
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = d.SweepEvery
+	}
+	if cfg.MaxInputTokens <= 0 {
+		cfg.MaxInputTokens = d.MaxInputTokens
+	}
+	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: provider, log: log, now: time.Now, metrics: m}, nil
+}
+
+// Status is what health endpoints report for the target.
+func (s *Service) Status() string { return "running" }
+
+// Run consumes turn.accounted events until ctx ends, then drains in-flight
+// work. Meanwhile it sweeps for trailing runs whose claim ran out.
+func (s *Service) Run(ctx context.Context) error {
+	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
+		Stream:        bus.StreamEvents,
+		Durable:       "session-memory",
+		FilterSubject: bus.KindTurnAccounted + ".>",
+		Workers:       s.cfg.Workers,
+		MaxDeliver:    s.cfg.MaxDeliver,
+		AckWait:       s.cfg.Lease,
+		OnOutcome:     func(o bus.Outcome) { s.metrics.delivery(context.Background(), o) },
+	}, s.Handle)
+	if err != nil {
+		return fmt.Errorf("sessionmemory.Run: %w", err)
+	}
+	s.log.Info("session-memory consuming", "subject", bus.KindTurnAccounted+".>", "workers", s.cfg.Workers, "provider", s.provider.Name())
+	sweep := time.NewTicker(s.cfg.SweepEvery)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+			defer cancel()
+			return runner.Stop(stopCtx)
+		case <-sweep.C:
+			if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("notes sweep failed; the next tick retries", "err", err)
+			}
+		}
+	}
+}
+
+// Handle is the bus handler for one turn.accounted message.
+func (s *Service) Handle(ctx context.Context, m bus.Message) error {
+	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
+	}
+	var ev events.TurnAccounted
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		return bus.Permanent(fmt.Errorf("turn.accounted: %w", err))
+	}
+	switch {
+	case ev.Schema != events.SchemaTurnAccounted:
+		return bus.Permanent(fmt.Errorf("turn.accounted: unknown schema %q", ev.Schema))
+	case ev.TenantID != tenant || ev.SessionID != session:
+		return bus.Permanent(fmt.Errorf("turn.accounted for %s/%s arrived on the subject of %s/%s", ev.TenantID, ev.SessionID, tenant, session))
+	case ev.Seq <= 0 || ev.Tokens.Count < 0 || ev.ToolCalls < 0 || ev.ToolCallsTotal < 0:
+		return bus.Permanent(fmt.Errorf("turn.accounted: seq %d, count %d, tool calls %d of %d: want a positive seq and no negative number",
+			ev.Seq, ev.Tokens.Count, ev.ToolCalls, ev.ToolCallsTotal))
+	}
+	set, err := s.settings.For(ctx, tenant)
+	if err != nil {
+		return s.retryable(fmt.Errorf("sessionmemory: settings of %s: %w", tenant, err))
+	}
+	if !set.SessionMemory.Enabled {
+		return nil
+	}
+	turn := store.NotesTurn{Seq: ev.Seq, Tokens: ev.Tokens.Count, ToolCallsTotal: ev.ToolCallsTotal, ToolCalls: ev.ToolCalls}
+	owner, claimed, err := s.admit(ctx, tenant, session, turn, set.SessionMemory)
+	if err != nil || !claimed {
+		return s.retryable(err)
+	}
+	return s.retryable(s.run(ctx, tenant, session, owner, set, m.InProgress))
+}
+
+// Decision is what the update gate decides for one turn.
+type Decision struct {
+	// Due means an update should run now.
+	Due bool
+	// Rebase means the count fell below the mark (a compaction, or
+	// micro-compaction, took tokens out): growth is measured from the
+	// turn's count from now on.
+	Rebase bool
+}
+
+// Decide is the update gate (DESIGN §6) for a turn, given where the last
+// update (or attempt) left the mark:
+//   - a turn the last update already read (seq at or below the mark's) is
+//     never due;
+//   - before the first update, a turn is due once the count reaches
+//     InitTokens;
+//   - after it, a turn is due when the count grew by UpdateTokens since the
+//     mark AND either UpdateToolCalls tool calls were made since the mark or
+//     the turn's response made none. Growth is always required.
+//
+// A failed or rejected update moves the mark too, so it is tried again only
+// after the same growth.
+func Decide(mark store.NotesMark, t store.NotesTurn, set tenantcfg.SessionMemory) Decision {
+	switch {
+	case !mark.Attempted:
+		return Decision{Due: t.Tokens >= set.InitTokens}
+	case t.Seq <= mark.Seq:
+		return Decision{}
+	case t.Tokens < mark.Tokens:
+		return Decision{Rebase: true}
+	}
+	grew := t.Tokens-mark.Tokens >= set.UpdateTokens
+	tools := t.ToolCallsTotal-mark.ToolCalls >= set.UpdateToolCalls || t.ToolCalls == 0
+	return Decision{Due: grew && tools}
+}
+
+// admit runs the gate for a turn under the session's notes row lock and,
+// when an update is due, either claims it (claimed, with the claim's owner)
+// or, when one is running, coalesces the turn into its trailing run.
+func (s *Service) admit(ctx context.Context, tenant, session string, t store.NotesTurn, set tenantcfg.SessionMemory) (owner string, claimed bool, err error) {
+	coalesced := false
+	err = s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		coalesced, claimed, owner = false, false, ""
+		n, err := tx.LockNotes(ctx, session)
+		if err != nil {
+			return err
+		}
+		d := Decide(n.Mark, t, set)
+		if err := tx.ObserveNotesTurn(ctx, session, t.Seq, d.Rebase, t.Tokens); err != nil {
+			return err
+		}
+		if !d.Due {
+			return nil
+		}
+		owner = uuid.NewString()
+		ok, err := tx.ClaimNotesUpdate(ctx, session, owner, s.now().Add(s.cfg.Lease))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			coalesced = true
+			return tx.MarkNotesPending(ctx, session, t)
+		}
+		claimed = true
+		return nil
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("sessionmemory: admit turn %d of %s/%s: %w", t.Seq, tenant, session, err)
+	}
+	if coalesced {
+		s.metrics.update(ctx, OutcomeCoalesced)
+	}
+	return owner, claimed, nil
+}
+
+// errClaimLost means another worker took the session's update over (this
+// one's lease ran out): this worker's result is dropped.
+var errClaimLost = errors.New("the notes update's claim was lost")
+
+// retryable marks errors of an unavailable Postgres as transient, so they
+// do not spend the message's deliveries.
+func (s *Service) retryable(err error) error {
+	if err != nil && store.IsUnavailable(err) {
+		return bus.Transient(err)
+	}
+	return err
+}
+
+// Outcomes of updates, the values of mnemos_session_notes_updates_total{outcome}.
+const (
+	// OutcomeUpdated: new notes were stored.
+	OutcomeUpdated = "updated"
+	// OutcomeRejected: the answer broke the notes' structure; the notes stay.
+	OutcomeRejected = "rejected"
+	// OutcomeFailed: the model call failed; the notes stay.
+	OutcomeFailed = "failed"
+	// OutcomeCoalesced: a request folded into the trailing run of an update
+	// already running.
+	OutcomeCoalesced = "coalesced"
+)

@@ -91,9 +91,6 @@ UPDATE sessions SET
     updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
--- name: NotesGet :one
-SELECT * FROM session_notes WHERE tenant_id = @tenant_id AND session_id = @session_id;
-
 -- name: ContextSnapshotGet :one
 SELECT * FROM context_snapshots WHERE tenant_id = @tenant_id AND session_id = @session_id;
 

@@ -522,31 +522,6 @@ func (q *Queries) LLMUsageTokensOnDay(ctx context.Context, arg LLMUsageTokensOnD
 	return column_1, err
 }
 
-const notesGet = `-- name: NotesGet :one
-SELECT tenant_id, session_id, content, last_summarized_uuid, tokens_at_update, tool_calls_at_update, version, updated_at FROM session_notes WHERE tenant_id = $1 AND session_id = $2
-`
-
-type NotesGetParams struct {
-	TenantID  string
-	SessionID string
-}
-
-func (q *Queries) NotesGet(ctx context.Context, arg NotesGetParams) (SessionNote, error) {
-	row := q.db.QueryRow(ctx, notesGet, arg.TenantID, arg.SessionID)
-	var i SessionNote
-	err := row.Scan(
-		&i.TenantID,
-		&i.SessionID,
-		&i.Content,
-		&i.LastSummarizedUuid,
-		&i.TokensAtUpdate,
-		&i.ToolCallsAtUpdate,
-		&i.Version,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const sessionAddContextBreak = `-- name: SessionAddContextBreak :exec
 UPDATE sessions SET
     context_epoch = context_epoch + 1,

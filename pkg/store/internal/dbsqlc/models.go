@@ -138,14 +138,32 @@ type Session struct {
 }
 
 type SessionNote struct {
-	TenantID           string
-	SessionID          string
-	Content            string
-	LastSummarizedUuid string
-	TokensAtUpdate     int64
-	ToolCallsAtUpdate  int64
-	Version            int64
-	UpdatedAt          pgtype.Timestamptz
+	TenantID               string
+	SessionID              string
+	Content                string
+	LastSummarizedUuid     string
+	TokensAtUpdate         int64
+	ToolCallsAtUpdate      int64
+	Version                int64
+	UpdatedAt              pgtype.Timestamptz
+	LastSummarizedPosition int64
+	SeenSeq                int64
+	MarkAttempted          bool
+	MarkSeq                int64
+	MarkTokens             int64
+	MarkToolCalls          int64
+	UpdateOwner            string
+	UpdateLeaseUntil       pgtype.Timestamptz
+	Pending                bool
+	PendingSeq             int64
+	PendingTokens          int64
+	PendingToolCallsTotal  int64
+	PendingToolCalls       int32
+	RejectedUpdates        int64
+	FailedUpdates          int64
+	LastError              string
+	LlmModel               string
+	CreatedAt              pgtype.Timestamptz
 }
 
 type Tenant struct {

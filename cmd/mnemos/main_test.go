@@ -194,7 +194,7 @@ func lastRecordOf(records []claudecode.Record, first string) string {
 }
 
 // TestTargetsRunAsSeparateProcesses runs the gateway and the accountant as
-// two targets sharing one NATS and one Postgres, and the idle targets too.
+// two targets sharing one NATS and one Postgres, and the other targets too.
 func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.URL(t)
@@ -211,7 +211,7 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 	gw := start(t, base, "-target=gateway")
 	start(t, base, "-target=token-accounting")
 	var wg sync.WaitGroup
-	for target, want := range map[string]string{"compactor": "running", "session-memory": "idle", "extractor": "idle", "dreamer": "idle"} {
+	for target, want := range map[string]string{"compactor": "running", "session-memory": "running", "extractor": "idle", "dreamer": "idle"} {
 		wg.Go(func() {
 			p := start(t, base, "-target="+target)
 			var health struct {
@@ -312,12 +312,18 @@ func TestTenantSettingsCommand(t *testing.T) {
 	require.ErrorContains(t, err, "unknown tenant")
 }
 
-// TestLongReplayIsCompactedUnderTheThreshold is the context window end to
+// TestLongReplayIsCompactedFromTheSessionNotes is the context window end to
 // end, as `make run` serves it: one process, the builtin provider, no
 // network. A transcript replayed ten times over into one session crosses the
-// auto-compact threshold; the session is compacted, and its context then
-// starts with the boundary and the summary and is under the threshold.
-func TestLongReplayIsCompactedUnderTheThreshold(t *testing.T) {
+// auto-compact threshold. Meanwhile the session-memory service has kept the
+// session's notes, so the compaction is a session-memory compaction: the
+// notes are the summary and no model is called for it (the compaction's
+// llm_calls and mnemos_llm_calls_total{task="compaction"} stay at 0, while
+// the notes' own calls are counted under task "notes"). The compactor waits
+// for the notes to take in the turns before the threshold, so this does not
+// depend on timing. The context then starts with the boundary and the notes
+// and is under the threshold.
+func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	t.Parallel()
 	p := start(t, map[string]string{
 		"MNEMOS_DATABASE_URL":   pgtest.URL(t),
@@ -329,23 +335,49 @@ func TestLongReplayIsCompactedUnderTheThreshold(t *testing.T) {
 	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "long", "--repeat", "10", path}, env(nil), io.Discard, io.Discard))
 
 	type compaction struct {
-		Status   string `json:"status"`
-		Method   string `json:"method"`
-		LLMCalls int    `json:"llm_calls"`
+		Status     string `json:"status"`
+		Method     string `json:"method"`
+		LLMCalls   int    `json:"llm_calls"`
+		PreTokens  int64  `json:"pre_tokens"`
+		PostTokens int64  `json:"post_tokens"`
 	}
 	var list struct {
 		Compactions []compaction `json:"compactions"`
 	}
 	var session struct {
-		CompactionInFlight bool `json:"compaction_in_flight"`
+		AppliedSeq         int64 `json:"applied_seq"`
+		CompactionInFlight bool  `json:"compaction_in_flight"`
 	}
 	require.Eventually(t, func() bool {
-		getJSON(t, p.http+"/v1/sessions/long/compactions", "test-dev-key", &list)
+		// The session first: a compaction it no longer has in flight is
+		// ended in the list read after it.
 		getJSON(t, p.http+"/v1/sessions/long", "test-dev-key", &session)
+		getJSON(t, p.http+"/v1/sessions/long/compactions", "test-dev-key", &list)
 		return len(list.Compactions) > 0 && !session.CompactionInFlight
-	}, 60*time.Second, 50*time.Millisecond, "the long session was compacted")
-	require.Equal(t, "completed", list.Compactions[0].Status)
-	require.Equal(t, "full", list.Compactions[0].Method)
+	}, 90*time.Second, 50*time.Millisecond, "the long session was compacted")
+	first := list.Compactions[0]
+	require.Equal(t, "completed", first.Status)
+	require.Equal(t, "session_memory", first.Method, "the notes were the summary")
+	require.Zero(t, first.LLMCalls, "no model call in the compaction")
+	t.Logf("session-memory compaction: %d tokens before, %d after", first.PreTokens, first.PostTokens)
+
+	var notes struct {
+		Content string `json:"content"`
+		Version int64  `json:"version"`
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, p.http+"/v1/sessions/long/notes", "test-dev-key", &notes))
+	require.Contains(t, notes.Content, "# Current State\n")
+	require.Greater(t, notes.Version, int64(1))
+
+	resp, err := http.Get(p.http + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.NotRegexp(t, `mnemos_llm_calls_total\{[^}]*task="compaction"[^}]*\} [1-9]`, string(body), "no compaction called the model")
+	require.Regexp(t, `mnemos_llm_calls_total\{[^}]*task="notes"[^}]*\} [1-9]`, string(body), "the notes were written through the guarded provider")
+	require.Regexp(t, `mnemos_session_notes_updates_total\{[^}]*outcome="updated"[^}]*\} [1-9]`, string(body))
+	require.Regexp(t, `mnemos_compactions_total\{[^}]*method="session_memory"[^}]*\} [1-9]`, string(body))
 
 	var ctx struct {
 		Messages []struct {
@@ -368,5 +400,8 @@ func TestLongReplayIsCompactedUnderTheThreshold(t *testing.T) {
 	require.Less(t, ctx.ContextTokens, ctx.Tokens.AutoCompact)
 	require.GreaterOrEqual(t, len(ctx.Messages[0].Content), 2)
 	require.True(t, strings.HasPrefix(ctx.Messages[0].Content[0].Text, "<mnemos:compact-boundary"), ctx.Messages[0].Content[0].Text)
-	require.Contains(t, ctx.Messages[0].Content[1].Text, "Primary Request and Intent")
+	require.Contains(t, ctx.Messages[0].Content[0].Text, `method="session_memory"`)
+	require.Contains(t, ctx.Messages[0].Content[1].Text, "running notes kept during the session")
+	require.Contains(t, ctx.Messages[0].Content[1].Text, "# Session Title\n")
+	require.Greater(t, len(ctx.Messages), 5, "the messages after the notes' last one are kept")
 }

@@ -25,44 +25,13 @@ import (
 // the backend sends with every request, is logged beside.) The last case
 // is a long session: subagent.jsonl replayed ten times over.
 func BenchmarkCompactionSavings(b *testing.B) {
-	cases := []struct {
-		name   string
-		file   string
-		repeat int
-	}{
-		{"short", "short.jsonl", 1},
-		{"tool_heavy", "tool_heavy.jsonl", 1},
-		{"subagent", "subagent.jsonl", 1},
-		{"subagent_x10", "subagent.jsonl", 10},
-	}
+	cases := savingsCases
 	type saving struct{ count, pre, post int64 }
 	got := map[string]saving{}
 	for b.Loop() {
 		for _, c := range cases {
-			f, err := os.Open(claudecodetest.Path(b, c.file))
-			require.NoError(b, err)
-			records, err := claudecode.Parse(f)
-			f.Close()
-			require.NoError(b, err)
-			records = replay.Repeat(records, c.repeat)
-			lines, err := replay.Account(records, replay.Options{})
-			require.NoError(b, err)
-			var count int64
-			var msgs []view.Message
-			var main string
-			for _, l := range lines {
-				if !strings.Contains(l.Session, "-agent-") {
-					count, main = l.Count, l.Session
-				}
-			}
-			for _, ev := range replay.Events(records, replay.Options{}) {
-				if ev.SessionID != main {
-					continue
-				}
-				for _, m := range ev.Messages() {
-					msgs = append(msgs, view.Message{UUID: m.UUID, Position: int64(len(msgs)), Round: ev.Seq, Role: m.Role, Content: m.Content, Tokens: tokens.EstimateMessage(m)})
-				}
-			}
+			fs := loadFixtureSession(b, c.file, c.repeat)
+			msgs, count := fs.msgs, fs.count
 			summary := compaction.Extractive(msgs, compaction.ExtractLimits{})
 			head := turn.Content{{Type: turn.BlockText, Text: "<mnemos:compact-boundary/>"}, {Type: turn.BlockText, Text: summary}}
 			head = append(head, compaction.Restore(msgs, nil, compaction.RestoreLimits{}, compaction.ToolNames{})...)
@@ -74,4 +43,54 @@ func BenchmarkCompactionSavings(b *testing.B) {
 		b.ReportMetric(float64(s.post)/float64(s.pre), "post/pre-"+c.name)
 		b.Logf("%s", fmt.Sprintf("extractive compaction of %s: messages %d tokens before, %d after (%.3f); session count before %d", c.name, s.pre, s.post, float64(s.post)/float64(s.pre), s.count))
 	}
+}
+
+// savingsCases are the sessions the compaction-savings benchmarks compact.
+var savingsCases = []struct {
+	name   string
+	file   string
+	repeat int
+}{
+	{"short", "short.jsonl", 1},
+	{"tool_heavy", "tool_heavy.jsonl", 1},
+	{"subagent", "subagent.jsonl", 1},
+	{"subagent_x10", "subagent.jsonl", 10},
+}
+
+// fixtureSession is the main session of a fixture transcript, replayed
+// repeat times over: its turn events, its messages as stored, and its count
+// after the last event as the accountant keeps it.
+type fixtureSession struct {
+	events []turn.Event
+	msgs   []view.Message
+	count  int64
+}
+
+func loadFixtureSession(b *testing.B, file string, repeat int) fixtureSession {
+	b.Helper()
+	f, err := os.Open(claudecodetest.Path(b, file))
+	require.NoError(b, err)
+	records, err := claudecode.Parse(f)
+	f.Close()
+	require.NoError(b, err)
+	records = replay.Repeat(records, repeat)
+	lines, err := replay.Account(records, replay.Options{})
+	require.NoError(b, err)
+	var fs fixtureSession
+	var main string
+	for _, l := range lines {
+		if !strings.Contains(l.Session, "-agent-") {
+			fs.count, main = l.Count, l.Session
+		}
+	}
+	for _, ev := range replay.Events(records, replay.Options{}) {
+		if ev.SessionID != main {
+			continue
+		}
+		fs.events = append(fs.events, ev)
+		for _, m := range ev.Messages() {
+			fs.msgs = append(fs.msgs, view.Message{UUID: m.UUID, Position: int64(len(fs.msgs)), Round: ev.Seq, Role: m.Role, Content: m.Content, Tokens: tokens.EstimateMessage(m)})
+		}
+	}
+	return fs
 }

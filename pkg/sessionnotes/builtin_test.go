@@ -29,7 +29,10 @@ func (c *chat) add(role string, blocks ...turn.Block) {
 	c.msgs = append(c.msgs, m)
 }
 
-func (c *chat) user(text string) { c.round++; c.add("user", turn.Block{Type: turn.BlockText, Text: text}) }
+func (c *chat) user(text string) {
+	c.round++
+	c.add("user", turn.Block{Type: turn.BlockText, Text: text})
+}
 
 func (c *chat) call(id, name string, input map[string]any, result string, isErr bool) {
 	raw, _ := json.Marshal(input)

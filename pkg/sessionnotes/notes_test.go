@@ -69,9 +69,9 @@ func TestParseRefusesBrokenDocuments(t *testing.T) {
 		"text before the first heading": "Notes:\n# Session Title\n_t_\n",
 		"no description":                "# Session Title\n\nbody\n",
 		"description not italic":        "# Session Title\nA title.\n",
-		"heading right after heading":    "# Session Title\n# Current State\n_s_\n",
-		"unclosed fence":                 "# Session Title\n_t_\n```\ncode\n",
-		"nothing":                        "\n\n",
+		"heading right after heading":   "# Session Title\n# Current State\n_s_\n",
+		"unclosed fence":                "# Session Title\n_t_\n```\ncode\n",
+		"nothing":                       "\n\n",
 	} {
 		_, err := sessionnotes.Parse(text)
 		require.Error(t, err, name)

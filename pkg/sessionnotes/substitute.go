@@ -48,11 +48,16 @@ func placeholder(s string) (name, rest string, ok bool) {
 	}
 	name = s[:end]
 	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+		if !isNameRune(r) {
 			return "", "", false
 		}
 	}
 	return name, s[end+2:], true
+}
+
+// isNameRune reports an ASCII letter, digit or '_'.
+func isNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_'
 }
 
 // Placeholders lists the names of the {{name}} placeholders in text, in

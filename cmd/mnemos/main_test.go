@@ -97,6 +97,17 @@ func getJSON(t *testing.T, url, key string, out any) int {
 	return resp.StatusCode
 }
 
+// metricsOf reads the process's /metrics page.
+func metricsOf(t *testing.T, p *process) string {
+	t.Helper()
+	resp, err := http.Get(p.http + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
+}
+
 // dryRun runs `mnemos replay --dry-run args...` and returns its lines.
 func dryRun(t *testing.T, args ...string) []replay.Line {
 	t.Helper()
@@ -169,13 +180,9 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 			require.Equal(t, "ok", state.Tokens.State)
 		}
 	}
-	resp, err := http.Get(p.http + "/metrics")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Regexp(t, `mnemos_turns_ingested_total\{[^}]*transport="http"[^}]*\} [1-9]`, string(body), "the gateway counted the ingested turns")
-	require.Regexp(t, `mnemos_turns_accounted_total\{[^}]*outcome="applied"[^}]*\} [1-9]`, string(body), "the accountant counted the applied turns")
+	body := metricsOf(t, p)
+	require.Regexp(t, `mnemos_turns_ingested_total\{[^}]*transport="http"[^}]*\} [1-9]`, body, "the gateway counted the ingested turns")
+	require.Regexp(t, `mnemos_turns_accounted_total\{[^}]*outcome="applied"[^}]*\} [1-9]`, body, "the accountant counted the applied turns")
 }
 
 // lastRecordOf finds the uuid of the last record of the response whose
@@ -369,15 +376,11 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	require.Contains(t, notes.Content, "# Current State\n")
 	require.Greater(t, notes.Version, int64(1))
 
-	resp, err := http.Get(p.http + "/metrics")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.NotRegexp(t, `mnemos_llm_calls_total\{[^}]*task="compaction"[^}]*\} [1-9]`, string(body), "no compaction called the model")
-	require.Regexp(t, `mnemos_llm_calls_total\{[^}]*task="notes"[^}]*\} [1-9]`, string(body), "the notes were written through the guarded provider")
-	require.Regexp(t, `mnemos_session_notes_updates_total\{[^}]*outcome="updated"[^}]*\} [1-9]`, string(body))
-	require.Regexp(t, `mnemos_compactions_total\{[^}]*method="session_memory"[^}]*\} [1-9]`, string(body))
+	body := metricsOf(t, p)
+	require.NotRegexp(t, `mnemos_llm_calls_total\{[^}]*task="compaction"[^}]*\} [1-9]`, body, "no compaction called the model")
+	require.Regexp(t, `mnemos_llm_calls_total\{[^}]*task="notes"[^}]*\} [1-9]`, body, "the notes were written through the guarded provider")
+	require.Regexp(t, `mnemos_session_notes_updates_total\{[^}]*outcome="updated"[^}]*\} [1-9]`, body)
+	require.Regexp(t, `mnemos_compactions_total\{[^}]*method="session_memory"[^}]*\} [1-9]`, body)
 
 	var ctx struct {
 		Messages []struct {

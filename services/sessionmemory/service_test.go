@@ -433,3 +433,37 @@ func TestSweepRunsATrailingRunLeftBehind(t *testing.T) {
 	require.NoError(t, svc.Sweep(context.Background()), "nothing left to sweep")
 	require.EqualValues(t, 1, prov.calls.Load())
 }
+
+// TestBadEventsAreDeadLettered: an event that cannot be read is refused with
+// its reason, counted, and changes nothing.
+func TestBadEventsAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var prov counting
+	h.service(prov.provider())
+	sub, err := h.bus.Conn().SubscribeSync(h.bus.Prefix("deadletter." + bus.KindTurnAccounted + ".>"))
+	require.NoError(t, err)
+	other, err := json.Marshal(events.TurnAccounted{Schema: events.SchemaTurnAccounted, TenantID: "someone-else", SessionID: "bad", Seq: 1})
+	require.NoError(t, err)
+	negative, err := json.Marshal(events.TurnAccounted{Schema: events.SchemaTurnAccounted, TenantID: tenant, SessionID: "bad", Seq: 2, Tokens: events.Tokens{Count: -5}})
+	require.NoError(t, err)
+	for i, data := range [][]byte{[]byte("{not json"), other, negative} {
+		_, err := h.bus.Publish(context.Background(), h.bus.Subject(bus.KindTurnAccounted, tenant, "bad"), fmt.Sprintf("bad-%d", i), data, nil)
+		require.NoError(t, err)
+	}
+	var reasons []string
+	for range 3 {
+		msg, err := sub.NextMsg(30 * time.Second)
+		require.NoError(t, err)
+		reasons = append(reasons, msg.Header.Get(bus.HeaderDeadLetterReason))
+	}
+	all := strings.Join(reasons, "\n") // workers settle them in any order
+	require.Contains(t, all, "turn.accounted: invalid character")
+	require.Contains(t, all, "arrived on the subject of acme/bad")
+	require.Contains(t, all, "no negative number")
+	require.Eventually(t, func() bool {
+		return h.metrics.Sum("mnemos.bus.deliveries", "result", string(bus.DeadLettered)) == 3
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Zero(t, prov.calls.Load())
+	require.Empty(t, h.notes("bad").Content)
+}

@@ -81,8 +81,8 @@ func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
 				Compaction *struct {
 					ID string `json:"id"`
 				} `json:"compaction"`
-				Epoch int64 `json:"epoch"`
-				Tokens   struct {
+				Epoch  int64 `json:"epoch"`
+				Tokens struct {
 					Count    int64 `json:"count"`
 					Blocking int64 `json:"blocking_threshold"`
 				} `json:"tokens"`

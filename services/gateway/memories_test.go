@@ -33,6 +33,21 @@ func (h *harness) call(t *testing.T, method, path, key, body string, headers map
 	return resp.StatusCode, resp.Header, raw
 }
 
+// saveSession creates an acme session and saves it as change leaves it.
+func (h *harness) saveSession(t *testing.T, id string, change func(*store.Session)) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
+		s, err := tx.LockSession(ctx, id, "main")
+		if err != nil {
+			return err
+		}
+		s.State = "ok"
+		change(&s)
+		return tx.SaveSession(ctx, s)
+	}))
+}
+
 func decode(t *testing.T, raw []byte) map[string]any {
 	t.Helper()
 	var out map[string]any
@@ -249,14 +264,7 @@ func TestAgentWriteThroughTheAPIMarksItsSession(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	ctx := context.Background()
-	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
-		s, err := tx.LockSession(ctx, "s1", "main")
-		if err != nil {
-			return err
-		}
-		s.AppliedSeq, s.MessageCount, s.State = 4, 9, "ok"
-		return tx.SaveSession(ctx, s)
-	}))
+	h.saveSession(t, "s1", func(s *store.Session) { s.AppliedSeq, s.MessageCount = 4, 9 })
 	status, _, raw := h.call(t, "PUT", memPath+"pref?session=s1", "key-acme", memoryMarkdown("pref", "Prefers short answers", "x"),
 		map[string]string{"Mnemos-Reason": "asked to remember", "Mnemos-Source-Turns": "e-3, e-4"})
 	require.Equal(t, http.StatusCreated, status, string(raw))
@@ -287,22 +295,10 @@ func TestAgentWriteThroughTheAPIMarksItsSession(t *testing.T) {
 func TestContextStartsWithTheMemorySection(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	ctx := context.Background()
 	status, _, raw := h.call(t, "PUT", memPath+"role", "key-acme", memoryMarkdown("role", "Data scientist, new to Go", "x"), nil)
 	require.Equal(t, http.StatusCreated, status, string(raw))
-	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
-		for id, scope := range map[string]map[string]string{"with": {"user": "u-42", "project": "repo"}, "without": nil} {
-			s, err := tx.LockSession(ctx, id, "main")
-			if err != nil {
-				return err
-			}
-			s.MemoryScope, s.State = scope, "ok"
-			if err := tx.SaveSession(ctx, s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
+	h.saveSession(t, "with", func(s *store.Session) { s.MemoryScope = map[string]string{"user": "u-42", "project": "repo"} })
+	h.saveSession(t, "without", func(*store.Session) {})
 	var body struct {
 		System []struct {
 			Type string `json:"type"`

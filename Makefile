@@ -27,6 +27,10 @@ FUZZTIME ?= 30s
 .PHONY: fuzz-short
 fuzz-short: ## run each fuzz target for FUZZTIME (30s)
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/turn
+	$(GO) test -run='^$$' -fuzz='^FuzzParseName$$' -fuzztime=$(FUZZTIME) ./pkg/memory
+	$(GO) test -run='^$$' -fuzz='^FuzzScopePath$$' -fuzztime=$(FUZZTIME) ./pkg/memory
+	$(GO) test -run='^$$' -fuzz='^FuzzParseDocument$$' -fuzztime=$(FUZZTIME) ./pkg/memory
+	$(GO) test -run='^$$' -fuzz='^FuzzIndex$$' -fuzztime=$(FUZZTIME) ./pkg/memory
 
 .PHONY: bench
 bench: ## ingest benchmark with raw JetStream and Postgres baselines (prints ratios)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 )
@@ -26,6 +27,8 @@ type Settings struct {
 	LLM        LLM                  `json:"llm"`
 	// SessionMemory is the rolling notes of sessions.
 	SessionMemory SessionMemory `json:"session_memory"`
+	// Memory bounds long-term memories and their indexes.
+	Memory memory.Limits `json:"memory"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -37,13 +40,14 @@ func Defaults() Settings {
 		Compaction: DefaultCompaction(),
 
 		SessionMemory: DefaultSessionMemory(),
+		Memory:        memory.DefaultLimits(),
 	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
-		s.SessionMemory.Validate())
+		s.SessionMemory.Validate(), s.Memory.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

@@ -39,6 +39,8 @@ func TestOverlayRefusesWhatCannotWork(t *testing.T) {
 		`{"tokens": {"auto_compact_percent": 180}}`:         "auto_compact_percent",
 		`{"offload": {"preview_bytes": 90000}}`:             "preview_bytes",
 		`{"tokens": {"default_window": 1000}}`:              "default_window",
+		`{"memory": {"index_max_lines": 0}}`:                "index_max_lines",
+		`{"memory": {"index_line_max_chars": 100}}`:         "index_line_max_chars",
 		`{"tokens": {"warning_buffer": "twenty thousand"}}`: "cannot unmarshal",
 		`[1, 2]`: "cannot unmarshal",
 	} {

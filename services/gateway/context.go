@@ -18,6 +18,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -138,14 +139,22 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// assemble renders a session's context, first recording any micro-compaction
-// now due, and accounts for cache breaks. blocked reports a count at or
+// assemble renders a session's context — the memory section as frozen for
+// the session's compaction, then its messages — first recording any
+// micro-compaction now due, and accounts for cache breaks. blocked reports a count at or
 // above the blocking limit.
 func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings) (ContextBody, []byte, bool, error) {
 	var st sessionctx.State
+	var section []string
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		var err error
-		st, err = sessionctx.Load(ctx, tx, id)
+		if st, err = sessionctx.Load(ctx, tx, id); err != nil {
+			return err
+		}
+		section, err = memory.FrozenSection(ctx, tx, memory.SessionSection{
+			SessionID: id, MemoryScope: st.Session.MemoryScope, CompactionID: st.Session.CompactionID,
+			KeepsPrefix: st.Compaction.Direction == "from",
+		}, set.Memory)
 		return err
 	})
 	if err != nil {
@@ -157,7 +166,11 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 		}
 	}
 	limits := accounting.Limits(set.Tokens, st.Session)
-	rendered := assembly.Render(assembly.Input{Head: st.Head, Messages: st.Messages, Cleared: st.Cleared})
+	blocks := make([]turn.Block, len(section))
+	for i, text := range section {
+		blocks[i] = turn.Block{Type: turn.BlockText, Text: text}
+	}
+	rendered := assembly.Render(assembly.Input{System: blocks, Head: st.Head, Messages: st.Messages, Cleared: st.Cleared})
 	system, messages, err := rendered.EncodeParts()
 	if err != nil {
 		return ContextBody{}, nil, false, err

@@ -1,6 +1,6 @@
 // Package gateway is Mnemos's HTTP API: turn ingest, session token state,
-// pre-flight checks and offloaded tool results. The tenant of every request
-// comes from its API key.
+// pre-flight checks, offloaded tool results, the context, compactions and
+// long-term memories. The tenant of every request comes from its API key.
 package gateway
 
 import (
@@ -19,6 +19,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -61,6 +62,7 @@ type Gateway struct {
 	bus      *bus.Bus
 	log      *slog.Logger
 	metrics  gatewayMetrics
+	memories *memory.Store
 
 	keys *ttlcache.Cache[string] // API key → tenant
 }
@@ -74,8 +76,15 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
+	memories, err := memory.NewStore(st, meter, memory.Options{Now: cfg.Now, Limits: func(ctx context.Context, tenant string) (memory.Limits, error) {
+		set, err := settings.For(ctx, tenant)
+		return set.Memory, err
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("gateway.New: %w", err)
+	}
 	return &Gateway{
-		cfg: cfg, settings: settings,
+		cfg: cfg, settings: settings, memories: memories,
 		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
 	}, nil
 }
@@ -91,6 +100,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/sessions/{id}/compactions", g.auth(g.listCompactions))
 	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
 	mux.Handle("GET /v1/sessions/{id}/notes", g.auth(g.getNotes))
+	g.registerMemories(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})

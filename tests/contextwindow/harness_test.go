@@ -180,6 +180,8 @@ type conversation struct {
 	pending []turn.Message
 	// window and maxOutput are what the events report (200,000 and 32,000).
 	window, maxOutput int64
+	// scope is the events' memory_scope.
+	scope map[string]string
 }
 
 func (h *harness) conversation(id string) *conversation {
@@ -230,7 +232,7 @@ func (c *conversation) respond(t *testing.T, idle time.Duration, blocks ...turn.
 	}
 	ev := turn.Event{
 		Schema: turn.SchemaV1, EventID: c.uuid("e"), TenantID: tenant, SessionID: c.id, Seq: c.seq,
-		Model: "claude-sonnet-4-5", ContextWindow: c.window, MaxOutputTokens: c.maxOutput,
+		Model: "claude-sonnet-4-5", ContextWindow: c.window, MaxOutputTokens: c.maxOutput, MemoryScope: c.scope,
 		InputMessages: c.pending, Response: &resp,
 		Usage:      &turn.Usage{InputTokens: before + added, OutputTokens: tokens.EstimateMessage(resp)},
 		OccurredAt: c.at,

@@ -18,10 +18,13 @@ import (
 //   - two reads with nothing new in between return identical bytes;
 //   - the context after a turn begins with the bytes of the context before
 //     it, unless a compaction or micro-compaction was recorded in between;
-//   - no cache break goes unexplained.
+//   - no cache break goes unexplained;
+//   - the memory section (the system blocks) stays byte for byte the same
+//     until the next compaction, while memories are written all along.
 func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil)
+	sectionChanges := 0
 	for _, seed := range []uint64{1, 2, 3} {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		id := fmt.Sprintf("prop-%d", seed)
@@ -29,10 +32,20 @@ func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
 		// A small window (auto-compact at 59,000, warning 39,000, blocking
 		// 69,000) so every kind of break comes round often.
 		c.window, c.maxOutput = 80_000, 8_000
-		var prevMessages []byte
+		user := fmt.Sprintf("u-prop-%d", seed)
+		c.scope = map[string]string{"user": user, "project": "shared-repo"}
+		var prevMessages, prevSystem []byte
 		var prevEpoch int64 = -1
-		breaks := 0
+		prevCompaction := ""
+		breaks, written := 0, ""
 		for round := range 90 {
+			if rng.IntN(6) == 0 {
+				// The agent (or anyone) saves a memory between turns.
+				written = fmt.Sprintf("note-%d", round)
+				md := fmt.Sprintf("---\nname: %s\ndescription: Learned in round %d\ntype: project\n---\n\nA fact from round %d.\n", written, round, round)
+				status, raw := h.call(t, "PUT", "/v1/scopes/user:"+user+"/memories/"+written+"?session="+id, md, nil)
+				require.Equal(t, 201, status, string(raw))
+			}
 			c.user(fmt.Sprintf("Step %d: %s", round, filler("ask", 20+rng.IntN(400))))
 			for range rng.IntN(3) { // at most 2 calls of at most 4,000 tokens: a round never jumps the blocking limit
 				tool := []string{"Read", "Bash", "Grep", "Task", "Edit"}[rng.IntN(5)]
@@ -63,9 +76,13 @@ func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
 			require.Equal(t, string(first), string(second), "seed %d round %d: two reads, nothing new in between", seed, round)
 
 			var body struct {
-				Messages json.RawMessage `json:"messages"`
-				Epoch    int64           `json:"epoch"`
-				Tokens   struct {
+				System     json.RawMessage `json:"system"`
+				Messages   json.RawMessage `json:"messages"`
+				Compaction *struct {
+					ID string `json:"id"`
+				} `json:"compaction"`
+				Epoch  int64 `json:"epoch"`
+				Tokens struct {
 					Count    int64 `json:"count"`
 					Blocking int64 `json:"blocking_threshold"`
 				} `json:"tokens"`
@@ -78,10 +95,26 @@ func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
 			} else if prevEpoch >= 0 {
 				breaks++
 			}
-			prevMessages, prevEpoch = body.Messages, body.Epoch
+			compaction := ""
+			if body.Compaction != nil {
+				compaction = body.Compaction.ID
+			}
+			require.Contains(t, string(body.System), "MEMORY.md of user:"+user)
+			if compaction == prevCompaction && prevSystem != nil {
+				require.Equal(t, string(prevSystem), string(body.System), "seed %d round %d: the memory section changed without a compaction", seed, round)
+			} else if prevSystem != nil {
+				if written != "" {
+					require.Contains(t, string(body.System), written+".md", "seed %d round %d: a compaction renders the section again", seed, round)
+				}
+				if string(prevSystem) != string(body.System) {
+					sectionChanges++
+				}
+			}
+			prevMessages, prevSystem, prevEpoch, prevCompaction = body.Messages, body.System, body.Epoch, compaction
 		}
 		require.Positive(t, breaks, "seed %d: the run never crossed a recorded break", seed)
 	}
+	require.Positive(t, sectionChanges, "no compaction brought new memories into the section")
 	require.Zero(t, h.metrics.Sum("mnemos.context.cache_breaks", "kind", "unexpected"))
 	require.Positive(t, h.metrics.Sum("mnemos.context.cache_breaks", "kind", "expected"))
 	require.Positive(t, h.metrics.Sum("mnemos.microcompact.cleared", "", ""))

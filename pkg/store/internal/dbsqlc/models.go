@@ -8,6 +8,15 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type AgentMemoryWrite struct {
+	TenantID  string
+	SessionID string
+	WrittenAt pgtype.Timestamptz
+	Seq       int64
+	Position  int64
+	Writes    int64
+}
+
 type ApiKey struct {
 	KeyHash   []byte
 	TenantID  string
@@ -78,6 +87,55 @@ type LlmUsage struct {
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
+}
+
+type Memory struct {
+	TenantID    string
+	Scope       string
+	Name        string
+	Revision    int64
+	Type        string
+	Description string
+	Body        string
+	DeletedAt   pgtype.Timestamptz
+	CreatedAt   pgtype.Timestamptz
+	UpdatedAt   pgtype.Timestamptz
+}
+
+type MemoryIndex struct {
+	TenantID  string
+	Scope     string
+	Content   string
+	Revision  int64
+	Actor     string
+	Reason    string
+	UpdatedAt pgtype.Timestamptz
+}
+
+type MemoryRevision struct {
+	TenantID     string
+	Scope        string
+	Name         string
+	Revision     int64
+	Op           string
+	Actor        string
+	Reason       string
+	SourceTurns  []string
+	SessionID    string
+	RestoredFrom *int64
+	Type         string
+	Description  string
+	Body         string
+	Deleted      bool
+	CreatedAt    pgtype.Timestamptz
+}
+
+type MemorySection struct {
+	TenantID     string
+	SessionID    string
+	CompactionID string
+	Blocks       []string
+	CreatedAt    pgtype.Timestamptz
 }
 
 type Message struct {

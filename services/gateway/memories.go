@@ -1,0 +1,580 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
+)
+
+// The headers of a memory write.
+const (
+	// HeaderSession names the session of the main agent making the write
+	// (also ?session=); the write is then the agent's and marks the session.
+	HeaderSession = "Mnemos-Session-Id"
+	// HeaderReason says why (also ?reason=).
+	HeaderReason = "Mnemos-Reason"
+	// HeaderSourceTurns lists the event ids the write comes from, comma-separated.
+	HeaderSourceTurns = "Mnemos-Source-Turns"
+)
+
+const (
+	maxReasonLen   = 1_000
+	maxSourceTurns = 100
+	// maxIndexBody bounds an index edit's body.
+	maxIndexBody = 1 << 20
+)
+
+func (g *Gateway) registerMemories(mux *http.ServeMux) {
+	mux.Handle("GET /v1/scopes/{scope}/memories", g.auth(g.listMemories))
+	mux.Handle("GET /v1/scopes/{scope}/memories/{name}", g.auth(g.getMemory))
+	mux.Handle("PUT /v1/scopes/{scope}/memories/{name}", g.auth(g.putMemory))
+	mux.Handle("DELETE /v1/scopes/{scope}/memories/{name}", g.auth(g.deleteMemory))
+	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/revisions", g.auth(g.listRevisions))
+	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/revisions/{rev}", g.auth(g.getRevision))
+	mux.Handle("POST /v1/scopes/{scope}/memories/{name}/revisions/{rev}/restore", g.auth(g.restoreRevision))
+	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/diff", g.auth(g.diffRevisions))
+	mux.Handle("GET /v1/scopes/{scope}/index", g.auth(g.getIndex))
+	mux.Handle("PUT /v1/scopes/{scope}/index", g.auth(g.putIndex))
+}
+
+// MemoryBody is a memory in the API's answers.
+type MemoryBody struct {
+	Scope       string `json:"scope"`
+	Name        string `json:"name"`
+	File        string `json:"file"`
+	Description string `json:"description"`
+	Type        string `json:"type"`
+	// Body and Markdown (the whole document) are left out of lists.
+	Body      string     `json:"body,omitempty"`
+	Markdown  string     `json:"markdown,omitempty"`
+	Revision  int64      `json:"revision"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	// Op is what a change did: created, updated, deleted, restored, or
+	// unchanged (no revision made). Only in answers to changes.
+	Op string `json:"op,omitempty"`
+	// RestoredFrom is the revision a rollback went back to.
+	RestoredFrom int64 `json:"restored_from,omitempty"`
+}
+
+func memoryBody(m memory.Memory, whole bool) MemoryBody {
+	b := MemoryBody{
+		Scope: m.Scope.String(), Name: string(m.Name), File: m.Name.File(), Description: m.Description,
+		Type: string(m.Type), Revision: m.Revision, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
+	}
+	if whole {
+		b.Body, b.Markdown = m.Body, m.Markdown()
+	}
+	if m.Deleted() {
+		at := m.DeletedAt
+		b.DeletedAt = &at
+	}
+	return b
+}
+
+func resultBody(res memory.Result) MemoryBody {
+	b := memoryBody(res.Memory, !res.Memory.Deleted())
+	b.Op, b.RestoredFrom = string(res.Op), res.RestoredFrom
+	if !res.Changed() {
+		b.Op = "unchanged"
+	}
+	return b
+}
+
+// MemoryList is the answer to GET /v1/scopes/{scope}/memories.
+type MemoryList struct {
+	Scope    string       `json:"scope"`
+	Memories []MemoryBody `json:"memories"`
+}
+
+// RevisionBody is one revision of a memory.
+type RevisionBody struct {
+	Revision     int64     `json:"revision"`
+	Op           string    `json:"op"`
+	Actor        string    `json:"actor"`
+	Reason       string    `json:"reason,omitempty"`
+	SourceTurns  []string  `json:"source_turns,omitempty"`
+	SessionID    string    `json:"session_id,omitempty"`
+	RestoredFrom int64     `json:"restored_from,omitempty"`
+	Deleted      bool      `json:"deleted"`
+	Description  string    `json:"description"`
+	Type         string    `json:"type"`
+	Markdown     string    `json:"markdown,omitempty"`
+	At           time.Time `json:"at"`
+}
+
+func revisionBody(r memory.Revision, whole bool) RevisionBody {
+	b := RevisionBody{
+		Revision: r.Revision, Op: string(r.Op), Actor: string(r.Change.Actor), Reason: r.Change.Reason,
+		SourceTurns: r.Change.SourceTurns, SessionID: r.Change.SessionID, RestoredFrom: r.RestoredFrom,
+		Deleted: r.Deleted, Description: r.Description, Type: string(r.Type), At: r.At,
+	}
+	if whole {
+		b.Markdown = r.Markdown()
+	}
+	return b
+}
+
+// RevisionList is the answer to GET …/memories/{name}/revisions.
+type RevisionList struct {
+	Scope     string         `json:"scope"`
+	Name      string         `json:"name"`
+	Revisions []RevisionBody `json:"revisions"`
+}
+
+// DiffBody is the answer to GET …/memories/{name}/diff.
+type DiffBody struct {
+	Scope string `json:"scope"`
+	Name  string `json:"name"`
+	From  int64  `json:"from"`
+	To    int64  `json:"to"`
+	// Diff is a unified diff of the two revisions' markdown ("" when equal).
+	Diff string `json:"diff"`
+}
+
+// IndexBody is a scope's index in the API's answers.
+type IndexBody struct {
+	Scope     string    `json:"scope"`
+	Content   string    `json:"content"`
+	Revision  int64     `json:"revision"`
+	Lines     int       `json:"lines"`
+	Bytes     int       `json:"bytes"`
+	Actor     string    `json:"actor,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Loaded is what a context loads of it.
+	Loaded LoadedIndex `json:"loaded"`
+	// Appended and Changed answer an edit: the memories it left out, which
+	// were appended, and whether it changed the index.
+	Appended []string `json:"appended,omitempty"`
+	Changed  *bool    `json:"changed,omitempty"`
+}
+
+// LoadedIndex says how much of an index a context loads.
+type LoadedIndex struct {
+	Lines   int    `json:"lines"`
+	Bytes   int    `json:"bytes"`
+	Cut     bool   `json:"cut"`
+	Warning string `json:"warning,omitempty"`
+}
+
+func indexBody(ix memory.Index, l memory.Limits) IndexBody {
+	_, t := memory.TruncateIndex(ix.Content, l.IndexMaxLines, l.IndexMaxBytes)
+	return IndexBody{
+		Scope: ix.Scope.String(), Content: ix.Content, Revision: ix.Revision, Lines: t.TotalLines, Bytes: t.TotalBytes,
+		Actor: string(ix.Actor), Reason: ix.Reason, UpdatedAt: ix.UpdatedAt,
+		Loaded: LoadedIndex{Lines: t.KeptLines, Bytes: t.KeptBytes, Cut: t.Cut(), Warning: t.Warning(l.IndexMaxLines, l.IndexMaxBytes)},
+	}
+}
+
+// memoryRequest is what every memory route reads first: the scope, the
+// name (when the route has one) and who is asking.
+type memoryRequest struct {
+	tenant string
+	scope  memory.Scope
+	name   memory.Name
+	change memory.Change
+	expect memory.Expect
+}
+
+// readMemoryRequest parses the path, the change headers and the
+// precondition, answering 400 (counted) when one is bad.
+func (g *Gateway) readMemoryRequest(w http.ResponseWriter, r *http.Request, tenant string, withName bool) (memoryRequest, bool) {
+	req := memoryRequest{tenant: tenant}
+	var err error
+	if req.change, err = changeOf(r); err != nil {
+		g.refuseMemory(w, r, req.change.Actor, err)
+		return req, false
+	}
+	if req.scope, err = memory.ParseScope(r.PathValue("scope")); err != nil {
+		g.refuseMemory(w, r, req.change.Actor, err)
+		return req, false
+	}
+	if withName {
+		if req.name, err = memory.ParseRef(r.PathValue("name")); err != nil {
+			g.refuseMemory(w, r, req.change.Actor, err)
+			return req, false
+		}
+	}
+	if req.expect, err = expectOf(r); err != nil {
+		g.refuseMemory(w, r, req.change.Actor, err)
+		return req, false
+	}
+	return req, true
+}
+
+// changeOf reads who makes a change: the agent of the session the request
+// names, else the API.
+func changeOf(r *http.Request) (memory.Change, error) {
+	ch := memory.Change{Actor: memory.ActorAPI}
+	q := r.URL.Query()
+	session := firstOf(r.Header.Get(HeaderSession), q.Get("session"))
+	if session != "" {
+		if !bus.ValidToken(session) {
+			return ch, memory.Refuse(memory.ReasonBadRequest, "session ids are letters, digits, '_' and '-'")
+		}
+		ch.Actor, ch.SessionID = memory.ActorAgent, session
+	}
+	ch.Reason = firstOf(r.Header.Get(HeaderReason), q.Get("reason"))
+	if len(ch.Reason) > maxReasonLen {
+		return ch, memory.Refuse(memory.ReasonBadRequest, "the reason is longer than %d bytes", maxReasonLen)
+	}
+	if turns := r.Header.Get(HeaderSourceTurns); turns != "" {
+		for _, id := range strings.Split(turns, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				ch.SourceTurns = append(ch.SourceTurns, id)
+			}
+		}
+		if len(ch.SourceTurns) > maxSourceTurns {
+			return ch, memory.Refuse(memory.ReasonBadRequest, "more than %d source turns", maxSourceTurns)
+		}
+	}
+	return ch, nil
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// expectOf reads If-Match ("<revision>", the ETag of a read) and
+// If-None-Match: * (create only).
+func expectOf(r *http.Request) (memory.Expect, error) {
+	var e memory.Expect
+	if v := r.Header.Get("If-None-Match"); v != "" {
+		if strings.TrimSpace(v) != "*" {
+			return e, memory.Refuse(memory.ReasonBadRequest, "If-None-Match takes only *")
+		}
+		e.Absent = true
+	}
+	if v := r.Header.Get("If-Match"); v != "" {
+		rev, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(strings.TrimSpace(v), "W/"), `"`), 10, 64)
+		if err != nil || rev <= 0 {
+			return e, memory.Refuse(memory.ReasonBadRequest, "If-Match takes a revision, as the ETag of a read gives it (\"3\")")
+		}
+		e.Revision = rev
+	}
+	return e, nil
+}
+
+func etag(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
+
+// wantsMarkdown reports whether the client asked for the document itself.
+func wantsMarkdown(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/markdown") || r.URL.Query().Get("format") == "markdown"
+}
+
+func writeMarkdown(w http.ResponseWriter, rev int64, text string) {
+	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
+	w.Header().Set("ETag", etag(rev))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, text) // the client went away; nothing left to tell it
+}
+
+// refuseMemory counts and answers a refusal the gateway made itself.
+func (g *Gateway) refuseMemory(w http.ResponseWriter, r *http.Request, actor memory.Actor, err error) {
+	if actor == "" {
+		actor = memory.ActorAPI
+	}
+	g.memoryFailure(w, g.memories.Refused(r.Context(), actor, err))
+}
+
+// memoryFailure answers an error of the memory store (which counted its
+// refusals): 404, 412, 413, 400 with the refusal's reason, or 500.
+func (g *Gateway) memoryFailure(w http.ResponseWriter, err error) {
+	if errors.Is(err, memory.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return
+	}
+	e, ok := memory.AsError(err)
+	if !ok {
+		g.internal(w, "memory request", err)
+		return
+	}
+	status := http.StatusBadRequest
+	switch e.Reason {
+	case memory.ReasonRevisionMismatch:
+		status = http.StatusPreconditionFailed
+	case memory.ReasonTooLarge:
+		status = http.StatusRequestEntityTooLarge
+	}
+	writeError(w, status, string(e.Reason), e.Detail)
+}
+
+func (g *Gateway) listMemories(w http.ResponseWriter, r *http.Request, tenant string) {
+	req, ok := g.readMemoryRequest(w, r, tenant, false)
+	if !ok {
+		return
+	}
+	deleted := r.URL.Query().Get("deleted") == "true"
+	list, err := g.memories.List(r.Context(), tenant, req.scope, memory.ListOptions{IncludeDeleted: deleted})
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	out := MemoryList{Scope: req.scope.String(), Memories: make([]MemoryBody, len(list))}
+	for i, m := range list {
+		out.Memories[i] = memoryBody(m, false)
+	}
+	writeStableJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) getMemory(w http.ResponseWriter, r *http.Request, tenant string) {
+	req, ok := g.readMemoryRequest(w, r, tenant, true)
+	if !ok {
+		return
+	}
+	m, err := g.memories.Get(r.Context(), tenant, req.scope, req.name)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	if wantsMarkdown(r) {
+		writeMarkdown(w, m.Revision, m.Markdown())
+		return
+	}
+	w.Header().Set("ETag", etag(m.Revision))
+	writeStableJSON(w, http.StatusOK, memoryBody(m, true))
+}
+
+// putMemory creates or replaces a memory from its markdown. The name in the
+// path and the frontmatter's must agree.
+func (g *Gateway) putMemory(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	req, ok := g.readMemoryRequest(w, r, tenant, true)
+	if !ok {
+		return
+	}
+	limits, err := g.memories.Limits(ctx, tenant)
+	if err != nil {
+		g.internal(w, "reading tenant settings", err)
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limits.MaxBytes)+1))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) || len(raw) > limits.MaxBytes {
+		g.refuseMemory(w, r, req.change.Actor, memory.Refuse(memory.ReasonTooLarge, "a memory is at most %d bytes", limits.MaxBytes))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "reading the body: "+err.Error())
+		return
+	}
+	doc, err := memory.ParseDocument(string(raw))
+	if err != nil {
+		g.refuseMemory(w, r, req.change.Actor, err)
+		return
+	}
+	if doc.Name != req.name {
+		g.refuseMemory(w, r, req.change.Actor, memory.Refuse(memory.ReasonNameMismatch,
+			"the path names %s and the frontmatter %s; a memory's name is its file name without .md", req.name, doc.Name))
+		return
+	}
+	res, err := g.memories.Write(ctx, tenant, req.scope, doc, req.change, req.expect)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	status := http.StatusOK
+	if res.Op == memory.OpCreated {
+		status = http.StatusCreated
+	}
+	w.Header().Set("ETag", etag(res.Memory.Revision))
+	writeStableJSON(w, status, resultBody(res))
+}
+
+func (g *Gateway) deleteMemory(w http.ResponseWriter, r *http.Request, tenant string) {
+	req, ok := g.readMemoryRequest(w, r, tenant, true)
+	if !ok {
+		return
+	}
+	res, err := g.memories.Delete(r.Context(), tenant, req.scope, req.name, req.change, req.expect)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	writeStableJSON(w, http.StatusOK, resultBody(res))
+}
+
+func (g *Gateway) listRevisions(w http.ResponseWriter, r *http.Request, tenant string) {
+	req, ok := g.readMemoryRequest(w, r, tenant, true)
+	if !ok {
+		return
+	}
+	revs, err := g.memories.Revisions(r.Context(), tenant, req.scope, req.name)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	out := RevisionList{Scope: req.scope.String(), Name: string(req.name), Revisions: make([]RevisionBody, len(revs))}
+	for i, rev := range revs {
+		out.Revisions[i] = revisionBody(rev, false)
+	}
+	writeStableJSON(w, http.StatusOK, out)
+}
+
+// revisionParam reads a revision number from the path or the query.
+func revisionParam(v, what string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, memory.Refuse(memory.ReasonBadRequest, "%s %q: want a revision number (1, 2, …)", what, v)
+	}
+	return n, nil
+}
+
+func (g *Gateway) getRevision(w http.ResponseWriter, r *http.Request, tenant string) {
+	req, ok := g.readMemoryRequest(w, r, tenant, true)
+	if !ok {
+		return
+	}
+	n, err := revisionParam(r.PathValue("rev"), "revision")
+	if err != nil {
+		g.refuseMemory(w, r, req.change.Actor, err)
+		return
+	}
+	rev, err := g.memories.Revision(r.Context(), tenant, req.scope, req.name, n)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	if wantsMarkdown(r) {
+		writeMarkdown(w, rev.Revision, rev.Markdown())
+		return
+	}
+	writeStableJSON(w, http.StatusOK, revisionBody(rev, true))
+}
+
+// restoreRevision rolls a memory back to a revision (a new revision itself).
+func (g *Gateway) restoreRevision(w http.ResponseWriter, r *http.Request, tenant string) {
+	req, ok := g.readMemoryRequest(w, r, tenant, true)
+	if !ok {
+		return
+	}
+	n, err := revisionParam(r.PathValue("rev"), "revision")
+	if err != nil {
+		g.refuseMemory(w, r, req.change.Actor, err)
+		return
+	}
+	res, err := g.memories.Rollback(r.Context(), tenant, req.scope, req.name, n, req.change, req.expect)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	w.Header().Set("ETag", etag(res.Memory.Revision))
+	writeStableJSON(w, http.StatusOK, resultBody(res))
+}
+
+// diffRevisions diffs ?from= to ?to= (default: the latest revision and the
+// one before it).
+func (g *Gateway) diffRevisions(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	req, ok := g.readMemoryRequest(w, r, tenant, true)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	var from, to int64
+	var err error
+	if v := q.Get("to"); v != "" {
+		if to, err = revisionParam(v, "to"); err != nil {
+			g.refuseMemory(w, r, req.change.Actor, err)
+			return
+		}
+	} else {
+		m, err := g.memories.GetAny(ctx, tenant, req.scope, req.name)
+		if err != nil {
+			g.memoryFailure(w, err)
+			return
+		}
+		to = m.Revision
+	}
+	if v := q.Get("from"); v != "" {
+		if from, err = revisionParam(v, "from"); err != nil {
+			g.refuseMemory(w, r, req.change.Actor, err)
+			return
+		}
+	} else {
+		from = max(to-1, 1)
+	}
+	diff, err := g.memories.Diff(ctx, tenant, req.scope, req.name, from, to)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	writeStableJSON(w, http.StatusOK, DiffBody{Scope: req.scope.String(), Name: string(req.name), From: from, To: to, Diff: diff})
+}
+
+func (g *Gateway) getIndex(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	req, ok := g.readMemoryRequest(w, r, tenant, false)
+	if !ok {
+		return
+	}
+	ix, limits, err := g.indexWithLimits(ctx, tenant, req.scope)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	if wantsMarkdown(r) {
+		writeMarkdown(w, ix.Revision, ix.Content)
+		return
+	}
+	w.Header().Set("ETag", etag(ix.Revision))
+	writeStableJSON(w, http.StatusOK, indexBody(ix, limits))
+}
+
+func (g *Gateway) indexWithLimits(ctx context.Context, tenant string, scope memory.Scope) (memory.Index, memory.Limits, error) {
+	limits, err := g.memories.Limits(ctx, tenant)
+	if err != nil {
+		return memory.Index{}, memory.Limits{}, fmt.Errorf("reading tenant settings: %w", err)
+	}
+	ix, err := g.memories.Index(ctx, tenant, scope)
+	return ix, limits, err
+}
+
+// putIndex replaces a scope's index with an edited one (see memory.CheckIndex).
+func (g *Gateway) putIndex(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	req, ok := g.readMemoryRequest(w, r, tenant, false)
+	if !ok {
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxIndexBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		g.refuseMemory(w, r, req.change.Actor, memory.Refuse(memory.ReasonTooLarge, "an index edit is at most %d bytes", maxIndexBody))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "reading the body: "+err.Error())
+		return
+	}
+	res, err := g.memories.PutIndex(ctx, tenant, req.scope, string(raw), req.change, req.expect.Revision)
+	if err != nil {
+		g.memoryFailure(w, err)
+		return
+	}
+	limits, err := g.memories.Limits(ctx, tenant)
+	if err != nil {
+		g.internal(w, "reading tenant settings", err)
+		return
+	}
+	out := indexBody(res.Index, limits)
+	out.Changed = &res.Changed
+	for _, n := range res.Appended {
+		out.Appended = append(out.Appended, string(n))
+	}
+	w.Header().Set("ETag", etag(res.Index.Revision))
+	writeStableJSON(w, http.StatusOK, out)
+}

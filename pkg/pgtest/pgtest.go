@@ -83,7 +83,7 @@ func URL(t testing.TB) string {
 	}
 	defer conn.Close(ctx)
 	for attempt := 0; ; attempt++ {
-		_, err = conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, srv.template))
+		_, err = conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s OWNER %s", name, srv.template, OwnerRole))
 		var pgErr *pgconn.PgError
 		// 55006: the template is briefly in use by a concurrent clone.
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || attempt == 50 {

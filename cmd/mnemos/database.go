@@ -16,7 +16,7 @@ const isolationHelp = `The services must connect as a role that owns no table an
   MNEMOS_DATABASE_URL          the services' role: ` + store.AppRole + ` (or a login role that is a member of it)
   MNEMOS_MIGRATE_DATABASE_URL  the schema's owner, which runs the migrations
 'mnemos migrate' creates ` + store.AppRole + ` and its grants, and gives the role of MNEMOS_DATABASE_URL login
-with the URL's password. See README.md, Tenancy.`
+with the URL's password. See README.md, Tenant isolation.`
 
 // databases are a process's two Postgres connections: the schema's owner,
 // which migrates, and the services' role, which row-level security confines

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -353,8 +354,8 @@ func TestMigrateSetsUpTheServicesRole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	admin := pgtest.AdminURL(t, pgtest.URL(t))
-	suffix := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_"))[len("test"):]
-	dbName, role := "mnemos_empty_"+suffix, "mnemos_svc_"+suffix
+	suffix := rand.Text()[:10] // a name of its own on a server other test runs share
+	dbName, role := "mnemos_empty_"+strings.ToLower(suffix), "mnemos_svc_"+strings.ToLower(suffix)
 	conn, err := pgx.Connect(ctx, admin)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)")

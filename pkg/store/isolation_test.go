@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"crypto/rand"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -55,7 +57,7 @@ func TestEnsureLoginRole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	admin := pgtest.AdminURL(t, pgtest.URL(t))
-	role := "mnemos_test_login_role"
+	role := "mnemos_test_role_" + strings.ToLower(rand.Text()[:10]) // its own on a shared server
 	conn, err := pgx.Connect(ctx, admin)
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -55,5 +55,5 @@ lint: ## golangci-lint (v2, .golangci.yaml) and go vet
 	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)
 
 .PHONY: migrate
-migrate: ## apply migrations to MNEMOS_DATABASE_URL (or the local server)
+migrate: ## apply migrations as MNEMOS_MIGRATE_DATABASE_URL (or the local server) and give the services' role login
 	$(GO) run ./cmd/mnemos migrate

@@ -15,21 +15,25 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
 
-// runMigrate applies the migrations and exits: the step operators run once
-// per deploy, before the services start.
+// runMigrate applies the migrations as the schema's owner and makes the
+// services' role able to log in, then exits: the step operators run once per
+// deploy, before the services start.
 func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
 	cfg, err := configFromEnv(TargetAll, getenv)
 	if err != nil {
 		return err
 	}
-	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL, localDatabaseURL)
+	if cfg.MigrateDatabaseURL == "" && cfg.DatabaseURL != "" {
+		return errors.New("mnemos migrate runs as the schema's owner: set MNEMOS_MIGRATE_DATABASE_URL (MNEMOS_DATABASE_URL is the services' role, which may not migrate)")
+	}
+	dbs, err := resolveDatabases(ctx, cfg, localDatabaseURL)
 	if err != nil {
 		return err
 	}
-	if err := store.Migrate(ctx, dbURL, newLogger(cfg)); err != nil {
+	if err := migrateSchema(ctx, dbs, newLogger(cfg)); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "migrated %s\n", store.Redact(dbURL))
+	fmt.Fprintf(stderr, "migrated %s; the services connect as %s\n", store.Redact(dbs.owner), userOf(dbs.app))
 	return nil
 }
 
@@ -54,11 +58,11 @@ func runTenant(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL, localDatabaseURL)
+	dbs, err := resolveDatabases(ctx, cfg, localDatabaseURL)
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 2})
+	st, err := store.Open(ctx, store.Config{URL: dbs.app, MaxConns: 2})
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,9 @@ const (
 
 var targets = []string{TargetAll, TargetGateway, TargetTokenAccounting, TargetCompactor, TargetSessionMemory, TargetExtractor, TargetDreamer}
 
-// localDatabaseURL is where Postgres is looked for when none is configured.
+// localDatabaseURL is where Postgres is looked for when none is configured:
+// the local server's administrator migrates, and the services connect to the
+// same database as store.AppRole.
 const localDatabaseURL = "postgres://postgres@127.0.0.1:5432/mnemos?sslmode=disable"
 
 // defaultDevAPIKey is the development tenant's key when none is configured.
@@ -40,9 +42,17 @@ type Config struct {
 
 	HTTPAddr string // MNEMOS_HTTP_ADDR
 
-	DatabaseURL      string // MNEMOS_DATABASE_URL; empty: the local server
-	DatabaseMaxConns int32  // MNEMOS_DATABASE_MAX_CONNS
-	Migrate          bool   // MNEMOS_MIGRATE; default true for -target=all
+	// DatabaseURL is the services' role (MNEMOS_DATABASE_URL): one that
+	// owns no table and does not bypass row-level security. Empty: the
+	// migration URL with store.AppRole as its user.
+	DatabaseURL string
+	// MigrateDatabaseURL is the schema's owner (MNEMOS_MIGRATE_DATABASE_URL),
+	// for migrations. Empty: the local server, when DatabaseURL is empty too.
+	MigrateDatabaseURL string
+	DatabaseMaxConns   int32 // MNEMOS_DATABASE_MAX_CONNS
+	// Migrate (MNEMOS_MIGRATE) runs the migrations at start: by default in
+	// -target=all when the owner's URL is known.
+	Migrate bool
 
 	NATSURL      string // MNEMOS_NATS_URL; empty in all mode: embedded
 	NATSStoreDir string // MNEMOS_NATS_STORE_DIR, for the embedded server
@@ -110,13 +120,19 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 	}
 	str("MNEMOS_HTTP_ADDR", &cfg.HTTPAddr)
 	str("MNEMOS_DATABASE_URL", &cfg.DatabaseURL)
+	str("MNEMOS_MIGRATE_DATABASE_URL", &cfg.MigrateDatabaseURL)
 	num("MNEMOS_DATABASE_MAX_CONNS", func(n int64) { cfg.DatabaseMaxConns = int32(n) })
+	ownerKnown := cfg.MigrateDatabaseURL != "" || cfg.DatabaseURL == ""
+	cfg.Migrate = cfg.Migrate && ownerKnown
 	if v := getenv("MNEMOS_MIGRATE"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("MNEMOS_MIGRATE=%q: want true or false", v))
 		}
 		cfg.Migrate = b
+		if b && !ownerKnown {
+			errs = append(errs, "MNEMOS_MIGRATE=true needs MNEMOS_MIGRATE_DATABASE_URL, the schema owner's URL (MNEMOS_DATABASE_URL is the services' role, which may not migrate)")
+		}
 	}
 	str("MNEMOS_NATS_URL", &cfg.NATSURL)
 	str("MNEMOS_NATS_STORE_DIR", &cfg.NATSStoreDir)
@@ -163,9 +179,12 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 
 // LogValue logs the effective configuration once, secrets masked.
 func (c Config) LogValue() slog.Value {
-	db := store.Redact(c.DatabaseURL)
-	if c.DatabaseURL == "" {
-		db = "(local) " + localDatabaseURL
+	db, owner := store.Redact(c.DatabaseURL), store.Redact(c.MigrateDatabaseURL)
+	switch {
+	case c.DatabaseURL == "" && c.MigrateDatabaseURL == "":
+		db, owner = "(local, as "+store.AppRole+") "+localDatabaseURL, "(local) "+localDatabaseURL
+	case c.DatabaseURL == "":
+		db = "(the migration URL as " + store.AppRole + ")"
 	}
 	natsURL := c.NATSURL
 	if natsURL == "" {
@@ -175,6 +194,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("target", c.Target),
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("database_url", db),
+		slog.String("migrate_database_url", owner),
 		slog.Bool("migrate", c.Migrate),
 		slog.String("nats_url", natsURL),
 		slog.String("namespace", c.Namespace),

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
@@ -22,6 +25,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -285,12 +289,123 @@ func TestConfigFromEnv(t *testing.T) {
 
 func TestMissingPostgresNamesWhatToStart(t *testing.T) {
 	t.Parallel()
-	_, err := resolveDatabase(context.Background(), "", "postgres://postgres@127.0.0.1:1/mnemos?sslmode=disable")
+	ctx := context.Background()
+	_, err := resolveDatabases(ctx, Config{}, "postgres://postgres@127.0.0.1:1/mnemos?sslmode=disable")
 	require.ErrorContains(t, err, "docker compose up -d postgres")
 	require.ErrorContains(t, err, "apt-get install -y postgresql")
 
-	_, err = resolveDatabase(context.Background(), "postgres://postgres@127.0.0.1:1/mnemos?sslmode=disable", "")
-	require.ErrorContains(t, err, "MNEMOS_DATABASE_URL=")
+	_, err = resolveDatabases(ctx, Config{MigrateDatabaseURL: "postgres://postgres@127.0.0.1:1/mnemos?sslmode=disable"}, "")
+	require.ErrorContains(t, err, "MNEMOS_MIGRATE_DATABASE_URL=")
+
+	_, err = openServicesStore(ctx, databases{app: "postgres://mnemos_app@127.0.0.1:1/mnemos?sslmode=disable&connect_timeout=2"}, 1)
+	require.ErrorContains(t, err, "MNEMOS_DATABASE_URL")
+}
+
+// TestTheServicesRoleIsDerivedFromTheOwners: with only the owner's URL, the
+// services connect to the same database as mnemos_app; the two URLs may not
+// name one role.
+func TestTheServicesRoleIsDerivedFromTheOwners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner := pgtest.OwnerURL(t, pgtest.URL(t))
+	dbs, err := resolveDatabases(ctx, Config{MigrateDatabaseURL: owner}, "")
+	require.NoError(t, err)
+	require.Equal(t, owner, dbs.owner)
+	require.Equal(t, store.AppRole, userOf(dbs.app))
+	require.Equal(t, dbName(t, owner), dbName(t, dbs.app))
+
+	_, err = resolveDatabases(ctx, Config{MigrateDatabaseURL: owner, DatabaseURL: owner}, "")
+	require.ErrorContains(t, err, "name the same role")
+
+	_, err = configFromEnv("all", env(map[string]string{"MNEMOS_DATABASE_URL": owner, "MNEMOS_MIGRATE": "true"}))
+	require.ErrorContains(t, err, "MNEMOS_MIGRATE=true needs MNEMOS_MIGRATE_DATABASE_URL")
+	cfg, err := configFromEnv("all", env(map[string]string{"MNEMOS_DATABASE_URL": owner}))
+	require.NoError(t, err)
+	require.False(t, cfg.Migrate, "without the owner's URL, -target=all does not migrate")
+	require.ErrorContains(t, run(ctx, []string{"migrate"}, env(map[string]string{"MNEMOS_DATABASE_URL": owner}), io.Discard, io.Discard),
+		"set MNEMOS_MIGRATE_DATABASE_URL")
+}
+
+// TestServicesRefuseARoleRowLevelSecurityDoesNotConfine: a superuser, or the
+// owner of the tables, is refused at start with what to configure instead.
+func TestServicesRefuseARoleRowLevelSecurityDoesNotConfine(t *testing.T) {
+	t.Parallel()
+	app := pgtest.URL(t)
+	for name, c := range map[string]struct{ url, want string }{
+		"superuser": {pgtest.AdminURL(t, app), "superuser"},
+		"owner":     {pgtest.OwnerURL(t, app), "it owns tables"},
+	} {
+		err := run(context.Background(), []string{"-target=all"}, env(map[string]string{
+			"MNEMOS_DATABASE_URL":   c.url,
+			"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
+			"MNEMOS_NATS_STORE_DIR": t.TempDir(),
+		}), io.Discard, io.Discard)
+		require.ErrorContains(t, err, "refusing to serve", name)
+		require.ErrorContains(t, err, c.want, name)
+		require.ErrorContains(t, err, "MNEMOS_DATABASE_URL", name)
+	}
+}
+
+// TestMigrateSetsUpTheServicesRole is the deploy of an empty database:
+// `mnemos migrate` as the owner creates the services' login role with the
+// password of MNEMOS_DATABASE_URL, as a member of mnemos_app; the services
+// then serve as it, and `mnemos tenant create` works as it too.
+func TestMigrateSetsUpTheServicesRole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := pgtest.AdminURL(t, pgtest.URL(t))
+	suffix := rand.Text()[:10] // a name of its own on a server other test runs share
+	dbName, role := "mnemos_empty_"+strings.ToLower(suffix), "mnemos_svc_"+strings.ToLower(suffix)
+	conn, err := pgx.Connect(ctx, admin)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+dbName)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)")
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, "DROP ROLE IF EXISTS "+role)
+		require.NoError(t, err)
+		conn.Close(ctx)
+	})
+	owner := withDB(t, admin, dbName)
+	svc, err := url.Parse(owner)
+	require.NoError(t, err)
+	svc.User = url.UserPassword(role, "s3cret'pass")
+	vars := map[string]string{"MNEMOS_MIGRATE_DATABASE_URL": owner, "MNEMOS_DATABASE_URL": svc.String()}
+
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"migrate"}, env(vars), io.Discard, &out))
+	require.Contains(t, out.String(), "the services connect as "+role)
+	var member bool
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_has_role($1, $2, 'MEMBER')", role, store.AppRole).Scan(&member))
+	require.True(t, member, "the services' role is a member of "+store.AppRole)
+
+	require.NoError(t, run(ctx, []string{"tenant", "create", "acme"}, env(vars), io.Discard, io.Discard))
+	p := start(t, map[string]string{
+		"MNEMOS_DATABASE_URL":   svc.String(),
+		"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
+		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
+		"MNEMOS_DEV_API_KEY":    "test-dev-key",
+	}, "-target=all")
+	require.Equal(t, http.StatusOK, getJSON(t, p.http+"/readyz", "", nil))
+	require.Equal(t, http.StatusNotFound, getJSON(t, p.http+"/v1/sessions/none", "test-dev-key", nil), "the dev tenant's key is verified through the owner's function")
+}
+
+func withDB(t *testing.T, u, name string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	require.NoError(t, err)
+	parsed.Path = "/" + name
+	return parsed.String()
+}
+
+func dbName(t *testing.T, u string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	require.NoError(t, err)
+	return parsed.Path
 }
 
 func TestTenantSettingsCommand(t *testing.T) {

@@ -55,21 +55,23 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// Postgres
 
-	dbURL, err := resolveDatabase(ctx, cfg.DatabaseURL, localDatabaseURL)
+	dbs, err := resolveDatabases(ctx, cfg, localDatabaseURL)
 	if err != nil {
 		return err
 	}
+	migrated := "not run by this target"
 	if cfg.Migrate {
-		if err := store.Migrate(ctx, dbURL, log); err != nil {
+		if err := migrateSchema(ctx, dbs, log); err != nil {
 			return err
 		}
+		migrated = "applied as " + userOf(dbs.owner)
 	}
-	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: cfg.DatabaseMaxConns})
+	st, err := openServicesStore(ctx, dbs, cfg.DatabaseMaxConns)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	banner("postgres      %s (migrations %s)", store.Redact(dbURL), map[bool]string{true: "applied", false: "not run by this target"}[cfg.Migrate])
+	banner("postgres      %s (row-level security on; migrations %s)", store.Redact(dbs.app), migrated)
 
 	// =========================================================================
 	// NATS JetStream
@@ -261,26 +263,4 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	cancel()
 	wg.Wait()
 	return first
-}
-
-// resolveDatabase returns the configured URL, or else the local server's
-// mnemos database at local (created when missing), or an error naming what
-// to start.
-func resolveDatabase(ctx context.Context, configured, local string) (string, error) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if configured != "" {
-		if err := store.Ping(cctx, configured); err != nil {
-			return "", fmt.Errorf("MNEMOS_DATABASE_URL=%s does not answer: %w", store.Redact(configured), err)
-		}
-		return configured, nil
-	}
-	if err := store.EnsureDatabase(cctx, local); err != nil {
-		return "", fmt.Errorf(`no Postgres: MNEMOS_DATABASE_URL is not set and the local server (%s) does not answer: %w
-Start one of:
-  docker compose up -d postgres
-  apt-get install -y postgresql && pg_ctlcluster --skip-systemctl-redirect 15 main start
-or set MNEMOS_DATABASE_URL=postgres://USER:PASSWORD@HOST:5432/mnemos`, store.Redact(local), err)
-	}
-	return local, nil
 }

@@ -31,6 +31,15 @@ func Subject(kind, tenant, session string) string {
 	return kind + "." + tenant + "." + session
 }
 
+// MsgID scopes a message id to its tenant: "<tenant>:<id>". JetStream
+// deduplicates Nats-Msg-Id across every subject of a stream, so an id chosen
+// by a tenant (an event_id) would otherwise make another tenant's message
+// with the same id a duplicate, and drop it. Tenants are tokens without ':',
+// so the scoped id is unambiguous.
+func MsgID(tenant, id string) string {
+	return tenant + ":" + id
+}
+
 // ParseSubject splits "<kind>.<tenant>.<session>" into its parts: the last
 // two tokens are the tenant and the session, everything before them the kind.
 // The subject must not carry a namespace; use Bus.ParseSubject for subjects

@@ -43,6 +43,11 @@ type Options struct {
 	// Logger receives the server's log lines when Debug is set.
 	// Nil means slog.Default().
 	Logger *slog.Logger
+	// ConfigFile, when set, is a nats-server configuration file (the format
+	// of `nats-server -c`) read for its authorization: users and their
+	// permissions. The fields above take precedence over what it says about
+	// listening, JetStream and payloads.
+	ConfigFile string
 }
 
 // Server is a running embedded NATS server.
@@ -80,15 +85,21 @@ func Start(opts Options) (*Server, error) {
 		storeDir, s.tempDir = dir, dir
 	}
 
-	ns, err := server.NewServer(&server.Options{
-		ServerName: "mnemos-embedded",
-		Host:       host,
-		Port:       port,
-		MaxPayload: maxPayload,
-		JetStream:  true,
-		StoreDir:   storeDir,
-		NoSigs:     true, // the host process owns signal handling
-	})
+	sopts := &server.Options{}
+	if opts.ConfigFile != "" {
+		fromFile, err := server.ProcessConfigFile(opts.ConfigFile)
+		if err != nil {
+			s.removeTempDir()
+			return nil, fmt.Errorf("natsembed.Start: %w", err)
+		}
+		sopts = fromFile
+	}
+	sopts.ServerName = "mnemos-embedded"
+	sopts.Host, sopts.Port = host, port
+	sopts.MaxPayload = maxPayload
+	sopts.JetStream, sopts.StoreDir = true, storeDir
+	sopts.NoSigs = true // the host process owns signal handling
+	ns, err := server.NewServer(sopts)
 	if err != nil {
 		s.removeTempDir()
 		return nil, fmt.Errorf("natsembed.Start: server.NewServer: %w", err)

@@ -2,6 +2,8 @@ package natsembed_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -68,4 +70,21 @@ func TestStoreDir(t *testing.T) {
 	s.Shutdown()
 	s.Shutdown() // idempotent
 	require.DirExists(t, dir, "a caller's StoreDir is kept")
+}
+
+func TestConfigFileAuthorization(t *testing.T) {
+	t.Parallel()
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(`authorization { users = [ { user: "svc", password: "pw" } ] }`), 0o600))
+	s := start(t, natsembed.Options{ConfigFile: conf, MaxPayload: 1 << 20})
+
+	_, err := nats.Connect(s.ClientURL())
+	require.ErrorIs(t, err, nats.ErrAuthorization, "the file's users are required")
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("svc", "pw"))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	require.EqualValues(t, 1<<20, nc.MaxPayload(), "the options win over the file")
+
+	_, err = natsembed.Start(natsembed.Options{ConfigFile: filepath.Join(t.TempDir(), "missing.conf")})
+	require.Error(t, err)
 }

@@ -105,7 +105,7 @@ func (r *Relay) publish(ctx context.Context, evs []store.OutboxEvent) ([]int64, 
 			// The transaction that wrote the event is the publish's parent span.
 			Ctx:     propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(e.Headers)),
 			Subject: r.bus.Prefix(e.Subject),
-			MsgID:   e.MsgID,
+			MsgID:   bus.MsgID(e.TenantID, e.MsgID), // ids are unique per tenant, deduplicated per stream
 			Data:    e.Payload,
 			Header:  hdr,
 		}

@@ -73,7 +73,7 @@ func TestRelayPublishesEveryCommittedRowOnceWithItsTrace(t *testing.T) {
 	require.NoError(t, err)
 	m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
 	require.NoError(t, err)
-	require.Equal(t, "m-0", m.Headers().Get(jetstream.MsgIDHeader), "oldest first")
+	require.Equal(t, "acme:m-0", m.Headers().Get(jetstream.MsgIDHeader), "oldest first, the id scoped to its tenant")
 	require.Contains(t, m.Headers().Get("traceparent"), writeSpan.SpanContext().TraceID().String(),
 		"the published event continues the trace of the transaction that wrote it")
 

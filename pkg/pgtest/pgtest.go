@@ -1,6 +1,15 @@
 // Package pgtest gives each test its own Postgres database, cloned from a
 // template migrated once per schema version, so tests run in parallel on a
 // real server without seeing each other's rows.
+//
+// The databases are set up as production runs them: the template is
+// migrated by OwnerRole, an ordinary role (no superuser, no BYPASSRLS) that
+// owns every table and function, and tests connect as store.AppRole, so the
+// whole suite runs under row-level security. AdminURL and Admin give a test
+// the server's administrator on its database (a superuser, which row-level
+// security does not apply to) for what the services may not do. The two
+// roles log in with their names as passwords; pgtest creates them on the
+// test server when missing, which needs the configured URL to be a superuser.
 package pgtest
 
 import (
@@ -14,12 +23,14 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
 	"github.com/mnemos-ai/mnemos/migrations"
@@ -34,6 +45,9 @@ const LocalURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 const Missing = "no Postgres for the tests: set " + testenv.DatabaseURLVar +
 	", or start one with `docker compose up -d postgres`, or install and start the Debian packages " +
 	"(`apt-get install -y postgresql && pg_ctlcluster --skip-systemctl-redirect 15 main start`)"
+
+// OwnerRole owns the test databases' schema: it runs the migrations.
+const OwnerRole = "mnemos_owner"
 
 type server struct {
 	adminURL string
@@ -52,8 +66,9 @@ var shared = sync.OnceValue(func() server {
 	return server{adminURL: admin, template: tpl, err: err}
 })
 
-// URL creates a fresh, migrated database for t and returns its URL. The
-// database is dropped when t ends. A test run without Postgres fails here.
+// URL creates a fresh, migrated database for t and returns the URL the
+// services use for it: store.AppRole's. The database is dropped when t ends.
+// A test run without Postgres fails here.
 func URL(t testing.TB) string {
 	t.Helper()
 	srv := shared()
@@ -68,7 +83,7 @@ func URL(t testing.TB) string {
 	}
 	defer conn.Close(ctx)
 	for attempt := 0; ; attempt++ {
-		_, err = conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, srv.template))
+		_, err = conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s OWNER %s", name, srv.template, OwnerRole))
 		var pgErr *pgconn.PgError
 		// 55006: the template is briefly in use by a concurrent clone.
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || attempt == 50 {
@@ -90,7 +105,50 @@ func URL(t testing.TB) string {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})
-	return withDatabase(srv.adminURL, name)
+	return withDatabase(asRole(srv.adminURL, store.AppRole), name)
+}
+
+// AdminURL is the URL of the server's administrator on the database of
+// dbURL (a URL from URL): a superuser, to which row-level security does not
+// apply.
+func AdminURL(t testing.TB, dbURL string) string {
+	t.Helper()
+	srv := shared()
+	if srv.err != nil {
+		t.Fatalf("pgtest: %v", srv.err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return withDatabase(srv.adminURL, strings.TrimPrefix(u.Path, "/"))
+}
+
+// OwnerURL is the URL of OwnerRole, the owner of the schema, on the
+// database of dbURL (a URL from URL).
+func OwnerURL(t testing.TB, dbURL string) string {
+	t.Helper()
+	return asRole(AdminURL(t, dbURL), OwnerRole)
+}
+
+// Admin opens a pool as the server's administrator on st's database, closed
+// when t ends: for setting up or inspecting rows as no service may.
+func Admin(t testing.TB, st *store.Store) *pgxpool.Pool {
+	t.Helper()
+	srv := shared()
+	if srv.err != nil {
+		t.Fatalf("pgtest: %v", srv.err)
+	}
+	var name string
+	if err := st.Pool().QueryRow(context.Background(), "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	pool, err := pgxpool.New(context.Background(), withDatabase(srv.adminURL, name))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // New opens a store on a fresh database for t, closed when t ends.
@@ -125,8 +183,9 @@ func adminURL(ctx context.Context) (string, error) {
 	return LocalURL, nil
 }
 
-// ensureTemplate creates the template database for the current migrations
-// once per server, under an advisory lock so parallel test binaries agree.
+// ensureTemplate creates the roles, and the template database for the
+// current migrations, once per server, under an advisory lock so parallel
+// test binaries agree.
 func ensureTemplate(ctx context.Context, admin string) (string, error) {
 	name := "mnemos_tpl_" + migrationsHash()
 	conn, err := pgx.Connect(ctx, admin)
@@ -138,6 +197,11 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 		return "", fmt.Errorf("lock: %w", err)
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7402198311)") //nolint:errcheck // closing the connection unlocks too
+	for _, role := range []string{store.AppRole, OwnerRole} {
+		if err := store.EnsureLoginRole(ctx, admin, asRole(admin, role), ""); err != nil {
+			return "", fmt.Errorf("role %s: %w", role, err)
+		}
+	}
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 		return "", err
@@ -149,10 +213,10 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)"); err != nil {
 		return "", err
 	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+building+" OWNER "+OwnerRole); err != nil {
 		return "", fmt.Errorf("create template: %w", err)
 	}
-	if err := store.Migrate(ctx, withDatabase(admin, building), nil); err != nil {
+	if err := store.Migrate(ctx, withDatabase(asRole(admin, OwnerRole), building), nil); err != nil {
 		return "", fmt.Errorf("migrate template: %w", err)
 	}
 	// Renamed only once complete, so a crash never leaves a half-built template.
@@ -164,6 +228,7 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 
 func migrationsHash() string {
 	h := sha256.New()
+	h.Write([]byte("owner " + OwnerRole + "\n"))
 	entries, _ := fs.ReadDir(migrations.FS, ".")
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -190,6 +255,16 @@ func withDatabase(u, name string) string {
 		return u
 	}
 	parsed.Path = "/" + name
+	return parsed.String()
+}
+
+// asRole is u with the role's name as user and as password.
+func asRole(u, role string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	parsed.User = url.UserPassword(role, role)
 	return parsed.String()
 }
 

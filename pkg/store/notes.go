@@ -246,10 +246,12 @@ type SessionRef struct {
 }
 
 // StaleNotesClaims lists sessions whose trailing notes run waits behind a
-// claim that ran out (its worker stopped). It reads across tenants and is
-// meant for the session-memory service's sweep.
+// claim that ran out (its worker stopped), at most sweepBatch of them. It
+// reads across tenants, through the owner's function, and is meant for the
+// session-memory service's sweep, which handles each session in a
+// transaction of its tenant.
 func (s *Store) StaleNotesClaims(ctx context.Context) ([]SessionRef, error) {
-	rows, err := dbsqlc.New(s.pool).NotesStaleClaims(ctx)
+	rows, err := dbsqlc.New(s.pool).NotesStaleClaims(ctx, sweepBatch)
 	if err != nil {
 		return nil, fmt.Errorf("store.StaleNotesClaims: %w", err)
 	}

@@ -52,6 +52,8 @@ func (t *Tx) Enqueue(ctx context.Context, e OutboxEvent) error {
 
 // RelayOutbox claims up to max of the oldest outbox rows, hands them to
 // publish, and deletes those publish reports as done, in one transaction.
+// The rows are every tenant's: the transaction names no tenant and reaches
+// them only through the owner's functions.
 // Rows of a failed or partial publish stay for the next round. It returns how
 // many rows were published.
 func (s *Store) RelayOutbox(ctx context.Context, max int32, publish func(context.Context, []OutboxEvent) (done []int64, err error)) (int, error) {
@@ -90,7 +92,8 @@ func (s *Store) RelayOutbox(ctx context.Context, max int32, publish func(context
 	return n, err
 }
 
-// OutboxBacklog counts unpublished outbox rows.
+// OutboxBacklog counts unpublished outbox rows of every tenant, through the
+// owner's function.
 func (s *Store) OutboxBacklog(ctx context.Context) (int64, error) {
 	n, err := dbsqlc.New(s.pool).OutboxPending(ctx)
 	if err != nil {

@@ -296,10 +296,12 @@ type StalledSession struct {
 	SessionID string
 }
 
-// StalledSessions lists sessions that have waited for a missing seq since before.
-// It reads across tenants and is meant for the accountant's gap sweeper.
+// StalledSessions lists sessions that have waited for a missing seq since
+// before, at most sweepBatch of them. It reads across tenants, through the
+// owner's function, and is meant for the accountant's gap sweeper, which
+// handles each session in a transaction of its tenant.
 func (s *Store) StalledSessions(ctx context.Context, before time.Time) ([]StalledSession, error) {
-	rows, err := dbsqlc.New(s.pool).TurnStalledSessions(ctx, timestamptz(before))
+	rows, err := dbsqlc.New(s.pool).TurnStalledSessions(ctx, dbsqlc.TurnStalledSessionsParams{Before: timestamptz(before), MaxRows: sweepBatch})
 	if err != nil {
 		return nil, fmt.Errorf("store.StalledSessions: %w", err)
 	}

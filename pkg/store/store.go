@@ -160,7 +160,18 @@ func Redact(dbURL string) string {
 // the transaction's first statement, sent with BEGIN in one round trip, so it
 // never leaks to another use of the pooled connection. The commit error is
 // returned, never lost.
+//
+// InTx is the one door to tenant-owned rows: row-level security (migration
+// 00009) shows a transaction only the rows of the tenant it names, and a
+// transaction that names none sees and writes nothing. Work across tenants
+// does not go through InTx but through the owner's narrow SECURITY DEFINER
+// functions (RelayOutbox, TenantForAPIKey, StalledSessions,
+// StaleNotesClaims), each returning only what its caller needs, after which
+// every tenant's part is handled in a transaction of that tenant.
 func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (err error) {
+	if tenant == "" {
+		return errors.New("store.InTx: no tenant")
+	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginForTenant(tenant)})
 	if err != nil {
 		return fmt.Errorf("store.InTx: begin: %w", err)
@@ -182,7 +193,7 @@ func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (er
 // beginForTenant is BEGIN followed by setting the transaction's tenant. It is
 // sent without parameters (simple protocol), so the tenant is quoted here.
 func beginForTenant(tenant string) string {
-	return "BEGIN; SELECT set_config('mnemos.tenant_id', '" + strings.ReplaceAll(tenant, "'", "''") + "', true)"
+	return "BEGIN; SELECT set_config('mnemos.tenant_id', " + quoteLiteral(tenant) + ", true)"
 }
 
 // Tx is one tenant's transaction.

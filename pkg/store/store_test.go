@@ -91,7 +91,7 @@ func TestAPIKeys(t *testing.T) {
 	_, err = st.TenantForAPIKey(ctx, "wrong")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	var stored []byte
-	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT key_hash FROM api_keys").Scan(&stored))
+	require.NoError(t, pgtest.Admin(t, st).QueryRow(ctx, "SELECT key_hash FROM api_keys").Scan(&stored))
 	require.NotContains(t, string(stored), "secret-key", "keys are stored hashed")
 }
 

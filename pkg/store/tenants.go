@@ -31,7 +31,9 @@ func (s *Store) AddAPIKey(ctx context.Context, tenant, name, key string) error {
 	})
 }
 
-// TenantForAPIKey returns the tenant an active key belongs to, or ErrNotFound.
+// TenantForAPIKey returns the tenant an active key belongs to, or
+// ErrNotFound. No tenant is known yet, so it asks the owner's function,
+// which answers for this one key only.
 func (s *Store) TenantForAPIKey(ctx context.Context, key string) (string, error) {
 	tenant, err := dbsqlc.New(s.pool).APIKeyTenant(ctx, HashAPIKey(key))
 	if err != nil {

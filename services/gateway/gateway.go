@@ -160,7 +160,7 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 	// The event travels as sent; its subject names the tenant, which is
 	// where consumers take it from.
 	subject := g.bus.Subject(bus.KindTurnCompleted, tenant, ev.SessionID)
-	ack, err := g.bus.Publish(ctx, subject, ev.EventID, body, nil)
+	ack, err := g.bus.Publish(ctx, subject, bus.MsgID(tenant, ev.EventID), body, nil)
 	if err != nil {
 		g.log.Error("publishing turn failed", "tenant", tenant, "session", ev.SessionID, "event_id", ev.EventID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event bus did not accept the event; retry with the same event_id")

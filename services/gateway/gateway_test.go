@@ -99,7 +99,7 @@ func TestPostTurnPublishesWithTenantFromKey(t *testing.T) {
 	m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
 	require.NoError(t, err)
 	require.Equal(t, h.bus.Subject(bus.KindTurnCompleted, "acme", "s1"), m.Subject())
-	require.Equal(t, "s1-1", m.Headers().Get(jetstream.MsgIDHeader))
+	require.Equal(t, "acme:s1-1", m.Headers().Get(jetstream.MsgIDHeader), "the message id is scoped to the tenant")
 	ev, err := turn.Decode(m.Data(), turn.DecodeOptions{Tenant: "acme", Session: "s1"})
 	require.NoError(t, err)
 	require.Equal(t, "acme", ev.TenantID, "the published event carries the key's tenant")
@@ -107,6 +107,12 @@ func TestPostTurnPublishesWithTenantFromKey(t *testing.T) {
 	status, body = h.do(t, "POST", "/v1/turns", "key-acme", encode(t, event("s1", 1)))
 	require.Equal(t, http.StatusAccepted, status)
 	require.Equal(t, true, body["duplicate"], "the same event_id again is deduplicated")
+
+	// Another tenant's event with the same id is its own, not a duplicate:
+	// JetStream deduplicates message ids across the whole stream.
+	status, body = h.do(t, "POST", "/v1/turns", "key-globex", encode(t, event("s1", 1)))
+	require.Equal(t, http.StatusAccepted, status)
+	require.Equal(t, false, body["duplicate"], "another tenant's event with the same event_id is not dropped")
 }
 
 func TestPostTurnBadInput(t *testing.T) {

@@ -193,7 +193,7 @@ func (h *harness) publish(session string, seq, count, toolCallsTotal int64, tool
 // setMark puts the update gate's mark where a test wants it.
 func (h *harness) setMark(session string, m store.NotesMark) {
 	h.t.Helper()
-	_, err := h.store.Pool().Exec(context.Background(), `
+	_, err := pgtest.Admin(h.t, h.store).Exec(context.Background(), `
 		INSERT INTO session_notes (tenant_id, session_id, mark_attempted, mark_seq, mark_tokens, mark_tool_calls)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (tenant_id, session_id) DO UPDATE SET mark_attempted = $3, mark_seq = $4, mark_tokens = $5, mark_tool_calls = $6`,
@@ -414,7 +414,7 @@ func TestSweepRunsATrailingRunLeftBehind(t *testing.T) {
 	for k := 1; k <= 5; k++ {
 		c.round(k, 6_000)
 	}
-	_, err := h.store.Pool().Exec(context.Background(), `
+	_, err := pgtest.Admin(t, h.store).Exec(context.Background(), `
 		INSERT INTO session_notes (tenant_id, session_id, update_owner, update_lease_until, pending, pending_seq, pending_tokens, pending_tool_calls_total)
 		VALUES ($1, 'orphan', 'a-stopped-worker', now() - interval '1 second', true, 10, 12000, 5)`, tenant)
 	require.NoError(t, err)

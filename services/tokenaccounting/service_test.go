@@ -243,7 +243,7 @@ func TestShuffledDuplicatedDeliveryMatchesInOrderReference(t *testing.T) {
 		require.EqualValues(t, 2*rounds, s.MessageCount, "session %s: each message stored once", id)
 	}
 	var dupRows int
-	require.NoError(t, h.store.Pool().QueryRow(ctx,
+	require.NoError(t, pgtest.Admin(t, h.store).QueryRow(ctx,
 		"SELECT count(*) FROM (SELECT session_id, uuid FROM messages GROUP BY 1, 2 HAVING count(*) > 1) d").Scan(&dupRows))
 	require.Zero(t, dupRows, "no duplicate message rows")
 
@@ -293,7 +293,7 @@ func TestFarFutureSeqCostsOneRow(t *testing.T) {
 	h.publish(t, ev, ev.EventID)
 	h.waitApplied(t, map[string]int64{"far": 1_000_000_000})
 	var rows int
-	require.NoError(t, h.store.Pool().QueryRow(context.Background(), "SELECT count(*) FROM turns WHERE session_id = 'far'").Scan(&rows))
+	require.NoError(t, pgtest.Admin(t, h.store).QueryRow(context.Background(), "SELECT count(*) FROM turns WHERE session_id = 'far'").Scan(&rows))
 	require.Equal(t, 1, rows, "giving up on a gap stores nothing per missing seq")
 }
 

@@ -85,8 +85,6 @@ FROM session_notes n JOIN sessions s ON s.tenant_id = n.tenant_id AND s.session_
 WHERE n.tenant_id = @tenant_id AND n.session_id = @session_id;
 
 -- name: NotesStaleClaims :many
--- Trailing runs whose claim ran out, across tenants, for the sweep.
-SELECT tenant_id, session_id FROM session_notes
-WHERE pending AND (update_lease_until IS NULL OR update_lease_until < now())
-ORDER BY update_lease_until NULLS FIRST
-LIMIT 100;
+-- Trailing runs whose claim ran out, across tenants, for the sweep: through
+-- the owner's function.
+SELECT tenant_id::text, session_id::text FROM mnemos_stale_notes_claims(@max_rows::integer);

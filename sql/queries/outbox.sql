@@ -6,11 +6,12 @@ VALUES (@tenant_id, @subject, @msg_id, @payload, @headers);
 SELECT pg_notify('mnemos_outbox', '');
 
 -- name: OutboxClaim :many
--- Locks the oldest unpublished rows; concurrent relays skip each other's rows.
-SELECT * FROM outbox ORDER BY id LIMIT @max_rows FOR UPDATE SKIP LOCKED;
+-- Locks the oldest unpublished rows of every tenant; concurrent relays skip
+-- each other's rows. Across tenants: through the owner's function.
+SELECT * FROM mnemos_outbox_claim(@max_rows::integer);
 
 -- name: OutboxDelete :exec
-DELETE FROM outbox WHERE id = ANY(@ids::bigint[]);
+SELECT mnemos_outbox_delete(@ids::bigint[]);
 
 -- name: OutboxPending :one
-SELECT count(*) FROM outbox;
+SELECT mnemos_outbox_pending()::bigint AS pending;

@@ -10,7 +10,9 @@ INSERT INTO api_keys (key_hash, tenant_id, name) VALUES (@key_hash, @tenant_id, 
 ON CONFLICT (key_hash) DO NOTHING;
 
 -- name: APIKeyTenant :one
-SELECT tenant_id FROM api_keys WHERE key_hash = @key_hash AND revoked_at IS NULL;
+-- The tenant of an active key, before any tenant is known: through the
+-- owner's function.
+SELECT tenant_id::text FROM mnemos_api_key_tenant(@key_hash::bytea) AS tenant_id;
 
 -- name: TenantSetSettings :execrows
 UPDATE tenants SET settings = @settings WHERE tenant_id = @tenant_id;

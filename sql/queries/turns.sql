@@ -27,9 +27,6 @@ UPDATE turns SET status = @status, reason = @reason, payload = NULL,
 WHERE tenant_id = @tenant_id AND event_id = @event_id;
 
 -- name: TurnStalledSessions :many
--- Sessions whose oldest waiting event has waited longer than the gap timeout.
-SELECT tenant_id, session_id, min(received_at)::timestamptz AS oldest
-FROM turns WHERE status = 'pending'
-GROUP BY tenant_id, session_id
-HAVING min(received_at) < @before::timestamptz
-LIMIT 100;
+-- Sessions whose oldest waiting event has waited longer than the gap
+-- timeout, across tenants: through the owner's function.
+SELECT tenant_id::text, session_id::text FROM mnemos_stalled_sessions(@before::timestamptz, @max_rows::integer);

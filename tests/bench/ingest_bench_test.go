@@ -234,9 +234,12 @@ func runRawJetStream(b *testing.B, bb *bus.Bus, round, size int) float64 {
 // transaction each, with the same concurrency.
 func runRawPostgres(b *testing.B, st *store.Store, size int) float64 {
 	ctx := context.Background()
-	pool := st.Pool()
-	_, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS rawbench (id bigserial PRIMARY KEY, payload bytea NOT NULL)")
+	// The services' role may not create tables: the administrator makes it
+	// and lets the role insert, through the same pool the services use.
+	_, err := pgtest.Admin(b, st).Exec(ctx, "CREATE TABLE IF NOT EXISTS rawbench (id bigserial PRIMARY KEY, payload bytea NOT NULL); "+
+		"GRANT INSERT ON rawbench TO "+store.AppRole+"; GRANT USAGE ON SEQUENCE rawbench_id_seq TO "+store.AppRole)
 	require.NoError(b, err)
+	pool := st.Pool()
 	data := []byte(strings.Repeat("x", size))
 	start := time.Now()
 	var next atomic.Int64

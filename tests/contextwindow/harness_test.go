@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
@@ -39,6 +40,7 @@ const tenant = "acme"
 
 type harness struct {
 	store      *store.Store
+	admin      *pgxpool.Pool // the database's administrator, for rows no service may write
 	bus        *bus.Bus
 	accountant *tokenaccounting.Service
 	compactor  *compactor.Service
@@ -102,6 +104,7 @@ func setup(t *testing.T, provider llm.Provider) *harness {
 		}
 	})
 	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })
+	h.admin = pgtest.Admin(t, st)
 	h.store, h.bus, h.accountant, h.compactor, h.settings, h.metrics, h.api, h.key = st, b, acc, comp, settings, metrics, api, key
 	return h
 }

@@ -53,7 +53,7 @@ func notesDoc(t *testing.T, bodies map[string]string) string {
 // having looked at every turn of the session.
 func (h *harness) writeNotes(t *testing.T, session, content, lastCovered string) {
 	t.Helper()
-	_, err := h.store.Pool().Exec(context.Background(), `
+	_, err := h.admin.Exec(context.Background(), `
 		INSERT INTO session_notes (tenant_id, session_id, content, last_summarized_uuid, version, seen_seq)
 		SELECT $1, $2, $3, $4, 1, applied_seq FROM sessions WHERE tenant_id = $1 AND session_id = $2
 		ON CONFLICT (tenant_id, session_id) DO UPDATE SET content = $3, last_summarized_uuid = $4, version = session_notes.version + 1`,
@@ -147,14 +147,14 @@ func TestCompactionWaitsForARunningNotesUpdate(t *testing.T) {
 	}
 	h.writeNotes(t, "fresh", notesDoc(t, map[string]string{sessionnotes.HeadingState: "Files 1 to 10 were read."}), covered[9])
 	// An update is running: its claim is live.
-	_, err := h.store.Pool().Exec(context.Background(),
+	_, err := h.admin.Exec(context.Background(),
 		`UPDATE session_notes SET update_owner = 'updater', update_lease_until = now() + interval '1 minute' WHERE tenant_id = $1 AND session_id = 'fresh'`, tenant)
 	require.NoError(t, err)
 	fresh := notesDoc(t, map[string]string{sessionnotes.HeadingState: "Files 1 to 25 were read."})
 	done := make(chan error, 1)
 	go func() {
 		time.Sleep(500 * time.Millisecond)
-		_, err := h.store.Pool().Exec(context.Background(), `
+		_, err := h.admin.Exec(context.Background(), `
 			UPDATE session_notes SET content = $2, last_summarized_uuid = $3, version = version + 1, update_owner = '', update_lease_until = NULL
 			WHERE tenant_id = $1 AND session_id = 'fresh'`, tenant, fresh, covered[24])
 		done <- err
@@ -179,7 +179,7 @@ func TestCompactionWaitsForTheNotesBoundedly(t *testing.T) {
 	lastCovered, _ := notesSession(t, h, "stuck")
 	notes := notesDoc(t, map[string]string{sessionnotes.HeadingState: "Files 1 to 20 were read."})
 	h.writeNotes(t, "stuck", notes, lastCovered)
-	_, err := h.store.Pool().Exec(context.Background(),
+	_, err := h.admin.Exec(context.Background(),
 		`UPDATE session_notes SET update_owner = 'stuck', update_lease_until = now() + interval '10 minutes' WHERE tenant_id = $1 AND session_id = 'stuck'`, tenant)
 	require.NoError(t, err)
 

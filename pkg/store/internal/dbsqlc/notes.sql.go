@@ -381,10 +381,7 @@ func (q *Queries) NotesSave(ctx context.Context, arg NotesSaveParams) (int64, er
 }
 
 const notesStaleClaims = `-- name: NotesStaleClaims :many
-SELECT tenant_id, session_id FROM session_notes
-WHERE pending AND (update_lease_until IS NULL OR update_lease_until < now())
-ORDER BY update_lease_until NULLS FIRST
-LIMIT 100
+SELECT tenant_id::text, session_id::text FROM mnemos_stale_notes_claims($1::integer)
 `
 
 type NotesStaleClaimsRow struct {
@@ -392,9 +389,10 @@ type NotesStaleClaimsRow struct {
 	SessionID string
 }
 
-// Trailing runs whose claim ran out, across tenants, for the sweep.
-func (q *Queries) NotesStaleClaims(ctx context.Context) ([]NotesStaleClaimsRow, error) {
-	rows, err := q.db.Query(ctx, notesStaleClaims)
+// Trailing runs whose claim ran out, across tenants, for the sweep: through
+// the owner's function.
+func (q *Queries) NotesStaleClaims(ctx context.Context, maxRows int32) ([]NotesStaleClaimsRow, error) {
+	rows, err := q.db.Query(ctx, notesStaleClaims, maxRows)
 	if err != nil {
 		return nil, err
 	}

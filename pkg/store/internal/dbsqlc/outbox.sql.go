@@ -10,10 +10,11 @@ import (
 )
 
 const outboxClaim = `-- name: OutboxClaim :many
-SELECT id, tenant_id, subject, msg_id, payload, headers, created_at FROM outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+SELECT id, tenant_id, subject, msg_id, payload, headers, created_at FROM mnemos_outbox_claim($1::integer)
 `
 
-// Locks the oldest unpublished rows; concurrent relays skip each other's rows.
+// Locks the oldest unpublished rows of every tenant; concurrent relays skip
+// each other's rows. Across tenants: through the owner's function.
 func (q *Queries) OutboxClaim(ctx context.Context, maxRows int32) ([]Outbox, error) {
 	rows, err := q.db.Query(ctx, outboxClaim, maxRows)
 	if err != nil {
@@ -43,7 +44,7 @@ func (q *Queries) OutboxClaim(ctx context.Context, maxRows int32) ([]Outbox, err
 }
 
 const outboxDelete = `-- name: OutboxDelete :exec
-DELETE FROM outbox WHERE id = ANY($1::bigint[])
+SELECT mnemos_outbox_delete($1::bigint[])
 `
 
 func (q *Queries) OutboxDelete(ctx context.Context, ids []int64) error {
@@ -85,12 +86,12 @@ func (q *Queries) OutboxNotify(ctx context.Context) error {
 }
 
 const outboxPending = `-- name: OutboxPending :one
-SELECT count(*) FROM outbox
+SELECT mnemos_outbox_pending()::bigint AS pending
 `
 
 func (q *Queries) OutboxPending(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, outboxPending)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var pending int64
+	err := row.Scan(&pending)
+	return pending, err
 }

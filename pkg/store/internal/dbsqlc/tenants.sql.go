@@ -26,9 +26,11 @@ func (q *Queries) APIKeyInsert(ctx context.Context, arg APIKeyInsertParams) erro
 }
 
 const aPIKeyTenant = `-- name: APIKeyTenant :one
-SELECT tenant_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+SELECT tenant_id::text FROM mnemos_api_key_tenant($1::bytea) AS tenant_id
 `
 
+// The tenant of an active key, before any tenant is known: through the
+// owner's function.
 func (q *Queries) APIKeyTenant(ctx context.Context, keyHash []byte) (string, error) {
 	row := q.db.QueryRow(ctx, aPIKeyTenant, keyHash)
 	var tenant_id string

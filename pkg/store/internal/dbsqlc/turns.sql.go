@@ -188,22 +188,23 @@ func (q *Queries) TurnRecordApplied(ctx context.Context, arg TurnRecordAppliedPa
 }
 
 const turnStalledSessions = `-- name: TurnStalledSessions :many
-SELECT tenant_id, session_id, min(received_at)::timestamptz AS oldest
-FROM turns WHERE status = 'pending'
-GROUP BY tenant_id, session_id
-HAVING min(received_at) < $1::timestamptz
-LIMIT 100
+SELECT tenant_id::text, session_id::text FROM mnemos_stalled_sessions($1::timestamptz, $2::integer)
 `
+
+type TurnStalledSessionsParams struct {
+	Before  pgtype.Timestamptz
+	MaxRows int32
+}
 
 type TurnStalledSessionsRow struct {
 	TenantID  string
 	SessionID string
-	Oldest    pgtype.Timestamptz
 }
 
-// Sessions whose oldest waiting event has waited longer than the gap timeout.
-func (q *Queries) TurnStalledSessions(ctx context.Context, before pgtype.Timestamptz) ([]TurnStalledSessionsRow, error) {
-	rows, err := q.db.Query(ctx, turnStalledSessions, before)
+// Sessions whose oldest waiting event has waited longer than the gap
+// timeout, across tenants: through the owner's function.
+func (q *Queries) TurnStalledSessions(ctx context.Context, arg TurnStalledSessionsParams) ([]TurnStalledSessionsRow, error) {
+	rows, err := q.db.Query(ctx, turnStalledSessions, arg.Before, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +212,7 @@ func (q *Queries) TurnStalledSessions(ctx context.Context, before pgtype.Timesta
 	items := []TurnStalledSessionsRow{}
 	for rows.Next() {
 		var i TurnStalledSessionsRow
-		if err := rows.Scan(&i.TenantID, &i.SessionID, &i.Oldest); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.SessionID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -25,8 +25,7 @@ CREATE TABLE run_leases (
 CREATE INDEX run_leases_pending ON run_leases (kind, lease_until) WHERE pending;
 
 -- The extractor's cursor per session: how far long-term memory extraction
--- has looked at the session's conversation, the throttle's count, and the
--- run owed to the session.
+-- has looked at the session's conversation, and the run owed to it.
 CREATE TABLE extractor_cursors (
     tenant_id      text        NOT NULL,
     session_id     text        NOT NULL,
@@ -36,10 +35,8 @@ CREATE TABLE extractor_cursors (
     position       bigint      NOT NULL DEFAULT 0,
     -- The last turn considered.
     seq            bigint      NOT NULL DEFAULT 0,
-    -- The last eligible turn (main agent, closing a user turn) counted.
+    -- The latest eligible turn (main agent, closing a user turn) looked at.
     seen_seq       bigint      NOT NULL DEFAULT 0,
-    -- Eligible turns counted since the last run or skip (the throttle).
-    eligible_turns bigint      NOT NULL DEFAULT 0,
     -- A run is owed through turn due_seq (when above seq), requested by
     -- the turn event due_event_id.
     due_seq        bigint      NOT NULL DEFAULT 0,

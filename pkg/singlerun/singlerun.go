@@ -35,6 +35,11 @@ import (
 // out): the work's result must be dropped.
 var ErrLost = errors.New("singlerun: the key's lease was lost")
 
+// ErrUnfinished is what work returns when it stops before it is done (the
+// worker is shutting down): the key is let go with a run pending, which
+// Sweep, on this worker or another, or the next request, makes.
+var ErrUnfinished = errors.New("singlerun: the work stopped before it was done")
+
 // Config says what runs and how long a lease lasts.
 type Config struct {
 	// Kind names the runs; keys of different kinds never meet. Required.
@@ -185,16 +190,18 @@ func (r *Runs) run(ctx context.Context, c Claim, work Work, opts Options) error 
 		if lost := <-kept; lost != nil && (err == nil || errors.Is(err, context.Canceled)) {
 			err = lost
 		}
-		if errors.Is(err, ErrLost) {
+		switch {
+		case errors.Is(err, ErrLost):
 			r.cfg.Log.Warn("another worker took this run's key over; its result is dropped", "kind", r.cfg.Kind, "tenant", c.Tenant, "key", c.Key)
 			return nil
-		}
-		if err != nil {
-			r.release(ctx, c)
+		case errors.Is(err, ErrUnfinished):
+			r.release(ctx, c, true)
+			return nil
+		case err != nil:
+			r.release(ctx, c, false)
 			return err
-		}
-		if stopping(opts.Stopping) {
-			r.release(ctx, c) // what is pending stays so, for another worker
+		case stopping(opts.Stopping):
+			r.release(ctx, c, false) // what is pending stays so, for another worker
 			return nil
 		}
 		again, err := r.finish(ctx, c)
@@ -217,19 +224,19 @@ func (r *Runs) finish(ctx context.Context, c Claim) (again bool, err error) {
 		return false, nil
 	}
 	if err != nil {
-		r.release(ctx, c)
+		r.release(ctx, c, false)
 		return false, fmt.Errorf("singlerun: finish %s %s/%s: %w", r.cfg.Kind, c.Tenant, c.Key, err)
 	}
 	return again, nil
 }
 
-// release lets the key go without running what is pending, so another
-// request takes it at once rather than after the lease. If that fails
-// too, the lease runs out.
-func (r *Runs) release(ctx context.Context, c Claim) {
+// release lets the key go without running what is pending (marking a run
+// pending when unfinished), so another request, or the sweep, takes it at
+// once rather than after the lease. If that fails too, the lease runs out.
+func (r *Runs) release(ctx context.Context, c Claim, unfinished bool) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	err := r.st.InTx(rctx, c.Tenant, func(tx *store.Tx) error { return tx.ReleaseRun(rctx, r.cfg.Kind, c.Key, c.Owner) })
+	err := r.st.InTx(rctx, c.Tenant, func(tx *store.Tx) error { return tx.ReleaseRun(rctx, r.cfg.Kind, c.Key, c.Owner, unfinished) })
 	if err != nil {
 		r.cfg.Log.Warn("could not let go of a run's key; its lease will run out", "kind", r.cfg.Kind, "tenant", c.Tenant, "key", c.Key, "err", err)
 	}

@@ -307,3 +307,22 @@ func TestNewNeedsAKind(t *testing.T) {
 	_, err := singlerun.New(nil, singlerun.Config{})
 	require.Error(t, err)
 }
+
+// TestUnfinishedWorkIsLeftPending: work that stops before it is done
+// leaves the key free with a run pending, which the sweep makes.
+func TestUnfinishedWorkIsLeftPending(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	r := runs(t, st, 0)
+	ctx := context.Background()
+	ran, err := r.Request(ctx, tenant, "scope-a", func(context.Context, singlerun.Claim) error { return singlerun.ErrUnfinished }, singlerun.Options{})
+	require.NoError(t, err)
+	require.True(t, ran)
+	l := lease(t, st, "scope-a")
+	require.True(t, l.Pending)
+	require.Empty(t, l.Owner)
+	n, err := r.Sweep(ctx, func(context.Context, singlerun.Claim) error { return nil }, singlerun.Options{})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.False(t, lease(t, st, "scope-a").Pending)
+}

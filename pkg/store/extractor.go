@@ -19,10 +19,8 @@ type ExtractorCursor struct {
 	// is the last turn considered.
 	Position int64
 	Seq      int64
-	// SeenSeq is the last eligible turn counted; EligibleTurns the eligible
-	// turns counted since the last run or skip.
-	SeenSeq       int64
-	EligibleTurns int64
+	// SeenSeq is the latest eligible turn looked at.
+	SeenSeq int64
 	// DueSeq, when above Seq, is the turn a run is owed through, requested
 	// by the turn event DueEventID.
 	DueSeq     int64
@@ -44,7 +42,7 @@ func (c ExtractorCursor) Due() bool { return c.DueSeq > c.Seq }
 func toExtractorCursor(r dbsqlc.ExtractorCursor) ExtractorCursor {
 	return ExtractorCursor{
 		SessionID: r.SessionID, Scope: r.Scope, Position: r.Position, Seq: r.Seq, SeenSeq: r.SeenSeq,
-		EligibleTurns: r.EligibleTurns, DueSeq: r.DueSeq, DueEventID: r.DueEventID, AgentWrites: r.AgentWrites,
+		DueSeq: r.DueSeq, DueEventID: r.DueEventID, AgentWrites: r.AgentWrites,
 		Runs: r.Runs, SavedRuns: r.SavedRuns, SkippedTurns: r.SkippedTurns, FailedRuns: r.FailedRuns,
 		LastError: r.LastError, LastRunAt: r.LastRunAt.Time, UpdatedAt: r.UpdatedAt.Time,
 	}
@@ -74,17 +72,30 @@ func (t *Tx) ExtractorCursor(ctx context.Context, sessionID string) (ExtractorCu
 	return toExtractorCursor(r), nil
 }
 
-// CountExtractorTurn counts eligible turn seq for the throttle. When due, a
-// run writing to scope is owed through the turn (event eventID), and the
-// count starts again.
-func (t *Tx) CountExtractorTurn(ctx context.Context, sessionID string, seq int64, eventID, scope string, due bool) error {
-	err := t.q.ExtractorCursorCount(ctx, dbsqlc.ExtractorCursorCountParams{
+// SeeExtractorTurn records that eligible turn seq was looked at. When due,
+// a run writing to scope is owed through the turn (event eventID), unless
+// one is owed through a later turn already.
+func (t *Tx) SeeExtractorTurn(ctx context.Context, sessionID string, seq int64, eventID, scope string, due bool) error {
+	err := t.q.ExtractorCursorSee(ctx, dbsqlc.ExtractorCursorSeeParams{
 		TenantID: t.tenant, SessionID: sessionID, Seq: seq, Due: due, EventID: eventID, Scope: scope,
 	})
 	if err != nil {
-		return fmt.Errorf("store.CountExtractorTurn: %w", err)
+		return fmt.Errorf("store.SeeExtractorTurn: %w", err)
 	}
 	return nil
+}
+
+// ClosingRounds counts the session's rounds after turn afterSeq, through
+// throughSeq, whose response closes a user turn (stop reason end_turn, no
+// tool call), among its messages from position from on.
+func (t *Tx) ClosingRounds(ctx context.Context, sessionID string, from, afterSeq, throughSeq int64) (int64, error) {
+	n, err := t.q.MessageClosingRounds(ctx, dbsqlc.MessageClosingRoundsParams{
+		TenantID: t.tenant, SessionID: sessionID, FromPosition: from, AfterSeq: afterSeq, ThroughSeq: throughSeq,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store.ClosingRounds: %w", err)
+	}
+	return n, nil
 }
 
 // ExtractorAdvance is how far a cursor moves, and why.

@@ -76,10 +76,11 @@ func (t *Tx) FinishRun(ctx context.Context, kind, key, owner string, leaseUntil 
 }
 
 // ReleaseRun lets go of owner's key and leaves any trailing run pending,
-// for the sweep or the next request. Releasing a key owner no longer holds
+// for the sweep or the next request; keepPending marks one pending (the
+// work stopped before it was done). Releasing a key owner no longer holds
 // changes nothing.
-func (t *Tx) ReleaseRun(ctx context.Context, kind, key, owner string) error {
-	if _, err := t.q.RunLeaseRelease(ctx, dbsqlc.RunLeaseReleaseParams{TenantID: t.tenant, Kind: kind, Key: key, Owner: owner}); err != nil {
+func (t *Tx) ReleaseRun(ctx context.Context, kind, key, owner string, keepPending bool) error {
+	if _, err := t.q.RunLeaseRelease(ctx, dbsqlc.RunLeaseReleaseParams{TenantID: t.tenant, Kind: kind, Key: key, Owner: owner, KeepPending: keepPending}); err != nil {
 		return fmt.Errorf("store.ReleaseRun: %w", err)
 	}
 	return nil

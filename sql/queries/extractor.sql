@@ -9,29 +9,27 @@ SELECT * FROM extractor_cursors WHERE tenant_id = @tenant_id AND session_id = @s
 -- name: ExtractorCursorGet :one
 SELECT * FROM extractor_cursors WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
--- name: ExtractorCursorCount :exec
--- Counts an eligible turn for the throttle; when due, a run is owed
--- through it, writing to scope.
+-- name: ExtractorCursorSee :exec
+-- Records an eligible turn looked at; when due, a run writing to scope is
+-- owed through it (unless one is owed through a later turn already).
 UPDATE extractor_cursors SET
     seen_seq = greatest(seen_seq, @seq),
-    eligible_turns = CASE WHEN @due::bool THEN 0 ELSE eligible_turns + 1 END,
-    due_seq = CASE WHEN @due::bool THEN @seq ELSE due_seq END,
-    due_event_id = CASE WHEN @due::bool THEN @event_id ELSE due_event_id END,
-    scope = CASE WHEN @due::bool THEN @scope ELSE scope END,
+    due_event_id = CASE WHEN @due::bool AND @seq > due_seq THEN @event_id ELSE due_event_id END,
+    scope = CASE WHEN @due::bool AND @seq > due_seq THEN @scope ELSE scope END,
+    due_seq = CASE WHEN @due::bool THEN greatest(due_seq, @seq) ELSE due_seq END,
     updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
 -- name: ExtractorCursorAdvance :exec
 -- Moves the cursor through turn seq and position (never back). A run owed
 -- through a later turn stays owed. skipped: the main agent wrote memory
--- itself (its writes up to agent_writes are accounted for); ran / saved /
--- failed count the run.
+-- itself (its writes up to agent_writes are accounted for); ran / saved
+-- count the run.
 UPDATE extractor_cursors SET
     position = greatest(position, @position),
     seq = greatest(seq, @seq),
     seen_seq = greatest(seen_seq, @seq),
     due_seq = CASE WHEN due_seq <= @seq THEN 0 ELSE due_seq END,
-    eligible_turns = CASE WHEN @skipped::bool THEN 0 ELSE eligible_turns END,
     agent_writes = greatest(agent_writes, @agent_writes),
     skipped_turns = skipped_turns + CASE WHEN @skipped::bool THEN 1 ELSE 0 END,
     runs = runs + CASE WHEN @ran::bool THEN 1 ELSE 0 END,
@@ -59,6 +57,15 @@ SELECT session_id FROM extractor_cursors
 WHERE tenant_id = @tenant_id AND scope = @scope AND due_seq > seq
 ORDER BY updated_at
 LIMIT @max_rows;
+
+-- name: MessageClosingRounds :one
+-- How many rounds of the session after turn after_seq, through through_seq,
+-- close a user turn (their response stopped with end_turn and calls no
+-- tool); from_position bounds the scan (the cursor's position).
+SELECT count(*) FROM messages
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND position >= @from_position
+  AND is_response AND seq > @after_seq AND seq <= @through_seq
+  AND stop_reason = 'end_turn' AND NOT content @> '[{"type": "tool_use"}]'::jsonb;
 
 -- name: MessageEndOfTurn :one
 -- The position after the session's last message of turn seq or before.

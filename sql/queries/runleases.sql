@@ -41,8 +41,10 @@ RETURNING (lease_until IS NOT NULL)::bool AS again;
 
 -- name: RunLeaseRelease :execrows
 -- Lets go of the key without running what is pending (a failed run, or a
--- worker shutting down): the sweep, or the next request, runs it.
-UPDATE run_leases SET owner = '', lease_until = NULL, updated_at = now()
+-- worker shutting down), marking a run pending when keep_pending is set
+-- (the work stopped before it was done): the sweep, or the next request,
+-- runs it.
+UPDATE run_leases SET owner = '', lease_until = NULL, pending = pending OR @keep_pending::bool, updated_at = now()
 WHERE tenant_id = @tenant_id AND kind = @kind AND key = @key AND owner = @owner;
 
 -- name: RunLeaseHeld :many

@@ -15,9 +15,8 @@ UPDATE extractor_cursors SET
     seq = greatest(seq, $2),
     seen_seq = greatest(seen_seq, $2),
     due_seq = CASE WHEN due_seq <= $2 THEN 0 ELSE due_seq END,
-    eligible_turns = CASE WHEN $3::bool THEN 0 ELSE eligible_turns END,
-    agent_writes = greatest(agent_writes, $4),
-    skipped_turns = skipped_turns + CASE WHEN $3::bool THEN 1 ELSE 0 END,
+    agent_writes = greatest(agent_writes, $3),
+    skipped_turns = skipped_turns + CASE WHEN $4::bool THEN 1 ELSE 0 END,
     runs = runs + CASE WHEN $5::bool THEN 1 ELSE 0 END,
     saved_runs = saved_runs + CASE WHEN $6::bool THEN 1 ELSE 0 END,
     last_error = CASE WHEN $5::bool THEN '' ELSE last_error END,
@@ -29,8 +28,8 @@ WHERE tenant_id = $7 AND session_id = $8
 type ExtractorCursorAdvanceParams struct {
 	Position    int64
 	Seq         int64
-	Skipped     bool
 	AgentWrites int64
+	Skipped     bool
 	Ran         bool
 	Saved       bool
 	TenantID    string
@@ -39,50 +38,16 @@ type ExtractorCursorAdvanceParams struct {
 
 // Moves the cursor through turn seq and position (never back). A run owed
 // through a later turn stays owed. skipped: the main agent wrote memory
-// itself (its writes up to agent_writes are accounted for); ran / saved /
-// failed count the run.
+// itself (its writes up to agent_writes are accounted for); ran / saved
+// count the run.
 func (q *Queries) ExtractorCursorAdvance(ctx context.Context, arg ExtractorCursorAdvanceParams) error {
 	_, err := q.db.Exec(ctx, extractorCursorAdvance,
 		arg.Position,
 		arg.Seq,
-		arg.Skipped,
 		arg.AgentWrites,
+		arg.Skipped,
 		arg.Ran,
 		arg.Saved,
-		arg.TenantID,
-		arg.SessionID,
-	)
-	return err
-}
-
-const extractorCursorCount = `-- name: ExtractorCursorCount :exec
-UPDATE extractor_cursors SET
-    seen_seq = greatest(seen_seq, $1),
-    eligible_turns = CASE WHEN $2::bool THEN 0 ELSE eligible_turns + 1 END,
-    due_seq = CASE WHEN $2::bool THEN $1 ELSE due_seq END,
-    due_event_id = CASE WHEN $2::bool THEN $3 ELSE due_event_id END,
-    scope = CASE WHEN $2::bool THEN $4 ELSE scope END,
-    updated_at = now()
-WHERE tenant_id = $5 AND session_id = $6
-`
-
-type ExtractorCursorCountParams struct {
-	Seq       int64
-	Due       bool
-	EventID   string
-	Scope     string
-	TenantID  string
-	SessionID string
-}
-
-// Counts an eligible turn for the throttle; when due, a run is owed
-// through it, writing to scope.
-func (q *Queries) ExtractorCursorCount(ctx context.Context, arg ExtractorCursorCountParams) error {
-	_, err := q.db.Exec(ctx, extractorCursorCount,
-		arg.Seq,
-		arg.Due,
-		arg.EventID,
-		arg.Scope,
 		arg.TenantID,
 		arg.SessionID,
 	)
@@ -136,7 +101,7 @@ func (q *Queries) ExtractorCursorFail(ctx context.Context, arg ExtractorCursorFa
 }
 
 const extractorCursorGet = `-- name: ExtractorCursorGet :one
-SELECT tenant_id, session_id, scope, position, seq, seen_seq, eligible_turns, due_seq, due_event_id, agent_writes, runs, saved_runs, skipped_turns, failed_runs, last_error, last_run_at, updated_at FROM extractor_cursors WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, scope, position, seq, seen_seq, due_seq, due_event_id, agent_writes, runs, saved_runs, skipped_turns, failed_runs, last_error, last_run_at, updated_at FROM extractor_cursors WHERE tenant_id = $1 AND session_id = $2
 `
 
 type ExtractorCursorGetParams struct {
@@ -154,7 +119,6 @@ func (q *Queries) ExtractorCursorGet(ctx context.Context, arg ExtractorCursorGet
 		&i.Position,
 		&i.Seq,
 		&i.SeenSeq,
-		&i.EligibleTurns,
 		&i.DueSeq,
 		&i.DueEventID,
 		&i.AgentWrites,
@@ -170,7 +134,7 @@ func (q *Queries) ExtractorCursorGet(ctx context.Context, arg ExtractorCursorGet
 }
 
 const extractorCursorGetForUpdate = `-- name: ExtractorCursorGetForUpdate :one
-SELECT tenant_id, session_id, scope, position, seq, seen_seq, eligible_turns, due_seq, due_event_id, agent_writes, runs, saved_runs, skipped_turns, failed_runs, last_error, last_run_at, updated_at FROM extractor_cursors WHERE tenant_id = $1 AND session_id = $2 FOR UPDATE
+SELECT tenant_id, session_id, scope, position, seq, seen_seq, due_seq, due_event_id, agent_writes, runs, saved_runs, skipped_turns, failed_runs, last_error, last_run_at, updated_at FROM extractor_cursors WHERE tenant_id = $1 AND session_id = $2 FOR UPDATE
 `
 
 type ExtractorCursorGetForUpdateParams struct {
@@ -188,7 +152,6 @@ func (q *Queries) ExtractorCursorGetForUpdate(ctx context.Context, arg Extractor
 		&i.Position,
 		&i.Seq,
 		&i.SeenSeq,
-		&i.EligibleTurns,
 		&i.DueSeq,
 		&i.DueEventID,
 		&i.AgentWrites,
@@ -201,6 +164,39 @@ func (q *Queries) ExtractorCursorGetForUpdate(ctx context.Context, arg Extractor
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const extractorCursorSee = `-- name: ExtractorCursorSee :exec
+UPDATE extractor_cursors SET
+    seen_seq = greatest(seen_seq, $1),
+    due_event_id = CASE WHEN $2::bool AND $1 > due_seq THEN $3 ELSE due_event_id END,
+    scope = CASE WHEN $2::bool AND $1 > due_seq THEN $4 ELSE scope END,
+    due_seq = CASE WHEN $2::bool THEN greatest(due_seq, $1) ELSE due_seq END,
+    updated_at = now()
+WHERE tenant_id = $5 AND session_id = $6
+`
+
+type ExtractorCursorSeeParams struct {
+	Seq       int64
+	Due       bool
+	EventID   string
+	Scope     string
+	TenantID  string
+	SessionID string
+}
+
+// Records an eligible turn looked at; when due, a run writing to scope is
+// owed through it (unless one is owed through a later turn already).
+func (q *Queries) ExtractorCursorSee(ctx context.Context, arg ExtractorCursorSeeParams) error {
+	_, err := q.db.Exec(ctx, extractorCursorSee,
+		arg.Seq,
+		arg.Due,
+		arg.EventID,
+		arg.Scope,
+		arg.TenantID,
+		arg.SessionID,
+	)
+	return err
 }
 
 const extractorDueSessions = `-- name: ExtractorDueSessions :many
@@ -235,6 +231,37 @@ func (q *Queries) ExtractorDueSessions(ctx context.Context, arg ExtractorDueSess
 		return nil, err
 	}
 	return items, nil
+}
+
+const messageClosingRounds = `-- name: MessageClosingRounds :one
+SELECT count(*) FROM messages
+WHERE tenant_id = $1 AND session_id = $2 AND position >= $3
+  AND is_response AND seq > $4 AND seq <= $5
+  AND stop_reason = 'end_turn' AND NOT content @> '[{"type": "tool_use"}]'::jsonb
+`
+
+type MessageClosingRoundsParams struct {
+	TenantID     string
+	SessionID    string
+	FromPosition int64
+	AfterSeq     int64
+	ThroughSeq   int64
+}
+
+// How many rounds of the session after turn after_seq, through through_seq,
+// close a user turn (their response stopped with end_turn and calls no
+// tool); from_position bounds the scan (the cursor's position).
+func (q *Queries) MessageClosingRounds(ctx context.Context, arg MessageClosingRoundsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, messageClosingRounds,
+		arg.TenantID,
+		arg.SessionID,
+		arg.FromPosition,
+		arg.AfterSeq,
+		arg.ThroughSeq,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const messageEndOfTurn = `-- name: MessageEndOfTurn :one

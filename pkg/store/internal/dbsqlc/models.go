@@ -76,23 +76,22 @@ type ContextSnapshot struct {
 }
 
 type ExtractorCursor struct {
-	TenantID      string
-	SessionID     string
-	Scope         string
-	Position      int64
-	Seq           int64
-	SeenSeq       int64
-	EligibleTurns int64
-	DueSeq        int64
-	DueEventID    string
-	AgentWrites   int64
-	Runs          int64
-	SavedRuns     int64
-	SkippedTurns  int64
-	FailedRuns    int64
-	LastError     string
-	LastRunAt     pgtype.Timestamptz
-	UpdatedAt     pgtype.Timestamptz
+	TenantID     string
+	SessionID    string
+	Scope        string
+	Position     int64
+	Seq          int64
+	SeenSeq      int64
+	DueSeq       int64
+	DueEventID   string
+	AgentWrites  int64
+	Runs         int64
+	SavedRuns    int64
+	SkippedTurns int64
+	FailedRuns   int64
+	LastError    string
+	LastRunAt    pgtype.Timestamptz
+	UpdatedAt    pgtype.Timestamptz
 }
 
 type LlmUsage struct {

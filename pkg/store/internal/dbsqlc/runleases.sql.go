@@ -169,21 +169,25 @@ func (q *Queries) RunLeaseHeld(ctx context.Context, arg RunLeaseHeldParams) ([]s
 }
 
 const runLeaseRelease = `-- name: RunLeaseRelease :execrows
-UPDATE run_leases SET owner = '', lease_until = NULL, updated_at = now()
-WHERE tenant_id = $1 AND kind = $2 AND key = $3 AND owner = $4
+UPDATE run_leases SET owner = '', lease_until = NULL, pending = pending OR $1::bool, updated_at = now()
+WHERE tenant_id = $2 AND kind = $3 AND key = $4 AND owner = $5
 `
 
 type RunLeaseReleaseParams struct {
-	TenantID string
-	Kind     string
-	Key      string
-	Owner    string
+	KeepPending bool
+	TenantID    string
+	Kind        string
+	Key         string
+	Owner       string
 }
 
 // Lets go of the key without running what is pending (a failed run, or a
-// worker shutting down): the sweep, or the next request, runs it.
+// worker shutting down), marking a run pending when keep_pending is set
+// (the work stopped before it was done): the sweep, or the next request,
+// runs it.
 func (q *Queries) RunLeaseRelease(ctx context.Context, arg RunLeaseReleaseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, runLeaseRelease,
+		arg.KeepPending,
 		arg.TenantID,
 		arg.Kind,
 		arg.Key,

@@ -131,7 +131,7 @@ func TestEveryNthTurnRuns(t *testing.T) {
 	sub.agent = "explore"
 	sub.say("remember that sub-agents are not asked", "Ok.")
 
-	c := h.settled("s1", 9) // 7 turns + the two rounds of the work turn
+	c := h.settled("s1", 9)             // 7 turns + the two rounds of the work turn
 	require.Eventually(t, func() bool { // every turn.accounted handled, the sub-agent's too
 		return h.metrics.Sum("mnemos.bus.deliveries", "result", string(bus.Acked)) == 10
 	}, 30*time.Second, 10*time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -148,7 +147,7 @@ func builtinDocument(r Rule, today time.Time) memory.Document {
 	if !today.IsZero() {
 		on = " on " + today.Format(time.DateOnly)
 	}
-	quote := clip(strings.TrimRight(r.Quote, ".!;:, "), builtinQuoteBytes)
+	quote := compaction.OneLine(strings.TrimRight(r.Quote, ".!;:, "), builtinQuoteBytes)
 	var description, why, how string
 	switch r.Kind {
 	case KindRemember:
@@ -166,20 +165,9 @@ func builtinDocument(r Rule, today time.Time) memory.Document {
 	}
 	return memory.Document{
 		Name:        r.Name(),
-		Description: clip(description, builtinDescriptionBytes),
+		Description: compaction.OneLine(description, builtinDescriptionBytes),
 		Type:        memory.TypeFeedback,
 		Body:        r.Text + "\n\n**Why:** " + why + "\n**How to apply:** " + how,
 	}
 }
 
-// clip bounds s to n bytes on a rune boundary, marking a cut with "…".
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}

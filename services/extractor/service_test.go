@@ -278,3 +278,27 @@ func TestASessionWithoutAWriteScopeIsCounted(t *testing.T) {
 	require.Zero(t, rec.calls.Load())
 	require.Zero(t, h.cursor("s1").SeenSeq)
 }
+
+// TestTheSameRuleUpdatesItsMemory: a rule said again later updates the
+// memory it made the first time rather than adding another.
+func TestTheSameRuleUpdatesItsMemory(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "")
+	sub := h.subscribe()
+	var rec recorder
+	h.service(rec.provider())
+	h.relay()
+	s := h.session("s1")
+	s.say("From now on use pnpm.", "Ok.")
+	h.settled("s1", 1)
+	require.Equal(t, []string{"use-pnpm"}, h.nextSaved(sub).Created)
+	s.say("Ok, from now on, use pnpm!", "Sorry, pnpm it is.")
+	h.settled("s1", 2)
+	ev := h.nextSaved(sub)
+	require.Empty(t, ev.Created)
+	require.Equal(t, []string{"use-pnpm"}, ev.Updated)
+	require.Equal(t, []string{"use-pnpm"}, h.names(project), "one memory, not two")
+	m, _ := h.memory(project, "use-pnpm")
+	require.EqualValues(t, 2, m.Revision)
+	require.Contains(t, m.Body, "from now on, use pnpm")
+}

@@ -170,4 +170,3 @@ func builtinDocument(r Rule, today time.Time) memory.Document {
 		Body:        r.Text + "\n\n**Why:** " + why + "\n**How to apply:** " + how,
 	}
 }
-

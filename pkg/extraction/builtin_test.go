@@ -217,17 +217,7 @@ func TestBuiltinWritesNothingWithoutAnExplicitRequest(t *testing.T) {
 func TestBuiltinOnTheFixtures(t *testing.T) {
 	t.Parallel()
 	for _, name := range claudecodetest.Names {
-		f, err := os.Open(claudecodetest.Path(t, name))
-		require.NoError(t, err)
-		recs, err := claudecode.Parse(f)
-		require.NoError(t, f.Close())
-		require.NoError(t, err)
-		var msgs []view.Message
-		for _, ev := range claudecode.Events(claudecode.Group(recs, claudecode.GroupOptions{}), claudecode.EventOptions{}) {
-			for _, m := range ev.Messages() {
-				msgs = append(msgs, view.Message{UUID: m.UUID, Position: int64(len(msgs)), Round: ev.Seq, Role: m.Role, Content: m.Content, Tokens: tokens.EstimateMessage(m)})
-			}
-		}
+		msgs := fixture(t, name)
 		require.NotEmpty(t, msgs, name)
 		resp := complete(t, extraction.Request(extraction.Input{Tenant: "acme", Scope: scope, Now: now, Messages: msgs}))
 		require.Empty(t, resp.ToolCalls, name)
@@ -241,4 +231,33 @@ func TestBuiltinRefusesARequestItDidNotBuild(t *testing.T) {
 		{Role: "user", Content: turn.Content{text("Extract long-term memories from the conversation above.")}},
 	}})
 	require.Equal(t, llm.KindRequest, llm.KindOf(err))
+}
+
+// BenchmarkBuiltinOnAFixture: the builtin extractor's first turn on the
+// whole of the largest fixture transcript (every user text scanned).
+func BenchmarkBuiltinOnAFixture(b *testing.B) {
+	req := extraction.Request(extraction.Input{Tenant: "acme", Scope: scope, Now: now, Messages: fixture(b, "subagent.jsonl")})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := extraction.Builtin(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fixture is every message of a fixture transcript, its sub-agents' too, in order.
+func fixture(tb testing.TB, name string) []view.Message {
+	tb.Helper()
+	f, err := os.Open(claudecodetest.Path(tb, name))
+	require.NoError(tb, err)
+	recs, err := claudecode.Parse(f)
+	require.NoError(tb, f.Close())
+	require.NoError(tb, err)
+	var msgs []view.Message
+	for _, ev := range claudecode.Events(claudecode.Group(recs, claudecode.GroupOptions{}), claudecode.EventOptions{}) {
+		for _, m := range ev.Messages() {
+			msgs = append(msgs, view.Message{UUID: m.UUID, Position: int64(len(msgs)), Round: ev.Seq, Role: m.Role, Content: m.Content, Tokens: tokens.EstimateMessage(m)})
+		}
+	}
+	return msgs
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/health"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
@@ -141,7 +142,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		runs = append(runs, runner{TargetTokenAccounting, svc.Run})
 		status[TargetTokenAccounting] = "running"
 	}
-	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) {
+	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) || runsTarget(TargetExtractor) {
 		// These targets write events through the outbox; each process that
 		// runs one relays it (relays share the rows safely).
 		relay := outbox.New(outbox.DefaultConfig(), st, b, log.With("service", "outbox-relay"))
@@ -153,13 +154,14 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	rawLLM, err := providers.New(cfg.LLM, map[llm.Task]builtin.Handler{
 		llm.TaskCompaction: compaction.BuiltinSummarizer,
 		llm.TaskNotes:      sessionnotes.Builtin,
+		llm.TaskExtraction: extraction.Builtin,
 	})
 	if err != nil {
 		return err
 	}
 	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm")})
 	if rawLLM.Name() == builtin.Name {
-		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
+		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself and saves only explicit requests and corrections as memories (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
 	}
 	banner("llm           %s", rawLLM.Name())
 
@@ -179,14 +181,21 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		runs = append(runs, runner{TargetSessionMemory, svc.Run})
 		status[TargetSessionMemory] = svc.Status()
 	}
+	if runsTarget(TargetExtractor) {
+		svc, err := extractor.New(extractor.DefaultConfig(), st, b, settings, provider, log.With("service", TargetExtractor), metrics.Meter(TargetExtractor))
+		if err != nil {
+			return err
+		}
+		runs = append(runs, runner{TargetExtractor, svc.Run})
+		status[TargetExtractor] = svc.Status()
+	}
 	idle := map[string]interface {
 		Run(context.Context) error
 		Status() string
 	}{
-		TargetExtractor: extractor.New(log.With("service", TargetExtractor)),
-		TargetDreamer:   dreamer.New(log.With("service", TargetDreamer)),
+		TargetDreamer: dreamer.New(log.With("service", TargetDreamer)),
 	}
-	for _, name := range []string{TargetExtractor, TargetDreamer} {
+	for _, name := range []string{TargetDreamer} {
 		if runsTarget(name) {
 			runs = append(runs, runner{name, idle[name].Run})
 			status[name] = idle[name].Status()

@@ -171,6 +171,20 @@ const (
 	documentPlaceholder = "[document]"
 )
 
+// OneLine folds s onto one line (runs of white space become one space)
+// and bounds it to n bytes, cut on a rune boundary and ended with "…".
+func OneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // Clip bounds s to at most n bytes. A longer s is cut on a rune boundary and
 // ends with a marker saying how many bytes were cut; the marker counts
 // toward n, unless n is too small to hold it (then s is only cut).

@@ -14,6 +14,7 @@ const (
 	SchemaCircuitOpened    = "mnemos.compact_circuit_opened.v1"
 
 	SchemaSessionMemoryUpdated = "mnemos.session_memory_updated.v1"
+	SchemaMemorySaved          = "mnemos.memory_saved.v1"
 )
 
 // Tokens is a session's token state as the accountant sees it.
@@ -128,6 +129,29 @@ type SessionMemoryUpdated struct {
 	ToolCallsAtUpdate int64 `json:"tool_calls_at_update"`
 	// Sections are the headings whose content changed.
 	Sections    []string  `json:"sections"`
+	LLMProvider string    `json:"llm_provider"`
+	LLMModel    string    `json:"llm_model,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// MemorySaved announces long-term memories the extractor wrote after a
+// user turn. None is published when a run wrote nothing.
+type MemorySaved struct {
+	Schema    string `json:"schema"`
+	TenantID  string `json:"tenant_id"`
+	SessionID string `json:"session_id"`
+	// Scope is the scope written to ("project:repo-x").
+	Scope string `json:"scope"`
+	// Created and Updated name the memories the run wrote, each once: those
+	// it made, and those that existed and it changed.
+	Created []string `json:"created"`
+	Updated []string `json:"updated"`
+	// IndexChanged is set when the run edited the scope's index itself.
+	IndexChanged bool `json:"index_changed,omitempty"`
+	// SourceTurn is the event id of the turn the run was for, Seq its seq;
+	// the run read the session's messages since the previous run through it.
+	SourceTurn  string    `json:"source_turn"`
+	Seq         int64     `json:"seq"`
 	LLMProvider string    `json:"llm_provider"`
 	LLMModel    string    `json:"llm_model,omitempty"`
 	At          time.Time `json:"at"`

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -66,7 +65,7 @@ func builtinEdits(doc Document, msgs []view.Message) []Section {
 	}
 
 	if body(HeadingTitle) == "" && len(f.UserTexts) > 0 {
-		set(HeadingTitle, plain(oneLine(f.UserTexts[0], builtinTitleBytes)))
+		set(HeadingTitle, plain(compaction.OneLine(f.UserTexts[0], builtinTitleBytes)))
 	}
 	set(HeadingState, currentState(f))
 	set(HeadingTask, parseList(body(HeadingTask)).add(lines(f.UserTexts)...).render(builtinListBytes, "requests"))
@@ -120,7 +119,7 @@ func worklogLine(msgs []view.Message, f compaction.Facts) string {
 		}
 	}
 	if n := len(f.UserTexts); n > 0 {
-		b.WriteString("; latest request: " + oneLine(f.UserTexts[n-1], 80))
+		b.WriteString("; latest request: " + compaction.OneLine(f.UserTexts[n-1], 80))
 	}
 	return b.String()
 }
@@ -255,7 +254,7 @@ func (l list) render(limit int, noun string) string {
 func lines(texts []string) []string {
 	out := make([]string, 0, len(texts))
 	for _, t := range texts {
-		if s := oneLine(t, builtinItemBytes); s != "" {
+		if s := compaction.OneLine(t, builtinItemBytes); s != "" {
 			out = append(out, s)
 		}
 	}
@@ -269,20 +268,6 @@ func codeLines(cmds []string) []string {
 		out = append(out, "`"+strings.ReplaceAll(c, "`", "'")+"`")
 	}
 	return out
-}
-
-// oneLine folds s onto one line and bounds it to n bytes, cut on a rune
-// boundary with "…".
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // plain keeps a line from reading as a heading or a code fence.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
@@ -102,5 +103,57 @@ func TestSessionMemorySettings(t *testing.T) {
 		require.NoError(t, err)
 		_, err = tenantcfg.Overlay(defaults, doc)
 		require.Error(t, err, name)
+	}
+}
+
+func TestExtractionSettings(t *testing.T) {
+	t.Parallel()
+	e := defaults.Extraction
+	require.Equal(t, tenantcfg.Extraction{Enabled: true, EveryTurns: 1, MaxTurns: 5,
+		WriteScope: tenantcfg.ScopeKinds{memory.KindProject, memory.KindUser, memory.KindLocal, memory.KindAgent}}, e, "the design's numbers")
+
+	for _, c := range []struct {
+		name  string
+		scope map[string]string
+		want  string
+	}{
+		{"project first", map[string]string{"user": "u-42", "project": "repo-x", "local": "u-42-repo-x"}, "project:repo-x"},
+		{"else user", map[string]string{"user": "u-42", "agent": "reviewer"}, "user:u-42"},
+		{"else local", map[string]string{"local": "u-42-repo-x", "agent": "reviewer"}, "local:u-42-repo-x"},
+		{"else agent", map[string]string{"agent": "reviewer"}, "agent:reviewer"},
+		{"an invalid id is no scope", map[string]string{"project": "../etc", "user": "u-42"}, "user:u-42"},
+		{"none", map[string]string{"team": "t-1"}, ""},
+		{"no memory_scope", nil, ""},
+	} {
+		s, ok := e.Scope(c.scope)
+		require.Equal(t, c.want != "", ok, c.name)
+		if ok {
+			require.Equal(t, c.want, s.String(), c.name)
+		}
+	}
+
+	s, err := tenantcfg.Overlay(defaults, []byte(`{"extraction": {"every_turns": 3, "write_scope": ["user", "project"]}}`))
+	require.NoError(t, err)
+	require.Equal(t, 3, s.Extraction.EveryTurns)
+	require.Equal(t, tenantcfg.ScopeKinds{memory.KindUser, memory.KindProject}, s.Extraction.WriteScope, "the list replaces the default")
+	require.Equal(t, tenantcfg.DefaultExtraction().WriteScope, defaults.Extraction.WriteScope, "the defaults are untouched")
+	require.True(t, s.Extraction.Enabled, "what the tenant did not name keeps its default")
+	sc, ok := s.Extraction.Scope(map[string]string{"user": "u-42", "project": "repo-x"})
+	require.True(t, ok)
+	require.Equal(t, "user:u-42", sc.String(), "the tenant's order")
+	_, ok = s.Extraction.Scope(map[string]string{"local": "l-1"})
+	require.False(t, ok, "kinds the tenant left out are never written")
+
+	for doc, want := range map[string]string{
+		`{"extraction": {"every_turns": 0}}`:                "every_turns",
+		`{"extraction": {"max_turns": 6}}`:                  "max_turns",
+		`{"extraction": {"max_turns": 0}}`:                  "max_turns",
+		`{"extraction": {"write_scope": []}}`:               "write_scope",
+		`{"extraction": {"write_scope": ["team"]}}`:         `"team" is not a scope kind`,
+		`{"extraction": {"write_scope": ["user", "user"]}}`: "named twice",
+		`{"extraction": {"every_turn": 2}}`:                 "unknown field",
+	} {
+		_, err := tenantcfg.Overlay(defaults, []byte(doc))
+		require.ErrorContains(t, err, want, doc)
 	}
 }

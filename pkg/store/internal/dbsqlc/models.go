@@ -75,6 +75,25 @@ type ContextSnapshot struct {
 	AssembledAt pgtype.Timestamptz
 }
 
+type ExtractorCursor struct {
+	TenantID     string
+	SessionID    string
+	Scope        string
+	Position     int64
+	Seq          int64
+	SeenSeq      int64
+	DueSeq       int64
+	DueEventID   string
+	AgentWrites  int64
+	Runs         int64
+	SavedRuns    int64
+	SkippedTurns int64
+	FailedRuns   int64
+	LastError    string
+	LastRunAt    pgtype.Timestamptz
+	UpdatedAt    pgtype.Timestamptz
+}
+
 type LlmUsage struct {
 	TenantID         string
 	Day              pgtype.Date
@@ -161,6 +180,17 @@ type Outbox struct {
 	Payload   []byte
 	Headers   []byte
 	CreatedAt pgtype.Timestamptz
+}
+
+type RunLease struct {
+	TenantID   string
+	Kind       string
+	Key        string
+	Owner      string
+	LeaseUntil pgtype.Timestamptz
+	Pending    bool
+	Runs       int64
+	UpdatedAt  pgtype.Timestamptz
 }
 
 type Session struct {

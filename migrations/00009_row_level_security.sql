@@ -159,10 +159,23 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 $$;
 -- +goose StatementEnd
 
+-- Keys of one kind of run (pkg/singlerun) whose trailing run waits behind a
+-- lease that was released or ran out, as tenant and key only.
+-- +goose StatementBegin
+CREATE FUNCTION mnemos_stale_runs(run_kind text, max_rows integer)
+RETURNS TABLE (tenant_id text, key text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT r.tenant_id, r.key FROM run_leases r
+    WHERE r.kind = run_kind AND r.pending AND (r.lease_until IS NULL OR r.lease_until < now())
+    ORDER BY r.lease_until NULLS FIRST
+    LIMIT max_rows
+$$;
+-- +goose StatementEnd
+
 REVOKE EXECUTE ON FUNCTION mnemos_api_key_tenant(bytea), mnemos_outbox_claim(integer), mnemos_outbox_delete(bigint[]),
-    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer) FROM PUBLIC;
+    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mnemos_api_key_tenant(bytea), mnemos_outbox_claim(integer), mnemos_outbox_delete(bigint[]),
-    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer) TO mnemos_app;
+    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer) TO mnemos_app;
 GRANT USAGE ON SCHEMA public TO mnemos_app;
 
 SELECT mnemos_enforce_tenant_isolation();
@@ -186,6 +199,7 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+DROP FUNCTION mnemos_stale_runs(text, integer);
 DROP FUNCTION mnemos_stale_notes_claims(integer);
 DROP FUNCTION mnemos_stalled_sessions(timestamptz, integer);
 DROP FUNCTION mnemos_outbox_pending();

@@ -200,7 +200,7 @@ func TestALostLeaseCancelsTheWork(t *testing.T) {
 		done <- err
 	}()
 	<-running
-	_, err := st.Pool().Exec(ctx, `UPDATE run_leases SET owner = 'another-worker' WHERE tenant_id = $1 AND kind = $2 AND key = 'scope-a'`, tenant, kind)
+	_, err := pgtest.Admin(t, st).Exec(ctx, `UPDATE run_leases SET owner = 'another-worker' WHERE tenant_id = $1 AND kind = $2 AND key = 'scope-a'`, tenant, kind)
 	require.NoError(t, err)
 	select {
 	case err := <-done:
@@ -281,7 +281,7 @@ func TestSweepTakesOverAnExpiredLease(t *testing.T) {
 	t.Parallel()
 	st := setup(t)
 	ctx := context.Background()
-	_, err := st.Pool().Exec(ctx, `
+	_, err := pgtest.Admin(t, st).Exec(ctx, `
 		INSERT INTO run_leases (tenant_id, kind, key, owner, lease_until, pending) VALUES
 		($1, $2, 'dead', 'a-dead-worker', now() - interval '1 second', true),
 		($1, $2, 'alive', 'a-live-worker', now() + interval '1 hour', true),

@@ -58,8 +58,6 @@ FOR SHARE;
 SELECT * FROM run_leases WHERE tenant_id = @tenant_id AND kind = @kind AND key = @key;
 
 -- name: RunLeaseStale :many
--- Trailing runs of a kind whose holder stopped, across tenants, for the sweep.
-SELECT tenant_id, key FROM run_leases
-WHERE kind = @kind AND pending AND (lease_until IS NULL OR lease_until < now())
-ORDER BY lease_until NULLS FIRST
-LIMIT @max_rows;
+-- Trailing runs of a kind whose holder stopped, across tenants, for the
+-- sweep: through the owner's function.
+SELECT tenant_id::text, key::text FROM mnemos_stale_runs(@kind::text, @max_rows::integer);

@@ -266,10 +266,7 @@ func (q *Queries) RunLeaseRequest(ctx context.Context, arg RunLeaseRequestParams
 }
 
 const runLeaseStale = `-- name: RunLeaseStale :many
-SELECT tenant_id, key FROM run_leases
-WHERE kind = $1 AND pending AND (lease_until IS NULL OR lease_until < now())
-ORDER BY lease_until NULLS FIRST
-LIMIT $2
+SELECT tenant_id::text, key::text FROM mnemos_stale_runs($1::text, $2::integer)
 `
 
 type RunLeaseStaleParams struct {
@@ -282,7 +279,8 @@ type RunLeaseStaleRow struct {
 	Key      string
 }
 
-// Trailing runs of a kind whose holder stopped, across tenants, for the sweep.
+// Trailing runs of a kind whose holder stopped, across tenants, for the
+// sweep: through the owner's function.
 func (q *Queries) RunLeaseStale(ctx context.Context, arg RunLeaseStaleParams) ([]RunLeaseStaleRow, error) {
 	rows, err := q.db.Query(ctx, runLeaseStale, arg.Kind, arg.MaxRows)
 	if err != nil {

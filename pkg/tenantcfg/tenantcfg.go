@@ -14,6 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 )
@@ -29,6 +30,8 @@ type Settings struct {
 	SessionMemory SessionMemory `json:"session_memory"`
 	// Memory bounds long-term memories and their indexes.
 	Memory memory.Limits `json:"memory"`
+	// Recall surfaces memories relevant to the user's latest message.
+	Recall recall.Settings `json:"recall"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -41,13 +44,14 @@ func Defaults() Settings {
 
 		SessionMemory: DefaultSessionMemory(),
 		Memory:        memory.DefaultLimits(),
+		Recall:        recall.DefaultSettings(),
 	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
-		s.SessionMemory.Validate(), s.Memory.Validate())
+		s.SessionMemory.Validate(), s.Memory.Validate(), s.Recall.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

@@ -60,9 +60,8 @@ func ToolReference(typ memory.Type, name memory.Name, description string, tools 
 	}
 	text := nameWords(name) + " " + description
 	ws := map[string]bool{}
-	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127)
-	}) {
+	inWord := func(r rune) bool { return r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 }
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !inWord(r) }) {
 		ws[w] = true
 	}
 	about := false
@@ -165,9 +164,7 @@ func parseRequest(req llm.Request) (selectorInput, error) {
 		return in, errors.New("recall: the message does not start with the tools just used")
 	}
 	if tools := strings.TrimPrefix(lines[0], toolsLine); tools != noTools {
-		for _, t := range strings.Split(tools, ", ") {
-			in.tools = append(in.tools, t)
-		}
+		in.tools = strings.Split(tools, ", ")
 	}
 	for _, line := range lines[1:] {
 		rest, ok := strings.CutPrefix(line, memoryBullet)

@@ -136,12 +136,15 @@ func (e *env) prefetch(t *testing.T, session string, seq int64, uuids ...string)
 func (e *env) beside(t *testing.T, session string, now time.Time) recall.Beside {
 	t.Helper()
 	var b recall.Beside
+	e.mu.Lock()
+	set := e.set
+	e.mu.Unlock()
 	require.NoError(t, e.store.InTx(context.Background(), tenant, func(tx *store.Tx) error {
 		st, err := sessionctx.Load(context.Background(), tx, session)
 		if err != nil {
 			return err
 		}
-		b, err = recall.Attach(context.Background(), tx, st.Session, st.Messages, e.set, now)
+		b, err = recall.Attach(context.Background(), tx, st.Session, st.Messages, set, now)
 		return err
 	}))
 	return b
@@ -370,4 +373,24 @@ func TestPrefetchIsShownBesideItsMessageUnlessTheContextDecidedFirst(t *testing.
 	require.Equal(t, recall.OutcomeSkipped, e.prefetch(t, "s1", 6, u6).Outcome)
 	require.EqualValues(t, 1, e.metrics.Sum("mnemos.recall.requests", "outcome", "skipped"), "not counted")
 	require.EqualValues(t, 5, e.metrics.Sum("mnemos.recall.requests", "source", "prefetch"), "surfaced twice, late twice, skipped once")
+}
+
+// TestRecallTurnedOffSurfacesNothing: a tenant that turns recall off gets
+// no recall through the API, and no prefetch.
+func TestRecallTurnedOffSurfacesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.write(t, project, "staging-db-read-only-fridays", memory.TypeFeedback, "The staging database is read-only on Fridays", "Wait for Monday.", t0)
+	u1 := e.round(t, "s1", 1, "can you run the migration on the staging database?")
+	e.settings(func(s *recall.Settings) { s.Prefetch = false })
+	require.Equal(t, recall.OutcomeDisabled, e.prefetch(t, "s1", 1, u1).Outcome)
+	require.Empty(t, e.beside(t, "s1", time.Now()).Waiting, "no prefetch to wait for")
+	require.NotContains(t, e.beside(t, "s1", time.Now()).Blocks, u1)
+	require.Len(t, e.recall(t, "s1", "the staging database").Memories, 1, "the API still recalls")
+
+	e.settings(func(s *recall.Settings) { s.Enabled = false })
+	res := e.recall(t, "s2", "the staging database")
+	require.Equal(t, recall.OutcomeDisabled, res.Outcome)
+	require.Empty(t, res.Memories)
+	require.EqualValues(t, 1, e.metrics.Sum("mnemos.recall.requests", "outcome", "disabled"), "the API's, not the prefetch's")
 }

@@ -8,7 +8,6 @@ package recallprefetch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -107,17 +106,9 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
 	}
-	var ev events.TurnAccounted
-	if err := json.Unmarshal(m.Data, &ev); err != nil {
-		return bus.Permanent(fmt.Errorf("turn.accounted: %w", err))
-	}
-	switch {
-	case ev.Schema != events.SchemaTurnAccounted:
-		return bus.Permanent(fmt.Errorf("turn.accounted: unknown schema %q", ev.Schema))
-	case ev.TenantID != tenant || ev.SessionID != session:
-		return bus.Permanent(fmt.Errorf("turn.accounted for %s/%s arrived on the subject of %s/%s", ev.TenantID, ev.SessionID, tenant, session))
-	case ev.Seq <= 0:
-		return bus.Permanent(fmt.Errorf("turn.accounted: seq %d: want a positive seq", ev.Seq))
+	ev, err := events.ReadTurnAccounted(m.Data, tenant, session)
+	if err != nil {
+		return bus.Permanent(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()

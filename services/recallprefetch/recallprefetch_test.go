@@ -72,7 +72,7 @@ func TestBadEventsAreDeadLettered(t *testing.T) {
 	all := strings.Join(reasons, "\n") // workers settle them in any order
 	require.Contains(t, all, "turn.accounted: invalid character")
 	require.Contains(t, all, "arrived on the subject of acme/bad")
-	require.Contains(t, all, "want a positive seq")
+	require.Contains(t, all, "want a positive seq and no negative number")
 	require.Contains(t, all, `unknown schema "mnemos.turn_accounted.v0"`)
 	require.Eventually(t, func() bool {
 		return metrics.Sum("mnemos.bus.deliveries", "result", string(bus.DeadLettered)) == 4

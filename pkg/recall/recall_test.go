@@ -394,3 +394,26 @@ func TestRecallTurnedOffSurfacesNothing(t *testing.T) {
 	require.Empty(t, res.Memories)
 	require.EqualValues(t, 1, e.metrics.Sum("mnemos.recall.requests", "outcome", "disabled"), "the API's, not the prefetch's")
 }
+
+// TestPrefetchTakesTheToolsOfTheLatestRounds: the tools the agent called in
+// the latest rounds are the tools just used, so a prefetch leaves out the
+// usage reference of one of them but keeps the warning about it; a tool
+// called longer ago than recent_rounds does not count.
+func TestPrefetchTakesTheToolsOfTheLatestRounds(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.write(t, project, "bash-usage", memory.TypeReference, "How the Bash tool runs commands in the repo sandbox", "Commands run in /work.", t0)
+	e.write(t, project, "bash-sandbox-pitfalls", memory.TypeReference, "Bash in the repo sandbox hangs on interactive commands; pass --yes", "Use --yes.", t0)
+	bash := turn.Block{Type: turn.BlockToolUse, ID: "t1", Name: "Bash", Input: []byte(`{"command":"ls"}`)}
+	e.round(t, "s1", 1, "list the files", bash)
+	u := e.round(t, "s1", 2, "now run the bash commands in the repo sandbox")
+	res := e.prefetch(t, "s1", 2, u)
+	require.Equal(t, []string{"bash-sandbox-pitfalls"}, names(res.Memories), "Bash was used a round ago: its usage reference is left out")
+
+	e.settings(func(s *recall.Settings) { s.RecentRounds = 1 })
+	e.round(t, "s2", 1, "list the files", bash)
+	e.round(t, "s2", 2, "thanks")
+	u = e.round(t, "s2", 3, "now run the bash commands in the repo sandbox")
+	res = e.prefetch(t, "s2", 3, u)
+	require.ElementsMatch(t, []string{"bash-usage", "bash-sandbox-pitfalls"}, names(res.Memories), "with one recent round, Bash two rounds ago is not just used")
+}

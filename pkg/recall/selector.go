@@ -43,12 +43,18 @@ type Candidate struct {
 // the tools just used, the candidates and the request, and a JSON answer of
 // at most max references.
 func request(tenant, query string, tools []string, cands []Candidate, max int, now time.Time) llm.Request {
+	var named []string
+	for _, t := range tools {
+		if t = strings.TrimSpace(t); t != "" && !strings.ContainsAny(t, ",\n") {
+			named = append(named, t) // a name that would break the list is no tool name
+		}
+	}
 	var b strings.Builder
 	b.WriteString(toolsLine)
-	if len(tools) == 0 {
+	if len(named) == 0 {
 		b.WriteString(noTools)
 	} else {
-		b.WriteString(strings.Join(tools, ", "))
+		b.WriteString(strings.Join(named, ", "))
 	}
 	b.WriteString("\n\n" + memoriesLine + "\n")
 	for _, c := range cands {

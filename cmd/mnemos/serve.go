@@ -18,8 +18,10 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/llmledger"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/natsembed"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
@@ -28,6 +30,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/dreamer"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/recallprefetch"
 	"github.com/mnemos-ai/mnemos/services/sessionmemory"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
@@ -155,13 +158,14 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		llm.TaskCompaction: compaction.BuiltinSummarizer,
 		llm.TaskNotes:      sessionnotes.Builtin,
 		llm.TaskExtraction: extraction.Builtin,
+		llm.TaskRecall:     recall.Builtin,
 	})
 	if err != nil {
 		return err
 	}
 	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm")})
 	if rawLLM.Name() == builtin.Name {
-		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself and saves only explicit requests and corrections as memories (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
+		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself, saves only explicit requests and corrections as memories and picks memories to recall by BM25 (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
 	}
 	banner("llm           %s", rawLLM.Name())
 
@@ -188,6 +192,33 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		}
 		runs = append(runs, runner{TargetExtractor, svc.Run})
 		status[TargetExtractor] = svc.Status()
+	}
+	// Recall: the gateway's POST recall and the prefetch on ingest, which
+	// runs in the extractor target with the other long-term memory work.
+	var recaller *recall.Recaller
+	if runsTarget(TargetGateway) || runsTarget(TargetExtractor) {
+		memories, err := memory.NewStore(st, metrics.Meter("recall"), memory.Options{Limits: func(ctx context.Context, tenant string) (memory.Limits, error) {
+			set, err := settings.For(ctx, tenant)
+			return set.Memory, err
+		}})
+		if err != nil {
+			return err
+		}
+		recaller, err = recall.New(st, memories, provider, func(ctx context.Context, tenant string) (recall.Settings, error) {
+			set, err := settings.For(ctx, tenant)
+			return set.Recall, err
+		}, metrics.Meter("recall"), recall.Options{})
+		if err != nil {
+			return err
+		}
+	}
+	if runsTarget(TargetExtractor) {
+		svc, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, recaller, log.With("service", "recall"), metrics.Meter("recall"))
+		if err != nil {
+			return err
+		}
+		runs = append(runs, runner{"recall", svc.Run})
+		status["recall"] = svc.Status()
 	}
 	idle := map[string]interface {
 		Run(context.Context) error
@@ -225,6 +256,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
+		gw.UseRecall(recaller)
 		gw.Register(mux)
 		status[TargetGateway] = "running"
 	}

@@ -34,6 +34,10 @@ type Input struct {
 	// Cleared holds the tool_use ids whose tool_result content a recorded
 	// micro-compaction decision cleared. It applies to Messages only.
 	Cleared map[string]bool
+	// Beside holds, by the uuid of a message of Messages, blocks rendered
+	// after that message's own: the memories recall surfaced for a user
+	// message. They are recorded once and never change, like Cleared.
+	Beside map[string]turn.Content
 }
 
 // Wire is one message exactly as the Anthropic Messages API takes it: no
@@ -94,6 +98,9 @@ func Render(in Input) Context {
 	}
 	add := func(m view.Message, uuid string, cleared map[string]bool) {
 		content := renderContent(m.Content, cleared)
+		if extra := in.Beside[uuid]; uuid != "" && len(extra) > 0 {
+			content = append(content, renderContent(extra, nil)...)
+		}
 		c.Messages = append(c.Messages, Wire{Role: m.Role, Content: content})
 		c.UUIDs = append(c.UUIDs, uuid)
 		c.Tokens += tokens.EstimateContent(content)

@@ -271,3 +271,26 @@ func TestShownMatchesRender(t *testing.T) {
 	require.Less(t, shown[1].Tokens, int64(1_000))
 	require.Equal(t, strings.Repeat("x", 4_000), (*msgs[1].Content[0].Content)[0].Text, "the input is not changed")
 }
+
+// TestBesideBlocksFollowTheirMessage: the blocks recorded beside a stored
+// message (recalled memories) are rendered after its own, counted in the
+// estimate, and change nothing else; a later message only appends.
+func TestBesideBlocksFollowTheirMessage(t *testing.T) {
+	t.Parallel()
+	reminder := text("<system-reminder>\nA memory\n</system-reminder>")
+	reminder.CacheControl = json.RawMessage(`{"type":"ephemeral"}`)
+	in := assembly.Input{
+		Head:     []view.Message{made("user", text("summary"))},
+		Messages: []view.Message{stored("u1", 3, "user", text("can you migrate staging?")), stored("a1", 4, "assistant", text("On it."))},
+		Beside:   map[string]turn.Content{"u1": {reminder}, "": {text("never rendered")}},
+	}
+	c := assembly.Render(in)
+	require.Equal(t, turn.Content{text("can you migrate staging?"), text(reminder.Text)}, c.Messages[1].Content, "after its own blocks, without cache_control")
+	require.Equal(t, turn.Content{text("summary")}, c.Messages[0].Content, "head messages carry nothing beside them")
+	without := in
+	without.Beside = nil
+	require.Greater(t, c.Tokens, assembly.Render(without).Tokens)
+
+	in.Messages = append(in.Messages, stored("u2", 5, "user", text("thanks")))
+	require.True(t, assembly.IsPrefix(c.Prefix(), assembly.Render(in).Prefix()))
+}

@@ -2,7 +2,11 @@
 // Each is JSON with a "schema" naming its version.
 package events
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Schema names of the events below.
 const (
@@ -49,6 +53,27 @@ type TurnAccounted struct {
 	OffloadedTools []string          `json:"offloaded_tool_results,omitempty"`
 	OccurredAt     time.Time         `json:"occurred_at"`
 	AccountedAt    time.Time         `json:"accounted_at"`
+}
+
+// ReadTurnAccounted decodes a turn.accounted payload that arrived on the
+// subject of tenant and session, and checks what every consumer relies on:
+// the schema, that the payload names the subject's tenant and session, a
+// positive seq and no negative count. Its errors are the message's fault.
+func ReadTurnAccounted(data []byte, tenant, session string) (TurnAccounted, error) {
+	var ev TurnAccounted
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return TurnAccounted{}, fmt.Errorf("turn.accounted: %w", err)
+	}
+	switch {
+	case ev.Schema != SchemaTurnAccounted:
+		return TurnAccounted{}, fmt.Errorf("turn.accounted: unknown schema %q", ev.Schema)
+	case ev.TenantID != tenant || ev.SessionID != session:
+		return TurnAccounted{}, fmt.Errorf("turn.accounted for %s/%s arrived on the subject of %s/%s", ev.TenantID, ev.SessionID, tenant, session)
+	case ev.Seq <= 0 || ev.Tokens.Count < 0 || ev.ToolCalls < 0 || ev.ToolCallsTotal < 0:
+		return TurnAccounted{}, fmt.Errorf("turn.accounted: seq %d, count %d, tool calls %d of %d: want a positive seq and no negative number",
+			ev.Seq, ev.Tokens.Count, ev.ToolCalls, ev.ToolCallsTotal)
+	}
+	return ev, nil
 }
 
 // ContextThreshold is published when a session's threshold state changes.

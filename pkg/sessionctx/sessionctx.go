@@ -110,7 +110,7 @@ func Messages(rows []store.Message) ([]view.Message, error) {
 		if err := json.Unmarshal(r.Content, &c); err != nil {
 			return nil, fmt.Errorf("message %s: %w", r.UUID, err)
 		}
-		out[i] = view.Message{UUID: r.UUID, Position: r.Position, Round: r.Seq, Role: r.Role, Content: c, Tokens: r.EstimateTokens}
+		out[i] = view.Message{UUID: r.UUID, Position: r.Position, Round: r.Seq, Role: r.Role, Content: c, Tokens: r.EstimateTokens, At: r.CreatedAt}
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 )
@@ -31,6 +32,8 @@ type Settings struct {
 	Memory memory.Limits `json:"memory"`
 	// Extraction is long-term memory extraction after user turns.
 	Extraction Extraction `json:"extraction"`
+	// Recall surfaces memories relevant to the user's latest message.
+	Recall recall.Settings `json:"recall"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -44,13 +47,14 @@ func Defaults() Settings {
 		SessionMemory: DefaultSessionMemory(),
 		Memory:        memory.DefaultLimits(),
 		Extraction:    DefaultExtraction(),
+		Recall:        recall.DefaultSettings(),
 	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
-		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate())
+		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

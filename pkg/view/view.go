@@ -3,7 +3,11 @@
 // where it came from.
 package view
 
-import "github.com/mnemos-ai/mnemos/pkg/turn"
+import (
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
 
 // Message is one message of a session's context.
 type Message struct {
@@ -20,6 +24,8 @@ type Message struct {
 	Content turn.Content
 	// Tokens is the message's estimate (tokens.EstimateMessage) as rendered.
 	Tokens int64
+	// At is when the message was stored; zero for the messages a compaction made.
+	At time.Time
 }
 
 // Stored reports whether m is a stored conversation message rather than one a compaction made.

@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -92,7 +93,9 @@ func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant stri
 			return
 		}
 		if err != nil {
-			g.internal(w, "assembling context", err)
+			if ctx.Err() == nil {
+				g.internal(w, "assembling context", err)
+			}
 			return
 		}
 		switch {
@@ -140,37 +143,55 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 }
 
 // assemble renders a session's context — the memory section as frozen for
-// the session's compaction, then its messages — first recording any
-// micro-compaction now due, and accounts for cache breaks. blocked reports a count at or
-// above the blocking limit.
+// the session's compaction, then its messages, with the memories recall
+// surfaced beside its user messages — first recording any micro-compaction
+// now due and deciding what is shown beside each user message (waiting,
+// boundedly, for the prefetch of the latest one), and accounts for cache
+// breaks. blocked reports a count at or above the blocking limit.
 func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings) (ContextBody, []byte, bool, error) {
 	var st sessionctx.State
 	var section []string
-	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-		var err error
-		if st, err = sessionctx.Load(ctx, tx, id); err != nil {
+	var beside recall.Beside
+	for micro := false; ; {
+		err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+			var err error
+			if st, err = sessionctx.Load(ctx, tx, id); err != nil {
+				return err
+			}
+			section, err = memory.FrozenSection(ctx, tx, memory.SessionSection{
+				SessionID: id, MemoryScope: st.Session.MemoryScope, CompactionID: st.Session.CompactionID,
+				KeepsPrefix: st.Compaction.Direction == "from",
+			}, set.Memory)
+			if err != nil {
+				return err
+			}
+			beside, err = recall.Attach(ctx, tx, st.Session, st.Messages, set.Recall, time.Now())
 			return err
-		}
-		section, err = memory.FrozenSection(ctx, tx, memory.SessionSection{
-			SessionID: id, MemoryScope: st.Session.MemoryScope, CompactionID: st.Session.CompactionID,
-			KeepsPrefix: st.Compaction.Direction == "from",
-		}, set.Memory)
-		return err
-	})
-	if err != nil {
-		return ContextBody{}, nil, false, err
-	}
-	if due := g.microDue(st, set); len(due) > 0 {
-		if st, err = g.microCompact(ctx, tenant, id, set); err != nil {
+		})
+		if err != nil {
 			return ContextBody{}, nil, false, err
 		}
+		switch {
+		case beside.Waiting != "":
+			if err := g.awaitPrefetch(ctx, tenant, id, beside); err != nil {
+				return ContextBody{}, nil, false, err
+			}
+			continue
+		case !micro && len(g.microDue(st, set)) > 0:
+			micro = true
+			if err := g.microCompact(ctx, tenant, id, set); err != nil {
+				return ContextBody{}, nil, false, err
+			}
+			continue // read again: the messages a newer turn added are decided for too
+		}
+		break
 	}
 	limits := accounting.Limits(set.Tokens, st.Session)
 	blocks := make([]turn.Block, len(section))
 	for i, text := range section {
 		blocks[i] = turn.Block{Type: turn.BlockText, Text: text}
 	}
-	rendered := assembly.Render(assembly.Input{System: blocks, Head: st.Head, Messages: st.Messages, Cleared: st.Cleared})
+	rendered := assembly.Render(assembly.Input{System: blocks, Head: st.Head, Messages: st.Messages, Cleared: st.Cleared, Beside: beside.Blocks})
 	system, messages, err := rendered.EncodeParts()
 	if err != nil {
 		return ContextBody{}, nil, false, err
@@ -241,9 +262,8 @@ func (g *Gateway) microDue(st sessionctx.State, set tenantcfg.Settings) []string
 }
 
 // microCompact records the micro-compaction due, under the session's lock so
-// concurrent requests decide once, and returns the state after it.
-func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenantcfg.Settings) (sessionctx.State, error) {
-	var st sessionctx.State
+// concurrent requests decide once.
+func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenantcfg.Settings) error {
 	var cleared int
 	var saved int64
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
@@ -251,7 +271,8 @@ func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenan
 		if err != nil {
 			return err
 		}
-		if st, err = sessionctx.LoadFor(ctx, tx, sess); err != nil {
+		st, err := sessionctx.LoadFor(ctx, tx, sess)
+		if err != nil {
 			return err
 		}
 		due := g.microDue(st, set)
@@ -281,20 +302,41 @@ func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenan
 		if err := tx.ContextBreak(ctx, id, saved, count, state); err != nil {
 			return err
 		}
-		st.Session.TokenCount, st.Session.State = count, state
-		st.Session.ContextEpoch++
 		cleared = len(due)
 		return nil
 	})
 	if err != nil {
-		return sessionctx.State{}, fmt.Errorf("micro-compaction: %w", err)
+		return fmt.Errorf("micro-compaction: %w", err)
 	}
 	if cleared > 0 {
 		g.metrics.microCleared.Add(ctx, int64(cleared))
 		g.metrics.microSaved.Add(ctx, saved)
 		g.log.Info("micro-compaction", "tenant", tenant, "session", id, "cleared", cleared, "tokens_saved", saved)
 	}
-	return st, nil
+	return nil
+}
+
+// awaitPrefetch waits until the prefetch of the latest user message
+// (b.Waiting) is recorded or, at b.Until, decides that nothing is shown
+// beside it; a prefetch that ends later is too late for the message.
+func (g *Gateway) awaitPrefetch(ctx context.Context, tenant, id string, b recall.Beside) error {
+	for time.Now().Before(b.Until) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(g.cfg.PollInterval, time.Until(b.Until))):
+		}
+		var decided bool
+		err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+			var err error
+			decided, err = recall.Decided(ctx, tx, id, b.Waiting)
+			return err
+		})
+		if err != nil || decided {
+			return err
+		}
+	}
+	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error { return recall.Close(ctx, tx, id, b.Waiting) })
 }
 
 // accountCacheBreak compares the rendered prefix with the session's last one.

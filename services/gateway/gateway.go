@@ -1,6 +1,6 @@
 // Package gateway is Mnemos's HTTP API: turn ingest, session token state,
-// pre-flight checks, offloaded tool results, the context, compactions and
-// long-term memories. The tenant of every request comes from its API key.
+// pre-flight checks, offloaded tool results, the context, compactions,
+// long-term memories and their recall. The tenant of every request comes from its API key.
 package gateway
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -63,6 +64,7 @@ type Gateway struct {
 	log      *slog.Logger
 	metrics  gatewayMetrics
 	memories *memory.Store
+	recall   *recall.Recaller // nil: POST recall answers 503
 
 	keys *ttlcache.Cache[string] // API key → tenant
 }
@@ -100,6 +102,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/sessions/{id}/compactions", g.auth(g.listCompactions))
 	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
 	mux.Handle("GET /v1/sessions/{id}/notes", g.auth(g.getNotes))
+	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.postRecall))
 	g.registerMemories(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))

@@ -25,6 +25,7 @@ import (
 )
 
 type harness struct {
+	gw      *gateway.Gateway
 	srv     *httptest.Server
 	store   *store.Store
 	bus     *bus.Bus
@@ -51,7 +52,7 @@ func setup(t *testing.T) *harness {
 	gw.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &harness{srv: srv, store: st, bus: b, metrics: metrics}
+	return &harness{gw: gw, srv: srv, store: st, bus: b, metrics: metrics}
 }
 
 func (h *harness) do(t *testing.T, method, path, key string, body []byte) (int, map[string]any) {

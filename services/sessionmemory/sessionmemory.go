@@ -13,7 +13,6 @@ package sessionmemory
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -135,18 +134,9 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
 	}
-	var ev events.TurnAccounted
-	if err := json.Unmarshal(m.Data, &ev); err != nil {
-		return bus.Permanent(fmt.Errorf("turn.accounted: %w", err))
-	}
-	switch {
-	case ev.Schema != events.SchemaTurnAccounted:
-		return bus.Permanent(fmt.Errorf("turn.accounted: unknown schema %q", ev.Schema))
-	case ev.TenantID != tenant || ev.SessionID != session:
-		return bus.Permanent(fmt.Errorf("turn.accounted for %s/%s arrived on the subject of %s/%s", ev.TenantID, ev.SessionID, tenant, session))
-	case ev.Seq <= 0 || ev.Tokens.Count < 0 || ev.ToolCalls < 0 || ev.ToolCallsTotal < 0:
-		return bus.Permanent(fmt.Errorf("turn.accounted: seq %d, count %d, tool calls %d of %d: want a positive seq and no negative number",
-			ev.Seq, ev.Tokens.Count, ev.ToolCalls, ev.ToolCallsTotal))
+	ev, err := events.ReadTurnAccounted(m.Data, tenant, session)
+	if err != nil {
+		return bus.Permanent(err)
 	}
 	set, err := s.settings.For(ctx, tenant)
 	if err != nil {

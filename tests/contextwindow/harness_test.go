@@ -24,8 +24,10 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -33,6 +35,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/compactor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/recallprefetch"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
 
@@ -50,13 +53,16 @@ type harness struct {
 	key        string
 	// clock is the gateway's time (unix nanoseconds); zero means the wall clock.
 	clock atomic.Int64
+	// selector answers recall's selections (recall.Builtin unless a test
+	// sets another).
+	selector atomic.Pointer[builtin.Handler]
 }
 
 // at sets the gateway's clock.
 func (h *harness) at(t time.Time) { h.clock.Store(t.UnixNano()) }
 
-// setup runs the relay and the compactor (on the bus) and the gateway (on a
-// local HTTP server) until the test ends. Turn events are applied with the
+// setup runs the relay, the compactor and the recall prefetch (on the bus)
+// and the gateway (on a local HTTP server) until the test ends. Turn events are applied with the
 // accountant directly, so a test knows when each one is in.
 func setup(t *testing.T, provider llm.Provider) *harness {
 	t.Helper()
@@ -91,6 +97,21 @@ func setup(t *testing.T, provider llm.Provider) *harness {
 	}
 	gw, err := gateway.New(gcfg, st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
+	memories, err := memory.NewStore(st, nil, memory.Options{Now: gcfg.Now})
+	require.NoError(t, err)
+	selector := builtin.Handler(recall.Builtin)
+	h.selector.Store(&selector)
+	selectors := builtin.New(map[llm.Task]builtin.Handler{llm.TaskRecall: func(ctx context.Context, req llm.Request) (llm.Response, error) {
+		return (*h.selector.Load())(ctx, req)
+	}})
+	recaller, err := recall.New(st, memories, selectors, func(ctx context.Context, tenant string) (recall.Settings, error) {
+		set, err := settings.For(ctx, tenant)
+		return set.Recall, err
+	}, metrics.Meter(), recall.Options{Now: gcfg.Now})
+	require.NoError(t, err)
+	gw.UseRecall(recaller)
+	prefetch, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, recaller, log, metrics.Meter())
+	require.NoError(t, err)
 	mux := http.NewServeMux()
 	gw.Register(mux)
 	api := httptest.NewServer(mux)
@@ -101,6 +122,11 @@ func setup(t *testing.T, provider llm.Provider) *harness {
 	wg.Go(func() {
 		if err := comp.Run(ctx); err != nil {
 			t.Errorf("compactor: %v", err)
+		}
+	})
+	wg.Go(func() {
+		if err := prefetch.Run(ctx); err != nil {
+			t.Errorf("recall prefetch: %v", err)
 		}
 	})
 	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })

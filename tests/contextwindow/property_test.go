@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,11 +21,14 @@ import (
 //     it, unless a compaction or micro-compaction was recorded in between;
 //   - no cache break goes unexplained;
 //   - the memory section (the system blocks) stays byte for byte the same
-//     until the next compaction, while memories are written all along.
+//     until the next compaction, while memories are written all along;
+//   - memories the prefetch recalls for a user message are shown beside it
+//     without breaking the above.
 func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil)
-	sectionChanges := 0
+	sectionChanges, reminders := 0, 0
+	topics := []string{"payments", "billing", "search", "auth", "deploys"}
 	for _, seed := range []uint64{1, 2, 3} {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		id := fmt.Sprintf("prop-%d", seed)
@@ -42,11 +46,12 @@ func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
 			if rng.IntN(6) == 0 {
 				// The agent (or anyone) saves a memory between turns.
 				written = fmt.Sprintf("note-%d", round)
-				md := fmt.Sprintf("---\nname: %s\ndescription: Learned in round %d\ntype: project\n---\n\nA fact from round %d.\n", written, round, round)
+				md := fmt.Sprintf("---\nname: %s\ndescription: How the %s service behaves, learned in round %d\ntype: project\n---\n\nA fact from round %d.\n",
+					written, topics[rng.IntN(len(topics))], round, round)
 				status, raw := h.call(t, "PUT", "/v1/scopes/user:"+user+"/memories/"+written+"?session="+id, md, nil)
 				require.Equal(t, 201, status, string(raw))
 			}
-			c.user(fmt.Sprintf("Step %d: %s", round, filler("ask", 20+rng.IntN(400))))
+			c.user(fmt.Sprintf("Step %d, on the %s service: %s", round, topics[rng.IntN(len(topics))], filler("ask", 20+rng.IntN(400))))
 			for range rng.IntN(3) { // at most 2 calls of at most 4,000 tokens: a round never jumps the blocking limit
 				tool := []string{"Read", "Bash", "Grep", "Task", "Edit"}[rng.IntN(5)]
 				callID := fmt.Sprintf("%s-call-%d-%d", id, round, rng.IntN(1_000_000))
@@ -110,11 +115,17 @@ func TestContextOnlyAppendsExceptAtRecordedBreaks(t *testing.T) {
 					sectionChanges++
 				}
 			}
+			if n := strings.Count(string(body.Messages), "<system-reminder>"); n > 0 {
+				reminders++
+			}
 			prevMessages, prevSystem, prevEpoch, prevCompaction = body.Messages, body.System, body.Epoch, compaction
 		}
 		require.Positive(t, breaks, "seed %d: the run never crossed a recorded break", seed)
 	}
 	require.Positive(t, sectionChanges, "no compaction brought new memories into the section")
+	t.Logf("%d contexts showed recalled memories", reminders)
+	require.Positive(t, reminders, "no recalled memory was ever shown")
+	require.Positive(t, h.metrics.Sum("mnemos.recall.selected", "source", "prefetch"))
 	require.Zero(t, h.metrics.Sum("mnemos.context.cache_breaks", "kind", "unexpected"))
 	require.Positive(t, h.metrics.Sum("mnemos.context.cache_breaks", "kind", "expected"))
 	require.Positive(t, h.metrics.Sum("mnemos.microcompact.cleared", "", ""))

@@ -182,6 +182,35 @@ type Outbox struct {
 	CreatedAt pgtype.Timestamptz
 }
 
+type RecallPrefetch struct {
+	TenantID    string
+	SessionID   string
+	MessageUuid string
+	Outcome     string
+	Blocks      []string
+	DecidedAt   pgtype.Timestamptz
+}
+
+type RecallSession struct {
+	TenantID  string
+	SessionID string
+	Recalls   int64
+	UpdatedAt pgtype.Timestamptz
+}
+
+type RecallSurfaced struct {
+	TenantID     string
+	SessionID    string
+	Scope        string
+	Name         string
+	Revision     int64
+	Source       string
+	MessageUuid  string
+	CompactionID string
+	Bytes        int64
+	SurfacedAt   pgtype.Timestamptz
+}
+
 type RunLease struct {
 	TenantID   string
 	Kind       string

@@ -1,0 +1,157 @@
+package recall
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/pkg/view"
+)
+
+const (
+	reminderOpen  = "<system-reminder>"
+	reminderClose = "</system-reminder>"
+)
+
+// UserText is what the user wrote in m: the text of its text blocks,
+// without the <system-reminder> spans clients add to a user's message.
+// Assistant messages, tool results and the messages a compaction made have
+// none.
+func UserText(m view.Message) string {
+	if m.Role != "user" || !m.Stored() {
+		return ""
+	}
+	var parts []string
+	for _, b := range m.Content {
+		if b.Type != turn.BlockText {
+			continue
+		}
+		if t := strings.TrimSpace(withoutReminders(b.Text)); t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func withoutReminders(s string) string {
+	for {
+		i := strings.Index(s, reminderOpen)
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], reminderClose)
+		if j < 0 {
+			return s[:i]
+		}
+		s = s[:i] + s[i+j+len(reminderClose):]
+	}
+}
+
+// Prefetched reports whether m is a user message recall is prefetched for:
+// one whose user text has more than one word.
+func Prefetched(m view.Message) bool {
+	return len(strings.Fields(UserText(m))) > 1
+}
+
+// Beside is what a session's context shows beside its user messages.
+type Beside struct {
+	// Blocks holds, by user message uuid, the reminders shown after the
+	// message's own blocks.
+	Blocks map[string]turn.Content
+	// Waiting, when set, is the latest user message whose prefetch may
+	// still be recorded until Until: the context must not be rendered
+	// before it is decided (see Decided, Close).
+	Waiting string
+	Until   time.Time
+}
+
+// Attach decides what the context of sess shows beside the user messages
+// of msgs (the messages it is about to render), in tx.
+//
+// What is shown beside a user message is decided once and never changes:
+// the prefetch's reminders when the prefetch recorded them first, else
+// nothing. A message is never rendered before that is decided, so a
+// prefetch that ends after the message was shown cannot change bytes
+// already sent (it is recorded as late). The latest prefetched user message
+// is left undecided (Waiting) while its prefetch may still come — recall and
+// the prefetch are on, the session reads a scope, and the message was
+// stored less than set.PrefetchWait ago; every other undecided one is
+// decided now, as showing nothing.
+func Attach(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message, set Settings, now time.Time) (Beside, error) {
+	var users []view.Message
+	for _, m := range msgs {
+		if Prefetched(m) {
+			users = append(users, m)
+		}
+	}
+	out := Beside{Blocks: map[string]turn.Content{}}
+	if len(users) == 0 {
+		return out, nil
+	}
+	uuids := make([]string, len(users))
+	for i, m := range users {
+		uuids[i] = m.UUID
+	}
+	decided, err := tx.RecallPrefetches(ctx, sess.SessionID, uuids)
+	if err != nil {
+		return Beside{}, fmt.Errorf("recall.Attach: %w", err)
+	}
+	expected := set.Enabled && set.Prefetch && len(memory.ScopesOf(sess.MemoryScope)) > 0
+	var open []string
+	for i, m := range users {
+		if _, ok := decided[m.UUID]; ok {
+			continue
+		}
+		if until := m.At.Add(set.PrefetchWait()); i == len(users)-1 && expected && now.Before(until) {
+			out.Waiting, out.Until = m.UUID, until
+			continue
+		}
+		open = append(open, m.UUID)
+	}
+	if len(open) > 0 {
+		if err := tx.CloseRecallPrefetches(ctx, sess.SessionID, open); err != nil {
+			return Beside{}, fmt.Errorf("recall.Attach: %w", err)
+		}
+		// A prefetch may have been recorded meanwhile: what is stored decides.
+		closed, err := tx.RecallPrefetches(ctx, sess.SessionID, open)
+		if err != nil {
+			return Beside{}, fmt.Errorf("recall.Attach: %w", err)
+		}
+		maps.Copy(decided, closed)
+	}
+	for uuid, d := range decided {
+		if len(d.Blocks) == 0 {
+			continue
+		}
+		content := make(turn.Content, len(d.Blocks))
+		for i, text := range d.Blocks {
+			content[i] = turn.Block{Type: turn.BlockText, Text: text}
+		}
+		out.Blocks[uuid] = content
+	}
+	return out, nil
+}
+
+// Decided reports whether what is shown beside a user message is decided.
+func Decided(ctx context.Context, tx *store.Tx, sessionID, uuid string) (bool, error) {
+	d, err := tx.RecallPrefetches(ctx, sessionID, []string{uuid})
+	if err != nil {
+		return false, fmt.Errorf("recall.Decided: %w", err)
+	}
+	_, ok := d[uuid]
+	return ok, nil
+}
+
+// Close decides that nothing is shown beside a user message, unless its
+// prefetch was recorded first.
+func Close(ctx context.Context, tx *store.Tx, sessionID, uuid string) error {
+	if err := tx.CloseRecallPrefetches(ctx, sessionID, []string{uuid}); err != nil {
+		return fmt.Errorf("recall.Close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package recall
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// SystemPrompt is the selector's instructions; %d is the most memories it
+// may pick. It is the same for every call of a tenant, so providers cache it.
+const SystemPrompt = `You decide which saved memories an AI agent should be shown while it works on a request.
+
+You are given the tools the agent has just used, a list of memories, and the request. Each memory is one line: its reference, its type and age, and a one-line description of what it holds.
+
+Answer with the references of the memories that will clearly help with this request: at most %d, the most useful first, each written exactly as it appears in the list. Judge by the description. Pick a memory only when you are confident it bears on the request; when in doubt, leave it out. An empty list is a good answer when nothing fits.
+
+About the tools just used: leave out reference memories that explain how to use one of those tools, since the agent is already using it. Do pick memories that warn about one of those tools: known problems, pitfalls, limits and how to work around them.`
+
+// Lines of the selector's request, which the builtin selector reads back.
+const (
+	toolsLine     = "Tools just used: "
+	memoriesLine  = "Memories:"
+	requestLine   = "Request:"
+	noTools       = "none"
+	memoryBullet  = "- "
+	answerField   = "memories"
+	maxQueryBytes = 8 << 10
+)
+
+// Candidate is a memory the selector may pick.
+type Candidate struct {
+	Header memory.Header
+	// Ref is how the selector names it (see Ref).
+	Ref string
+}
+
+// request builds the selector's call: the prompt, one user message listing
+// the tools just used, the candidates and the request, and a JSON answer of
+// at most max references.
+func request(tenant, query string, tools []string, cands []Candidate, max int, now time.Time) llm.Request {
+	var named []string
+	for _, t := range tools {
+		if t = strings.TrimSpace(t); t != "" && !strings.ContainsAny(t, ",\n") {
+			named = append(named, t) // a name that would break the list is no tool name
+		}
+	}
+	var b strings.Builder
+	b.WriteString(toolsLine)
+	if len(named) == 0 {
+		b.WriteString(noTools)
+	} else {
+		b.WriteString(strings.Join(named, ", "))
+	}
+	b.WriteString("\n\n" + memoriesLine + "\n")
+	for _, c := range cands {
+		fmt.Fprintf(&b, "%s%s [%s, saved %s]: %s\n", memoryBullet, c.Ref, c.Header.Type, AgeText(AgeDays(c.Header.UpdatedAt, now)), c.Header.Description)
+	}
+	b.WriteString("\n" + requestLine + "\n")
+	b.WriteString(clipQuery(query))
+	return llm.Request{
+		Tenant: tenant, Task: llm.TaskRecall,
+		System:     fmt.Sprintf(SystemPrompt, max),
+		Messages:   []llm.Message{{Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: b.String()}}}},
+		MaxTokens:  int64(200 + 60*max),
+		JSONSchema: answerSchema(max),
+	}
+}
+
+// clipQuery keeps the first maxQueryBytes of a request (at a character
+// boundary): a selector judges by the gist, and a pasted log would only
+// cost tokens.
+func clipQuery(q string) string {
+	q = strings.TrimSpace(q)
+	if len(q) <= maxQueryBytes {
+		return q
+	}
+	return strings.ToValidUTF8(q[:maxQueryBytes], "")
+}
+
+// answerSchema is the JSON Schema of the selector's answer:
+// {"memories": ["ref", …]} with at most max items.
+func answerSchema(max int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{%q:{"type":"array","items":{"type":"string"},"maxItems":%d,`+
+		`"description":"references of the memories to show, most useful first"}},"required":[%q],"additionalProperties":false}`,
+		answerField, max, answerField))
+}
+
+// parseAnswer reads the selector's answer.
+func parseAnswer(text string) ([]string, error) {
+	var a struct {
+		Memories []string `json:"memories"`
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	if err := dec.Decode(&a); err != nil {
+		return nil, fmt.Errorf("recall: the selector's answer is not the JSON asked for: %w", err)
+	}
+	if a.Memories == nil {
+		return nil, fmt.Errorf("recall: the selector's answer has no %q list", answerField)
+	}
+	return a.Memories, nil
+}
+
+// resolve finds the candidate a selector's pick names: its reference, or
+// its name alone (with or without ".md"; the most recently updated of that
+// name when several scopes have one). ok is false for an invented name.
+func resolve(pick string, cands []Candidate) (Candidate, bool) {
+	p := strings.TrimSuffix(strings.Trim(strings.TrimSpace(pick), "`\"'"), ".md")
+	for _, c := range cands {
+		if c.Ref == p {
+			return c, true
+		}
+	}
+	for _, c := range cands {
+		if string(c.Header.Name) == p {
+			return c, true
+		}
+	}
+	return Candidate{}, false
+}

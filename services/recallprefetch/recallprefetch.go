@@ -1,0 +1,133 @@
+// Package recallprefetch runs recall on ingest (DESIGN §7): on each
+// turn.accounted that adds a user message of more than one word, it recalls
+// the memories that bear on it and records them, so the context
+// (GET /v1/sessions/{id}/context) shows them beside that message. It runs in
+// the extractor target, next to the other long-term memory work, on its own
+// durable consumer "recall".
+package recallprefetch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/recall"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+// Durable is the consumer's name.
+const Durable = "recall"
+
+// Config of the prefetch.
+type Config struct {
+	// Workers handle turn.accounted events concurrently.
+	Workers int
+	// MaxDeliver bounds redeliveries of an event that keeps failing.
+	MaxDeliver int
+	// Timeout bounds one prefetch: a selection that takes longer is of no
+	// use to the message it was for.
+	Timeout time.Duration
+}
+
+// DefaultConfig holds the defaults.
+func DefaultConfig() Config {
+	return Config{Workers: 4, MaxDeliver: 8, Timeout: time.Minute}
+}
+
+// Service is the recall prefetch.
+type Service struct {
+	cfg    Config
+	bus    *bus.Bus
+	recall *recall.Recaller
+	log    *slog.Logger
+	// delivers counts deliveries by result (mnemos.bus.deliveries).
+	delivers metric.Int64Counter
+}
+
+// New builds the service; r runs the recalls (and counts them). meter may be nil.
+func New(cfg Config, b *bus.Bus, r *recall.Recaller, log *slog.Logger, meter metric.Meter) (*Service, error) {
+	if meter == nil {
+		meter = noop.NewMeterProvider().Meter("")
+	}
+	delivers, err := meter.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Deliveries to a consumer, by result (acked, retried, dead_lettered)."))
+	if err != nil {
+		return nil, fmt.Errorf("recallprefetch.New: %w", err)
+	}
+	d := DefaultConfig()
+	if cfg.Workers <= 0 {
+		cfg.Workers = d.Workers
+	}
+	if cfg.MaxDeliver <= 0 {
+		cfg.MaxDeliver = d.MaxDeliver
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = d.Timeout
+	}
+	return &Service{cfg: cfg, bus: b, recall: r, log: log, delivers: delivers}, nil
+}
+
+// Status is what health endpoints report.
+func (s *Service) Status() string { return "running" }
+
+// Run consumes turn.accounted events until ctx ends, then drains the
+// prefetches in flight.
+func (s *Service) Run(ctx context.Context) error {
+	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
+		Stream:        bus.StreamEvents,
+		Durable:       Durable,
+		FilterSubject: bus.KindTurnAccounted + ".>",
+		Workers:       s.cfg.Workers,
+		MaxDeliver:    s.cfg.MaxDeliver,
+		AckWait:       s.cfg.Timeout + 30*time.Second,
+		OnOutcome: func(o bus.Outcome) {
+			s.delivers.Add(context.Background(), 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
+		},
+	}, s.Handle)
+	if err != nil {
+		return fmt.Errorf("recallprefetch.Run: %w", err)
+	}
+	s.log.Info("recall prefetch consuming", "subject", bus.KindTurnAccounted+".>", "workers", s.cfg.Workers, "provider", s.recall.Provider())
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout+10*time.Second)
+	defer cancel()
+	return runner.Stop(stopCtx)
+}
+
+// Handle is the bus handler for one turn.accounted message.
+func (s *Service) Handle(ctx context.Context, m bus.Message) error {
+	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
+	}
+	ev, err := events.ReadTurnAccounted(m.Data, tenant, session)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	res, err := s.recall.Prefetch(ctx, recall.Turn{
+		Tenant: tenant, SessionID: session, Seq: ev.Seq, MemoryScope: ev.MemoryScope, MessageUUIDs: ev.MessageUUIDs,
+	})
+	switch {
+	case err == nil:
+		if res.Outcome == recall.OutcomeSurfaced {
+			s.log.Debug("recall prefetched", "tenant", tenant, "session", session, "seq", ev.Seq, "memories", len(res.Memories))
+		}
+		return nil
+	case res.Outcome == recall.OutcomeFailed:
+		// Recorded as showing nothing: a retry would come too late to help.
+		s.log.Warn("recall prefetch: the selector failed; nothing is shown beside the message", "tenant", tenant, "session", session, "seq", ev.Seq, "err", err)
+		return nil
+	case store.IsUnavailable(err):
+		return bus.Transient(err)
+	default:
+		return err
+	}
+}

@@ -61,3 +61,31 @@ func matches(set attribute.Set, key, value string) bool {
 	v, ok := set.Value(attribute.Key(key))
 	return ok && v.AsString() == value
 }
+
+// Gauge returns the value of an integer gauge's data point whose attributes
+// include key=value (the first point when key is empty), and whether there
+// is one.
+func (r *Reader) Gauge(name, key, value string) (int64, bool) {
+	r.t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		r.t.Fatalf("telemetrytest: collect: %v", err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			g, ok := m.Data.(metricdata.Gauge[int64])
+			if !ok {
+				r.t.Fatalf("telemetrytest: %s is not an integer gauge", name)
+			}
+			for _, dp := range g.DataPoints {
+				if key == "" || matches(dp.Attributes, key, value) {
+					return dp.Value, true
+				}
+			}
+		}
+	}
+	return 0, false
+}

@@ -50,6 +50,19 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	defer metrics.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to flush to: Prometheus pulls
+	tracing, err := telemetry.NewTracing(ctx, cfg.Trace)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			log.Warn("flushing spans", "err", err)
+		}
+	}()
+	tp := tracing.Provider()
+	banner("tracing       %s", cfg.Trace)
 
 	// =========================================================================
 	// Postgres
@@ -63,7 +76,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			return err
 		}
 	}
-	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: cfg.DatabaseMaxConns})
+	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: cfg.DatabaseMaxConns, Tracer: store.NewTracer(tp)})
 	if err != nil {
 		return err
 	}
@@ -85,7 +98,10 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	} else {
 		banner("nats          %s", natsURL)
 	}
-	b, err := bus.Connect(ctx, bus.Config{URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Logger: log})
+	b, err := bus.Connect(ctx, bus.Config{
+		URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Replicas: cfg.StreamReplicas,
+		TracerProvider: tp, Meter: metrics.Meter("bus"), Logger: log,
+	})
 	if err != nil {
 		return err
 	}
@@ -141,7 +157,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) {
 		// These targets write events through the outbox; each process that
 		// runs one relays it (relays share the rows safely).
-		relay := outbox.New(outbox.DefaultConfig(), st, b, log.With("service", "outbox-relay"))
+		ocfg := outbox.DefaultConfig()
+		ocfg.Meter = metrics.Meter("outbox")
+		relay := outbox.New(ocfg, st, b, log.With("service", "outbox-relay"))
 		runs = append(runs, runner{"outbox-relay", relay.Run})
 	}
 
@@ -153,7 +171,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm")})
+	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm"), TracerProvider: tp})
 	if rawLLM.Name() == builtin.Name {
 		log.Info("no model configured: the builtin provider writes summaries from the data itself (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
 	}
@@ -212,7 +230,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set MNEMOS_HTTP_ADDR to use another address): %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: telemetry.HTTPHandler(mux, tp, metrics.MeterProvider()), ReadHeaderTimeout: 10 * time.Second}
 	banner("http          http://%s (API, /healthz, /readyz, /metrics)", displayAddr(ln.Addr()))
 	for _, name := range sortedKeys(status) {
 		banner("target        %-16s %s", name, status[name])

@@ -60,6 +60,11 @@ type Config struct {
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
 	LogFormat string     // MNEMOS_LOG_FORMAT: text or json
 
+	// GaugeInterval is how often the gauges read from Postgres and
+	// JetStream are refreshed: sessions by state, outbox backlog, consumer
+	// pending. MNEMOS_GAUGE_INTERVAL.
+	GaugeInterval time.Duration
+
 	// Tracing, from the OpenTelemetry SDK's standard variables
 	// (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, …; see
 	// telemetry.ReadTraceConfig). Off unless configured.
@@ -92,6 +97,7 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 		ContextWait:      30 * time.Second,
+		GaugeInterval:    15 * time.Second,
 	}
 	valid := false
 	for _, t := range targets {
@@ -158,6 +164,13 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		errs = append(errs, fmt.Sprintf("MNEMOS_LOG_FORMAT=%q: want text or json", cfg.LogFormat))
 	}
+	if v := getenv("MNEMOS_GAUGE_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Sprintf("MNEMOS_GAUGE_INTERVAL=%q: want a duration such as 15s", v))
+		}
+		cfg.GaugeInterval = d
+	}
 	var traceErrs []string
 	cfg.Trace, traceErrs = telemetry.ReadTraceConfig(getenv, serviceName(target))
 	errs = append(errs, traceErrs...)
@@ -205,6 +218,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("openai_api_key", maskOptional(c.LLM.OpenAI.APIKey)),
 		slog.String("openai_base_url", c.LLM.OpenAI.BaseURL),
 		slog.Duration("context_wait", c.ContextWait),
+		slog.Duration("gauge_interval", c.GaugeInterval),
 		slog.String("tracing", c.Trace.String()),
 	)
 }

@@ -100,7 +100,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	}
 	b, err := bus.Connect(ctx, bus.Config{
 		URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Replicas: cfg.StreamReplicas,
-		TracerProvider: tp, Meter: metrics.Meter("bus"), Logger: log,
+		TracerProvider: tp, Meter: metrics.Meter("bus"), ConsumerInfoInterval: cfg.GaugeInterval, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -147,6 +147,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetTokenAccounting) {
 		acfg := tokenaccounting.DefaultConfig()
 		acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
+		acfg.SessionsCountInterval = cfg.GaugeInterval
 		svc, err := tokenaccounting.New(acfg, st, b, settings, log.With("service", TargetTokenAccounting), metrics.Meter(TargetTokenAccounting))
 		if err != nil {
 			return err
@@ -158,7 +159,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		// These targets write events through the outbox; each process that
 		// runs one relays it (relays share the rows safely).
 		ocfg := outbox.DefaultConfig()
-		ocfg.Meter = metrics.Meter("outbox")
+		ocfg.Meter, ocfg.BacklogInterval = metrics.Meter("outbox"), cfg.GaugeInterval
 		relay := outbox.New(ocfg, st, b, log.With("service", "outbox-relay"))
 		runs = append(runs, runner{"outbox-relay", relay.Run})
 	}

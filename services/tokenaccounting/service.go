@@ -47,7 +47,7 @@ func DefaultConfig() Config {
 		Workers:       16,
 		MaxDeliver:    8,
 
-		SessionsCountInterval: 30 * time.Second,
+		SessionsCountInterval: 15 * time.Second,
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -172,10 +173,22 @@ func TestComposeConfigIsValid(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Helm
 
+// helmBuilt builds the helm tool of tools/go.mod once per test process
+// (the first build takes minutes; parallel tests must not each start one).
+var helmBuilt = sync.OnceValue(func() error {
+	cmd := exec.Command("go", "tool", "-modfile=tools/go.mod", "helm", "version")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go tool helm: %w: %s", err, out)
+	}
+	return nil
+})
+
 // helmTemplate renders the chart with `helm template` (the helm tool of
 // tools/go.mod) and returns its manifests, or helm's error.
 func helmTemplate(t *testing.T, args ...string) ([]map[string]any, error) {
 	t.Helper()
+	require.NoError(t, helmBuilt())
 	cmdArgs := append([]string{"tool", "-modfile=tools/go.mod", "helm", "template", "mnemos", "deploy/helm/mnemos", "--namespace", "mnemos"}, args...)
 	cmd := exec.Command("go", cmdArgs...)
 	cmd.Dir = repoRoot

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,4 +138,50 @@ func TestMetricsMoveAfterAReplay(t *testing.T) {
 	}
 	dead, _ := after.value("mnemos_bus_dead_letters_total")
 	require.Zero(t, dead, "nothing was dead-lettered")
+}
+
+// TestAllInOneExportsSpansOverOTLP configures tracing the standard way
+// (OTEL_EXPORTER_OTLP_ENDPOINT) and checks that the server's spans reach an
+// OTLP/HTTP receiver: the ingest route, the consume on the other side of
+// NATS and a query.
+func TestAllInOneExportsSpansOverOTLP(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var bodies [][]byte
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "not an OTLP/HTTP trace export", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		bodies = append(bodies, body)
+		mu.Unlock()
+	}))
+	// Registered before the server starts, so it runs after the server has
+	// shut down and flushed its spans.
+	t.Cleanup(func() {
+		defer receiver.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		all := bytes.Join(bodies, nil)
+		for _, want := range []string{"POST /v1/turns", "process turn.completed", "SessionLock", "mnemos"} {
+			require.Contains(t, string(all), want, "the exported spans hold %q", want)
+		}
+	})
+	p := start(t, map[string]string{
+		"MNEMOS_DATABASE_URL":         pgtest.URL(t),
+		"MNEMOS_HTTP_ADDR":            "127.0.0.1:0",
+		"MNEMOS_NATS_STORE_DIR":       t.TempDir(),
+		"MNEMOS_DEV_API_KEY":          "test-dev-key",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.URL,
+	}, "-target=all")
+	path := claudecodetest.Path(t, "short.jsonl")
+	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "traced", path}, env(nil), io.Discard, io.Discard))
+	var state struct {
+		AppliedSeq int64 `json:"applied_seq"`
+	}
+	require.Eventually(t, func() bool {
+		return getJSON(t, p.http+"/v1/sessions/traced", "test-dev-key", &state) == http.StatusOK && state.AppliedSeq > 0
+	}, 30*time.Second, 50*time.Millisecond)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -19,6 +20,20 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
+
+// startAllInOne runs `mnemos -target=all` as `make run` does, on a fresh
+// database, with the development key test-dev-key and the extra variables.
+func startAllInOne(t *testing.T, extra map[string]string) *process {
+	t.Helper()
+	vars := map[string]string{
+		"MNEMOS_DATABASE_URL":   pgtest.URL(t),
+		"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
+		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
+		"MNEMOS_DEV_API_KEY":    "test-dev-key",
+	}
+	maps.Copy(vars, extra)
+	return start(t, vars, "-target=all")
+}
 
 // exposition is one scrape of /metrics, parsed.
 type exposition map[string]*dto.MetricFamily
@@ -75,13 +90,7 @@ func (e exposition) value(name string, labels ...string) (float64, bool) {
 // from Postgres and JetStream report the new state.
 func TestMetricsMoveAfterAReplay(t *testing.T) {
 	t.Parallel()
-	p := start(t, map[string]string{
-		"MNEMOS_DATABASE_URL":   pgtest.URL(t),
-		"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
-		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
-		"MNEMOS_DEV_API_KEY":    "test-dev-key",
-		"MNEMOS_GAUGE_INTERVAL": "100ms",
-	}, "-target=all")
+	p := startAllInOne(t, map[string]string{"MNEMOS_GAUGE_INTERVAL": "100ms"})
 	// Before: the gauges have been read once, with nothing in.
 	var before exposition
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -169,13 +178,7 @@ func TestAllInOneExportsSpansOverOTLP(t *testing.T) {
 			require.Contains(t, string(all), want, "the exported spans hold %q", want)
 		}
 	})
-	p := start(t, map[string]string{
-		"MNEMOS_DATABASE_URL":         pgtest.URL(t),
-		"MNEMOS_HTTP_ADDR":            "127.0.0.1:0",
-		"MNEMOS_NATS_STORE_DIR":       t.TempDir(),
-		"MNEMOS_DEV_API_KEY":          "test-dev-key",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.URL,
-	}, "-target=all")
+	p := startAllInOne(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.URL})
 	path := claudecodetest.Path(t, "short.jsonl")
 	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "traced", path}, env(nil), io.Discard, io.Discard))
 	var state struct {

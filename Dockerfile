@@ -13,9 +13,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# grpcnotrace: gRPC (the OTLP/gRPC span exporter) without golang.org/x/net/trace,
+# whose html/template keeps every exported method alive (a 60% larger binary).
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -buildvcs=false -ldflags="-s -w" -o /out/mnemos ./cmd/mnemos
+    go build -tags grpcnotrace -trimpath -buildvcs=false -ldflags="-s -w" -o /out/mnemos ./cmd/mnemos
 
 # distroless/static: CA certificates, /etc/passwd with nonroot (65532), tzdata,
 # no shell and no package manager.

@@ -17,7 +17,7 @@ run: ## start everything in one process: embedded NATS, local Postgres, HTTP on 
 
 .PHONY: build
 build: ## build bin/mnemos
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mnemos ./cmd/mnemos
+	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos
 
 .PHONY: test
 test: ## unit and integration tests against real Postgres and NATS JetStream

@@ -18,6 +18,7 @@ import (
 var pendingMetrics = []string{
 	"mnemos_session_notes_updates_total",
 	"mnemos_memories_changed_total",
+	"mnemos_memories_refused_total",
 	"mnemos_extractor_runs_total",
 	"mnemos_recall_requests_total",
 	"mnemos_recall_selected_total",

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +18,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 )
@@ -156,4 +160,49 @@ func TestHTTPHandlerNamesServerSpansByRoute(t *testing.T) {
 	rr := httptest.NewRecorder()
 	metrics.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Regexp(t, `http_server_request_duration_seconds_count\{[^}]*http_route="/v1/sessions/\{id\}"[^}]*\} 1`, rr.Body.String())
+}
+
+// receiver is an OTLP/gRPC trace service that keeps the span names it gets.
+type receiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *receiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				r.names = append(r.names, s.GetName())
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func TestNewTracingExportsOverOTLPgRPC(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	rec := &receiver{}
+	coltracepb.RegisterTraceServiceServer(srv, rec)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+
+	cfg, errs := telemetry.ReadTraceConfig(env(map[string]string{
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + ln.Addr().String(),
+	}), "mnemos-test")
+	require.Empty(t, errs)
+	tr, err := telemetry.NewTracing(context.Background(), cfg)
+	require.NoError(t, err)
+	_, span := tr.Provider().Tracer("t").Start(context.Background(), "exported over grpc")
+	span.End()
+	require.NoError(t, tr.Shutdown(context.Background()), "shutdown flushes the batch")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Equal(t, []string{"exported over grpc"}, rec.names)
 }

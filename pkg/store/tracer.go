@@ -24,8 +24,9 @@ const maxQueryText = 2048
 // NewTracer returns a pgx tracer (for Config.Tracer) that makes a client span
 // of every query and every pipelined batch, named after its sqlc query
 // ("SessionLock") or else its first keyword ("BEGIN"). Only queries made
-// inside a span are traced: a poll with no trace of its own (the outbox
-// relay's, say) would otherwise start a new trace every second.
+// inside a recorded span are traced: a poll with no trace of its own (the
+// outbox relay's, say) would otherwise start a new trace every second, and
+// a trace that is not sampled costs no spans.
 func NewTracer(tp trace.TracerProvider) pgx.QueryTracer {
 	return &queryTracer{tracer: tp.Tracer(tracerName)}
 }
@@ -39,9 +40,9 @@ var (
 	_ pgx.BatchTracer = (*queryTracer)(nil)
 )
 
-// start begins a client span when ctx is inside a trace.
+// start begins a client span when ctx is inside a recorded span.
 func (q *queryTracer) start(ctx context.Context, conn *pgx.Conn, name string, attrs ...attribute.KeyValue) context.Context {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx
 	}
 	attrs = append(attrs, semconv.DBSystemNamePostgreSQL)
@@ -80,6 +81,9 @@ func recordError(span trace.Span, err error) {
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (q *queryTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx // before describing the statement
+	}
 	name, op := describe(data.SQL)
 	return q.start(ctx, conn, name, semconv.DBQuerySummary(name), semconv.DBOperationName(op), semconv.DBQueryText(truncate(data.SQL)))
 }

@@ -64,18 +64,3 @@ func TestTracerMakesASpanOfEveryQueryInATrace(t *testing.T) {
 	require.Equal(t, codes.Error, bad.Status().Code)
 	require.Contains(t, bad.Attributes(), attribute.String("db.response.status_code", "42601"), "a syntax error's SQLSTATE")
 }
-
-func TestTracerLeavesUnsampledTracesAlone(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
-	st, err := store.Open(ctx, store.Config{URL: pgtest.URL(t), MaxConns: 2, Tracer: store.NewTracer(tp)})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	tctx, root := tp.Tracer("test").Start(ctx, "handle")
-	require.True(t, root.SpanContext().IsValid(), "the trace context still exists")
-	require.NoError(t, st.EnsureTenant(tctx, "acme", "Acme"))
-	root.End()
-	require.Empty(t, rec.Ended())
-}

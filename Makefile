@@ -17,7 +17,7 @@ run: ## start everything in one process: embedded NATS, local Postgres, HTTP on 
 
 .PHONY: build
 build: ## build bin/mnemos
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mnemos ./cmd/mnemos
+	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos
 
 .PHONY: test
 test: ## unit and integration tests against real Postgres and NATS JetStream
@@ -57,3 +57,28 @@ lint: ## golangci-lint (v2, .golangci.yaml) and go vet
 .PHONY: migrate
 migrate: ## apply migrations as MNEMOS_MIGRATE_DATABASE_URL (or the local server) and give the services' role login
 	$(GO) run ./cmd/mnemos migrate
+
+HELM := $(GO) tool -modfile=tools/go.mod helm
+CHART := deploy/helm/mnemos
+
+.PHONY: image
+image: ## build the container image mnemos:local (Dockerfile)
+	docker build -t mnemos:local .
+
+.PHONY: compose-check
+compose-check: ## validate docker-compose.yml with docker compose config (needs the compose plugin)
+	@docker compose version >/dev/null 2>&1 || { echo "docker compose is not installed; 'go test -run TestCompose ./cmd/mnemos' checks the file with the same loader"; exit 1; }
+	docker compose config --quiet
+
+.PHONY: helm-template
+helm-template: ## render the Helm chart with its defaults (VALUES=file to add values)
+	$(HELM) template mnemos $(CHART) $(if $(VALUES),-f $(VALUES))
+
+.PHONY: helm-lint
+helm-lint: ## helm lint the chart with its defaults and with production-like values
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/production-values.yaml
+
+.PHONY: deploy-check
+deploy-check: ## the chart against the Kubernetes schemas, compose, dashboard (Go tests)
+	$(GO) test -count=1 -run 'TestChart|TestSchemaValidation|TestCompose|TestDashboard' ./cmd/mnemos

@@ -40,13 +40,14 @@ func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Write
 // runTenant manages tenants: `create` makes one and prints a fresh API key;
 // `settings` prints or replaces the settings that override the defaults.
 func runTenant(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	const usageText = "usage: mnemos tenant create [-name NAME] ID | mnemos tenant settings ID [JSON]"
+	const usageText = "usage: mnemos tenant create [-name NAME] [-key KEY] ID | mnemos tenant settings ID [JSON]"
 	if len(args) == 0 {
 		return errors.New(usageText)
 	}
 	fs := flag.NewFlagSet("mnemos tenant "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("name", "", "display name (default: the id)")
+	given := fs.String("key", "", "register this API key instead of generating one (a known key for a development setup; creating again is a no-op)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -79,11 +80,14 @@ func runTenant(ctx context.Context, args []string, getenv func(string) string, s
 		if err := st.EnsureTenant(ctx, id, *name); err != nil {
 			return err
 		}
-		secret := make([]byte, 32)
-		if _, err := rand.Read(secret); err != nil {
-			return err
+		key := *given
+		if key == "" {
+			secret := make([]byte, 32)
+			if _, err := rand.Read(secret); err != nil {
+				return err
+			}
+			key = "mnm_" + base64.RawURLEncoding.EncodeToString(secret)
 		}
-		key := "mnm_" + base64.RawURLEncoding.EncodeToString(secret)
 		if err := st.AddAPIKey(ctx, id, "created by mnemos tenant create", key); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -54,9 +55,10 @@ type Config struct {
 	// -target=all when the owner's URL is known.
 	Migrate bool
 
-	NATSURL      string // MNEMOS_NATS_URL; empty in all mode: embedded
-	NATSStoreDir string // MNEMOS_NATS_STORE_DIR, for the embedded server
-	Namespace    string // MNEMOS_NAMESPACE: subject and stream prefix
+	NATSURL        string // MNEMOS_NATS_URL; empty in all mode: embedded
+	NATSStoreDir   string // MNEMOS_NATS_STORE_DIR, for the embedded server
+	Namespace      string // MNEMOS_NAMESPACE: subject and stream prefix
+	StreamReplicas int    // MNEMOS_STREAM_REPLICAS: copies of each stream on a NATS cluster (3 for R3)
 
 	DevTenant string // MNEMOS_DEV_TENANT
 	DevAPIKey string // MNEMOS_DEV_API_KEY; "off": no development tenant
@@ -67,6 +69,16 @@ type Config struct {
 
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
 	LogFormat string     // MNEMOS_LOG_FORMAT: text or json
+
+	// GaugeInterval is how often the gauges read from Postgres and
+	// JetStream are refreshed: sessions by state, outbox backlog, consumer
+	// pending. MNEMOS_GAUGE_INTERVAL.
+	GaugeInterval time.Duration
+
+	// Tracing, from the OpenTelemetry SDK's standard variables
+	// (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, …; see
+	// telemetry.ReadTraceConfig). Off unless configured.
+	Trace telemetry.TraceConfig
 
 	// The model provider: MNEMOS_LLM_PROVIDER (anthropic, openai or
 	// builtin; empty chooses by the keys set), ANTHROPIC_API_KEY,
@@ -86,6 +98,7 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		DatabaseMaxConns: 20,
 		Migrate:          target == TargetAll,
 		NATSStoreDir:     ".mnemos/nats",
+		StreamReplicas:   1,
 		DevTenant:        "dev",
 		DevAPIKey:        defaultDevAPIKey,
 		MaxEventBytes:    turn.DefaultMaxEventBytes,
@@ -94,6 +107,7 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 		ContextWait:      30 * time.Second,
+		GaugeInterval:    15 * time.Second,
 	}
 	valid := false
 	for _, t := range targets {
@@ -137,6 +151,12 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 	str("MNEMOS_NATS_URL", &cfg.NATSURL)
 	str("MNEMOS_NATS_STORE_DIR", &cfg.NATSStoreDir)
 	str("MNEMOS_NAMESPACE", &cfg.Namespace)
+	num("MNEMOS_STREAM_REPLICAS", func(n int64) {
+		if n > 5 {
+			errs = append(errs, fmt.Sprintf("MNEMOS_STREAM_REPLICAS=%d: at most 5", n))
+		}
+		cfg.StreamReplicas = int(n)
+	})
 	str("MNEMOS_DEV_TENANT", &cfg.DevTenant)
 	str("MNEMOS_DEV_API_KEY", &cfg.DevAPIKey)
 	if cfg.DevAPIKey == "off" {
@@ -160,6 +180,16 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		errs = append(errs, fmt.Sprintf("MNEMOS_LOG_FORMAT=%q: want text or json", cfg.LogFormat))
 	}
+	if v := getenv("MNEMOS_GAUGE_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Sprintf("MNEMOS_GAUGE_INTERVAL=%q: want a duration such as 15s", v))
+		}
+		cfg.GaugeInterval = d
+	}
+	var traceErrs []string
+	cfg.Trace, traceErrs = telemetry.ReadTraceConfig(getenv, serviceName(target))
+	errs = append(errs, traceErrs...)
 	errs = append(errs, llmFromEnv(&cfg.LLM, getenv)...)
 	if v := getenv("MNEMOS_CONTEXT_WAIT"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -198,6 +228,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("migrate", c.Migrate),
 		slog.String("nats_url", natsURL),
 		slog.String("namespace", c.Namespace),
+		slog.Int("stream_replicas", c.StreamReplicas),
 		slog.Int("max_event_bytes", c.MaxEventBytes),
 		slog.Int("workers", c.Workers),
 		slog.Duration("gap_timeout", c.GapTimeout),
@@ -207,7 +238,18 @@ func (c Config) LogValue() slog.Value {
 		slog.String("openai_api_key", maskOptional(c.LLM.OpenAI.APIKey)),
 		slog.String("openai_base_url", c.LLM.OpenAI.BaseURL),
 		slog.Duration("context_wait", c.ContextWait),
+		slog.Duration("gauge_interval", c.GaugeInterval),
+		slog.String("tracing", c.Trace.String()),
 	)
+}
+
+// serviceName is a target's default service.name in traces: "mnemos" for
+// the one-process install, "mnemos-<target>" for one service.
+func serviceName(target string) string {
+	if target == TargetAll {
+		return "mnemos"
+	}
+	return "mnemos-" + target
 }
 
 // llmFromEnv reads the model provider's settings.
@@ -267,10 +309,13 @@ func mask(secret string) string {
 	return secret[:4] + "****"
 }
 
+// newLogger logs to stderr; a line logged with a traced context carries its
+// trace_id and span_id.
 func newLogger(cfg Config) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		h = slog.NewJSONHandler(os.Stderr, opts)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(telemetry.LogHandler(h))
 }

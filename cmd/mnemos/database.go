@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -82,8 +84,8 @@ func migrateSchema(ctx context.Context, dbs databases, log *slog.Logger) error {
 
 // openServicesStore opens the services' pool and refuses a role that
 // row-level security does not confine to one tenant per transaction.
-func openServicesStore(ctx context.Context, dbs databases, maxConns int32) (*store.Store, error) {
-	st, err := store.Open(ctx, store.Config{URL: dbs.app, MaxConns: maxConns})
+func openServicesStore(ctx context.Context, dbs databases, maxConns int32, tracer pgx.QueryTracer) (*store.Store, error) {
+	st, err := store.Open(ctx, store.Config{URL: dbs.app, MaxConns: maxConns, Tracer: tracer})
 	if err != nil {
 		return nil, fmt.Errorf("the services' database role (MNEMOS_DATABASE_URL): %w", err)
 	}

@@ -19,6 +19,7 @@ const usage = `Usage:
   mnemos migrate                      bring the Postgres schema up to date
   mnemos replay [flags] FILE.jsonl    replay a Claude Code transcript (mnemos replay -h)
   mnemos tenant create ID             create a tenant and print a new API key
+  mnemos healthcheck [URL]            exit 0 when this machine's mnemos is ready (container health checks)
 
 Configuration comes from MNEMOS_* environment variables; see README.md.
 `
@@ -43,6 +44,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runReplay(ctx, args[1:], stdout, stderr)
 		case "tenant":
 			return runTenant(ctx, args[1:], getenv, stdout, stderr)
+		case "healthcheck":
+			return runHealthcheck(ctx, args[1:], getenv, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("mnemos", flag.ContinueOnError)

@@ -297,7 +297,7 @@ func TestMissingPostgresNamesWhatToStart(t *testing.T) {
 	_, err = resolveDatabases(ctx, Config{MigrateDatabaseURL: "postgres://postgres@127.0.0.1:1/mnemos?sslmode=disable"}, "")
 	require.ErrorContains(t, err, "MNEMOS_MIGRATE_DATABASE_URL=")
 
-	_, err = openServicesStore(ctx, databases{app: "postgres://mnemos_app@127.0.0.1:1/mnemos?sslmode=disable&connect_timeout=2"}, 1)
+	_, err = openServicesStore(ctx, databases{app: "postgres://mnemos_app@127.0.0.1:1/mnemos?sslmode=disable&connect_timeout=2"}, 1, nil)
 	require.ErrorContains(t, err, "MNEMOS_DATABASE_URL")
 }
 

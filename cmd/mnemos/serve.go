@@ -55,6 +55,19 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	defer metrics.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to flush to: Prometheus pulls
+	tracing, err := telemetry.NewTracing(ctx, cfg.Trace)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			log.Warn("flushing spans", "err", err)
+		}
+	}()
+	tp := tracing.Provider()
+	banner("tracing       %s", cfg.Trace)
 
 	// =========================================================================
 	// Postgres
@@ -70,7 +83,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		}
 		migrated = "applied as " + userOf(dbs.owner)
 	}
-	st, err := openServicesStore(ctx, dbs, cfg.DatabaseMaxConns)
+	st, err := openServicesStore(ctx, dbs, cfg.DatabaseMaxConns, store.NewTracer(tp))
 	if err != nil {
 		return err
 	}
@@ -92,7 +105,10 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	} else {
 		banner("nats          %s", natsURL)
 	}
-	b, err := bus.Connect(ctx, bus.Config{URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Logger: log})
+	b, err := bus.Connect(ctx, bus.Config{
+		URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Replicas: cfg.StreamReplicas,
+		TracerProvider: tp, Meter: metrics.Meter("bus"), ConsumerInfoInterval: cfg.GaugeInterval, Logger: log,
+	})
 	if err != nil {
 		return err
 	}
@@ -138,6 +154,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetTokenAccounting) {
 		acfg := tokenaccounting.DefaultConfig()
 		acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
+		acfg.SessionsCountInterval = cfg.GaugeInterval
 		svc, err := tokenaccounting.New(acfg, st, b, settings, log.With("service", TargetTokenAccounting), metrics.Meter(TargetTokenAccounting))
 		if err != nil {
 			return err
@@ -148,7 +165,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) || runsTarget(TargetExtractor) {
 		// These targets write events through the outbox; each process that
 		// runs one relays it (relays share the rows safely).
-		relay := outbox.New(outbox.DefaultConfig(), st, b, log.With("service", "outbox-relay"))
+		ocfg := outbox.DefaultConfig()
+		ocfg.Meter, ocfg.BacklogInterval = metrics.Meter("outbox"), cfg.GaugeInterval
+		relay := outbox.New(ocfg, st, b, log.With("service", "outbox-relay"))
 		runs = append(runs, runner{"outbox-relay", relay.Run})
 	}
 
@@ -163,7 +182,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm")})
+	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm"), TracerProvider: tp})
 	if rawLLM.Name() == builtin.Name {
 		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself, saves only explicit requests and corrections as memories and picks memories to recall by BM25 (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
 	}
@@ -264,7 +283,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set MNEMOS_HTTP_ADDR to use another address): %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: telemetry.HTTPHandler(mux, tp, metrics.MeterProvider()), ReadHeaderTimeout: 10 * time.Second}
 	banner("http          http://%s (API, /healthz, /readyz, /metrics)", displayAddr(ln.Addr()))
 	for _, name := range sortedKeys(status) {
 		banner("target        %-16s %s", name, status[name])

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -43,6 +44,15 @@ type Config struct {
 	// TracerProvider creates the publish and process spans. Nil disables
 	// tracing.
 	TracerProvider trace.TracerProvider
+	// Meter counts every runner's redeliveries, dead letters and handling
+	// time, and reports each consumer's pending messages. Nil: not counted.
+	Meter metric.Meter
+	// ConsumerInfoInterval is how often a runner reads its consumer's
+	// pending counts (DefaultConsumerInfoInterval).
+	ConsumerInfoInterval time.Duration
+	// Replicas is how many copies of each stream a NATS cluster keeps
+	// (EnsureStreams). 0 or 1: one; 3 survives the loss of a server.
+	Replicas int
 	// Logger receives connection events and message outcomes. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -57,6 +67,10 @@ type Bus struct {
 	prop   propagation.TextMapPropagator
 	log    *slog.Logger
 	closed chan struct{} // closed when the connection is closed for good
+
+	metrics   *busMetrics
+	infoEvery time.Duration
+	replicas  int
 }
 
 // Connect connects to NATS and checks that JetStream is available. The
@@ -78,12 +92,22 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	logger = logger.With("component", "bus")
 
+	if cfg.Replicas < 0 || cfg.Replicas > 5 {
+		return nil, fmt.Errorf("bus.Connect: Replicas %d: want 1 to 5", cfg.Replicas)
+	}
+	infoEvery := cfg.ConsumerInfoInterval
+	if infoEvery <= 0 {
+		infoEvery = DefaultConsumerInfoInterval
+	}
+
 	b := &Bus{
-		ns:     cfg.Namespace,
-		tracer: tp.Tracer(instrumentationName),
-		prop:   propagation.TraceContext{},
-		log:    logger,
-		closed: make(chan struct{}),
+		ns:        cfg.Namespace,
+		tracer:    tp.Tracer(instrumentationName),
+		prop:      propagation.TraceContext{},
+		log:       logger,
+		closed:    make(chan struct{}),
+		infoEvery: infoEvery,
+		replicas:  max(cfg.Replicas, 1),
 	}
 	nc, err := nats.Connect(cfg.URL,
 		nats.Name(cfg.Name),
@@ -123,6 +147,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		return nil, fmt.Errorf("bus.Connect: jetstream.AccountInfo: %w", err)
 	}
 	b.js = js
+	b.metrics = newBusMetrics(cfg.Meter)
 	return b, nil
 }
 
@@ -131,6 +156,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 // until it is closed. Stop runners first. When ctx ends first the connection
 // is closed at once and ctx's error returned.
 func (b *Bus) Close(ctx context.Context) error {
+	b.metrics.close()
 	if err := b.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		b.nc.Close()
 		return fmt.Errorf("bus.Close: nats.Drain: %w", err)

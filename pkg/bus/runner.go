@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -160,9 +161,14 @@ type Runner struct {
 	h      Handler
 	log    *slog.Logger
 
+	cons jetstream.Consumer
 	cc   jetstream.ConsumeContext
 	msgs chan jetstream.Msg // consume callback → workers; unbuffered
 	wg   sync.WaitGroup     // workers
+
+	// pending is the consumer's unsettled messages at the latest reading
+	// of its info, -1 before the first.
+	pending atomic.Int64
 
 	// ctx is the parent of every handler's context. It is cancelled on a
 	// hard stop, or once the runner has stopped.
@@ -216,11 +222,13 @@ func (b *Bus) Run(ctx context.Context, spec ConsumerSpec, h Handler) (*Runner, e
 		stream: stream,
 		h:      h,
 		log:    b.log.With("stream", stream, "consumer", spec.Durable),
+		cons:   cons,
 		msgs:   make(chan jetstream.Msg),
 		ctx:    runCtx,
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
+	r.pending.Store(-1)
 	for range spec.Workers {
 		r.wg.Go(r.work)
 	}
@@ -240,6 +248,7 @@ func (b *Bus) Run(ctx context.Context, spec ConsumerSpec, h Handler) (*Runner, e
 	}
 	r.cc = cc
 	go r.wait()
+	go r.watchPending(b.infoEvery)
 	return r, nil
 }
 
@@ -358,6 +367,10 @@ func (r *Runner) process(jm jetstream.Msg) {
 		out.Duration = time.Since(start)
 	}
 	out.Result, out.SettleErr = r.settle(ctx, m, meta.Sequence.Stream, out.Err)
+	reason := ReasonMaxDeliveries
+	if IsPermanent(out.Err) && m.NumDelivered <= r.spec.MaxDeliver {
+		reason = ReasonPermanent
+	}
 
 	if out.Err != nil {
 		span.RecordError(out.Err)
@@ -367,7 +380,11 @@ func (r *Runner) process(jm jetstream.Msg) {
 		span.RecordError(out.SettleErr)
 	}
 	span.SetAttributes(attribute.String("mnemos.bus.result", string(out.Result)))
-	r.report(out, meta.Sequence.Stream)
+	if out.Result == DeadLettered {
+		span.SetAttributes(attribute.String("mnemos.bus.dead_letter_reason", reason))
+	}
+	r.b.metrics.delivery(ctx, out, reason)
+	r.report(ctx, out, meta.Sequence.Stream)
 }
 
 // callUntilNotTransient runs the handler, and runs it again after a pause
@@ -381,7 +398,7 @@ func (r *Runner) callUntilNotTransient(ctx context.Context, m Message) error {
 			return err
 		}
 		pause := backoff(attempt, 100*time.Millisecond, pauseCap)
-		r.log.Warn("bus: handler hit a transient failure; retrying in place", "subject", m.Subject, "msg_id", m.MsgID, "attempt", attempt, "pause", pause, "err", err)
+		r.log.WarnContext(ctx, "bus: handler hit a transient failure; retrying in place", "subject", m.Subject, "msg_id", m.MsgID, "attempt", attempt, "pause", pause, "err", err)
 		if perr := m.InProgress(); perr != nil {
 			return errors.Join(err, perr) // the server may redeliver; let settle decide
 		}
@@ -397,7 +414,7 @@ func (r *Runner) callUntilNotTransient(ctx context.Context, m Message) error {
 func (r *Runner) call(ctx context.Context, m Message) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("bus: handler panic", "subject", m.Subject, "msg_id", m.MsgID,
+			r.log.ErrorContext(ctx, "bus: handler panic", "subject", m.Subject, "msg_id", m.MsgID,
 				"panic", p, "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panic: %v", p)
 		}
@@ -473,19 +490,20 @@ func (r *Runner) deadLetter(ctx context.Context, m Message, seq uint64, reason e
 	return nil
 }
 
-// report logs an outcome worth logging and passes it to OnOutcome.
-func (r *Runner) report(out Outcome, seq uint64) {
+// report logs an outcome worth logging (with ctx's trace) and passes it to
+// OnOutcome.
+func (r *Runner) report(ctx context.Context, out Outcome, seq uint64) {
 	attrs := []any{"subject", out.Subject, "seq", seq, "num_delivered", out.NumDelivered}
 	switch {
 	case out.SettleErr != nil:
-		r.log.Error("bus: settle failed, message will be redelivered",
+		r.log.ErrorContext(ctx, "bus: settle failed, message will be redelivered",
 			append(attrs, "result", out.Result, "err", out.Err, "settle_err", out.SettleErr)...)
 	case out.Result == DeadLettered:
-		r.log.Error("bus: message dead-lettered", append(attrs, "err", out.Err)...)
+		r.log.ErrorContext(ctx, "bus: message dead-lettered", append(attrs, "err", out.Err)...)
 	case out.Result == Retried && r.ctx.Err() != nil:
-		r.log.Info("bus: message handed back on stop", attrs...)
+		r.log.InfoContext(ctx, "bus: message handed back on stop", attrs...)
 	case out.Result == Retried:
-		r.log.Warn("bus: handler failed, will retry", append(attrs, "err", out.Err)...)
+		r.log.WarnContext(ctx, "bus: handler failed, will retry", append(attrs, "err", out.Err)...)
 	}
 	if r.spec.OnOutcome != nil {
 		r.spec.OnOutcome(out)

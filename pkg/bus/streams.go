@@ -61,6 +61,7 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 			Storage:    jetstream.FileStorage,
 			MaxAge:     spec.maxAge,
 			Duplicates: duplicateWindow,
+			Replicas:   b.replicas,
 		}
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("bus.EnsureStreams: jetstream.CreateOrUpdateStream %s: %w", cfg.Name, err)

@@ -10,6 +10,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // Budget decides whether a tenant may make another call.
@@ -88,8 +91,12 @@ type GuardOptions struct {
 	// Recorder, when set, records every call that reached the provider.
 	Recorder Recorder
 	// Meter, when set, counts tokens (mnemos.llm.tokens) and calls
-	// (mnemos.llm.calls).
+	// (mnemos.llm.calls), and times them (mnemos.llm.duration).
 	Meter metric.Meter
+	// TracerProvider, when set, makes a client span of every call, with
+	// the GenAI semantic conventions' attributes (operation, provider,
+	// model, token usage, error type) and the task.
+	TracerProvider trace.TracerProvider
 	// Sleep waits d, returning early with ctx's error when ctx is done.
 	// Tests replace it so they never really wait.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -113,6 +120,9 @@ func (o GuardOptions) withDefaults() GuardOptions {
 	if o.Meter == nil {
 		o.Meter = noop.NewMeterProvider().Meter("")
 	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = tracenoop.NewTracerProvider()
+	}
 	if o.Sleep == nil {
 		o.Sleep = sleep
 	}
@@ -129,13 +139,14 @@ func (o GuardOptions) withDefaults() GuardOptions {
 // recorded once, and counted, whether it succeeded or not.
 func Guard(p Provider, opts GuardOptions) Provider {
 	o := opts.withDefaults()
-	return &guarded{p: p, o: o, m: newGuardMetrics(o.Meter)}
+	return &guarded{p: p, o: o, m: newGuardMetrics(o.Meter), tracer: o.TracerProvider.Tracer(tracerName)}
 }
 
 type guarded struct {
-	p Provider
-	o GuardOptions
-	m guardMetrics
+	p      Provider
+	o      GuardOptions
+	m      guardMetrics
+	tracer trace.Tracer
 }
 
 // Name is the wrapped provider's name.
@@ -145,10 +156,14 @@ func (g *guarded) Name() string { return g.p.Name() }
 // record the call is returned (joined to the call's own error, if any)
 // with the response, which the caller may still use.
 func (g *guarded) Complete(ctx context.Context, req Request) (Response, error) {
+	ctx, span := g.startSpan(ctx, req)
+	defer span.End()
 	if g.o.Budget != nil {
 		if err := g.o.Budget.Allow(ctx, req.Tenant); err != nil {
 			g.m.refused(ctx, req, g.p.Name())
-			return Response{}, budgetError(req.Tenant, err)
+			err = budgetError(req.Tenant, err)
+			g.endSpan(span, req, Call{ErrorKind: KindBudget, Err: err}, Response{})
+			return Response{}, err
 		}
 	}
 
@@ -187,6 +202,7 @@ func (g *guarded) Complete(ctx context.Context, req Request) (Response, error) {
 	if call.Model == "" {
 		call.Model = req.Model
 	}
+	g.endSpan(span, req, call, resp)
 	g.m.call(ctx, call)
 	if g.o.Recorder != nil {
 		// The call happened even when the caller has given up on it.
@@ -210,6 +226,10 @@ func (g *guarded) attempt(ctx context.Context, req Request) (Response, error) {
 	resp, err := g.p.Complete(actx, req)
 	if err != nil && KindOf(err) == "" && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
 		err = &Error{Kind: KindTimeout, Err: err}
+	}
+	if err != nil {
+		trace.SpanFromContext(ctx).AddEvent("attempt failed", trace.WithAttributes(
+			semconv.ErrorTypeKey.String(errorType(err)), attribute.String("exception.message", err.Error())))
 	}
 	return resp, err
 }
@@ -261,8 +281,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // guardMetrics are the instruments Guard counts with.
 type guardMetrics struct {
-	tokens metric.Int64Counter
-	calls  metric.Int64Counter
+	tokens   metric.Int64Counter
+	calls    metric.Int64Counter
+	duration metric.Float64Histogram
 }
 
 // newGuardMetrics makes the instruments. An instrument the meter refuses
@@ -280,7 +301,12 @@ func newGuardMetrics(m metric.Meter) guardMetrics {
 	if err != nil {
 		calls, _ = fallback.Int64Counter("mnemos.llm.calls")
 	}
-	return guardMetrics{tokens: tokens, calls: calls}
+	duration, err := m.Float64Histogram("mnemos.llm.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time of LLM calls, retries and their waits included, by task, provider and outcome."))
+	if err != nil {
+		duration, _ = fallback.Float64Histogram("mnemos.llm.duration")
+	}
+	return guardMetrics{tokens: tokens, calls: calls, duration: duration}
 }
 
 func (m guardMetrics) call(ctx context.Context, c Call) {
@@ -290,6 +316,8 @@ func (m guardMetrics) call(ctx context.Context, c Call) {
 		attribute.String("provider", c.Provider),
 	}
 	m.calls.Add(ctx, 1, metric.WithAttributes(append(base, attribute.String("outcome", c.Outcome()))...))
+	m.duration.Record(ctx, c.Duration.Seconds(), metric.WithAttributes(
+		attribute.String("task", string(c.Task)), attribute.String("provider", c.Provider), attribute.String("outcome", c.Outcome())))
 	for _, k := range []struct {
 		kind string
 		n    int64

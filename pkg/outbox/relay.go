@@ -4,10 +4,14 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
@@ -21,10 +25,16 @@ type Config struct {
 	// Poll is how often the relay looks without a notification (a safety net
 	// for a lost LISTEN connection).
 	Poll time.Duration
+	// Meter, when set, reports the rows waiting to be published
+	// (mnemos.outbox.pending), counted every BacklogInterval.
+	Meter           metric.Meter
+	BacklogInterval time.Duration
 }
 
 // DefaultConfig returns the defaults.
-func DefaultConfig() Config { return Config{Batch: 256, Poll: time.Second} }
+func DefaultConfig() Config {
+	return Config{Batch: 256, Poll: time.Second, BacklogInterval: 15 * time.Second}
+}
 
 // Relay moves outbox rows to the bus.
 type Relay struct {
@@ -42,12 +52,22 @@ func New(cfg Config, st *store.Store, b *bus.Bus, log *slog.Logger) *Relay {
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultConfig().Poll
 	}
+	if cfg.BacklogInterval <= 0 {
+		cfg.BacklogInterval = DefaultConfig().BacklogInterval
+	}
 	return &Relay{cfg: cfg, store: st, bus: b, log: log}
 }
 
 // Run relays until ctx ends. Wake-ups come from Postgres NOTIFY, with a poll as
 // a fallback; a failed round is retried after a pause.
 func (r *Relay) Run(ctx context.Context) error {
+	if r.cfg.Meter != nil {
+		stop, err := r.reportBacklog(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	wake := make(chan struct{}, 1)
 	go r.listen(ctx, wake)
 	tick := time.NewTicker(r.cfg.Poll)
@@ -118,4 +138,50 @@ func (r *Relay) publish(ctx context.Context, evs []store.OutboxEvent) ([]int64, 
 		}
 	}
 	return done, err
+}
+
+// reportBacklog counts the unpublished rows now and every BacklogInterval
+// for the mnemos.outbox.pending gauge, until the returned stop is called.
+func (r *Relay) reportBacklog(ctx context.Context) (stop func(), err error) {
+	var latest atomic.Int64
+	latest.Store(-1)
+	gauge, err := r.cfg.Meter.Int64ObservableGauge("mnemos.outbox.pending",
+		metric.WithDescription("Outbox rows written and not yet published (every relay reports the same number)."))
+	if err != nil {
+		return nil, fmt.Errorf("outbox: backlog gauge: %w", err)
+	}
+	reg, err := r.cfg.Meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if n := latest.Load(); n >= 0 {
+			o.ObserveInt64(gauge, n)
+		}
+		return nil
+	}, gauge)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: backlog gauge: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(r.cfg.BacklogInterval)
+		defer tick.Stop()
+		for {
+			n, err := r.store.OutboxBacklog(ctx)
+			switch {
+			case err == nil:
+				latest.Store(n)
+			case ctx.Err() == nil:
+				r.log.Warn("outbox: counting the backlog failed; next period retries", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+		_ = reg.Unregister() // only fails on a provider already shut down
+	}, nil
 }

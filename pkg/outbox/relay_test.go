@@ -16,6 +16,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 )
 
 func TestRelayPublishesEveryCommittedRowOnceWithItsTrace(t *testing.T) {
@@ -85,4 +86,46 @@ func TestRelayPublishesEveryCommittedRowOnceWithItsTrace(t *testing.T) {
 		}
 	}
 	require.Equal(t, n, published)
+}
+
+func TestRelayReportsItsBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.New(t)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		for i := range 5 {
+			if err := tx.Enqueue(ctx, store.OutboxEvent{Subject: bus.Subject(bus.KindTurnAccounted, "acme", "s"), MsgID: fmt.Sprintf("b-%d", i), Payload: []byte("{}")}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	run := func(b *bus.Bus) (*telemetrytest.Reader, func()) {
+		metrics := telemetrytest.New(t)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		relay := outbox.New(outbox.Config{Poll: 20 * time.Millisecond, Meter: metrics.Meter(), BacklogInterval: 20 * time.Millisecond}, st, b, bustest.Logger(t))
+		go func() { done <- relay.Run(rctx) }()
+		return metrics, func() { cancel(); require.NoError(t, <-done) }
+	}
+
+	// A bus whose streams do not exist cannot publish: the rows wait.
+	cfg := bustest.Config(t)
+	broken, err := bus.Connect(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = broken.Close(ctx) })
+	metrics, stop := run(broken)
+	require.Eventually(t, func() bool {
+		n, ok := metrics.Gauge("mnemos.outbox.pending", "", "")
+		return ok && n == 5
+	}, 20*time.Second, 10*time.Millisecond)
+	stop()
+
+	metrics, stop = run(bustest.New(t))
+	defer stop()
+	require.Eventually(t, func() bool {
+		n, ok := metrics.Gauge("mnemos.outbox.pending", "", "")
+		return ok && n == 0
+	}, 20*time.Second, 10*time.Millisecond)
 }

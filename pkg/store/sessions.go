@@ -318,3 +318,18 @@ func timestamptz(t time.Time) pgtype.Timestamptz {
 	}
 	return pgtype.Timestamptz{Time: t, Valid: true}
 }
+
+// SessionsByState counts sessions per threshold state, across tenants. It
+// reads the whole table; the accountant calls it once a period for the
+// sessions gauge.
+func (s *Store) SessionsByState(ctx context.Context) (map[string]int64, error) {
+	rows, err := dbsqlc.New(s.pool).SessionCountByState(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store.SessionsByState: %w", err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.State] = r.Sessions
+	}
+	return out, nil
+}

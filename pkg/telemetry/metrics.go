@@ -36,11 +36,24 @@ func NewMetrics(target string) (*Metrics, error) {
 		semconv.ServiceName("mnemos"),
 		semconv.ServiceInstanceID(target),
 	)
+	// Durations in seconds get buckets from a millisecond to five minutes (the
+	// SDK's default buckets are made for milliseconds).
+	seconds := sdkmetric.NewView(
+		sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
+		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: SecondsBuckets}},
+	)
 	return &Metrics{
-		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)),
+		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res), sdkmetric.WithView(seconds)),
 		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 	}, nil
 }
+
+// SecondsBuckets are the bucket boundaries of every histogram in seconds.
+var SecondsBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// MeterProvider is the provider itself, for instrumentation libraries that
+// make their own meters (otelhttp).
+func (m *Metrics) MeterProvider() metric.MeterProvider { return m.provider }
 
 // Meter returns a meter for one component.
 func (m *Metrics) Meter(name string) metric.Meter { return m.provider.Meter(name) }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
@@ -499,7 +502,12 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 		return fmt.Errorf("compactor: commit %s: %w", c.ID, err)
 	}
 	s.metrics.completed(ctx, c, opened)
-	s.log.Info("session compacted", "tenant", sess.TenantID, "session", sess.SessionID, "compaction", c.ID,
+	// The compaction is the span of the delivery that asked for it.
+	trace.SpanFromContext(ctx).SetAttributes(
+		attribute.String("mnemos.compaction.id", c.ID), attribute.String("mnemos.compaction.trigger", c.Trigger),
+		attribute.String("mnemos.compaction.method", c.Method), attribute.Int64("mnemos.compaction.pre_tokens", c.PreTokens),
+		attribute.Int64("mnemos.compaction.post_tokens", c.PostTokens))
+	s.log.InfoContext(ctx, "session compacted", "tenant", sess.TenantID, "session", sess.SessionID, "compaction", c.ID,
 		"trigger", c.Trigger, "method", c.Method, "pre_tokens", c.PreTokens, "post_tokens", c.PostTokens,
 		"count", status.Count, "llm_calls", c.LLMCalls)
 	return nil

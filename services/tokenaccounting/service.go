@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,6 +34,9 @@ type Config struct {
 	Workers int
 	// MaxDeliver bounds redeliveries of an event that keeps failing.
 	MaxDeliver int
+	// SessionsCountInterval is how often the sessions are counted by
+	// threshold state for the mnemos.sessions gauge.
+	SessionsCountInterval time.Duration
 }
 
 // DefaultConfig holds DESIGN's numbers.
@@ -42,6 +46,8 @@ func DefaultConfig() Config {
 		GapTimeout:    30 * time.Second,
 		Workers:       16,
 		MaxDeliver:    8,
+
+		SessionsCountInterval: 15 * time.Second,
 	}
 }
 
@@ -54,6 +60,8 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	metrics  serviceMetrics
+	meter    metric.Meter
+	sessions sessionsGauge
 }
 
 // New builds the service; settings gives each tenant's thresholds. meter may be nil.
@@ -65,7 +73,10 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	if err != nil {
 		return nil, fmt.Errorf("tokenaccounting.New: %w", err)
 	}
-	return &Service{cfg: cfg, settings: settings, store: st, bus: b, log: log, now: time.Now, metrics: m}, nil
+	if cfg.SessionsCountInterval <= 0 {
+		cfg.SessionsCountInterval = DefaultConfig().SessionsCountInterval
+	}
+	return &Service{cfg: cfg, settings: settings, store: st, bus: b, log: log, now: time.Now, metrics: m, meter: meter}, nil
 }
 
 // Run consumes turn events until ctx ends, then drains in-flight work.
@@ -82,6 +93,17 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("tokenaccounting.Run: %w", err)
 	}
 	s.log.Info("token-accounting consuming", "subject", bus.KindTurnCompleted+".>", "workers", s.cfg.Workers)
+
+	reg, err := s.sessions.register(s.meter)
+	if err != nil {
+		return fmt.Errorf("tokenaccounting.Run: sessions gauge: %w", err)
+	}
+	defer reg.Unregister() //nolint:errcheck // only fails on a provider already shut down
+	var counting sync.WaitGroup
+	defer counting.Wait()
+	countCtx, stopCounting := context.WithCancel(ctx)
+	defer stopCounting() // before the Wait above
+	counting.Go(func() { s.countSessionsEvery(countCtx, s.cfg.SessionsCountInterval) })
 
 	sweep := time.NewTicker(max(s.cfg.GapTimeout/4, 100*time.Millisecond))
 	defer sweep.Stop()

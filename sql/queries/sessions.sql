@@ -31,3 +31,7 @@ UPDATE sessions SET
     last_response_at = @last_response_at,
     updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
+-- name: SessionCountByState :many
+-- Sessions per threshold state, across tenants, for the sessions gauge.
+SELECT state, count(*)::bigint AS sessions FROM sessions GROUP BY state;

@@ -91,6 +91,10 @@ func New(cfg Config) (*Provider, error) {
 // Name returns "anthropic".
 func (p *Provider) Name() string { return Name }
 
+// Model is the model req is sent to: its own, else its task's, else the
+// provider's default.
+func (p *Provider) Model(req llm.Request) string { return p.models.Pick(req, p.model) }
+
 // Complete makes one Messages API call. With req.JSONSchema set it forces a
 // call of AnswerTool, whose input schema is the schema, and returns that
 // input as Text.
@@ -111,7 +115,7 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 // params translates req to the SDK's request.
 func (p *Provider) params(req llm.Request) (sdk.MessageNewParams, error) {
 	params := sdk.MessageNewParams{
-		Model:     p.models.Pick(req, p.model),
+		Model:     p.Model(req),
 		MaxTokens: req.MaxTokens,
 	}
 	if params.MaxTokens <= 0 {

@@ -104,6 +104,10 @@ func New(cfg Config) (*Provider, error) {
 // Name returns "openai".
 func (p *Provider) Name() string { return Name }
 
+// Model is the model req is sent to: its own, else its task's, else the
+// provider's default.
+func (p *Provider) Model(req llm.Request) string { return p.models.Pick(req, p.model) }
+
 // Complete makes one chat completion call. With req.JSONSchema set it asks
 // for a json_schema response format and checks that the answer is JSON.
 func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
@@ -122,7 +126,7 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 
 // params translates req to the SDK's request.
 func (p *Provider) params(req llm.Request) (sdk.ChatCompletionNewParams, error) {
-	params := sdk.ChatCompletionNewParams{Model: p.models.Pick(req, p.model)}
+	params := sdk.ChatCompletionNewParams{Model: p.Model(req)}
 	maxTokens := req.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens

@@ -29,32 +29,60 @@ func New(t testing.TB) *Reader {
 // Meter is the meter to hand to the component under test.
 func (r *Reader) Meter() metric.Meter { return r.meter }
 
-// Sum returns the total of an integer counter over the data points whose
-// attributes include key=value (every point when key is empty).
-func (r *Reader) Sum(name, key, value string) int64 {
+// collect returns the instruments named name, across meters.
+func (r *Reader) collect(name string) []metricdata.Metrics {
 	r.t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := r.reader.Collect(context.Background(), &rm); err != nil {
 		r.t.Fatalf("telemetrytest: collect: %v", err)
 	}
-	var total int64
+	var out []metricdata.Metrics
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
+			if m.Name == name {
+				out = append(out, m)
 			}
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			if !ok {
-				r.t.Fatalf("telemetrytest: %s is not an integer sum", name)
-			}
-			for _, dp := range sum.DataPoints {
-				if key == "" || dp.Attributes.HasValue(attribute.Key(key)) && matches(dp.Attributes, key, value) {
-					total += dp.Value
-				}
+		}
+	}
+	return out
+}
+
+// Sum returns the total of an integer counter over the data points whose
+// attributes include key=value (every point when key is empty).
+func (r *Reader) Sum(name, key, value string) int64 {
+	r.t.Helper()
+	var total int64
+	for _, m := range r.collect(name) {
+		sum, ok := m.Data.(metricdata.Sum[int64])
+		if !ok {
+			r.t.Fatalf("telemetrytest: %s is not an integer sum", name)
+		}
+		for _, dp := range sum.DataPoints {
+			if key == "" || matches(dp.Attributes, key, value) {
+				total += dp.Value
 			}
 		}
 	}
 	return total
+}
+
+// Gauge returns the value of an integer gauge's data point whose attributes
+// include key=value (the first point when key is empty), and whether there
+// is one.
+func (r *Reader) Gauge(name, key, value string) (int64, bool) {
+	r.t.Helper()
+	for _, m := range r.collect(name) {
+		g, ok := m.Data.(metricdata.Gauge[int64])
+		if !ok {
+			r.t.Fatalf("telemetrytest: %s is not an integer gauge", name)
+		}
+		for _, dp := range g.DataPoints {
+			if key == "" || matches(dp.Attributes, key, value) {
+				return dp.Value, true
+			}
+		}
+	}
+	return 0, false
 }
 
 func matches(set attribute.Set, key, value string) bool {

@@ -11,6 +11,36 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const sessionCountByState = `-- name: SessionCountByState :many
+SELECT state, count(*)::bigint AS sessions FROM sessions GROUP BY state
+`
+
+type SessionCountByStateRow struct {
+	State    string
+	Sessions int64
+}
+
+// Sessions per threshold state, across tenants, for the sessions gauge.
+func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStateRow, error) {
+	rows, err := q.db.Query(ctx, sessionCountByState)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SessionCountByStateRow{}
+	for rows.Next() {
+		var i SessionCountByStateRow
+		if err := rows.Scan(&i.State, &i.Sessions); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sessionGet = `-- name: SessionGet :one
 SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `

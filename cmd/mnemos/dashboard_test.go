@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// pendingMetrics are the names the services still being built (session
+// notes, long-term memory, recall, dreaming) count with; the dashboard
+// shows them already.
+var pendingMetrics = []string{
+	"mnemos_session_notes_updates_total",
+	"mnemos_memories_changed_total",
+	"mnemos_memories_refused_total",
+	"mnemos_extractor_runs_total",
+	"mnemos_recall_requests_total",
+	"mnemos_recall_selected_total",
+	"mnemos_dream_gate_total",
+	"mnemos_dreams_total",
+}
+
+// declaredMetrics reads the instruments declared in the code and names
+// them as Prometheus shows them: counters end in _total, histograms (all in
+// seconds) in _seconds.
+func declaredMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	decl := regexp.MustCompile(`(Int64Counter|Float64Counter|Float64Histogram|Int64ObservableGauge)\("(mnemos\.[a-z0-9_.]+)"(.*)`)
+	names := map[string]bool{}
+	for _, dir := range []string{"pkg", "services"} {
+		err := filepath.WalkDir(filepath.Join(repoRoot, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
+				name := strings.ReplaceAll(m[2], ".", "_")
+				switch m[1] {
+				case "Int64Counter", "Float64Counter":
+					names[name+"_total"] = true
+				case "Float64Histogram":
+					if strings.HasSuffix(strings.TrimSpace(m[3]), ")") && !strings.Contains(m[3], "WithUnit") {
+						continue // the no-op fallback of an instrument declared above
+					}
+					require.Contains(t, m[3], `metric.WithUnit("s")`, "%s: %s is a histogram in seconds", path, m[2])
+					names[name+"_seconds"] = true
+				default:
+					names[name] = true
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	return names
+}
+
+// TestDashboardQueriesKnownMetrics reads the Grafana dashboard: it picks its
+// Prometheus with a datasource variable, and every metric it queries is one
+// the code declares (or one of the services being built will).
+func TestDashboardQueriesKnownMetrics(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy/grafana/mnemos.json"))
+	require.NoError(t, err)
+	var dash struct {
+		UID        string `json:"uid"`
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Type  string `json:"type"`
+				Query string `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+		Panels []struct {
+			Type       string `json:"type"`
+			Title      string `json:"title"`
+			Datasource struct {
+				UID string `json:"uid"`
+			} `json:"datasource"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &dash))
+	require.Equal(t, "mnemos", dash.UID)
+	require.Len(t, dash.Templating.List, 1)
+	require.Equal(t, "datasource", dash.Templating.List[0].Type)
+	require.Equal(t, "prometheus", dash.Templating.List[0].Query)
+
+	known := declaredMetrics(t)
+	require.True(t, known["mnemos_bus_consumer_pending"], "the scan finds the code's instruments")
+	known["http_server_request_duration_seconds"] = true // otelhttp's, on the gateway's routes
+	for _, n := range pendingMetrics {
+		known[n] = true
+	}
+	series := regexp.MustCompile(`\b((?:mnemos|http_server)_[a-z0-9_]+)`)
+	shown := map[string]bool{}
+	for _, p := range dash.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		require.Equal(t, "${datasource}", p.Datasource.UID, p.Title)
+		require.NotEmpty(t, p.Targets, p.Title)
+		for _, tg := range p.Targets {
+			for _, m := range series.FindAllString(tg.Expr, -1) {
+				family := m
+				for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+					if strings.HasSuffix(m, "_seconds"+suffix) {
+						family = strings.TrimSuffix(m, suffix)
+					}
+				}
+				require.True(t, known[family], "panel %q queries %s, which nothing declares", p.Title, m)
+				shown[family] = true
+			}
+		}
+	}
+	for _, want := range append([]string{
+		"mnemos_turns_ingested_total", "mnemos_turns_rejected_total", "mnemos_accounting_duration_seconds",
+		"mnemos_sessions", "mnemos_compactions_total", "mnemos_compactions_tokens_saved_total",
+		"mnemos_llm_tokens_total", "mnemos_context_cache_breaks_total", "mnemos_bus_consumer_pending",
+		"mnemos_bus_redeliveries_total", "mnemos_bus_dead_letters_total",
+	}, pendingMetrics...) {
+		require.True(t, shown[want], "the dashboard shows %s", want)
+	}
+}

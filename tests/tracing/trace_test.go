@@ -1,0 +1,213 @@
+// Package tracing_test follows one turn through the services, on a real
+// Postgres and a real JetStream, and reads the trace it leaves.
+package tracing_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/telemetry"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
+)
+
+// spans indexes what the exporter holds.
+type spans []tracetest.SpanStub
+
+// named returns the one span with that name, failing when there is not exactly one.
+func (s spans) named(t *testing.T, name string) tracetest.SpanStub {
+	t.Helper()
+	var found []tracetest.SpanStub
+	for _, sp := range s {
+		if sp.Name == name {
+			found = append(found, sp)
+		}
+	}
+	require.Equal(t, 1, len(found), "spans named %q", name)
+	return found[0]
+}
+
+// childNamed returns a span with that name whose parent is parent.
+func (s spans) childNamed(t *testing.T, parent tracetest.SpanStub, name string) tracetest.SpanStub {
+	t.Helper()
+	for _, sp := range s {
+		if sp.Name == name && sp.Parent.SpanID() == parent.SpanContext.SpanID() {
+			return sp
+		}
+	}
+	t.Fatalf("no span %q under %q", name, parent.Name)
+	return tracetest.SpanStub{}
+}
+
+// parentOf returns the span whose id is child's parent.
+func (s spans) parentOf(child tracetest.SpanStub) (tracetest.SpanStub, bool) {
+	for _, sp := range s {
+		if sp.SpanContext.SpanID() == child.Parent.SpanID() {
+			return sp, true
+		}
+	}
+	return tracetest.SpanStub{}, false
+}
+
+// requireDescends walks child's parent span ids up to ancestor.
+func (s spans) requireDescends(t *testing.T, child, ancestor tracetest.SpanStub) {
+	t.Helper()
+	path := []string{child.Name}
+	for cur := child; ; {
+		p, ok := s.parentOf(cur)
+		require.True(t, ok, "%q does not descend from %q: the chain %v ends without a parent", child.Name, ancestor.Name, path)
+		path = append(path, p.Name)
+		if p.SpanContext.SpanID() == ancestor.SpanContext.SpanID() {
+			return
+		}
+		cur = p
+	}
+}
+
+// requireChildOf checks a direct parent link, by span id.
+func requireChildOf(t *testing.T, child, parent tracetest.SpanStub) {
+	t.Helper()
+	require.Equal(t, parent.SpanContext.SpanID(), child.Parent.SpanID(), "%q is the parent of %q", parent.Name, child.Name)
+	require.Equal(t, parent.SpanContext.TraceID(), child.SpanContext.TraceID())
+}
+
+// TestOneTraceFromIngestToCompaction posts one turn large enough to cross
+// the auto-compact threshold to the gateway and follows it through the
+// real services (gateway, accountant, outbox relay, compactor with the
+// guarded builtin provider): HTTP ingest, publish, consume, the
+// compaction's model call and compact.completed are one trace, with every
+// parent link across NATS intact.
+func TestOneTraceFromIngestToCompaction(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	log := bustest.Logger(t)
+
+	st, err := store.Open(ctx, store.Config{URL: pgtest.URL(t), MaxConns: 8, Tracer: store.NewTracer(tp)})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	require.NoError(t, st.AddAPIKey(ctx, "acme", "test", "trace-key"))
+	bcfg := bustest.Config(t)
+	bcfg.TracerProvider = tp
+	b := bustest.Connect(t, bcfg)
+	metrics, err := telemetry.NewMetrics("test")
+	require.NoError(t, err)
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
+	require.NoError(t, err)
+
+	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, settings, log, nil)
+	require.NoError(t, err)
+	provider := llm.Guard(builtin.New(map[llm.Task]builtin.Handler{llm.TaskCompaction: compaction.BuiltinSummarizer}),
+		llm.GuardOptions{TracerProvider: tp})
+	comp, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log, nil)
+	require.NoError(t, err)
+	relay := outbox.New(outbox.Config{Poll: 20 * time.Millisecond}, st, b, log)
+	gw, err := gateway.New(gateway.DefaultConfig(), st, b, settings, log, nil)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	gw.Register(mux)
+	api := httptest.NewServer(telemetry.HTTPHandler(mux, tp, metrics.MeterProvider()))
+
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{acc.Run, comp.Run, relay.Run} {
+		wg.Go(func() {
+			if err := run(ctx); err != nil {
+				t.Errorf("service: %v", err)
+			}
+		})
+	}
+	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })
+
+	// One round whose usage puts the session past 167,000 tokens.
+	var msgs []turn.Message
+	for i := range 6 {
+		msgs = append(msgs, turn.Message{UUID: fmt.Sprintf("u%d", i), Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: fmt.Sprintf("Step %d: %s", i, strings.Repeat("read the logs and fix the build. ", 40))}}})
+	}
+	ev := turn.Event{
+		Schema: turn.SchemaV1, EventID: "trace-1", SessionID: "traced", Seq: 1, Model: "claude-sonnet-4-5",
+		ContextWindow: 200_000, MaxOutputTokens: 32_000, InputMessages: msgs, OccurredAt: time.Now().UTC(),
+		Response: &turn.Message{UUID: "a1", Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: turn.BlockText, Text: "Fixed."}}},
+		Usage:    &turn.Usage{InputTokens: 5, CacheReadInputTokens: 170_000, OutputTokens: 20},
+	}
+	body, err := json.Marshal(ev)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, api.URL+"/v1/turns", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer trace-key")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	// Wait for the compaction's announcement to be published.
+	require.Eventually(t, func() bool {
+		for _, s := range exp.GetSpans() {
+			if s.Name == "publish compact.completed" {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 20*time.Millisecond, "compact.completed is published")
+	sess, err := st.GetSession(ctx, "acme", "traced")
+	require.NoError(t, err)
+	require.NotEmpty(t, sess.CompactionID, "the session was compacted")
+
+	all := spans(exp.GetSpans())
+	ingest := all.named(t, "POST /v1/turns")
+	require.Equal(t, trace.SpanKindServer, ingest.SpanKind)
+	require.False(t, ingest.Parent.IsValid(), "the ingest starts the trace")
+
+	// gateway → NATS → accountant
+	pubTurn := all.named(t, "publish turn.completed")
+	requireChildOf(t, pubTurn, ingest)
+	consume := all.named(t, "process turn.completed")
+	requireChildOf(t, consume, pubTurn)
+	require.True(t, consume.Parent.IsRemote(), "the link crossed NATS in the message headers")
+	all.childNamed(t, consume, "SessionLock") // the accountant's queries are in its span
+	all.childNamed(t, ingest, "APIKeyTenant") // and the gateway's in the request's
+
+	// accountant → outbox → NATS → compactor
+	pubRequest := all.named(t, "publish compact.requested")
+	all.requireDescends(t, pubRequest, consume)
+	compact := all.named(t, "process compact.requested")
+	requireChildOf(t, compact, pubRequest)
+	require.True(t, compact.Parent.IsRemote())
+	require.Contains(t, compact.Attributes, attribute.String("mnemos.compaction.method", compactor.MethodFull), "the span is the compaction's")
+	require.Contains(t, compact.Attributes, attribute.String("mnemos.compaction.id", sess.CompactionID))
+	model := all.named(t, "chat builtin")
+	require.Equal(t, trace.SpanKindClient, model.SpanKind)
+	all.requireDescends(t, model, compact)
+
+	// compactor → outbox → NATS
+	completed := all.named(t, "publish compact.completed")
+	all.requireDescends(t, completed, compact)
+	all.requireDescends(t, completed, ingest)
+	for _, s := range []tracetest.SpanStub{pubTurn, consume, pubRequest, compact, model, completed} {
+		require.Equal(t, ingest.SpanContext.TraceID(), s.SpanContext.TraceID(), s.Name)
+	}
+}

@@ -172,10 +172,20 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 $$;
 -- +goose StatementEnd
 
+-- Sessions per threshold state over every tenant, for the sessions gauge:
+-- counts only, no tenant.
+-- +goose StatementBegin
+CREATE FUNCTION mnemos_sessions_by_state()
+RETURNS TABLE (state text, sessions bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT s.state, count(*)::bigint FROM sessions s GROUP BY s.state
+$$;
+-- +goose StatementEnd
+
 REVOKE EXECUTE ON FUNCTION mnemos_api_key_tenant(bytea), mnemos_outbox_claim(integer), mnemos_outbox_delete(bigint[]),
-    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer) FROM PUBLIC;
+    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer), mnemos_sessions_by_state() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mnemos_api_key_tenant(bytea), mnemos_outbox_claim(integer), mnemos_outbox_delete(bigint[]),
-    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer) TO mnemos_app;
+    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer), mnemos_sessions_by_state() TO mnemos_app;
 GRANT USAGE ON SCHEMA public TO mnemos_app;
 
 SELECT mnemos_enforce_tenant_isolation();
@@ -199,6 +209,7 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+DROP FUNCTION mnemos_sessions_by_state();
 DROP FUNCTION mnemos_stale_runs(text, integer);
 DROP FUNCTION mnemos_stale_notes_claims(integer);
 DROP FUNCTION mnemos_stalled_sessions(timestamptz, integer);

@@ -107,7 +107,7 @@ func TestMetricsMoveAfterAReplay(t *testing.T) {
 	var after exposition
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		after = scrape(c, p.http)
-		n, _ := after.value("mnemos_compactions_total", "method", "full", "outcome", "completed")
+		n, _ := after.value("mnemos_compactions_total", "outcome", "completed")
 		assert.Positive(c, n, "a compaction completed")
 		pending, ok := after.value("mnemos_bus_consumer_pending", "consumer", "token-accounting")
 		assert.True(c, ok)
@@ -129,12 +129,15 @@ func TestMetricsMoveAfterAReplay(t *testing.T) {
 		{"mnemos_turns_accounted_total", []string{"outcome", "applied"}},
 		{"mnemos_accounting_duration_seconds", nil},
 		{"mnemos_compactions_requested_total", nil},
-		{"mnemos_compactions_total", []string{"trigger", "auto", "method", "full", "outcome", "completed"}},
-		{"mnemos_compactions_tokens_saved_total", []string{"method", "full"}},
-		{"mnemos_llm_calls_total", []string{"task", "compaction", "outcome", "ok"}},
-		{"mnemos_llm_tokens_total", []string{"task", "compaction", "kind", "input"}},
-		{"mnemos_llm_tokens_total", []string{"task", "compaction", "kind", "output"}},
-		{"mnemos_llm_duration_seconds", []string{"task", "compaction"}},
+		// The session's notes are its summary: the compaction makes no
+		// model call, the notes' updates do.
+		{"mnemos_compactions_total", []string{"trigger", "auto", "method", "session_memory", "outcome", "completed"}},
+		{"mnemos_compactions_tokens_saved_total", []string{"method", "session_memory"}},
+		{"mnemos_session_notes_updates_total", []string{"outcome", "updated"}},
+		{"mnemos_llm_calls_total", []string{"task", "notes", "outcome", "ok"}},
+		{"mnemos_llm_tokens_total", []string{"task", "notes", "kind", "input"}},
+		{"mnemos_llm_tokens_total", []string{"task", "notes", "kind", "output"}},
+		{"mnemos_llm_duration_seconds", []string{"task", "notes"}},
 		{"mnemos_bus_deliveries_total", []string{"consumer", "token-accounting", "result", "acked"}},
 		{"mnemos_bus_process_duration_seconds", []string{"consumer", "compactor", "result", "acked"}},
 		{"http_server_request_duration_seconds", []string{"http_route", "/v1/turns", "http_request_method", "POST"}},

@@ -33,5 +33,6 @@ UPDATE sessions SET
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
 -- name: SessionCountByState :many
--- Sessions per threshold state, across tenants, for the sessions gauge.
-SELECT state, count(*)::bigint AS sessions FROM sessions GROUP BY state;
+-- Sessions per threshold state, across tenants, for the sessions gauge:
+-- through the owner's function.
+SELECT state::text, sessions::bigint FROM mnemos_sessions_by_state();

@@ -12,7 +12,7 @@ import (
 )
 
 const sessionCountByState = `-- name: SessionCountByState :many
-SELECT state, count(*)::bigint AS sessions FROM sessions GROUP BY state
+SELECT state::text, sessions::bigint FROM mnemos_sessions_by_state()
 `
 
 type SessionCountByStateRow struct {
@@ -20,7 +20,8 @@ type SessionCountByStateRow struct {
 	Sessions int64
 }
 
-// Sessions per threshold state, across tenants, for the sessions gauge.
+// Sessions per threshold state, across tenants, for the sessions gauge:
+// through the owner's function.
 func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStateRow, error) {
 	rows, err := q.db.Query(ctx, sessionCountByState)
 	if err != nil {

@@ -29,8 +29,10 @@ func TestStagingChangesNothingUntilApplied(t *testing.T) {
 	}
 	var changes []string
 	ex, err := memtools.New(f.mem, binding(memory.ActorDreamer), memtools.Options{
-		Stage:    true,
-		OnChange: func(_ context.Context, op memory.Op, n memory.Name) { changes = append(changes, string(op)+":"+string(n)) },
+		Stage: true,
+		OnChange: func(_ context.Context, op memory.Op, n memory.Name) {
+			changes = append(changes, string(op)+":"+string(n))
+		},
 	})
 	require.NoError(t, err)
 

@@ -29,6 +29,8 @@ type Settings struct {
 	SessionMemory SessionMemory `json:"session_memory"`
 	// Memory bounds long-term memories and their indexes.
 	Memory memory.Limits `json:"memory"`
+	// Dreaming is the scheduled consolidation of memories.
+	Dreaming Dreaming `json:"dreaming"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -41,13 +43,14 @@ func Defaults() Settings {
 
 		SessionMemory: DefaultSessionMemory(),
 		Memory:        memory.DefaultLimits(),
+		Dreaming:      DefaultDreaming(),
 	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
-		s.SessionMemory.Validate(), s.Memory.Validate())
+		s.SessionMemory.Validate(), s.Memory.Validate(), s.Dreaming.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

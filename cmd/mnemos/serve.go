@@ -12,6 +12,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/consolidate"
 	"github.com/mnemos-ai/mnemos/pkg/health"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
@@ -139,7 +140,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		runs = append(runs, runner{TargetTokenAccounting, svc.Run})
 		status[TargetTokenAccounting] = "running"
 	}
-	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) {
+	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) || runsTarget(TargetDreamer) {
 		// These targets write events through the outbox; each process that
 		// runs one relays it (relays share the rows safely).
 		relay := outbox.New(outbox.DefaultConfig(), st, b, log.With("service", "outbox-relay"))
@@ -151,6 +152,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	rawLLM, err := providers.New(cfg.LLM, map[llm.Task]builtin.Handler{
 		llm.TaskCompaction: compaction.BuiltinSummarizer,
 		llm.TaskNotes:      sessionnotes.Builtin,
+		llm.TaskDreaming:   consolidate.Builtin,
 	})
 	if err != nil {
 		return err
@@ -177,14 +179,21 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		runs = append(runs, runner{TargetSessionMemory, svc.Run})
 		status[TargetSessionMemory] = svc.Status()
 	}
+	if runsTarget(TargetDreamer) {
+		svc, err := dreamer.New(dreamer.DefaultConfig(), st, b, settings, provider, log.With("service", TargetDreamer), metrics.Meter(TargetDreamer), dreamer.Options{})
+		if err != nil {
+			return err
+		}
+		runs = append(runs, runner{TargetDreamer, svc.Run})
+		status[TargetDreamer] = svc.Status()
+	}
 	idle := map[string]interface {
 		Run(context.Context) error
 		Status() string
 	}{
 		TargetExtractor: extractor.New(log.With("service", TargetExtractor)),
-		TargetDreamer:   dreamer.New(log.With("service", TargetDreamer)),
 	}
-	for _, name := range []string{TargetExtractor, TargetDreamer} {
+	for _, name := range []string{TargetExtractor} {
 		if runsTarget(name) {
 			runs = append(runs, runner{name, idle[name].Run})
 			status[name] = idle[name].Status()

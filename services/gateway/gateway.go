@@ -19,6 +19,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -63,6 +64,7 @@ type Gateway struct {
 	log      *slog.Logger
 	metrics  gatewayMetrics
 	memories *memory.Store
+	dreams   *dream.Dreams
 
 	keys *ttlcache.Cache[string] // API key → tenant
 }
@@ -84,7 +86,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
 	return &Gateway{
-		cfg: cfg, settings: settings, memories: memories,
+		cfg: cfg, settings: settings, memories: memories, dreams: dream.New(st, memories, cfg.Now),
 		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
 	}, nil
 }
@@ -101,6 +103,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
 	mux.Handle("GET /v1/sessions/{id}/notes", g.auth(g.getNotes))
 	g.registerMemories(mux)
+	g.registerDreams(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})

@@ -34,7 +34,9 @@ func (c *counting) Take(ctx context.Context, r dreamer.LeaseRequest) (dreamer.Le
 	return c.pg.Take(ctx, r)
 }
 
-func (c *counting) queries() [3]int32 { return [3]int32{c.claims.Load(), c.counts.Load(), c.takes.Load()} }
+func (c *counting) queries() [3]int32 {
+	return [3]int32{c.claims.Load(), c.counts.Load(), c.takes.Load()}
+}
 
 // TestGatesStopAtTheFirstThatFails runs the gates with an injected clock
 // and counts the queries each makes: a scope that fails a gate never

@@ -261,3 +261,39 @@ func TestTwoDreamersRaceAndKilledRunsRollBack(t *testing.T) {
 	require.Never(t, func() bool { return len(h.dreams()) > 3 }, 500*time.Millisecond, 50*time.Millisecond,
 		"consolidated within the hour, the scope is left alone")
 }
+
+// TestAStoppingDreamerEndsItsRunFailed: a dreamer shut down mid-run (its
+// context cancelled, the way a deploy stops it) ends the dream failed,
+// applying nothing, frees the lease at once and leaves the consolidation
+// time where it was.
+func TestAStoppingDreamerEndsItsRunFailed(t *testing.T) {
+	t.Parallel()
+	h := setup(t, `{"dreaming": {"min_sessions": 0}}`)
+	h.seed("a", "about a", "body")
+	provider, srv := scripted(t, func(llmtest.Request) llmtest.Reply { return llmtest.Hang() })
+	svc := h.newService(fast("stopping"), provider, dreamer.Options{})
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	var d store.Dream
+	require.Eventually(t, func() bool {
+		ds := h.dreams()
+		if len(ds) == 1 {
+			d = ds[0]
+		}
+		return d.Status == "running" && srv.Calls() == 1
+	}, 30*time.Second, 20*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the dreamer did not stop")
+	}
+	stopped := h.dream(d.DreamID, "failed")
+	require.Contains(t, stopped.Error, "the dreamer stopped")
+	s := h.scopeState()
+	require.Empty(t, s.LeaseHolder, "the lease is freed, not left to run out")
+	require.True(t, s.LastConsolidatedAt.IsZero(), "the consolidation time did not move")
+	require.Eventually(t, func() bool { return h.metrics.Sum("mnemos.dreams", "outcome", "failed") == 1 }, 10*time.Second, 10*time.Millisecond)
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -319,13 +318,4 @@ func lastUserText(r llmtest.Request) string {
 		return ""
 	}
 	return r.Messages[len(r.Messages)-1].Text
-}
-
-func allText(r llmtest.Request) string {
-	var b strings.Builder
-	for _, m := range r.Messages {
-		b.WriteString(m.Text)
-		b.WriteByte('\n')
-	}
-	return b.String()
 }

@@ -70,25 +70,11 @@ type Dream struct {
 	Holder string
 	// KillRequested is set once a kill was asked for.
 	KillRequested bool
-	LLMProvider   string
-	LLMModel      string
-	Turns         int
-	ToolCalls     int
-	ToolErrors    int
-	InputTokens   int64
-	OutputTokens  int64
-	// The guard: live memories when the run began, how many of them it may
-	// delete or rewrite, and how many it did (or would have).
-	MemoriesLive       int
-	ChangesAllowed     int
-	ChangesDestructive int
-	// Written and Deleted are the memories it changed, or proposes to.
-	Written []string
-	Deleted []string
+	// What it did (Written and Deleted: the memories it changed, or
+	// proposes to) and the guard's numbers.
+	store.DreamWork
 	// Proposal holds the changes of a proposed (or approved) dream.
 	Proposal   *Proposal
-	Summary    string
-	Error      string
 	CreatedAt  time.Time
 	StartedAt  time.Time
 	UpdatingAt time.Time
@@ -104,16 +90,13 @@ func FromStore(r store.Dream) (Dream, error) {
 	}
 	d := Dream{
 		ID: r.DreamID, Scope: sc, Trigger: r.Trigger, Status: Status(r.Status), Holder: r.Holder,
-		KillRequested: !r.KillRequestedAt.IsZero(), LLMProvider: r.LLMProvider, LLMModel: r.LLMModel,
-		Turns: r.Turns, ToolCalls: r.ToolCalls, ToolErrors: r.ToolErrors, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
-		MemoriesLive: r.MemoriesLive, ChangesAllowed: r.ChangesAllowed, ChangesDestructive: r.ChangesDestructive,
-		Written: r.Written, Deleted: r.Deleted, Summary: r.Summary, Error: r.Error,
+		KillRequested: !r.KillRequestedAt.IsZero(), DreamWork: r.DreamWork,
 		CreatedAt: r.CreatedAt.UTC(), StartedAt: utc(r.StartedAt), UpdatingAt: utc(r.UpdatingAt),
 		FinishedAt: utc(r.FinishedAt), ApprovedAt: utc(r.ApprovedAt),
 	}
-	if len(r.Proposal) > 0 {
+	if len(r.ProposalJSON) > 0 {
 		var p Proposal
-		if err := json.Unmarshal(r.Proposal, &p); err != nil {
+		if err := json.Unmarshal(r.ProposalJSON, &p); err != nil {
 			return Dream{}, fmt.Errorf("dream %s: proposal: %w", r.DreamID, err)
 		}
 		d.Proposal = &p
@@ -357,7 +340,7 @@ func (d *Dreams) Kill(ctx context.Context, tenant, id string) (Dream, error) {
 		}
 		switch Status(r.Status) {
 		case StatusRequested:
-			if err := tx.FinishDream(ctx, id, store.DreamOutcome{Status: string(StatusKilled), Error: "killed before it started", At: now}); err != nil {
+			if err := tx.FinishDream(ctx, id, store.DreamOutcome{Status: string(StatusKilled), DreamWork: store.DreamWork{Error: "killed before it started"}, At: now}); err != nil {
 				return err
 			}
 			if err := Enqueue(ctx, tx, bus.KindDreamKilled, events.Dream{DreamID: id, Scope: r.Scope, Trigger: r.Trigger, Reason: "killed before it started", At: now}); err != nil {

@@ -157,6 +157,29 @@ func (t *Tx) SetDreamConsolidated(ctx context.Context, scope string, at time.Tim
 	return nil
 }
 
+// DreamWork is what a dream did: its model calls, the guard's numbers, the
+// memories it changed (or proposes to), and why it ended as it did.
+type DreamWork struct {
+	LLMProvider  string
+	LLMModel     string
+	Turns        int
+	ToolCalls    int
+	ToolErrors   int
+	InputTokens  int64
+	OutputTokens int64
+	// The guard: live memories when the run began, how many of them it may
+	// delete or rewrite, and how many it did or would have.
+	MemoriesLive       int
+	ChangesAllowed     int
+	ChangesDestructive int
+	Written            []string
+	Deleted            []string
+	// ProposalJSON is the staged changes of a proposal.
+	ProposalJSON []byte
+	Summary      string
+	Error        string
+}
+
 // Dream is one consolidation of a scope as stored.
 type Dream struct {
 	DreamID string
@@ -168,23 +191,7 @@ type Dream struct {
 	Holder  string
 	// KillRequestedAt is set once a kill was asked for.
 	KillRequestedAt time.Time
-	LLMProvider     string
-	LLMModel        string
-	Turns           int
-	ToolCalls       int
-	ToolErrors      int
-	InputTokens     int64
-	OutputTokens    int64
-	// The guard's numbers.
-	MemoriesLive       int
-	ChangesAllowed     int
-	ChangesDestructive int
-	Written            []string
-	Deleted            []string
-	// Proposal is the staged changes (JSON) of a proposal.
-	Proposal   []byte
-	Summary    string
-	Error      string
+	DreamWork
 	CreatedAt  time.Time
 	StartedAt  time.Time
 	UpdatingAt time.Time
@@ -195,11 +202,13 @@ type Dream struct {
 func toDream(r dbsqlc.Dream) Dream {
 	return Dream{
 		DreamID: r.DreamID, Scope: r.Scope, Trigger: r.Trigger, Status: r.Status, Holder: r.Holder,
-		KillRequestedAt: r.KillRequestedAt.Time, LLMProvider: r.LlmProvider, LLMModel: r.LlmModel,
-		Turns: int(r.Turns), ToolCalls: int(r.ToolCalls), ToolErrors: int(r.ToolErrors),
-		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
-		MemoriesLive: int(r.MemoriesLive), ChangesAllowed: int(r.ChangesAllowed), ChangesDestructive: int(r.ChangesDestructive),
-		Written: r.Written, Deleted: r.Deleted, Proposal: r.Proposal, Summary: r.Summary, Error: r.Error,
+		KillRequestedAt: r.KillRequestedAt.Time,
+		DreamWork: DreamWork{
+			LLMProvider: r.LlmProvider, LLMModel: r.LlmModel, Turns: int(r.Turns), ToolCalls: int(r.ToolCalls), ToolErrors: int(r.ToolErrors),
+			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
+			MemoriesLive: int(r.MemoriesLive), ChangesAllowed: int(r.ChangesAllowed), ChangesDestructive: int(r.ChangesDestructive),
+			Written: r.Written, Deleted: r.Deleted, ProposalJSON: r.Proposal, Summary: r.Summary, Error: r.Error,
+		},
 		CreatedAt: r.CreatedAt.Time, StartedAt: r.StartedAt.Time, UpdatingAt: r.UpdatingAt.Time,
 		FinishedAt: r.FinishedAt.Time, ApprovedAt: r.ApprovedAt.Time,
 	}
@@ -271,23 +280,9 @@ func (t *Tx) MarkDreamUpdating(ctx context.Context, dreamID string, at time.Time
 
 // DreamOutcome is how a dream ended.
 type DreamOutcome struct {
-	Status             string
-	LLMProvider        string
-	LLMModel           string
-	Turns              int
-	ToolCalls          int
-	ToolErrors         int
-	InputTokens        int64
-	OutputTokens       int64
-	MemoriesLive       int
-	ChangesAllowed     int
-	ChangesDestructive int
-	Written            []string
-	Deleted            []string
-	Proposal           []byte
-	Summary            string
-	Error              string
-	At                 time.Time
+	Status string
+	DreamWork
+	At time.Time
 }
 
 // FinishDream ends a requested or running dream with o; ErrNotFound when
@@ -298,7 +293,7 @@ func (t *Tx) FinishDream(ctx context.Context, dreamID string, o DreamOutcome) er
 		Turns: int32(o.Turns), ToolCalls: int32(o.ToolCalls), ToolErrors: int32(o.ToolErrors),
 		InputTokens: o.InputTokens, OutputTokens: o.OutputTokens, MemoriesLive: int32(o.MemoriesLive),
 		ChangesAllowed: int32(o.ChangesAllowed), ChangesDestructive: int32(o.ChangesDestructive),
-		Written: nonNil(o.Written), Deleted: nonNil(o.Deleted), Proposal: o.Proposal, Summary: o.Summary, Error: o.Error,
+		Written: nonNil(o.Written), Deleted: nonNil(o.Deleted), Proposal: o.ProposalJSON, Summary: o.Summary, Error: o.Error,
 		FinishedAt: timestamptz(o.At),
 	})
 	if err != nil {

@@ -299,7 +299,7 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 func (s *Service) refuse(ctx context.Context, tenant string, d store.Dream, reason string) error {
 	now := s.now()
 	err := s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-		err := tx.FinishDream(ctx, d.DreamID, store.DreamOutcome{Status: string(dream.StatusFailed), Error: reason, LLMProvider: s.provider.Name(), At: now})
+		err := tx.FinishDream(ctx, d.DreamID, store.DreamOutcome{Status: string(dream.StatusFailed), DreamWork: store.DreamWork{Error: reason, LLMProvider: s.provider.Name()}, At: now})
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // it ended meanwhile
 		}

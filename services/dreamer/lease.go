@@ -126,7 +126,7 @@ func endAbandoned(ctx context.Context, tx *store.Tx, id string, now time.Time) e
 	if !d.KillRequestedAt.IsZero() {
 		status, kind = dream.StatusKilled, bus.KindDreamKilled
 	}
-	if err := tx.FinishDream(ctx, id, store.DreamOutcome{Status: string(status), Error: abandoned, At: now}); err != nil {
+	if err := tx.FinishDream(ctx, id, store.DreamOutcome{Status: string(status), DreamWork: store.DreamWork{Error: abandoned}, At: now}); err != nil {
 		return err
 	}
 	return dream.Enqueue(ctx, tx, kind, events.Dream{DreamID: id, Scope: d.Scope, Trigger: d.Trigger, Reason: abandoned, At: now})

@@ -309,12 +309,16 @@ func (s *Service) record(out *outcome, proposal []byte, now time.Time) store.Dre
 		errText = out.reason
 	}
 	return store.DreamOutcome{
-		Status: string(out.status), LLMProvider: s.provider.Name(), LLMModel: out.model,
-		Turns: out.loop.Turns, ToolCalls: out.loop.ToolCalls, ToolErrors: out.loop.ToolErrors,
-		InputTokens:  out.loop.Usage.InputTokens + out.loop.Usage.CacheReadTokens + out.loop.Usage.CacheWriteTokens,
-		OutputTokens: out.loop.Usage.OutputTokens, MemoriesLive: out.live, ChangesAllowed: out.allowed,
-		ChangesDestructive: out.staged.Destructive(), Written: written, Deleted: deleted, Proposal: proposal,
-		Summary: clip(out.summary, 4_000), Error: clip(errText, 2_000), At: now,
+		Status: string(out.status),
+		DreamWork: store.DreamWork{
+			LLMProvider: s.provider.Name(), LLMModel: out.model,
+			Turns: out.loop.Turns, ToolCalls: out.loop.ToolCalls, ToolErrors: out.loop.ToolErrors,
+			InputTokens:  out.loop.Usage.InputTokens + out.loop.Usage.CacheReadTokens + out.loop.Usage.CacheWriteTokens,
+			OutputTokens: out.loop.Usage.OutputTokens, MemoriesLive: out.live, ChangesAllowed: out.allowed,
+			ChangesDestructive: out.staged.Destructive(), Written: written, Deleted: deleted, ProposalJSON: proposal,
+			Summary: clip(out.summary, 4_000), Error: clip(errText, 2_000),
+		},
+		At: now,
 	}
 }
 

@@ -79,7 +79,37 @@ $$;
 -- sessions ('simple': no language's stemming or stop words).
 CREATE INDEX messages_text_search ON messages USING gin (to_tsvector('simple', message_text(content)));
 
+-- The dreamer's scan, its one read across tenants: the scopes holding live
+-- memories in (tenant, scope) order after a key, with their dream state —
+-- keys and times only. It runs as the owner (SECURITY DEFINER), so it keeps
+-- working once row-level security confines the services to one tenant.
+-- +goose StatementBegin
+CREATE FUNCTION mnemos_dream_candidates(after_tenant text, after_scope text, max_rows integer)
+RETURNS TABLE (tenant_id text, scope text, last_consolidated_at timestamptz, last_scan_at timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT i.tenant_id, i.scope, d.last_consolidated_at, d.last_scan_at
+    FROM memory_indexes i
+    LEFT JOIN dream_scopes d ON d.tenant_id = i.tenant_id AND d.scope = i.scope
+    WHERE i.content <> ''
+      AND (i.tenant_id > after_tenant OR (i.tenant_id = after_tenant AND i.scope > after_scope))
+    ORDER BY i.tenant_id, i.scope
+    LIMIT max_rows
+$$;
+-- +goose StatementEnd
+
+-- Where tenant isolation is in place already, the new tables get it too.
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'mnemos_enforce_tenant_isolation') THEN
+        PERFORM mnemos_enforce_tenant_isolation();
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- +goose Down
+DROP FUNCTION mnemos_dream_candidates(text, text, integer);
 DROP INDEX messages_text_search;
 DROP FUNCTION message_text(jsonb);
 DROP INDEX sessions_memory_scope;

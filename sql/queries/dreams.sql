@@ -1,14 +1,10 @@
 -- name: DreamCandidateList :many
 -- The scopes of every tenant that hold live memories, with their dream
 -- state, in key order after (after_tenant, after_scope): the dreamer's scan
--- pages through them. The only read across tenants the dreamer makes.
-SELECT i.tenant_id, i.scope, d.last_consolidated_at, d.last_scan_at
-FROM memory_indexes i
-LEFT JOIN dream_scopes d ON d.tenant_id = i.tenant_id AND d.scope = i.scope
-WHERE i.content <> ''
-  AND (i.tenant_id > @after_tenant::text OR (i.tenant_id = @after_tenant::text AND i.scope > @after_scope::text))
-ORDER BY i.tenant_id, i.scope
-LIMIT @max_rows;
+-- pages through them. The only read across tenants the dreamer makes,
+-- through the owner's function.
+SELECT tenant_id::text, scope::text, last_consolidated_at::timestamptz, last_scan_at::timestamptz
+FROM mnemos_dream_candidates(@after_tenant::text, @after_scope::text, @max_rows::integer);
 
 -- name: DreamScopeClaimScan :execrows
 -- Takes the scope's scan slot: records that its sessions are counted now,

@@ -12,13 +12,8 @@ import (
 )
 
 const dreamCandidateList = `-- name: DreamCandidateList :many
-SELECT i.tenant_id, i.scope, d.last_consolidated_at, d.last_scan_at
-FROM memory_indexes i
-LEFT JOIN dream_scopes d ON d.tenant_id = i.tenant_id AND d.scope = i.scope
-WHERE i.content <> ''
-  AND (i.tenant_id > $1::text OR (i.tenant_id = $1::text AND i.scope > $2::text))
-ORDER BY i.tenant_id, i.scope
-LIMIT $3
+SELECT tenant_id::text, scope::text, last_consolidated_at::timestamptz, last_scan_at::timestamptz
+FROM mnemos_dream_candidates($1::text, $2::text, $3::integer)
 `
 
 type DreamCandidateListParams struct {
@@ -36,7 +31,8 @@ type DreamCandidateListRow struct {
 
 // The scopes of every tenant that hold live memories, with their dream
 // state, in key order after (after_tenant, after_scope): the dreamer's scan
-// pages through them. The only read across tenants the dreamer makes.
+// pages through them. The only read across tenants the dreamer makes,
+// through the owner's function.
 func (q *Queries) DreamCandidateList(ctx context.Context, arg DreamCandidateListParams) ([]DreamCandidateListRow, error) {
 	rows, err := q.db.Query(ctx, dreamCandidateList, arg.AfterTenant, arg.AfterScope, arg.MaxRows)
 	if err != nil {

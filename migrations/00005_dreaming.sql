@@ -64,14 +64,16 @@ CREATE INDEX dreams_scope ON dreams (tenant_id, scope, created_at DESC);
 -- consolidation; the dreamer's transcript search reads only those sessions.
 CREATE INDEX sessions_memory_scope ON sessions USING gin (memory_scope jsonb_path_ops);
 
--- The searchable text of a stored message: every "text" of its content
--- blocks, those nested in tool results included, one per line.
+-- The searchable text of a stored message: its text blocks, one per line —
+-- what the user and the agent said. Tool calls, tool results and thinking
+-- are left out: they are large, mostly files and logs, and the accountant
+-- pays for indexing every message it stores.
 -- +goose StatementBegin
 CREATE FUNCTION message_text(content jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
     SELECT coalesce(string_agg(t #>> '{}', E'\n'), '')
-    FROM jsonb_path_query(content, 'strict $.**.text') AS t
+    FROM jsonb_path_query(content, 'strict $[*] ? (@.type == "text").text') AS t
 $$;
 -- +goose StatementEnd
 

@@ -222,7 +222,7 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 	gw := start(t, base, "-target=gateway")
 	start(t, base, "-target=token-accounting")
 	var wg sync.WaitGroup
-	for target, want := range map[string]string{"compactor": "running", "session-memory": "running", "extractor": "running", "dreamer": "idle"} {
+	for target, want := range map[string]string{"compactor": "running", "session-memory": "running", "extractor": "running", "dreamer": "running"} {
 		wg.Go(func() {
 			p := start(t, base, "-target="+target)
 			var health struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/consolidate"
 	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/health"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -162,7 +163,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		runs = append(runs, runner{TargetTokenAccounting, svc.Run})
 		status[TargetTokenAccounting] = "running"
 	}
-	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) || runsTarget(TargetExtractor) {
+	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) || runsTarget(TargetExtractor) || runsTarget(TargetDreamer) {
 		// These targets write events through the outbox; each process that
 		// runs one relays it (relays share the rows safely).
 		ocfg := outbox.DefaultConfig()
@@ -178,6 +179,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		llm.TaskNotes:      sessionnotes.Builtin,
 		llm.TaskExtraction: extraction.Builtin,
 		llm.TaskRecall:     recall.Builtin,
+		llm.TaskDreaming:   consolidate.Builtin,
 	})
 	if err != nil {
 		return err
@@ -239,17 +241,13 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		runs = append(runs, runner{"recall", svc.Run})
 		status["recall"] = svc.Status()
 	}
-	idle := map[string]interface {
-		Run(context.Context) error
-		Status() string
-	}{
-		TargetDreamer: dreamer.New(log.With("service", TargetDreamer)),
-	}
-	for _, name := range []string{TargetDreamer} {
-		if runsTarget(name) {
-			runs = append(runs, runner{name, idle[name].Run})
-			status[name] = idle[name].Status()
+	if runsTarget(TargetDreamer) {
+		svc, err := dreamer.New(dreamer.DefaultConfig(), st, b, settings, provider, log.With("service", TargetDreamer), metrics.Meter(TargetDreamer), dreamer.Options{})
+		if err != nil {
+			return err
 		}
+		runs = append(runs, runner{TargetDreamer, svc.Run})
+		status[TargetDreamer] = svc.Status()
 	}
 
 	// =========================================================================

@@ -18,6 +18,15 @@ const (
 	KindCircuitOpened        = "compact.circuit_opened"
 	KindSessionMemoryUpdated = "session_memory.updated"
 	KindMemorySaved          = "memory.saved"
+
+	// A consolidation's progress: "dream.<state>.<tenant>.<dream id>".
+	KindDreamRequested = "dream.requested"
+	KindDreamStarting  = "dream.starting"
+	KindDreamUpdating  = "dream.updating"
+	KindDreamCompleted = "dream.completed"
+	KindDreamFailed    = "dream.failed"
+	KindDreamKilled    = "dream.killed"
+	KindDreamProposed  = "dream.proposed"
 )
 
 // deadLetterPrefix leads the subject of every dead letter:

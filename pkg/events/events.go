@@ -19,6 +19,8 @@ const (
 
 	SchemaSessionMemoryUpdated = "mnemos.session_memory_updated.v1"
 	SchemaMemorySaved          = "mnemos.memory_saved.v1"
+
+	SchemaDream = "mnemos.dream.v1"
 )
 
 // Tokens is a session's token state as the accountant sees it.
@@ -179,5 +181,36 @@ type MemorySaved struct {
 	Seq         int64     `json:"seq"`
 	LLMProvider string    `json:"llm_provider"`
 	LLMModel    string    `json:"llm_model,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// Dream is the progress of one consolidation of a scope's memories, on
+// "dream.<state>.<tenant>.<dream id>": requested (an operator asked for
+// it), starting, updating (its first change), then completed, failed,
+// killed or proposed (it would delete or rewrite more than its share, so
+// it applied nothing and waits for approval); completed again with
+// Approved when a proposal is approved.
+type Dream struct {
+	Schema   string `json:"schema"`
+	TenantID string `json:"tenant_id"`
+	DreamID  string `json:"dream_id"`
+	Scope    string `json:"scope"`
+	// Trigger is scheduled or manual.
+	Trigger string `json:"trigger"`
+	// State is the last token of the kind: requested, starting, …
+	State string `json:"state"`
+	// Memories are the memories touched so far (written and deleted, or
+	// proposed to be); Written and Deleted split them.
+	Memories []string `json:"memories,omitempty"`
+	Written  []string `json:"written,omitempty"`
+	Deleted  []string `json:"deleted,omitempty"`
+	// Destructive is how many live memories the run deletes or rewrites;
+	// Allowed how many it may without approval.
+	Destructive int  `json:"destructive,omitempty"`
+	Allowed     int  `json:"allowed,omitempty"`
+	Approved    bool `json:"approved,omitempty"`
+	// Reason says why a dream failed or was killed.
+	Reason      string    `json:"reason,omitempty"`
+	LLMProvider string    `json:"llm_provider,omitempty"`
 	At          time.Time `json:"at"`
 }

@@ -317,7 +317,12 @@ func (s *Store) Write(ctx context.Context, tenant string, scope Scope, doc Docum
 	if err := s.validate(ctx, tenant, scope, ch, doc); err != nil {
 		return Result{}, err
 	}
-	return s.change(ctx, tenant, scope, doc.Name, ch, exp, func(cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error) {
+	return s.change(ctx, tenant, scope, doc.Name, ch, exp, writeDocument(scope, doc))
+}
+
+// writeDocument is the change of a write of doc (canonical and valid).
+func writeDocument(scope Scope, doc Document) changeFunc {
+	return func(cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error) {
 		live := exists && cur.DeletedAt.IsZero()
 		if live && documentOf(cur) == doc {
 			return cur, "", 0, nil
@@ -329,7 +334,7 @@ func (s *Store) Write(ctx context.Context, tenant string, scope Scope, doc Docum
 			return next, OpUpdated, 0, nil
 		}
 		return next, OpCreated, 0, nil
-	})
+	}
 }
 
 // Delete deletes a live memory (softly: its revisions stay and Rollback
@@ -338,14 +343,19 @@ func (s *Store) Delete(ctx context.Context, tenant string, scope Scope, name Nam
 	if err := s.validate(ctx, tenant, scope, ch, Document{}); err != nil {
 		return Result{}, err
 	}
-	return s.change(ctx, tenant, scope, name, ch, exp, func(cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error) {
+	return s.change(ctx, tenant, scope, name, ch, exp, deleteMemory(scope, name))
+}
+
+// deleteMemory is the change of a deletion.
+func deleteMemory(scope Scope, name Name) changeFunc {
+	return func(cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error) {
 		if !exists || !cur.DeletedAt.IsZero() {
 			return cur, "", 0, fmt.Errorf("memory.Delete %s %s: %w", scope, name, ErrNotFound)
 		}
 		next := cur
 		next.Revision, next.DeletedAt, next.UpdatedAt = cur.Revision+1, now, now
 		return next, OpDeleted, 0, nil
-	})
+	}
 }
 
 // Rollback brings a memory back to what it was after revision to: its
@@ -406,16 +416,18 @@ func (s *Store) validate(ctx context.Context, tenant string, scope Scope, ch Cha
 type changeFunc func(cur store.Memory, exists bool, now time.Time) (next store.Memory, op Op, restoredFrom int64, err error)
 
 func (s *Store) change(ctx context.Context, tenant string, scope Scope, name Name, ch Change, exp Expect, fn changeFunc) (Result, error) {
-	return s.changeTx(ctx, tenant, scope, name, ch, exp, func(_ *store.Tx, cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error) {
-		return fn(cur, exists, now)
-	})
+	return s.changeTx(ctx, tenant, scope, name, ch, exp, fn.inTx())
 }
 
-// changeTx runs one change of one memory: the scope's index lock, the
-// precondition, fn, the revision, the index, the agent's mark, then the
-// metrics once committed.
-func (s *Store) changeTx(ctx context.Context, tenant string, scope Scope, name Name, ch Change, exp Expect,
-	fn func(tx *store.Tx, cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error)) (Result, error) {
+func (fn changeFunc) inTx() changeInFunc {
+	return func(_ *store.Tx, cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error) {
+		return fn(cur, exists, now)
+	}
+}
+
+// changeTx runs one change of one memory in a transaction of its own: the
+// scope's index lock, then changeIn, then the metrics once committed.
+func (s *Store) changeTx(ctx context.Context, tenant string, scope Scope, name Name, ch Change, exp Expect, fn changeInFunc) (Result, error) {
 	if _, err := ParseName(string(name)); err != nil {
 		return Result{}, s.Refused(ctx, ch.Actor, err)
 	}
@@ -425,56 +437,70 @@ func (s *Store) changeTx(ctx context.Context, tenant string, scope Scope, name N
 	}
 	var res Result
 	err = s.db.InTx(ctx, tenant, func(tx *store.Tx) error {
-		res = Result{}
 		ix, err := tx.LockMemoryIndex(ctx, scope.String())
 		if err != nil {
 			return err
 		}
-		cur, err := tx.Memory(ctx, scope.String(), string(name))
-		exists := err == nil
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		if err := exp.check(cur, exists); err != nil {
-			return err
-		}
-		now := s.clock()
-		next, op, from, err := fn(tx, cur, exists, now)
-		if err != nil {
-			return err
-		}
-		res = Result{Memory: toMemory(scope, next), Op: op, RestoredFrom: from}
-		if op == "" {
-			return nil
-		}
-		next.Scope, next.Name = scope.String(), string(name)
-		if err := tx.PutMemory(ctx, next); err != nil {
-			return err
-		}
-		if err := tx.InsertMemoryRevision(ctx, store.MemoryRevision{
-			Scope: scope.String(), Name: string(name), Revision: next.Revision, Op: string(op),
-			Actor: string(ch.Actor), Reason: ch.Reason, SourceTurns: ch.SourceTurns, SessionID: ch.SessionID,
-			RestoredFrom: from, Type: next.Type, Description: next.Description, Body: next.Body,
-			Deleted: !next.DeletedAt.IsZero(), CreatedAt: now,
-		}); err != nil {
-			return err
-		}
-		lines := followChange(ix, name, cur, exists, next, l.IndexLineMaxChars)
-		if content := FormatIndex(lines); content != ix.Content {
-			ix.Content, ix.Revision, ix.Actor, ix.Reason, ix.UpdatedAt = content, ix.Revision+1, string(ch.Actor), ch.Reason, now
-			if err := tx.SaveMemoryIndex(ctx, ix); err != nil {
-				return err
-			}
-		}
-		return s.markAgent(ctx, tx, ch, now)
+		res, err = s.changeIn(ctx, tx, &ix, l, scope, name, ch, exp, fn)
+		return err
 	})
 	if err != nil {
 		return Result{}, s.Refused(ctx, ch.Actor, err)
 	}
-	if res.Changed() {
-		s.changed.Add(ctx, 1, metric.WithAttributes(attribute.String("actor", string(ch.Actor)), attribute.String("op", string(res.Op))))
-	}
+	s.count(ctx, ch.Actor, res)
 	return res, nil
+}
+
+type changeInFunc func(tx *store.Tx, cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error)
+
+// changeIn makes one change of one memory inside tx, whose scope index ix
+// is locked: the precondition, fn, the revision, the index (ix follows),
+// the agent's mark.
+func (s *Store) changeIn(ctx context.Context, tx *store.Tx, ix *store.MemoryIndex, l Limits, scope Scope, name Name, ch Change, exp Expect, fn changeInFunc) (Result, error) {
+	cur, err := tx.Memory(ctx, scope.String(), string(name))
+	exists := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return Result{}, err
+	}
+	if err := exp.check(cur, exists); err != nil {
+		return Result{}, err
+	}
+	now := s.clock()
+	next, op, from, err := fn(tx, cur, exists, now)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Memory: toMemory(scope, next), Op: op, RestoredFrom: from}
+	if op == "" {
+		return res, nil
+	}
+	next.Scope, next.Name = scope.String(), string(name)
+	if err := tx.PutMemory(ctx, next); err != nil {
+		return Result{}, err
+	}
+	if err := tx.InsertMemoryRevision(ctx, store.MemoryRevision{
+		Scope: scope.String(), Name: string(name), Revision: next.Revision, Op: string(op),
+		Actor: string(ch.Actor), Reason: ch.Reason, SourceTurns: ch.SourceTurns, SessionID: ch.SessionID,
+		RestoredFrom: from, Type: next.Type, Description: next.Description, Body: next.Body,
+		Deleted: !next.DeletedAt.IsZero(), CreatedAt: now,
+	}); err != nil {
+		return Result{}, err
+	}
+	lines := followChange(*ix, name, cur, exists, next, l.IndexLineMaxChars)
+	if content := FormatIndex(lines); content != ix.Content {
+		ix.Content, ix.Revision, ix.Actor, ix.Reason, ix.UpdatedAt = content, ix.Revision+1, string(ch.Actor), ch.Reason, now
+		if err := tx.SaveMemoryIndex(ctx, *ix); err != nil {
+			return Result{}, err
+		}
+	}
+	return res, s.markAgent(ctx, tx, ch, now)
+}
+
+// count records a committed change in the metrics.
+func (s *Store) count(ctx context.Context, actor Actor, res Result) {
+	if res.Changed() {
+		s.changed.Add(ctx, 1, metric.WithAttributes(attribute.String("actor", string(actor)), attribute.String("op", string(res.Op))))
+	}
 }
 
 // followChange returns the index lines after a memory changed from cur to
@@ -595,35 +621,41 @@ func (s *Store) PutIndex(ctx context.Context, tenant string, scope Scope, conten
 		if expectRevision > 0 && ix.Revision != expectRevision {
 			return Refuse(ReasonRevisionMismatch, "expected index revision %d, the index is at revision %d", expectRevision, ix.Revision)
 		}
-		heads, err := tx.MemoryHeaders(ctx, scope.String(), maxScopeMemories)
-		if err != nil {
-			return err
-		}
-		live := make(map[Name]string, len(heads))
-		for _, h := range heads {
-			live[Name(h.Name)] = h.Description
-		}
-		lines, appended, err := CheckIndex(content, live, l.IndexLineMaxChars)
-		if err != nil {
-			return err
-		}
-		res = IndexResult{Index: toIndex(scope, ix), Appended: appended}
-		next := FormatIndex(lines)
-		if next == ix.Content {
-			return nil
-		}
-		now := s.clock()
-		ix.Content, ix.Revision, ix.Actor, ix.Reason, ix.UpdatedAt = next, ix.Revision+1, string(ch.Actor), ch.Reason, now
-		if err := tx.SaveMemoryIndex(ctx, ix); err != nil {
-			return err
-		}
-		res.Index, res.Changed = toIndex(scope, ix), true
-		return s.markAgent(ctx, tx, ch, now)
+		res, err = s.putIndexIn(ctx, tx, &ix, l, scope, content, ch)
+		return err
 	})
 	if err != nil {
 		return IndexResult{}, s.Refused(ctx, ch.Actor, err)
 	}
 	return res, nil
+}
+
+// putIndexIn replaces the index ix, locked in tx, with content (see PutIndex).
+func (s *Store) putIndexIn(ctx context.Context, tx *store.Tx, ix *store.MemoryIndex, l Limits, scope Scope, content string, ch Change) (IndexResult, error) {
+	heads, err := tx.MemoryHeaders(ctx, scope.String(), maxScopeMemories)
+	if err != nil {
+		return IndexResult{}, err
+	}
+	live := make(map[Name]string, len(heads))
+	for _, h := range heads {
+		live[Name(h.Name)] = h.Description
+	}
+	lines, appended, err := CheckIndex(content, live, l.IndexLineMaxChars)
+	if err != nil {
+		return IndexResult{}, err
+	}
+	res := IndexResult{Index: toIndex(scope, *ix), Appended: appended}
+	next := FormatIndex(lines)
+	if next == ix.Content {
+		return res, nil
+	}
+	now := s.clock()
+	ix.Content, ix.Revision, ix.Actor, ix.Reason, ix.UpdatedAt = next, ix.Revision+1, string(ch.Actor), ch.Reason, now
+	if err := tx.SaveMemoryIndex(ctx, *ix); err != nil {
+		return IndexResult{}, err
+	}
+	res.Index, res.Changed = toIndex(scope, *ix), true
+	return res, s.markAgent(ctx, tx, ch, now)
 }
 
 // AgentWrite is the latest memory change a session's main agent made

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
@@ -42,6 +41,25 @@ type Options struct {
 	MaxDeletes int
 	// ListLimit bounds how many memories memory_list shows (200 when 0).
 	ListLimit int
+	// Stage makes the executor stage its changes instead of making them:
+	// writes, edits, deletions and index edits are checked as the store
+	// would check them and kept, later calls see them, and Staged returns
+	// them as one memory.Batch for the caller to apply (or not). MaxDeletes
+	// does not apply then: the caller judges the whole.
+	Stage bool
+	// Extra are tools of the caller's own, offered after the memory tools.
+	Extra []Tool
+	// OnChange, when set, is called after each change made or staged
+	// (name is "" for the index).
+	OnChange func(ctx context.Context, op memory.Op, name memory.Name)
+}
+
+// Tool is a tool of the caller's own an executor offers beside the memory
+// tools: its definition, and what runs a call of it. Run returns the
+// model's mistakes as error Results; err only for failures of the system.
+type Tool struct {
+	Def llm.Tool
+	Run func(ctx context.Context, input json.RawMessage) (Result, error)
 }
 
 // Result is a tool call's outcome: the tool_result text, and whether it is
@@ -78,6 +96,7 @@ type Executor struct {
 	proposals    []Proposal
 	deletes      int
 	indexChanged bool
+	stage        stage
 }
 
 // New returns an executor bound to b.
@@ -99,10 +118,15 @@ func New(st *memory.Store, b Binding, opts Options) (*Executor, error) {
 			return nil, fmt.Errorf("memtools.New: unknown tool %q", t)
 		}
 	}
+	for _, t := range opts.Extra {
+		if _, ok := definitions[t.Def.Name]; ok || t.Def.Name == "" || t.Run == nil {
+			return nil, fmt.Errorf("memtools.New: extra tool %q: a name of its own and a Run", t.Def.Name)
+		}
+	}
 	if opts.ListLimit <= 0 {
 		opts.ListLimit = 200
 	}
-	return &Executor{store: st, b: b, opts: opts}, nil
+	return &Executor{store: st, b: b, opts: opts, stage: stage{memories: map[memory.Name]*stagedMemory{}}}, nil
 }
 
 // Tools returns the definitions of the tools offered, for llm.Request.Tools.
@@ -111,7 +135,11 @@ func (e *Executor) Tools(ctx context.Context) ([]llm.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memtools: limits: %w", err)
 	}
-	return tools(e.opts.Tools, e.b.Scope.String(), l.IndexLineMaxChars), nil
+	out := tools(e.opts.Tools, e.b.Scope.String(), l.IndexLineMaxChars)
+	for _, t := range e.opts.Extra {
+		out = append(out, t.Def)
+	}
+	return out, nil
 }
 
 // Applied returns the changes made so far, in order.
@@ -164,8 +192,17 @@ func (e *Executor) IndexChanged() bool {
 // the system itself (Postgres unreachable) is returned as err, and the
 // call may be retried.
 func (e *Executor) Run(ctx context.Context, call llm.ToolCall) (Result, error) {
+	for _, t := range e.opts.Extra {
+		if t.Def.Name == call.Name {
+			return t.Run(ctx, call.Input)
+		}
+	}
 	if !slices.Contains(e.opts.Tools, call.Name) {
-		return e.refused(ctx, memory.Refuse(memory.ReasonBadRequest, "there is no tool %q here; the tools are %s", call.Name, strings.Join(e.opts.Tools, ", ")))
+		names := slices.Clone(e.opts.Tools)
+		for _, t := range e.opts.Extra {
+			names = append(names, t.Def.Name)
+		}
+		return e.refused(ctx, memory.Refuse(memory.ReasonBadRequest, "there is no tool %q here; the tools are %s", call.Name, strings.Join(names, ", ")))
 	}
 	switch call.Name {
 	case ToolList:
@@ -277,18 +314,27 @@ func (e *Executor) change(reason string) memory.Change {
 	return memory.Change{Actor: e.b.Actor, Reason: r, SourceTurns: e.b.SourceTurns, SessionID: e.b.SessionID}
 }
 
-func (e *Executor) record(res memory.Result) {
+func (e *Executor) record(ctx context.Context, res memory.Result) {
 	if !res.Changed() {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.applied = append(e.applied, Applied{Op: res.Op, Name: res.Memory.Name, Revision: res.Memory.Revision})
+	e.mu.Unlock()
+	e.changed(ctx, res.Op, res.Memory.Name)
 }
 
-func day(t time.Time) string { return t.UTC().Format("2006-01-02") }
+// changed tells the caller's OnChange of a change.
+func (e *Executor) changed(ctx context.Context, op memory.Op, name memory.Name) {
+	if e.opts.OnChange != nil {
+		e.opts.OnChange(ctx, op, name)
+	}
+}
 
 func (e *Executor) list(ctx context.Context) (Result, error) {
+	if e.opts.Stage {
+		return e.stagedList(ctx)
+	}
 	heads, err := e.store.Headers(ctx, e.b.Tenant, e.b.Scope, e.opts.ListLimit+1)
 	if err != nil {
 		return e.failed(err)
@@ -300,7 +346,7 @@ func (e *Executor) list(ctx context.Context) (Result, error) {
 	shown := heads[:min(len(heads), e.opts.ListLimit)]
 	fmt.Fprintf(&b, "%d memories of %s, most recently updated first:\n", len(shown), e.b.Scope)
 	for _, h := range shown {
-		fmt.Fprintf(&b, "- %s [%s] updated %s, revision %d: %s\n", h.Name.File(), h.Type, day(h.UpdatedAt), h.Revision, h.Description)
+		b.WriteString(listLine(h))
 	}
 	if len(heads) > len(shown) {
 		fmt.Fprintf(&b, "(older memories are not listed; only the %d most recent)\n", len(shown))
@@ -324,12 +370,16 @@ func (e *Executor) read(ctx context.Context, name string) (Result, error) {
 	if r != nil || err != nil {
 		return deref(r), err
 	}
+	if e.opts.Stage {
+		if r, ok := e.stagedRead(n); ok {
+			return r, nil
+		}
+	}
 	m, err := e.store.Get(ctx, e.b.Tenant, e.b.Scope, n)
 	if err != nil {
 		return e.failed(err)
 	}
-	return Result{Text: fmt.Sprintf("%s of %s, revision %d, created %s, updated %s:\n\n%s",
-		n.File(), e.b.Scope, m.Revision, m.CreatedAt.Format(time.RFC3339), m.UpdatedAt.Format(time.RFC3339), m.Markdown())}, nil
+	return Result{Text: FormatRead(m)}, nil
 }
 
 func deref(r *Result) Result {
@@ -349,11 +399,14 @@ func (e *Executor) write(ctx context.Context, name, description, typ, body strin
 }
 
 func (e *Executor) put(ctx context.Context, doc memory.Document, exp memory.Expect) (Result, error) {
+	if e.opts.Stage {
+		return e.stageWrite(ctx, doc)
+	}
 	res, err := e.store.Write(ctx, e.b.Tenant, e.b.Scope, doc, e.change(""), exp)
 	if err != nil {
 		return e.failed(err)
 	}
-	e.record(res)
+	e.record(ctx, res)
 	switch res.Op {
 	case memory.OpCreated:
 		return Result{Text: fmt.Sprintf("Created %s (revision %d); the index lists it.", doc.Name.File(), res.Memory.Revision)}, nil
@@ -374,7 +427,7 @@ func (e *Executor) edit(ctx context.Context, name, old, replacement string, all 
 	if old == replacement {
 		return e.refused(ctx, memory.Refuse(memory.ReasonBadEdit, "old_string and new_string are the same"))
 	}
-	m, err := e.store.Get(ctx, e.b.Tenant, e.b.Scope, n)
+	m, err := e.get(ctx, n)
 	if err != nil {
 		return e.failed(err)
 	}
@@ -406,6 +459,9 @@ func (e *Executor) delete(ctx context.Context, name, reason string) (Result, err
 	if r != nil || err != nil {
 		return deref(r), err
 	}
+	if e.opts.Stage {
+		return e.stageDelete(ctx, n, reason)
+	}
 	e.mu.Lock()
 	allowed := e.opts.MaxDeletes == NoDeleteLimit || e.deletes < e.opts.MaxDeletes
 	if allowed {
@@ -430,11 +486,14 @@ func (e *Executor) delete(ctx context.Context, name, reason string) (Result, err
 		e.mu.Unlock()
 		return e.failed(err)
 	}
-	e.record(res)
+	e.record(ctx, res)
 	return Result{Text: fmt.Sprintf("Deleted %s (revision %d); it left the index and stays restorable.", n.File(), res.Memory.Revision)}, nil
 }
 
 func (e *Executor) readIndex(ctx context.Context) (Result, error) {
+	if e.opts.Stage {
+		return e.stagedIndex(ctx)
+	}
 	ix, err := e.store.Index(ctx, e.b.Tenant, e.b.Scope)
 	if err != nil {
 		return e.failed(err)
@@ -446,6 +505,9 @@ func (e *Executor) readIndex(ctx context.Context) (Result, error) {
 }
 
 func (e *Executor) writeIndex(ctx context.Context, content string) (Result, error) {
+	if e.opts.Stage {
+		return e.stageIndex(ctx, content)
+	}
 	res, err := e.store.PutIndex(ctx, e.b.Tenant, e.b.Scope, content, e.change(""), 0)
 	if err != nil {
 		return e.failed(err)
@@ -456,6 +518,7 @@ func (e *Executor) writeIndex(ctx context.Context, content string) (Result, erro
 	e.mu.Lock()
 	e.indexChanged = true
 	e.mu.Unlock()
+	e.changed(ctx, memory.OpUpdated, "")
 	text := fmt.Sprintf("Saved the index (revision %d, %d lines).", res.Index.Revision, len(res.Index.Lines()))
 	if len(res.Appended) > 0 {
 		files := make([]string, len(res.Appended))

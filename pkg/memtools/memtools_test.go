@@ -14,6 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memtools"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -30,13 +31,19 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	_, f := setupDB(t)
+	return f
+}
+
+func setupDB(t *testing.T) (*store.Store, *fixture) {
+	t.Helper()
 	db := pgtest.New(t)
 	ctx := context.Background()
 	require.NoError(t, db.EnsureTenant(ctx, "acme", "Acme"))
 	metrics := telemetrytest.New(t)
 	mem, err := memory.NewStore(db, metrics.Meter(), memory.Options{})
 	require.NoError(t, err)
-	return &fixture{mem: mem, metrics: metrics}
+	return db, &fixture{mem: mem, metrics: metrics}
 }
 
 func (f *fixture) seed(t *testing.T, sc memory.Scope, name, description, body string) {

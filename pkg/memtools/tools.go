@@ -1,7 +1,7 @@
 // Package memtools gives a model tools over the memories of one scope —
 // list, read, write, edit and delete memories, read and write the index —
 // an Executor that runs the model's calls against the memory store as one
-// bound actor, and Loop, the bounded tool loop the extractor and the
+// bound actor (or stages them, for the caller to apply as one batch), and Loop, the bounded tool loop the extractor and the
 // dreamer run: call the model, run its tool calls, feed the results back,
 // until it ends its turn or the turns run out.
 package memtools

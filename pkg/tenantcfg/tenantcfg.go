@@ -34,6 +34,8 @@ type Settings struct {
 	Extraction Extraction `json:"extraction"`
 	// Recall surfaces memories relevant to the user's latest message.
 	Recall recall.Settings `json:"recall"`
+	// Dreaming is the scheduled consolidation of memories.
+	Dreaming Dreaming `json:"dreaming"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -48,13 +50,14 @@ func Defaults() Settings {
 		Memory:        memory.DefaultLimits(),
 		Extraction:    DefaultExtraction(),
 		Recall:        recall.DefaultSettings(),
+		Dreaming:      DefaultDreaming(),
 	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
-		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate())
+		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate(), s.Dreaming.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

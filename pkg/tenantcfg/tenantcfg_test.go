@@ -157,3 +157,36 @@ func TestExtractionSettings(t *testing.T) {
 		require.ErrorContains(t, err, want, doc)
 	}
 }
+
+func TestDreamingSettings(t *testing.T) {
+	t.Parallel()
+	d := defaults.Dreaming
+	require.True(t, d.Enabled)
+	require.Equal(t, 24*time.Hour, d.MinInterval(), "the design's numbers")
+	require.Equal(t, 5, d.MinSessions)
+	require.Equal(t, 10*time.Minute, d.ScanInterval())
+	require.Equal(t, time.Hour, d.LeaseStale())
+	require.Equal(t, 2, d.AllowedChanges(10), "20% of 10")
+	require.Equal(t, 1, d.AllowedChanges(9), "rounded down")
+	require.Equal(t, 50, d.SearchMaxHits)
+
+	s, err := tenantcfg.Overlay(defaults, []byte(`{"dreaming": {"min_hours": 0.5, "lease_stale_seconds": 2, "max_change_percent": 50}}`))
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Minute, s.Dreaming.MinInterval())
+	require.Equal(t, 2*time.Second, s.Dreaming.LeaseStale())
+	require.Equal(t, 5, s.Dreaming.AllowedChanges(10))
+	require.Equal(t, 5, s.Dreaming.MinSessions, "what the tenant did not name keeps its default")
+
+	for doc, want := range map[string]string{
+		`{"dreaming": {"min_sessions": -1}}`:        "min_sessions",
+		`{"dreaming": {"lease_stale_seconds": 0}}`:  "lease_stale_seconds",
+		`{"dreaming": {"max_change_percent": 120}}`: "max_change_percent",
+		`{"dreaming": {"search_max_hits": 500}}`:    "search_max_hits",
+		`{"dreaming": {"max_turns": 0}}`:            "max_turns",
+		`{"dreaming": {"snippet_words": 1000}}`:     "snippet_words",
+		`{"dreaming": {"scan_every_seconds": 10}}`:  "unknown field",
+	} {
+		_, err := tenantcfg.Overlay(defaults, []byte(doc))
+		require.ErrorContains(t, err, want, doc)
+	}
+}

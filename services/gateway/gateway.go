@@ -19,6 +19,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -65,6 +66,7 @@ type Gateway struct {
 	metrics  gatewayMetrics
 	memories *memory.Store
 	recall   *recall.Recaller // nil: POST recall answers 503
+	dreams   *dream.Dreams
 
 	keys *ttlcache.Cache[string] // API key → tenant
 }
@@ -86,7 +88,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
 	return &Gateway{
-		cfg: cfg, settings: settings, memories: memories,
+		cfg: cfg, settings: settings, memories: memories, dreams: dream.New(st, memories, cfg.Now),
 		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
 	}, nil
 }
@@ -104,6 +106,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/sessions/{id}/notes", g.auth(g.getNotes))
 	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.postRecall))
 	g.registerMemories(mux)
+	g.registerDreams(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})

@@ -51,6 +51,20 @@ func (r *Reader) collect(name string) []metricdata.Metrics {
 // attributes include key=value (every point when key is empty).
 func (r *Reader) Sum(name, key, value string) int64 {
 	r.t.Helper()
+	if key == "" {
+		return r.SumAll(name)
+	}
+	return r.SumAll(name, key, value)
+}
+
+// SumAll returns the total of an integer counter over the data points whose
+// attributes include every pair of kv (key, value, key, value, …); every
+// point when kv is empty.
+func (r *Reader) SumAll(name string, kv ...string) int64 {
+	r.t.Helper()
+	if len(kv)%2 != 0 {
+		r.t.Fatalf("telemetrytest: SumAll(%s): want key, value pairs, got %q", name, kv)
+	}
 	var total int64
 	for _, m := range r.collect(name) {
 		sum, ok := m.Data.(metricdata.Sum[int64])
@@ -58,7 +72,11 @@ func (r *Reader) Sum(name, key, value string) int64 {
 			r.t.Fatalf("telemetrytest: %s is not an integer sum", name)
 		}
 		for _, dp := range sum.DataPoints {
-			if key == "" || matches(dp.Attributes, key, value) {
+			all := true
+			for i := 0; i < len(kv); i += 2 {
+				all = all && matches(dp.Attributes, kv[i], kv[i+1])
+			}
+			if all {
 				total += dp.Value
 			}
 		}

@@ -75,6 +75,47 @@ type ContextSnapshot struct {
 	AssembledAt pgtype.Timestamptz
 }
 
+type Dream struct {
+	TenantID           string
+	DreamID            string
+	Scope              string
+	Trigger            string
+	Status             string
+	Holder             string
+	KillRequestedAt    pgtype.Timestamptz
+	LlmProvider        string
+	LlmModel           string
+	Turns              int32
+	ToolCalls          int32
+	ToolErrors         int32
+	InputTokens        int64
+	OutputTokens       int64
+	MemoriesLive       int32
+	ChangesAllowed     int32
+	ChangesDestructive int32
+	Written            []string
+	Deleted            []string
+	Proposal           []byte
+	Summary            string
+	Error              string
+	CreatedAt          pgtype.Timestamptz
+	StartedAt          pgtype.Timestamptz
+	UpdatingAt         pgtype.Timestamptz
+	FinishedAt         pgtype.Timestamptz
+	ApprovedAt         pgtype.Timestamptz
+}
+
+type DreamScope struct {
+	TenantID           string
+	Scope              string
+	LastConsolidatedAt pgtype.Timestamptz
+	LastScanAt         pgtype.Timestamptz
+	LeaseHolder        string
+	LeaseDreamID       string
+	LeaseTakenAt       pgtype.Timestamptz
+	LeaseExpiresAt     pgtype.Timestamptz
+}
+
 type ExtractorCursor struct {
 	TenantID     string
 	SessionID    string

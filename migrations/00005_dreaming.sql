@@ -84,7 +84,7 @@ CREATE INDEX messages_text_search ON messages USING gin (to_tsvector('simple', m
 -- The dreamer's scan, its one read across tenants: the scopes holding live
 -- memories in (tenant, scope) order after a key, with their dream state —
 -- keys and times only. It runs as the owner (SECURITY DEFINER), so it keeps
--- working once row-level security confines the services to one tenant.
+-- working under row-level security (00009 grants it to the services' role).
 -- +goose StatementBegin
 CREATE FUNCTION mnemos_dream_candidates(after_tenant text, after_scope text, max_rows integer)
 RETURNS TABLE (tenant_id text, scope text, last_consolidated_at timestamptz, last_scan_at timestamptz)
@@ -96,17 +96,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
       AND (i.tenant_id > after_tenant OR (i.tenant_id = after_tenant AND i.scope > after_scope))
     ORDER BY i.tenant_id, i.scope
     LIMIT max_rows
-$$;
--- +goose StatementEnd
-
--- Where tenant isolation is in place already, the new tables get it too.
--- +goose StatementBegin
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'mnemos_enforce_tenant_isolation') THEN
-        PERFORM mnemos_enforce_tenant_isolation();
-    END IF;
-END
 $$;
 -- +goose StatementEnd
 

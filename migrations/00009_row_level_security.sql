@@ -183,9 +183,11 @@ $$;
 -- +goose StatementEnd
 
 REVOKE EXECUTE ON FUNCTION mnemos_api_key_tenant(bytea), mnemos_outbox_claim(integer), mnemos_outbox_delete(bigint[]),
-    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer), mnemos_sessions_by_state() FROM PUBLIC;
+    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer), mnemos_sessions_by_state(),
+    mnemos_dream_candidates(text, text, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mnemos_api_key_tenant(bytea), mnemos_outbox_claim(integer), mnemos_outbox_delete(bigint[]),
-    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer), mnemos_sessions_by_state() TO mnemos_app;
+    mnemos_outbox_pending(), mnemos_stalled_sessions(timestamptz, integer), mnemos_stale_notes_claims(integer), mnemos_stale_runs(text, integer), mnemos_sessions_by_state(),
+    mnemos_dream_candidates(text, text, integer) TO mnemos_app;
 GRANT USAGE ON SCHEMA public TO mnemos_app;
 
 SELECT mnemos_enforce_tenant_isolation();

@@ -21,6 +21,10 @@ type Config struct {
 	// Poll is how often the relay looks without a notification (a safety net
 	// for a lost LISTEN connection).
 	Poll time.Duration
+	// AfterPublish, when set, is called after a batch was published and
+	// before its rows are deleted: the point where a crash has the batch
+	// published again. It is a test hook (pkg/faults); production leaves it nil.
+	AfterPublish func()
 }
 
 // DefaultConfig returns the defaults.
@@ -116,6 +120,9 @@ func (r *Relay) publish(ctx context.Context, evs []store.OutboxEvent) ([]int64, 
 		if ok {
 			done = append(done, evs[i].ID)
 		}
+	}
+	if len(done) > 0 && r.cfg.AfterPublish != nil {
+		r.cfg.AfterPublish()
 	}
 	return done, err
 }

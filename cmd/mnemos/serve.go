@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/health"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
@@ -85,7 +89,11 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	} else {
 		banner("nats          %s", natsURL)
 	}
-	b, err := bus.Connect(ctx, bus.Config{URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Logger: log})
+	bcfg := bus.Config{URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Logger: log, DuplicateWindow: cfg.NATSDuplicateWindow}
+	if crash := faults.NewCrash(cfg.CrashAfterCommit, crashExit(log, "after commit")); crash != nil {
+		bcfg.AfterHandled = crash.Hit
+	}
+	b, err := bus.Connect(ctx, bcfg)
 	if err != nil {
 		return err
 	}
@@ -120,7 +128,18 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// Services
 
-	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, 30*time.Second)
+	defaults := tenantcfg.Defaults()
+	defaults.Limits = cfg.Limits
+	settings, err := tenantcfg.NewCache(defaults, st.TenantSettings, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	// One limiter for every entry point of the process; its state is in
+	// Postgres, shared with the other replicas.
+	limiter, err := limits.New(st, func(ctx context.Context, tenant string) (limits.Config, error) {
+		s, err := settings.For(ctx, tenant)
+		return s.Limits, err
+	}, metrics.Meter("limits"), limits.Options{})
 	if err != nil {
 		return err
 	}
@@ -131,6 +150,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetTokenAccounting) {
 		acfg := tokenaccounting.DefaultConfig()
 		acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
+		acfg.Limits = limiter
 		svc, err := tokenaccounting.New(acfg, st, b, settings, log.With("service", TargetTokenAccounting), metrics.Meter(TargetTokenAccounting))
 		if err != nil {
 			return err
@@ -141,7 +161,11 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) {
 		// These targets write events through the outbox; each process that
 		// runs one relays it (relays share the rows safely).
-		relay := outbox.New(outbox.DefaultConfig(), st, b, log.With("service", "outbox-relay"))
+		ocfg := outbox.DefaultConfig()
+		if crash := faults.NewCrash(cfg.CrashAfterPublish, crashExit(log, "after publish")); crash != nil {
+			ocfg.AfterPublish = func() { crash.Hit("outbox-relay") }
+		}
+		relay := outbox.New(ocfg, st, b, log.With("service", "outbox-relay"))
 		runs = append(runs, runner{"outbox-relay", relay.Run})
 	}
 
@@ -201,6 +225,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		gcfg.MaxEventBytes = cfg.MaxEventBytes
 		gcfg.ContextWait = cfg.ContextWait
 		gcfg.LLMProvider = rawLLM.Name()
+		gcfg.Limits = limiter
 		gw, err := gateway.New(gcfg, st, b, settings, log.With("service", TargetGateway), metrics.Meter(TargetGateway))
 		if err != nil {
 			return err
@@ -274,4 +299,13 @@ Start one of:
 or set MNEMOS_DATABASE_URL=postgres://USER:PASSWORD@HOST:5432/mnemos`, store.Redact(local), err)
 	}
 	return local, nil
+}
+
+// crashExit ends the process at a fault-injection crash point, as a kill
+// would: no shutdown, nothing drained or flushed.
+func crashExit(log *slog.Logger, what string) func(point string, hit int) {
+	return func(point string, hit int) {
+		log.Error("fault injection: crashing "+what, "point", point, "hit", hit, "exit_code", faults.ExitCode)
+		os.Exit(faults.ExitCode)
+	}
 }

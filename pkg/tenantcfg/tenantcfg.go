@@ -13,6 +13,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 )
@@ -24,6 +25,7 @@ type Settings struct {
 	Micro      assembly.MicroConfig `json:"micro"`
 	Compaction Compaction           `json:"compaction"`
 	LLM        LLM                  `json:"llm"`
+	Limits     limits.Config        `json:"limits"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -33,12 +35,13 @@ func Defaults() Settings {
 		Offload:    accounting.DefaultOffload(),
 		Micro:      assembly.DefaultMicroConfig(),
 		Compaction: DefaultCompaction(),
+		Limits:     limits.DefaultConfig(),
 	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
-	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate())
+	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(), s.Limits.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

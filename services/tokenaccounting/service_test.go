@@ -15,6 +15,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -43,14 +44,22 @@ func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
 	log := bustest.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
+	metrics := telemetrytest.New(t)
+	// No limits unless a test sets a tenant's: the tests here send bursts.
+	defaults := tenantcfg.Defaults()
+	defaults.Limits = limits.Config{}
+	settings, err := tenantcfg.NewCache(defaults, st.TenantSettings, time.Second)
+	require.NoError(t, err)
 	cfg := tokenaccounting.DefaultConfig()
 	cfg.Workers = 8
+	cfg.Limits, err = limits.New(st, func(ctx context.Context, tenant string) (limits.Config, error) {
+		s, err := settings.For(ctx, tenant)
+		return s.Limits, err
+	}, metrics.Meter(), limits.Options{})
+	require.NoError(t, err)
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	metrics := telemetrytest.New(t)
-	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
-	require.NoError(t, err)
 	svc, err := tokenaccounting.New(cfg, st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
 	relay := outbox.New(outbox.Config{Batch: 128, Poll: 50 * time.Millisecond}, st, b, log)

@@ -8,6 +8,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ActiveSession struct {
+	TenantID  string
+	SessionID string
+	ActiveAt  pgtype.Timestamptz
+}
+
 type ApiKey struct {
 	KeyHash   []byte
 	TenantID  string
@@ -64,6 +70,14 @@ type ContextSnapshot struct {
 	PrefixLen   int64
 	PrefixHash  []byte
 	AssembledAt pgtype.Timestamptz
+}
+
+type LimitBucket struct {
+	TenantID   string
+	Bucket     string
+	Tokens     float64
+	RefilledAt pgtype.Timestamptz
+	Granted    int32
 }
 
 type LlmUsage struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/compactor"
 )
 
 // Targets a process can run.
@@ -72,6 +73,10 @@ type Config struct {
 	LLM providers.Config
 
 	ContextWait time.Duration // MNEMOS_CONTEXT_WAIT: a blocked context request waits this long for its compaction
+	// CompactionLease (MNEMOS_COMPACTION_LEASE) is how long a compaction's
+	// claim lasts without renewal, and how long its request waits
+	// unacknowledged before it is delivered again.
+	CompactionLease time.Duration
 
 	// Limits are every tenant's limits unless its settings say otherwise:
 	// MNEMOS_LIMIT_EVENTS_PER_SECOND, MNEMOS_LIMIT_EVENTS_BURST,
@@ -104,6 +109,7 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 		ContextWait:      30 * time.Second,
+		CompactionLease:  compactor.DefaultConfig().Lease,
 
 		NATSDuplicateWindow: bus.DefaultDuplicateWindow,
 		Limits:              limits.DefaultConfig(),
@@ -175,6 +181,13 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		}
 		cfg.ContextWait = d
 	}
+	if v := getenv("MNEMOS_COMPACTION_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			errs = append(errs, fmt.Sprintf("MNEMOS_COMPACTION_LEASE=%q: want a duration of at least 1s, such as 2m", v))
+		}
+		cfg.CompactionLease = d
+	}
 	if v := getenv("MNEMOS_NATS_DUPLICATE_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 100*time.Millisecond {
@@ -227,6 +240,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("openai_api_key", maskOptional(c.LLM.OpenAI.APIKey)),
 		slog.String("openai_base_url", c.LLM.OpenAI.BaseURL),
 		slog.Duration("context_wait", c.ContextWait),
+		slog.Duration("compaction_lease", c.CompactionLease),
 		slog.Any("limits", c.Limits),
 		slog.Duration("nats_duplicate_window", c.NATSDuplicateWindow),
 	}

@@ -184,7 +184,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	banner("llm           %s", rawLLM.Name())
 
 	if runsTarget(TargetCompactor) {
-		svc, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log.With("service", TargetCompactor), metrics.Meter(TargetCompactor))
+		ccfg := compactor.DefaultConfig()
+		ccfg.Lease = cfg.CompactionLease
+		svc, err := compactor.New(ccfg, st, b, settings, provider, log.With("service", TargetCompactor), metrics.Meter(TargetCompactor))
 		if err != nil {
 			return err
 		}

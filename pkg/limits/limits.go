@@ -133,7 +133,8 @@ type Limiter struct {
 	leases   map[string]*lease    // tenant → tokens held locally
 	sessions map[string]time.Time // tenant/session → confirmed active at
 
-	exceeded metric.Int64Counter
+	exceeded  metric.Int64Counter
+	unchecked metric.Int64Counter
 }
 
 // lease is tokens taken from a tenant's shared bucket and not spent yet.
@@ -157,6 +158,11 @@ func New(st *store.Store, config ConfigFunc, meter metric.Meter, opts Options) (
 	if err != nil {
 		return nil, fmt.Errorf("limits.New: %w", err)
 	}
+	unchecked, err := meter.Int64Counter("mnemos.limits.unchecked",
+		metric.WithDescription("Events admitted without checking a limit because Postgres could not be reached, by limit."))
+	if err != nil {
+		return nil, fmt.Errorf("limits.New: %w", err)
+	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = time.Second
 	}
@@ -169,14 +175,18 @@ func New(st *store.Store, config ConfigFunc, meter metric.Meter, opts Options) (
 	return &Limiter{
 		store: st, config: config, opts: opts,
 		leases: map[string]*lease{}, sessions: map[string]time.Time{},
-		exceeded: exceeded,
+		exceeded: exceeded, unchecked: unchecked,
 	}, nil
 }
 
 // Admit counts one turn event of a tenant's session against the tenant's
 // limits. It returns an *Exceeded when the event is over one, and another
 // error when the limits could not be checked (store.ErrUnknownTenant for a
-// tenant that does not exist).
+// tenant that does not exist). When Postgres cannot be reached a limit is
+// not checked and the event is admitted (counted in
+// mnemos_limits_unchecked_total): the limits protect the system's capacity,
+// and refusing every event while Postgres restarts would turn away what
+// JetStream can hold until it is back.
 // A nil *Limiter admits everything.
 func (l *Limiter) Admit(ctx context.Context, tenant, session string) error {
 	if l == nil {
@@ -235,6 +245,10 @@ func (l *Limiter) takeEvent(ctx context.Context, tenant string, cfg Config) erro
 	// little held where another replica cannot use it.
 	want := int(max(1, min(float64(cfg.EventsBurst), math.Ceil(cfg.EventsPerSecond/20))))
 	granted, left, err := l.store.TakeTokens(ctx, tenant, bucketEvents, cfg.EventsPerSecond, float64(cfg.EventsBurst), want)
+	if store.IsUnavailable(err) {
+		l.unchecked.Add(ctx, 1, metric.WithAttributes(attribute.String("limit", LimitEventsPerSecond)))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("limits: %w", err)
 	}
@@ -289,6 +303,10 @@ func (l *Limiter) admitSession(ctx context.Context, tenant, session string, cfg 
 		return nil
 	}
 	a, err := l.store.AdmitSession(ctx, tenant, session, cfg.ActiveSessions, window)
+	if store.IsUnavailable(err) {
+		l.unchecked.Add(ctx, 1, metric.WithAttributes(attribute.String("limit", LimitActiveSessions)))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("limits: %w", err)
 	}

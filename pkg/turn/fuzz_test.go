@@ -14,7 +14,7 @@ import (
 
 // knownReasons are the reasons Decode itself may give.
 var knownReasons = map[turn.Reason]bool{
-	turn.ReasonTooLarge: true, turn.ReasonInvalidUTF8: true, turn.ReasonBadJSON: true,
+	turn.ReasonTooLarge: true, turn.ReasonInvalidUTF8: true, turn.ReasonNULCharacter: true, turn.ReasonBadJSON: true,
 	turn.ReasonUnknownSchema: true, turn.ReasonSchemaViolation: true, turn.ReasonNegativeUsage: true,
 	turn.ReasonTenantMismatch: true, turn.ReasonSessionMismatch: true, turn.ReasonDuplicateUUID: true,
 }

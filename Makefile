@@ -23,10 +23,20 @@ build: ## build bin/mnemos
 test: ## unit and integration tests against real Postgres and NATS JetStream
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
+# Every fuzz target, as <package>:<FuzzName>; add new ones here.
+FUZZ_TARGETS := \
+	./pkg/turn:FuzzDecode \
+	./pkg/turn:FuzzContent \
+	./pkg/claudecode:FuzzParse \
+	./pkg/tokens:FuzzEstimate
 FUZZTIME ?= 30s
 .PHONY: fuzz-short
-fuzz-short: ## run each fuzz target for FUZZTIME (30s)
-	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/turn
+fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each
+	@set -e; for target in $(FUZZ_TARGETS); do \
+		pkg=$${target%%:*}; name=$${target##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$pkg; \
+	done
 
 .PHONY: bench
 bench: ## ingest benchmark with raw JetStream and Postgres baselines (prints ratios)

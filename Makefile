@@ -38,8 +38,13 @@ fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each
 		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$pkg; \
 	done
 
+BENCH_FLAGS ?=
 .PHONY: bench
-bench: ## ingest benchmark with raw JetStream and Postgres baselines (prints ratios)
+bench: ## mnemos bench: ingest (saturated and sustained) and context assembly, with raw JetStream and Postgres baselines and ratios
+	$(GO) run ./cmd/mnemos bench $(BENCH_FLAGS)
+
+.PHONY: bench-go
+bench-go: ## the go benchmarks of tests/bench (the same driving code), 3 rounds each
 	$(GO) test -run='^$$' -bench=. -benchtime=3x -count=1 ./tests/bench/
 
 .PHONY: generate

@@ -395,3 +395,16 @@ func TestLongReplayIsCompactedUnderTheThreshold(t *testing.T) {
 	require.True(t, strings.HasPrefix(ctx.Messages[0].Content[0].Text, "<mnemos:compact-boundary"), ctx.Messages[0].Content[0].Text)
 	require.Contains(t, ctx.Messages[0].Content[1].Text, "Primary Request and Intent")
 }
+
+func TestBenchCommandPrintsItsTables(t *testing.T) {
+	t.Parallel()
+	var out, errs bytes.Buffer
+	err := run(context.Background(), []string{"bench", "--database-url", pgtest.URL(t),
+		"--rounds", "1", "--sessions", "5", "--turns-per-session", "4", "--sustain", "1s", "--samples", "3", "--sizes", "5000"},
+		env(nil), &out, &errs)
+	require.NoError(t, err, errs.String())
+	for _, want := range []string{"Machine: ", "turns/s end to end", "at a sustained rate", "ratio to Postgres", "| 5K tokens |"} {
+		require.Contains(t, out.String(), want)
+	}
+	require.Error(t, run(context.Background(), []string{"bench", "--sizes", "big"}, env(nil), io.Discard, io.Discard))
+}

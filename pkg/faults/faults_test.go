@@ -39,7 +39,7 @@ func TestCrashAtTheNthHitOfItsPoint(t *testing.T) {
 	c.Hit("compactor")
 	require.Equal(t, []string{"compactor"}, crashed)
 
-	var none *faults.Crash = faults.NewCrash(nil, nil)
+	none := faults.NewCrash(nil, nil)
 	require.Nil(t, none)
 	none.Hit("compactor") // a process without crash points does nothing
 }

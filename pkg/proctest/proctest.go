@@ -48,9 +48,12 @@ func Build(dir string) (Binaries, error) {
 		bins.Mnemos:     "github.com/mnemos-ai/mnemos/cmd/mnemos",
 		bins.NATSServer: "github.com/nats-io/nats-server/v2",
 	} {
-		cmd := exec.Command(gobin, "build", "-o", out, pkg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if msg, err := cmd.CombinedOutput(); err != nil {
+		msg, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
 			return Binaries{}, fmt.Errorf("proctest.Build: go build %s: %w\n%s", pkg, err, msg)
 		}
 	}
@@ -153,7 +156,8 @@ var banner = regexp.MustCompile(`^http\s+http://(\S+) `)
 func (p *Process) start(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
-	cmd := exec.Command(p.bin, p.args...)
+	// Not bound to a context: the process lives until Kill or Stop.
+	cmd := exec.CommandContext(context.Background(), p.bin, p.args...)
 	cmd.Env = p.env
 	cmd.SysProcAttr = sysProcAttr()
 	stdout, err := cmd.StdoutPipe()
@@ -447,10 +451,10 @@ func jetStreamAnswers(ctx context.Context, url string) error {
 // freePort asks the kernel for a free TCP port on the loopback interface.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proctest: free port: %v", err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }() // only its port number was wanted
 	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -42,6 +42,15 @@ func (h *harness) deadLetterReasons(t *testing.T, n int) map[string]string {
 	return reasons
 }
 
+// waitAppliedOf waits until another tenant's session applied seq.
+func (h *harness) waitAppliedOf(t *testing.T, tenantID, session string, seq int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s, err := h.store.GetSession(context.Background(), tenantID, session)
+		return err == nil && s.AppliedSeq == seq
+	}, 30*time.Second, 20*time.Millisecond)
+}
+
 func TestEventsStraightFromNATSOverTheLimitsAreDeadLettered(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -61,10 +70,7 @@ func TestEventsStraightFromNATSOverTheLimitsAreDeadLettered(t *testing.T) {
 
 	first := limitedEvent("globex", "g1", 1)
 	h.publish(t, first, first.EventID)
-	require.Eventually(t, func() bool {
-		s, err := h.store.GetSession(ctx, "globex", "g1")
-		return err == nil && s.AppliedSeq == 1
-	}, 30*time.Second, 20*time.Millisecond)
+	h.waitAppliedOf(t, "globex", "g1", 1)
 	second := limitedEvent("globex", "g2", 1)
 	h.publish(t, second, second.EventID)
 
@@ -93,10 +99,7 @@ func TestEventsStraightFromNATSOverTheLimitsAreDeadLettered(t *testing.T) {
 	// The active session of globex keeps working.
 	next := limitedEvent("globex", "g1", 2)
 	h.publish(t, next, next.EventID)
-	require.Eventually(t, func() bool {
-		s, err := h.store.GetSession(ctx, "globex", "g1")
-		return err == nil && s.AppliedSeq == 2
-	}, 30*time.Second, 20*time.Millisecond)
+	h.waitAppliedOf(t, "globex", "g1", 2)
 	_, err = h.store.GetSession(ctx, "globex", "g2")
 	require.Error(t, err, "the refused session was never created")
 }

@@ -163,8 +163,12 @@ func (r Report) Markdown(w io.Writer) {
 		}
 		js, pg := Median(r.RawJetStream), Median(r.RawPostgres)
 		tput := r.Throughput()
-		fmt.Fprintf(w, "Ingest: %d rounds of %d turns (%d-byte events, %d publishers), median of the rounds; then %d turns offered at %.0f/s.\n\n",
-			len(r.Burst), r.Burst[0].Turns, r.Burst[0].EventBytes, r.Publishers, r.Sustained.Turns, r.Sustained.Offered)
+		rounds := fmt.Sprintf("%d rounds", len(r.Burst))
+		if len(r.Burst) == 1 {
+			rounds = "1 round"
+		}
+		fmt.Fprintf(w, "Ingest: %s of %d turns (%d-byte events, %d publishers), median of the rounds; then %d turns offered at %.0f/s.\n\n",
+			rounds, r.Burst[0].Turns, r.Burst[0].EventBytes, r.Publishers, r.Sustained.Turns, r.Sustained.Offered)
 		fmt.Fprintln(w, "| turns/s end to end (saturated) | ingest → accounted p50 / p99, saturated | p50 / p99 at a sustained rate | raw JetStream publish+consume | raw Postgres inserts | ratio to JetStream | ratio to Postgres |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 		fmt.Fprintf(w, "| **%s** | %s / %s ms | **%s / %s ms** at %s/s | %s msgs/s | %s rows/s | %.3f | %.3f |\n\n",

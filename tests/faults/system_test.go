@@ -112,6 +112,10 @@ func newSystem(t *testing.T, opts systemOptions) *system {
 		"MNEMOS_NAMESPACE":          cfg.Namespace,
 		"MNEMOS_DEV_API_KEY":        "off",
 		"MNEMOS_WORKERS":            "8",
+		// A killed accountant's unacknowledged events come back after the
+		// ack wait (30 s); the default gap timeout is as long, and on a busy
+		// machine the sweep could give up on them first.
+		"MNEMOS_GAP_TIMEOUT": "5m",
 	}
 	if opts.duplicateWindow > 0 {
 		env["MNEMOS_NATS_DUPLICATE_WINDOW"] = opts.duplicateWindow.String()

@@ -23,17 +23,33 @@ build: ## build bin/mnemos
 test: ## unit and integration tests against real Postgres and NATS JetStream
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
+# Every fuzz target, as <package>:<FuzzName>; add new ones here.
+FUZZ_TARGETS := \
+	./pkg/turn:FuzzDecode \
+	./pkg/turn:FuzzContent \
+	./pkg/claudecode:FuzzParse \
+	./pkg/tokens:FuzzEstimate \
+	./pkg/memory:FuzzParseName \
+	./pkg/memory:FuzzScopePath \
+	./pkg/memory:FuzzParseDocument \
+	./pkg/memory:FuzzIndex \
+	./pkg/sessionnotes:FuzzSubstitute
 FUZZTIME ?= 30s
 .PHONY: fuzz-short
-fuzz-short: ## run each fuzz target for FUZZTIME (30s)
-	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/turn
-	$(GO) test -run='^$$' -fuzz='^FuzzParseName$$' -fuzztime=$(FUZZTIME) ./pkg/memory
-	$(GO) test -run='^$$' -fuzz='^FuzzScopePath$$' -fuzztime=$(FUZZTIME) ./pkg/memory
-	$(GO) test -run='^$$' -fuzz='^FuzzParseDocument$$' -fuzztime=$(FUZZTIME) ./pkg/memory
-	$(GO) test -run='^$$' -fuzz='^FuzzIndex$$' -fuzztime=$(FUZZTIME) ./pkg/memory
+fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each
+	@set -e; for target in $(FUZZ_TARGETS); do \
+		pkg=$${target%%:*}; name=$${target##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$pkg; \
+	done
 
+BENCH_FLAGS ?=
 .PHONY: bench
-bench: ## ingest benchmark with raw JetStream and Postgres baselines (prints ratios)
+bench: ## mnemos bench: ingest (saturated and sustained) and context assembly, with raw JetStream and Postgres baselines and ratios
+	$(GO) run ./cmd/mnemos bench $(BENCH_FLAGS)
+
+.PHONY: bench-go
+bench-go: ## the go benchmarks of tests/bench (the same driving code), 3 rounds each
 	$(GO) test -run='^$$' -bench=. -benchtime=3x -count=1 ./tests/bench/
 
 .PHONY: generate

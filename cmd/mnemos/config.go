@@ -8,11 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/faults"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/compactor"
 )
 
 // Targets a process can run.
@@ -59,6 +63,9 @@ type Config struct {
 	NATSStoreDir   string // MNEMOS_NATS_STORE_DIR, for the embedded server
 	Namespace      string // MNEMOS_NAMESPACE: subject and stream prefix
 	StreamReplicas int    // MNEMOS_STREAM_REPLICAS: copies of each stream on a NATS cluster (3 for R3)
+	// NATSDuplicateWindow (MNEMOS_NATS_DUPLICATE_WINDOW) is how long the
+	// streams remember message ids.
+	NATSDuplicateWindow time.Duration
 
 	DevTenant string // MNEMOS_DEV_TENANT
 	DevAPIKey string // MNEMOS_DEV_API_KEY; "off": no development tenant
@@ -88,6 +95,24 @@ type Config struct {
 	LLM providers.Config
 
 	ContextWait time.Duration // MNEMOS_CONTEXT_WAIT: a blocked context request waits this long for its compaction
+	// CompactionLease (MNEMOS_COMPACTION_LEASE) is how long a compaction's
+	// claim lasts without renewal, and how long its request waits
+	// unacknowledged before it is delivered again.
+	CompactionLease time.Duration
+
+	// Limits are every tenant's limits unless its settings say otherwise:
+	// MNEMOS_LIMIT_EVENTS_PER_SECOND, MNEMOS_LIMIT_EVENTS_BURST,
+	// MNEMOS_LIMIT_ACTIVE_SESSIONS, MNEMOS_LIMIT_ACTIVE_MINUTES (0: no limit).
+	Limits limits.Config
+
+	// Test hooks of the fault-injection tests (pkg/faults), off unless set:
+	// MNEMOS_FAULT_CRASH_AFTER_COMMIT=<consumer>:<n> exits the process right
+	// after the n-th message the consumer handled (committed), before its
+	// acknowledgement; MNEMOS_FAULT_CRASH_AFTER_PUBLISH=outbox-relay:<n>
+	// right after the n-th batch the outbox relay published, before its rows
+	// are deleted.
+	CrashAfterCommit  faults.Points
+	CrashAfterPublish faults.Points
 }
 
 // configFromEnv reads the environment; target comes from the flag.
@@ -108,6 +133,10 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		LogFormat:        "text",
 		ContextWait:      30 * time.Second,
 		GaugeInterval:    15 * time.Second,
+		CompactionLease:  compactor.DefaultConfig().Lease,
+
+		NATSDuplicateWindow: bus.DefaultDuplicateWindow,
+		Limits:              limits.DefaultConfig(),
 	}
 	valid := false
 	for _, t := range targets {
@@ -198,6 +227,30 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		}
 		cfg.ContextWait = d
 	}
+	if v := getenv("MNEMOS_COMPACTION_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			errs = append(errs, fmt.Sprintf("MNEMOS_COMPACTION_LEASE=%q: want a duration of at least 1s, such as 2m", v))
+		}
+		cfg.CompactionLease = d
+	}
+	if v := getenv("MNEMOS_NATS_DUPLICATE_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond {
+			errs = append(errs, fmt.Sprintf("MNEMOS_NATS_DUPLICATE_WINDOW=%q: want a duration of at least 100ms, such as 2m", v))
+		}
+		cfg.NATSDuplicateWindow = d
+	}
+	errs = append(errs, limitsFromEnv(&cfg.Limits, getenv)...)
+	hook := func(name string, dst *faults.Points) {
+		p, err := faults.Parse(getenv(name))
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+		}
+		*dst = p
+	}
+	hook("MNEMOS_FAULT_CRASH_AFTER_COMMIT", &cfg.CrashAfterCommit)
+	hook("MNEMOS_FAULT_CRASH_AFTER_PUBLISH", &cfg.CrashAfterPublish)
 	if cfg.NATSURL == "" && target != TargetAll {
 		errs = append(errs, fmt.Sprintf("MNEMOS_NATS_URL is required for -target=%s (only -target=all embeds NATS)", target))
 	}
@@ -220,7 +273,7 @@ func (c Config) LogValue() slog.Value {
 	if natsURL == "" {
 		natsURL = "(embedded)"
 	}
-	return slog.GroupValue(
+	attrs := []slog.Attr{
 		slog.String("target", c.Target),
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("database_url", db),
@@ -240,7 +293,37 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("context_wait", c.ContextWait),
 		slog.Duration("gauge_interval", c.GaugeInterval),
 		slog.String("tracing", c.Trace.String()),
-	)
+		slog.Duration("compaction_lease", c.CompactionLease),
+		slog.Any("limits", c.Limits),
+		slog.Duration("nats_duplicate_window", c.NATSDuplicateWindow),
+	}
+	if len(c.CrashAfterCommit) > 0 || len(c.CrashAfterPublish) > 0 {
+		attrs = append(attrs, slog.Any("fault_crash_after_commit", c.CrashAfterCommit), slog.Any("fault_crash_after_publish", c.CrashAfterPublish))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// limitsFromEnv reads the process's default limits; 0 turns one off.
+func limitsFromEnv(l *limits.Config, getenv func(string) string) []string {
+	var errs []string
+	nonNegative := func(name string, set func(float64)) {
+		if v := getenv(name); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 {
+				errs = append(errs, fmt.Sprintf("%s=%q: want 0 (no limit) or a positive number", name, v))
+				return
+			}
+			set(f)
+		}
+	}
+	nonNegative("MNEMOS_LIMIT_EVENTS_PER_SECOND", func(f float64) { l.EventsPerSecond = f })
+	nonNegative("MNEMOS_LIMIT_EVENTS_BURST", func(f float64) { l.EventsBurst = int(f) })
+	nonNegative("MNEMOS_LIMIT_ACTIVE_SESSIONS", func(f float64) { l.ActiveSessions = int(f) })
+	nonNegative("MNEMOS_LIMIT_ACTIVE_MINUTES", func(f float64) { l.ActiveMinutes = int(f) })
+	if err := l.Validate(); err != nil {
+		errs = append(errs, "MNEMOS_LIMIT_*: "+err.Error())
+	}
+	return errs
 }
 
 // serviceName is a target's default service.name in traces: "mnemos" for

@@ -1,6 +1,7 @@
 // Command mnemos is the one Mnemos binary. `mnemos -target=all` runs every
 // service in one process; `mnemos -target=<name>` runs one, so each scales on
-// its own. `mnemos migrate` and `mnemos replay` are its other commands.
+// its own. `mnemos migrate`, `mnemos replay`, `mnemos tenant` and `mnemos
+// bench` are its other commands.
 package main
 
 import (
@@ -20,6 +21,7 @@ const usage = `Usage:
   mnemos replay [flags] FILE.jsonl    replay a Claude Code transcript (mnemos replay -h)
   mnemos tenant create ID             create a tenant and print a new API key
   mnemos healthcheck [URL]            exit 0 when this machine's mnemos is ready (container health checks)
+  mnemos bench [flags]                measure ingest and context assembly on this machine (mnemos bench -h)
 
 Configuration comes from MNEMOS_* environment variables; see README.md.
 `
@@ -46,6 +48,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runTenant(ctx, args[1:], getenv, stdout, stderr)
 		case "healthcheck":
 			return runHealthcheck(ctx, args[1:], getenv, stderr)
+		case "bench":
+			return runBench(ctx, args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("mnemos", flag.ContinueOnError)

@@ -23,6 +23,8 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
+	"github.com/mnemos-ai/mnemos/pkg/faults"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -285,6 +287,29 @@ func TestConfigFromEnv(t *testing.T) {
 
 	logged := cfg.LogValue().String()
 	require.NotContains(t, logged, "mnemos-dev-key")
+
+	require.Equal(t, limits.DefaultConfig(), cfg.Limits)
+	require.Equal(t, 2*time.Minute, cfg.NATSDuplicateWindow)
+	require.Empty(t, cfg.CrashAfterCommit)
+	cfg, err = configFromEnv("all", env(map[string]string{
+		"MNEMOS_LIMIT_EVENTS_PER_SECOND": "50", "MNEMOS_LIMIT_EVENTS_BURST": "80",
+		"MNEMOS_LIMIT_ACTIVE_SESSIONS": "0", "MNEMOS_NATS_DUPLICATE_WINDOW": "2s",
+		"MNEMOS_FAULT_CRASH_AFTER_COMMIT": "token-accounting:5", "MNEMOS_FAULT_CRASH_AFTER_PUBLISH": "outbox-relay:2",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, limits.Config{EventsPerSecond: 50, EventsBurst: 80, ActiveSessions: 0, ActiveMinutes: 30}, cfg.Limits)
+	require.Equal(t, 2*time.Second, cfg.NATSDuplicateWindow)
+	require.Equal(t, faults.Points{"token-accounting": 5}, cfg.CrashAfterCommit)
+	require.Equal(t, faults.Points{"outbox-relay": 2}, cfg.CrashAfterPublish)
+	require.Contains(t, cfg.LogValue().String(), "fault_crash_after_commit", "a crash hook shows in the logged configuration")
+	_, err = configFromEnv("all", env(map[string]string{
+		"MNEMOS_LIMIT_EVENTS_PER_SECOND": "-1", "MNEMOS_LIMIT_EVENTS_BURST": "many",
+		"MNEMOS_NATS_DUPLICATE_WINDOW": "1ms", "MNEMOS_FAULT_CRASH_AFTER_COMMIT": "compactor",
+	}))
+	require.ErrorContains(t, err, "MNEMOS_LIMIT_EVENTS_PER_SECOND")
+	require.ErrorContains(t, err, "MNEMOS_LIMIT_EVENTS_BURST")
+	require.ErrorContains(t, err, "MNEMOS_NATS_DUPLICATE_WINDOW")
+	require.ErrorContains(t, err, "MNEMOS_FAULT_CRASH_AFTER_COMMIT")
 }
 
 func TestMissingPostgresNamesWhatToStart(t *testing.T) {
@@ -475,7 +500,9 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 		// ended in the list read after it.
 		getJSON(t, p.http+"/v1/sessions/long", "test-dev-key", &session)
 		getJSON(t, p.http+"/v1/sessions/long/compactions", "test-dev-key", &list)
-		return len(list.Compactions) > 0 && !session.CompactionInFlight
+		// The two reads are not one snapshot: the first compaction itself must have ended.
+		ended := len(list.Compactions) > 0 && list.Compactions[0].Status != "requested" && list.Compactions[0].Status != "running"
+		return ended && !session.CompactionInFlight
 	}, 90*time.Second, 50*time.Millisecond, "the long session was compacted")
 	first := list.Compactions[0]
 	require.Equal(t, "completed", first.Status)
@@ -522,4 +549,17 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	require.Contains(t, ctx.Messages[0].Content[1].Text, "running notes kept during the session")
 	require.Contains(t, ctx.Messages[0].Content[1].Text, "# Session Title\n")
 	require.Greater(t, len(ctx.Messages), 5, "the messages after the notes' last one are kept")
+}
+
+func TestBenchCommandPrintsItsTables(t *testing.T) {
+	t.Parallel()
+	var out, errs bytes.Buffer
+	err := run(context.Background(), []string{"bench", "--database-url", pgtest.URL(t),
+		"--rounds", "1", "--sessions", "5", "--turns-per-session", "4", "--sustain", "1s", "--samples", "3", "--sizes", "5000"},
+		env(nil), &out, &errs)
+	require.NoError(t, err, errs.String())
+	for _, want := range []string{"Machine: ", "turns/s end to end", "at a sustained rate", "ratio to Postgres", "| 5K tokens |"} {
+		require.Contains(t, out.String(), want)
+	}
+	require.Error(t, run(context.Background(), []string{"bench", "--sizes", "big"}, env(nil), io.Discard, io.Discard))
 }

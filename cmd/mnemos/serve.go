@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/consolidate"
 	"github.com/mnemos-ai/mnemos/pkg/extraction"
+	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/health"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
@@ -106,10 +110,15 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	} else {
 		banner("nats          %s", natsURL)
 	}
-	b, err := bus.Connect(ctx, bus.Config{
+	bcfg := bus.Config{
 		URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Replicas: cfg.StreamReplicas,
 		TracerProvider: tp, Meter: metrics.Meter("bus"), ConsumerInfoInterval: cfg.GaugeInterval, Logger: log,
-	})
+		DuplicateWindow: cfg.NATSDuplicateWindow,
+	}
+	if crash := faults.NewCrash(cfg.CrashAfterCommit, crashExit(log, "after commit")); crash != nil {
+		bcfg.AfterHandled = crash.Hit
+	}
+	b, err := bus.Connect(ctx, bcfg)
 	if err != nil {
 		return err
 	}
@@ -144,7 +153,18 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// Services
 
-	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, 30*time.Second)
+	defaults := tenantcfg.Defaults()
+	defaults.Limits = cfg.Limits
+	settings, err := tenantcfg.NewCache(defaults, st.TenantSettings, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	// One limiter for every entry point of the process; its state is in
+	// Postgres, shared with the other replicas.
+	limiter, err := limits.New(st, func(ctx context.Context, tenant string) (limits.Config, error) {
+		s, err := settings.For(ctx, tenant)
+		return s.Limits, err
+	}, metrics.Meter("limits"), limits.Options{})
 	if err != nil {
 		return err
 	}
@@ -156,6 +176,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		acfg := tokenaccounting.DefaultConfig()
 		acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
 		acfg.SessionsCountInterval = cfg.GaugeInterval
+		acfg.Limits = limiter
 		svc, err := tokenaccounting.New(acfg, st, b, settings, log.With("service", TargetTokenAccounting), metrics.Meter(TargetTokenAccounting))
 		if err != nil {
 			return err
@@ -168,6 +189,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		// runs one relays it (relays share the rows safely).
 		ocfg := outbox.DefaultConfig()
 		ocfg.Meter, ocfg.BacklogInterval = metrics.Meter("outbox"), cfg.GaugeInterval
+		if crash := faults.NewCrash(cfg.CrashAfterPublish, crashExit(log, "after publish")); crash != nil {
+			ocfg.AfterPublish = func() { crash.Hit("outbox-relay") }
+		}
 		relay := outbox.New(ocfg, st, b, log.With("service", "outbox-relay"))
 		runs = append(runs, runner{"outbox-relay", relay.Run})
 	}
@@ -191,7 +215,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	banner("llm           %s", rawLLM.Name())
 
 	if runsTarget(TargetCompactor) {
-		svc, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log.With("service", TargetCompactor), metrics.Meter(TargetCompactor))
+		ccfg := compactor.DefaultConfig()
+		ccfg.Lease = cfg.CompactionLease
+		svc, err := compactor.New(ccfg, st, b, settings, provider, log.With("service", TargetCompactor), metrics.Meter(TargetCompactor))
 		if err != nil {
 			return err
 		}
@@ -269,6 +295,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		gcfg.MaxEventBytes = cfg.MaxEventBytes
 		gcfg.ContextWait = cfg.ContextWait
 		gcfg.LLMProvider = rawLLM.Name()
+		gcfg.Limits = limiter
 		gw, err := gateway.New(gcfg, st, b, settings, log.With("service", TargetGateway), metrics.Meter(TargetGateway))
 		if err != nil {
 			return err
@@ -321,4 +348,13 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	cancel()
 	wg.Wait()
 	return first
+}
+
+// crashExit ends the process at a fault-injection crash point, as a kill
+// would: no shutdown, nothing drained or flushed.
+func crashExit(log *slog.Logger, what string) func(point string, hit int) {
+	return func(point string, hit int) {
+		log.Error("fault injection: crashing "+what, "point", point, "hit", hit, "exit_code", faults.ExitCode)
+		os.Exit(faults.ExitCode)
+	}
 }

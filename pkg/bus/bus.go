@@ -56,6 +56,14 @@ type Config struct {
 	// Logger receives connection events and message outcomes. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// DuplicateWindow is how long the streams remember message ids to drop
+	// a second publish of the same id (EnsureStreams). 0 means two minutes.
+	DuplicateWindow time.Duration
+	// AfterHandled, when set, is called with the consumer's durable name
+	// after a handler succeeded and before its message is acknowledged: the
+	// point where a crash leaves work committed but unacknowledged. It is a
+	// test hook (pkg/faults); production leaves it nil.
+	AfterHandled func(consumer string)
 }
 
 // Bus is a connection to JetStream. It is safe for concurrent use.
@@ -68,9 +76,11 @@ type Bus struct {
 	log    *slog.Logger
 	closed chan struct{} // closed when the connection is closed for good
 
-	metrics   *busMetrics
-	infoEvery time.Duration
-	replicas  int
+	metrics         *busMetrics
+	infoEvery       time.Duration
+	replicas        int
+	duplicateWindow time.Duration
+	afterHandled    func(consumer string)
 }
 
 // Connect connects to NATS and checks that JetStream is available. The
@@ -108,6 +118,12 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		closed:    make(chan struct{}),
 		infoEvery: infoEvery,
 		replicas:  max(cfg.Replicas, 1),
+
+		duplicateWindow: cfg.DuplicateWindow,
+		afterHandled:    cfg.AfterHandled,
+	}
+	if b.duplicateWindow <= 0 {
+		b.duplicateWindow = DefaultDuplicateWindow
 	}
 	nc, err := nats.Connect(cfg.URL,
 		nats.Name(cfg.Name),

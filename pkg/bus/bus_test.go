@@ -184,3 +184,28 @@ func TestDefaultBackoff(t *testing.T) {
 		require.LessOrEqual(t, d, 30*time.Second)
 	}
 }
+
+func TestDuplicateWindowIsConfigurable(t *testing.T) {
+	t.Parallel()
+	cfg := bustest.Config(t)
+	cfg.DuplicateWindow = time.Second
+	b := bustest.Connect(t, cfg)
+	ctx := testContext(t)
+	for _, name := range []string{bus.StreamTurns, bus.StreamEvents, bus.StreamDeadLetter} {
+		s, err := b.JetStream().Stream(ctx, b.StreamName(name))
+		require.NoError(t, err, name)
+		require.Equal(t, time.Second, s.CachedInfo().Config.Duplicates, name)
+	}
+	subject := b.Subject(bus.KindTurnCompleted, "acme", "s-1")
+	first, err := b.Publish(ctx, subject, "event-1", []byte(`{"seq":1}`), nil)
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	// Past the window the server no longer knows the id: the same message
+	// is stored again, and only the consumers' idempotency absorbs it.
+	require.Eventually(t, func() bool {
+		again, err := b.Publish(ctx, subject, "event-1", []byte(`{"seq":1}`), nil)
+		require.NoError(t, err)
+		return !again.Duplicate
+	}, 10*time.Second, 200*time.Millisecond)
+	require.EqualValues(t, 2, streamMsgs(t, b, bus.StreamTurns))
+}

@@ -18,7 +18,8 @@ import (
 //
 // The subject is the full subject, namespace included: build it with
 // Bus.Subject. msgID is required: the server drops a second message with the
-// same id within the stream's duplicate window (two minutes), and reports it
+// same id within the stream's duplicate window (Config.DuplicateWindow, two
+// minutes by default), and reports it
 // with PubAck.Duplicate, so derive it from a deterministic key (an event id),
 // never from time or randomness. hdr is not modified; the published headers
 // are a copy with the W3C trace context of ctx added.

@@ -365,6 +365,9 @@ func (r *Runner) process(jm jetstream.Msg) {
 		start := time.Now()
 		out.Err = r.callUntilNotTransient(ctx, m)
 		out.Duration = time.Since(start)
+		if out.Err == nil && r.b.afterHandled != nil {
+			r.b.afterHandled(r.spec.Durable)
+		}
 	}
 	out.Result, out.SettleErr = r.settle(ctx, m, meta.Sequence.Stream, out.Err)
 	reason := ReasonMaxDeliveries

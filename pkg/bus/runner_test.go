@@ -374,3 +374,25 @@ func TestRunTransientErrorRetriesInPlaceWithoutSpendingDeliveries(t *testing.T) 
 	require.Zero(t, o.count(bus.Retried))
 	require.Zero(t, streamMsgs(t, b, bus.StreamDeadLetter))
 }
+
+func TestAfterHandledRunsBeforeTheAck(t *testing.T) {
+	t.Parallel()
+	cfg := bustest.Config(t)
+	var calls atomic.Int32
+	var b *bus.Bus
+	cfg.AfterHandled = func(consumer string) {
+		assert.Equal(t, "after-handled", consumer)
+		calls.Add(1)
+		// The message is handled but not acknowledged yet.
+		info := consumerInfo(t, b, consumer)
+		assert.Equal(t, 1, info.NumAckPending)
+	}
+	b = bustest.Connect(t, cfg)
+	o := &outcomes{}
+	bustest.Run(t, b, turnSpec("after-handled", o), func(context.Context, bus.Message) error { return nil })
+	_, err := b.Publish(testContext(t), b.Subject(bus.KindTurnCompleted, "acme", "s-1"), "e-1", []byte(`{}`), nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return o.count(bus.Acked) == 1 }, waitFor, tick)
+	require.EqualValues(t, 1, calls.Load())
+	require.Zero(t, consumerInfo(t, b, "after-handled").NumAckPending)
+}

@@ -18,8 +18,9 @@ const (
 	StreamDeadLetter = "DEADLETTER"
 )
 
-// duplicateWindow is how long the server remembers message ids.
-const duplicateWindow = 2 * time.Minute
+// DefaultDuplicateWindow is how long the server remembers message ids
+// unless Config.DuplicateWindow says otherwise.
+const DefaultDuplicateWindow = 2 * time.Minute
 
 // streamSpec is a stream as declared in code, without namespace.
 type streamSpec struct {
@@ -60,7 +61,7 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 			Retention:  jetstream.LimitsPolicy,
 			Storage:    jetstream.FileStorage,
 			MaxAge:     spec.maxAge,
-			Duplicates: duplicateWindow,
+			Duplicates: b.duplicateWindow,
 			Replicas:   b.replicas,
 		}
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {

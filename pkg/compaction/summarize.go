@@ -95,6 +95,15 @@ func Summarize(ctx context.Context, p llm.Provider, in SummaryInput) (Summary, e
 				return sum, fmt.Errorf("compaction: summarize (attempt %d): %w", sum.Attempts,
 					&llm.Error{Kind: llm.KindBadResponse, Err: errors.New("the answer holds no summary")})
 			}
+			if n := int64(len(sum.Text)) / 4; n > 2*maxTokens {
+				// Not what a model asked for at most maxTokens writes: a
+				// server answering garbage. Stored, it would be a context
+				// larger than the one it replaces.
+				text := sum.Text
+				sum.Text = ""
+				return sum, fmt.Errorf("compaction: summarize (attempt %d): %w", sum.Attempts,
+					&llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("the summary is about %d tokens, the model was allowed %d (it starts %.80q)", n, maxTokens, text)})
+			}
 			return sum, nil
 		}
 		var le *llm.Error
@@ -113,9 +122,11 @@ func Summarize(ctx context.Context, p llm.Provider, in SummaryInput) (Summary, e
 // parseSummary returns the summary in a model's answer: the analysis part
 // (<analysis>…</analysis>, or everything after an unclosed <analysis>) is
 // removed, then the body of <summary>…</summary> is taken, or the whole
-// remaining text when there are no summary tags. The result is trimmed; ""
-// means there is no summary.
+// remaining text when there are no summary tags. NUL characters, which
+// Postgres cannot store, are dropped. The result is trimmed; "" means there
+// is no summary.
 func parseSummary(text string) string {
+	text = strings.ReplaceAll(text, "\x00", "")
 	const (
 		openAnalysis  = "<analysis>"
 		closeAnalysis = "</analysis>"

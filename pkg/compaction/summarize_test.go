@@ -117,6 +117,8 @@ func TestSummarizeAnswers(t *testing.T) {
 		{"analysis only", "<analysis>all thinking</analysis>", ""},
 		{"unclosed analysis", "<analysis>ran out of tokens", ""},
 		{"empty summary", "<analysis>a</analysis><summary>  </summary>", ""},
+		{"NUL characters, which Postgres cannot store", "<summary>bo\x00dy\x00</summary>", "body"},
+		{"nothing but NUL characters", "\x00 \x00", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,6 +138,20 @@ func TestSummarizeAnswers(t *testing.T) {
 			require.Equal(t, tt.want, sum.Text)
 		})
 	}
+}
+
+func TestSummarizeRefusesASummaryLongerThanTheModelMayWrite(t *testing.T) {
+	t.Parallel()
+	in := compaction.SummaryInput{Messages: smallConversation(), MaxTokens: 100}
+	// 100 tokens allowed; twice that, by the estimate, is the most taken.
+	sum, err := compaction.Summarize(t.Context(), &fakeProvider{fn: answer(strings.Repeat("a", 800), llm.Usage{})}, in)
+	require.NoError(t, err)
+	require.Len(t, sum.Text, 800)
+	sum, err = compaction.Summarize(t.Context(), &fakeProvider{fn: answer(strings.Repeat("a", 804), llm.Usage{})}, in)
+	require.Error(t, err)
+	require.Equal(t, llm.KindBadResponse, llm.KindOf(err))
+	require.Empty(t, sum.Text, "nothing of it is kept")
+	require.Equal(t, 1, sum.Attempts)
 }
 
 func TestSummarizeErrors(t *testing.T) {

@@ -2,8 +2,10 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -31,7 +33,8 @@ func StatusKind(status int) ErrorKind {
 
 // TransportError classifies an error that came without an HTTP answer: a
 // deadline is KindTimeout; a failed connection (a *url.Error) KindServer,
-// so it is retried; a cancelled context is returned as it is, wrapped, since
+// so it is retried; an answer whose body is not the JSON the API speaks
+// KindBadResponse; a cancelled context is returned as it is, wrapped, since
 // nobody wants the call any more; anything else (a request that could not
 // be built) is KindRequest.
 func TransportError(provider string, err error) error {
@@ -45,6 +48,11 @@ func TransportError(provider string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return &Error{Kind: KindServer, Err: wrapped}
+	}
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &syntax) || errors.As(err, &typ) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return &Error{Kind: KindBadResponse, Err: wrapped}
 	}
 	return &Error{Kind: KindRequest, Err: wrapped}
 }

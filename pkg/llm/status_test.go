@@ -2,8 +2,10 @@ package llm_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"testing"
@@ -66,6 +68,9 @@ func TestTransportError(t *testing.T) {
 		{"connection", urlErr, llm.KindServer},
 		{"cancelled", context.Canceled, ""},
 		{"other", errors.New("could not encode"), llm.KindRequest},
+		{"an answer that is not JSON", fmt.Errorf("error parsing response json: %w", json.Unmarshal([]byte("<html>"), new(any))), llm.KindBadResponse},
+		{"an answer cut short", fmt.Errorf("error parsing response json: %w", io.ErrUnexpectedEOF), llm.KindBadResponse},
+		{"an empty answer", fmt.Errorf("error parsing response json: %w", io.EOF), llm.KindBadResponse},
 	} {
 		err := llm.TransportError("p", tc.err)
 		require.Equal(t, tc.kind, llm.KindOf(err), tc.name)

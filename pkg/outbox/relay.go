@@ -29,6 +29,10 @@ type Config struct {
 	// (mnemos.outbox.pending), counted every BacklogInterval.
 	Meter           metric.Meter
 	BacklogInterval time.Duration
+	// AfterPublish, when set, is called after a batch was published and
+	// before its rows are deleted: the point where a crash has the batch
+	// published again. It is a test hook (pkg/faults); production leaves it nil.
+	AfterPublish func()
 }
 
 // DefaultConfig returns the defaults.
@@ -136,6 +140,9 @@ func (r *Relay) publish(ctx context.Context, evs []store.OutboxEvent) ([]int64, 
 		if ok {
 			done = append(done, evs[i].ID)
 		}
+	}
+	if len(done) > 0 && r.cfg.AfterPublish != nil {
+		r.cfg.AfterPublish()
 	}
 	return done, err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -36,6 +37,8 @@ type Settings struct {
 	Recall recall.Settings `json:"recall"`
 	// Dreaming is the scheduled consolidation of memories.
 	Dreaming Dreaming `json:"dreaming"`
+	// Limits bound the tenant's ingest.
+	Limits limits.Config `json:"limits"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -51,13 +54,14 @@ func Defaults() Settings {
 		Extraction:    DefaultExtraction(),
 		Recall:        recall.DefaultSettings(),
 		Dreaming:      DefaultDreaming(),
+		Limits:        limits.DefaultConfig(),
 	}
 }
 
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
-		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate(), s.Dreaming.Validate())
+		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate(), s.Dreaming.Validate(), s.Limits.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

@@ -43,7 +43,10 @@ func TestOverlayRefusesWhatCannotWork(t *testing.T) {
 		`{"memory": {"index_max_lines": 0}}`:                "index_max_lines",
 		`{"memory": {"index_line_max_chars": 100}}`:         "index_line_max_chars",
 		`{"tokens": {"warning_buffer": "twenty thousand"}}`: "cannot unmarshal",
-		`[1, 2]`: "cannot unmarshal",
+		`[1, 2]`:                                "cannot unmarshal",
+		`{"limits": {"events_per_second": -5}}`: "events_per_second",
+		`{"limits": {"events_burst": 0}}`:       "events_burst",
+		`{"limits": {"active_sessions": 10, "active_minutes": 0}}`: "active_minutes",
 	} {
 		_, err := tenantcfg.Overlay(defaults, []byte(doc))
 		require.ErrorContains(t, err, want, doc)

@@ -29,6 +29,7 @@ type Reason string
 const (
 	ReasonTooLarge        Reason = "too_large"
 	ReasonInvalidUTF8     Reason = "invalid_utf8"
+	ReasonNULCharacter    Reason = "nul_character"
 	ReasonBadJSON         Reason = "bad_json"
 	ReasonUnknownSchema   Reason = "unknown_schema"
 	ReasonSchemaViolation Reason = "schema_violation"
@@ -95,6 +96,9 @@ func Decode(data []byte, opts DecodeOptions) (Event, error) {
 	}
 	if !json.Valid(data) {
 		return ev, Refuse(ReasonBadJSON, "%s", jsonSyntaxDetail(data))
+	}
+	if at := escapedNUL(data); at >= 0 {
+		return ev, Refuse(ReasonNULCharacter, "a string holds \\u0000 (NUL) at byte %d; Postgres cannot store it, remove it", at)
 	}
 	var head map[string]json.RawMessage
 	if err := json.Unmarshal(data, &head); err != nil || head == nil {
@@ -445,6 +449,22 @@ func jsonPointer(tokens []string) string {
 		sb.WriteString(strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1"))
 	}
 	return sb.String()
+}
+
+// escapedNUL returns the offset of the first \u0000 escape in valid JSON,
+// or -1. Valid JSON holds a NUL only escaped, inside a string; a backslash
+// that is itself escaped ("\\u0000") is not one.
+func escapedNUL(data []byte) int {
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' || i+1 >= len(data) {
+			continue
+		}
+		if data[i+1] == 'u' && i+6 <= len(data) && string(data[i+2:i+6]) == "0000" {
+			return i
+		}
+		i++ // skip the escaped character
+	}
+	return -1
 }
 
 func firstInvalidUTF8(b []byte) int {

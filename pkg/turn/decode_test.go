@@ -95,6 +95,16 @@ func TestDecodeRefuses(t *testing.T) {
 			reason: turn.ReasonInvalidUTF8, detail: []string{fmt.Sprintf("at byte %d", bytes.IndexByte(badUTF8, 0xe9))},
 		},
 		{
+			name:   "a NUL character in a tool input",
+			data:   encode(t, with(func(ev obj) { responseBlock(ev, 1)["input"] = obj{"command": "printf 'a\x00b'"} })),
+			reason: turn.ReasonNULCharacter, detail: []string{`\u0000`, "at byte"},
+		},
+		{
+			name:   "a NUL character in text",
+			data:   []byte(`{"schema":"mnemos.turn.v1","model":"a\u0000b"}`),
+			reason: turn.ReasonNULCharacter, detail: []string{"at byte 37"},
+		},
+		{
 			name: "truncated json", data: valid[:len(valid)-1],
 			reason: turn.ReasonBadJSON, detail: []string{"invalid JSON"},
 		},
@@ -508,4 +518,14 @@ func TestDuplicateAfterADroppedRepeatComparesWithTheFirst(t *testing.T) {
 	for i, want := range []string{"x", "a", "b"} {
 		require.Equal(t, want, ev.InputMessages[i].UUID)
 	}
+}
+
+func TestDecodeTakesAnEscapedBackslashBeforeU0000AsText(t *testing.T) {
+	t.Parallel()
+	// The text is a backslash followed by "u0000": six printable characters.
+	data := encode(t, with(func(ev obj) { responseBlock(ev, 0)["text"] = `\u0000` }))
+	require.Contains(t, string(data), `\\u0000`)
+	ev, err := turn.Decode(data, turn.DecodeOptions{})
+	require.NoError(t, err)
+	require.Equal(t, `\u0000`, ev.Response.Content[0].Text)
 }

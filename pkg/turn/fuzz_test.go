@@ -1,6 +1,8 @@
 package turn_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,7 +16,7 @@ import (
 
 // knownReasons are the reasons Decode itself may give.
 var knownReasons = map[turn.Reason]bool{
-	turn.ReasonTooLarge: true, turn.ReasonInvalidUTF8: true, turn.ReasonBadJSON: true,
+	turn.ReasonTooLarge: true, turn.ReasonInvalidUTF8: true, turn.ReasonNULCharacter: true, turn.ReasonBadJSON: true,
 	turn.ReasonUnknownSchema: true, turn.ReasonSchemaViolation: true, turn.ReasonNegativeUsage: true,
 	turn.ReasonTenantMismatch: true, turn.ReasonSessionMismatch: true, turn.ReasonDuplicateUUID: true,
 }
@@ -75,4 +77,38 @@ func TestFuzzSeeds(t *testing.T) {
 	}
 	require.Positive(t, valid)
 	require.Positive(t, invalid)
+}
+
+// FuzzContent: content as the wire carries it (a string, or an array of
+// blocks of any type with any fields, nested tool results included) either
+// fails to decode with an error or decodes to content whose encoding
+// decodes back to the same encoding: decoding never panics and encoding is
+// stable. The seed corpus is in testdata/fuzz/FuzzContent.
+func FuzzContent(f *testing.F) {
+	f.Add([]byte(`"plain text"`))
+	f.Add([]byte(`[{"type":"text","text":"a"},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c turn.Content
+		if err := json.Unmarshal(data, &c); err != nil {
+			return
+		}
+		out, err := turn.Marshal(c)
+		if err != nil {
+			t.Fatalf("decoded content does not encode: %v", err)
+		}
+		var again turn.Content
+		if err := json.Unmarshal(out, &again); err != nil {
+			t.Fatalf("encoded content %q does not decode: %v", out, err)
+		}
+		out2, err := turn.Marshal(again)
+		if err != nil {
+			t.Fatalf("content does not encode a second time: %v", err)
+		}
+		if !bytes.Equal(out, out2) {
+			t.Fatalf("encoding is not stable:\n%s\n%s", out, out2)
+		}
+		if len(again) != len(c) {
+			t.Fatalf("%d blocks became %d", len(c), len(again))
+		}
+	})
 }

@@ -181,7 +181,7 @@ var roundTripEvents = map[string]string{
 			 }}]},
 		"occurred_at": "2026-11-22T12:00:00+02:00"}`,
 	"string content with escapes": `{"schema":"mnemos.turn.v1","event_id":"e4","tenant_id":"t","session_id":"s","seq":4,
-		"input_messages":[{"uuid":"u1","role":"user","content":"tab\tquote\" nul\u0000 line\u2028 emoji 🙂 \ud83d\ude42 lone \udc00"}],
+		"input_messages":[{"uuid":"u1","role":"user","content":"tab\tquote\" bell\u0007 line\u2028 emoji 🙂 \ud83d\ude42 lone \udc00"}],
 		"occurred_at":"2026-01-02T03:04:05-00:00"}`,
 	"exact duplicate dropped": `{"schema":"mnemos.turn.v1","event_id":"e5","tenant_id":"t","session_id":"s","seq":5,
 		"input_messages":[
@@ -242,7 +242,7 @@ type generator struct {
 
 // pieces are the fragments random strings are made of.
 var pieces = []string{
-	"", "a", "hello world", "<", ">", "&", "&&", `"`, `\`, "/", "\n", "\t", "\x00", "\x1f", "\u007f",
+	"", "a", "hello world", "<", ">", "&", "&&", `"`, `\`, "/", "\n", "\t", "\x01", "\x1f", "\u007f",
 	"é", "€", "🙂", "\u2028", "\u2029", "\ufeff", "\ufffd", "</script>", "{", "}", "[", "]", ",", ":",
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -171,6 +172,9 @@ func (req CompactRequest) validate() string {
 	}
 	if len(req.Instructions) > 20_000 {
 		return "instructions are longer than 20,000 bytes"
+	}
+	if strings.ContainsRune(req.Instructions+req.PivotUUID, 0) {
+		return "instructions and pivot_uuid cannot hold a NUL character (\\u0000)"
 	}
 	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -20,6 +21,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/dream"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -43,6 +45,9 @@ type Config struct {
 	LLMProvider string
 	// Now is the clock micro-compaction's idle rule reads (time.Now when nil).
 	Now func() time.Time
+	// Limits admits each turn event against its tenant's limits; nil
+	// admits everything.
+	Limits *limits.Limiter
 }
 
 // DefaultConfig holds DESIGN's numbers.
@@ -163,10 +168,27 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 		g.refuse(ctx, w, err)
 		return
 	}
+	var hdr nats.Header
+	if g.cfg.Limits != nil {
+		err := g.cfg.Limits.Admit(ctx, tenant, ev.SessionID)
+		if ex, ok := limits.AsExceeded(err); ok {
+			g.metrics.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", ex.Reason), attribute.String("transport", "http")))
+			w.Header().Set("Retry-After", ex.RetryAfterSeconds())
+			writeError(w, http.StatusTooManyRequests, ex.Reason, ex.Detail)
+			return
+		}
+		if err != nil {
+			g.log.Error("checking limits failed", "tenant", tenant, "session", ev.SessionID, "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "could not check the tenant's limits; retry with the same event_id")
+			return
+		}
+		hdr = nats.Header{limits.HeaderAdmitted: []string{"gateway"}} // counted once: the accountant skips it
+	}
 	// The event travels as sent; its subject names the tenant, which is
 	// where consumers take it from.
 	subject := g.bus.Subject(bus.KindTurnCompleted, tenant, ev.SessionID)
-	ack, err := g.bus.Publish(ctx, subject, bus.MsgID(tenant, ev.EventID), body, nil)
+	ack, err := g.bus.Publish(ctx, subject, bus.MsgID(tenant, ev.EventID), body, hdr)
 	if err != nil {
 		g.log.Error("publishing turn failed", "tenant", tenant, "session", ev.SessionID, "event_id", ev.EventID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event bus did not accept the event; retry with the same event_id")
@@ -187,6 +209,7 @@ func (g *Gateway) refuse(ctx context.Context, w http.ResponseWriter, err error) 
 	switch ie.Reason {
 	case turn.ReasonTooLarge:
 		status = http.StatusRequestEntityTooLarge
+		g.cfg.Limits.Record(ctx, limits.LimitEventBytes)
 	case turn.ReasonTenantMismatch:
 		status = http.StatusForbidden
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
@@ -45,6 +46,11 @@ func setup(t *testing.T) *harness {
 	cfg.MaxEventBytes = 256 << 10
 	metrics := telemetrytest.New(t)
 	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
+	require.NoError(t, err)
+	cfg.Limits, err = limits.New(st, func(ctx context.Context, tenant string) (limits.Config, error) {
+		s, err := settings.For(ctx, tenant)
+		return s.Limits, err
+	}, metrics.Meter(), limits.Options{})
 	require.NoError(t, err)
 	gw, err := gateway.New(cfg, st, b, settings, bustest.Logger(t), metrics.Meter())
 	require.NoError(t, err)
@@ -168,6 +174,7 @@ func TestPostTurnBadInput(t *testing.T) {
 		}
 		require.Equal(t, want, h.metrics.Sum("mnemos.turns.refused", "reason", c.code), "%s: counted by reason", c.name)
 	}
+	require.EqualValues(t, 1, h.metrics.Sum("mnemos.limits.exceeded", "limit", limits.LimitEventBytes), "the size limit is counted with the other limits")
 	// Nothing bad reached the bus; the next good event goes through.
 	info, err := h.bus.JetStream().Stream(context.Background(), h.bus.StreamName(bus.StreamTurns))
 	require.NoError(t, err)

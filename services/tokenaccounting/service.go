@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -37,6 +38,9 @@ type Config struct {
 	// SessionsCountInterval is how often the sessions are counted by
 	// threshold state for the mnemos.sessions gauge.
 	SessionsCountInterval time.Duration
+	// Limits admits the events published straight to NATS against their
+	// tenant's limits (the gateway admits its own); nil admits everything.
+	Limits *limits.Limiter
 }
 
 // DefaultConfig holds DESIGN's numbers.
@@ -133,8 +137,14 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 		ie, _ := turn.AsInputError(err)
 		if ie != nil {
 			s.metrics.rejected(ctx, string(ie.Reason))
+			if ie.Reason == turn.ReasonTooLarge {
+				s.cfg.Limits.Record(ctx, limits.LimitEventBytes)
+			}
 		}
 		return bus.Permanent(err)
+	}
+	if err := s.admit(ctx, m, ev); err != nil {
+		return err
 	}
 	err = s.Apply(ctx, ev)
 	if ie, ok := turn.AsInputError(err); ok {
@@ -143,6 +153,33 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	}
 	if store.IsUnavailable(err) {
 		return bus.Transient(err) // Postgres, not the event: wait, do not spend its deliveries
+	}
+	return err
+}
+
+// admit counts an event published straight to NATS against its tenant's
+// limits. One over a limit is refused: the runner dead-letters it with the
+// reason (rate_limited, too_many_sessions) and the session is left as it was,
+// so the event may be published again later (with a new Nats-Msg-Id). It is
+// not held back instead: the stream and its consumer are shared by every
+// tenant, and messages waiting for one tenant's rate would hold up all the
+// others. The gateway admits its own events (they carry
+// limits.HeaderAdmitted), and a redelivery was admitted at its first delivery.
+func (s *Service) admit(ctx context.Context, m bus.Message, ev turn.Event) error {
+	if s.cfg.Limits == nil || m.Header.Get(limits.HeaderAdmitted) != "" || m.NumDelivered > 1 {
+		return nil
+	}
+	err := s.cfg.Limits.Admit(ctx, ev.TenantID, ev.SessionID)
+	if ex, ok := limits.AsExceeded(err); ok {
+		s.metrics.rejected(ctx, ex.Reason)
+		return bus.Permanent(ex)
+	}
+	switch {
+	case errors.Is(err, store.ErrUnknownTenant):
+		s.metrics.rejected(ctx, string(turn.ReasonUnknownTenant))
+		return bus.Permanent(turn.Refuse(turn.ReasonUnknownTenant, "tenant %q does not exist", ev.TenantID))
+	case store.IsUnavailable(err):
+		return bus.Transient(err)
 	}
 	return err
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -43,14 +44,22 @@ func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
 	log := bustest.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
+	metrics := telemetrytest.New(t)
+	// No limits unless a test sets a tenant's: the tests here send bursts.
+	defaults := tenantcfg.Defaults()
+	defaults.Limits = limits.Config{}
+	settings, err := tenantcfg.NewCache(defaults, st.TenantSettings, time.Second)
+	require.NoError(t, err)
 	cfg := tokenaccounting.DefaultConfig()
 	cfg.Workers = 8
+	cfg.Limits, err = limits.New(st, func(ctx context.Context, tenant string) (limits.Config, error) {
+		s, err := settings.For(ctx, tenant)
+		return s.Limits, err
+	}, metrics.Meter(), limits.Options{})
+	require.NoError(t, err)
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	metrics := telemetrytest.New(t)
-	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
-	require.NoError(t, err)
 	svc, err := tokenaccounting.New(cfg, st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
 	relay := outbox.New(outbox.Config{Batch: 128, Poll: 50 * time.Millisecond}, st, b, log)
@@ -184,9 +193,14 @@ func referenceOf(cfg tokens.Config, evs []turn.Event) reference {
 	return ref
 }
 
+// patient waits as long as a test may run for a missing seq: tests that
+// shuffle a large backlog are not about the gap timeout, and on a busy
+// machine an event may wait behind the backlog longer than the default.
+func patient(c *tokenaccounting.Config) { c.GapTimeout = 10 * time.Minute }
+
 func TestShuffledDuplicatedDeliveryMatchesInOrderReference(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	h := setup(t, patient)
 	r := rand.New(rand.NewPCG(7, 11))
 
 	const sessions, rounds = 50, 20
@@ -437,7 +451,7 @@ func TestTenantSettingsOverrideThresholds(t *testing.T) {
 
 func TestPostgresBackendsKilledUnderLoadLoseNothing(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	h := setup(t, patient)
 	ctx := context.Background()
 	var db string
 	require.NoError(t, h.store.Pool().QueryRow(ctx, "SELECT current_database()").Scan(&db))

@@ -124,6 +124,7 @@ func TestManualCompactionRefusesBadRequests(t *testing.T) {
 		{`{"timeout_seconds":9999}`, 400},
 		{`{"unknown":1}`, 400},
 		{`not json`, 400},
+		{`{"instructions":"keep the \u0000 out"}`, 400},
 	} {
 		status, raw := h.call(t, "POST", "/v1/sessions/bad/compact", tc.body, nil)
 		require.Equal(t, tc.status, status, "%s: %s", tc.body, raw)

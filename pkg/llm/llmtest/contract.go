@@ -22,7 +22,8 @@ type NewProvider func(t *testing.T, script Script) llm.Provider
 // through llm.Guard: text, tool calls and JSON answers come back; usage
 // surfaces, cache reads and writes included; a prompt too long is
 // KindPromptTooLong with its gap; rate limits and server errors are
-// retryable kinds, auth and bad requests are not; Guard retries a rate
+// retryable kinds, auth and bad requests are not, a garbled answer is
+// KindBadResponse; Guard retries a rate
 // limit (honouring Retry-After) and records the call once, gives up after
 // its bound, refuses a tenant whose budget is spent without calling, and
 // times out a call that hangs. Calls use the tenant "acme" and
@@ -147,6 +148,9 @@ func RunContract(t *testing.T, newProvider NewProvider) {
 			{"overloaded", Overloaded(), llm.KindServer, true},
 			{"unauthorized", Unauthorized(), llm.KindAuth, false},
 			{"bad request", BadRequest(), llm.KindRequest, false},
+			{"a body that is not JSON", Garbage("<html>upstream error</html>"), llm.KindBadResponse, false},
+			{"a body cut short", Garbage(`{"id": "msg_1", "content": [{"type": "te`), llm.KindBadResponse, false},
+			{"an empty body", Garbage(""), llm.KindBadResponse, false},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

@@ -77,6 +77,9 @@ type Reply struct {
 	RetryAfter time.Duration
 	// Hang makes the server answer nothing until the client gives up.
 	Hang bool
+	// Raw, when set, is the whole body of a 200 answer, sent as it is
+	// instead of the wire format: a server answering garbage.
+	Raw []byte
 }
 
 // Script answers each call a fake server receives. It may be called from
@@ -109,6 +112,9 @@ func BadRequest() Reply { return Reply{Fail: llm.KindRequest} }
 
 // Hang is a server that never answers.
 func Hang() Reply { return Reply{Hang: true} }
+
+// Garbage is a 200 answer whose body is raw, whatever it holds.
+func Garbage(raw string) Reply { return Reply{Raw: []byte(raw)} }
 
 // Sequence answers the n-th call with replies[n], and every call after the
 // last with the last reply.
@@ -177,8 +183,8 @@ func compact(raw json.RawMessage) string {
 //
 //	builtin.New(map[llm.Task]builtin.Handler{llm.TaskNotes: llmtest.Handler(script)})
 //
-// A reply's failure becomes an *llm.Error of its kind; Hang blocks until
-// ctx is done.
+// A reply's failure becomes an *llm.Error of its kind, garbage (Raw) one of
+// KindBadResponse; Hang blocks until ctx is done.
 func Handler(script Script) func(context.Context, llm.Request) (llm.Response, error) {
 	return func(ctx context.Context, req llm.Request) (llm.Response, error) {
 		r := Request{
@@ -198,6 +204,8 @@ func Handler(script Script) func(context.Context, llm.Request) (llm.Response, er
 		case reply.Hang:
 			<-ctx.Done()
 			return llm.Response{}, ctx.Err()
+		case reply.Raw != nil:
+			return llm.Response{}, &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("llmtest: scripted garbage %.80q", reply.Raw)}
 		case reply.Fail != "":
 			e := &llm.Error{Kind: reply.Fail, Status: reply.Status, RetryAfter: reply.RetryAfter,
 				Err: fmt.Errorf("llmtest: scripted %s", reply.Fail)}

@@ -74,6 +74,10 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request, w wire) {
 		case <-r.Context().Done():
 		case <-s.stop:
 		}
+	case reply.Raw != nil:
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusOK)
+		_, _ = rw.Write(reply.Raw) // the client went away; nothing to do
 	case reply.Fail != "":
 		if reply.RetryAfter > 0 {
 			rw.Header().Set("Retry-After-Ms", formatMillis(reply.RetryAfter))

@@ -8,6 +8,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ActiveSession struct {
+	TenantID  string
+	SessionID string
+	ActiveAt  pgtype.Timestamptz
+}
+
 type AgentMemoryWrite struct {
 	TenantID  string
 	SessionID string
@@ -133,6 +139,14 @@ type ExtractorCursor struct {
 	LastError    string
 	LastRunAt    pgtype.Timestamptz
 	UpdatedAt    pgtype.Timestamptz
+}
+
+type LimitBucket struct {
+	TenantID   string
+	Bucket     string
+	Tokens     float64
+	RefilledAt pgtype.Timestamptz
+	Granted    int32
 }
 
 type LlmUsage struct {

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mnemos-ai/mnemos/pkg/benchmark"
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/natsembed"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+// localBenchURL is the database `mnemos bench` uses when given none.
+const localBenchURL = "postgres://postgres@127.0.0.1:5432/mnemos_bench?sslmode=disable"
+
+// runBench runs the accountant, the outbox relay and the gateway in this
+// process against a Postgres and a JetStream, measures them with
+// pkg/benchmark and prints the tables of the README.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mnemos bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dbURL := fs.String("database-url", "", "Postgres to run against, as the schema's owner: it migrates, and the services run as "+store.AppRole+" (default: the local server's mnemos_bench database, created and migrated)")
+	natsURL := fs.String("nats-url", "", "NATS with JetStream to run against (default: an embedded server with a temporary store)")
+	rounds := fs.Int("rounds", 3, "saturated ingest rounds")
+	sessions := fs.Int("sessions", 100, "sessions per ingest round")
+	perSession := fs.Int("turns-per-session", 30, "turns per session per ingest round")
+	publishers := fs.Int("publishers", 8, "concurrent publishers in the saturated rounds")
+	sustain := fs.Duration("sustain", 20*time.Second, "how long turns are offered at the sustained rate")
+	rate := fs.Float64("rate", 0, "sustained rate in turns/s (0: half the saturated throughput)")
+	samples := fs.Int("samples", 120, "context-assembly requests timed per session size")
+	sizes := fs.String("sizes", "10000,50000,150000", "session sizes in tokens for context assembly")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: mnemos bench [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var ctxSizes []int64
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--sizes %q: want positive token counts separated by commas", *sizes)
+		}
+		ctxSizes = append(ctxSizes, n)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+
+	// =========================================================================
+	// Postgres
+
+	// As in production: the owner migrates, the services connect as the
+	// role row-level security confines.
+	dbs, err := resolveDatabases(ctx, Config{MigrateDatabaseURL: *dbURL}, localBenchURL)
+	if err != nil {
+		return err
+	}
+	url := dbs.owner
+	if err := migrateSchema(ctx, dbs, nil); err != nil {
+		return err
+	}
+	owner, err := store.Open(ctx, store.Config{URL: dbs.owner, MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer owner.Close()
+	st, err := openServicesStore(ctx, dbs, 20, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	progress("postgres   %s", store.Redact(url))
+
+	// =========================================================================
+	// NATS JetStream
+
+	natsAt, namespace := *natsURL, ""
+	if natsAt == "" {
+		ns, err := natsembed.Start(natsembed.Options{})
+		if err != nil {
+			return fmt.Errorf("natsembed.Start: %w", err)
+		}
+		defer ns.Shutdown()
+		natsAt = ns.ClientURL()
+		progress("nats       %s (embedded, temporary store)", natsAt)
+	} else {
+		// A namespace of its own, removed afterwards: the server may be shared.
+		namespace = "bench" + strings.ToLower(rand.Text()[:8])
+		progress("nats       %s (namespace %s)", natsAt, namespace)
+	}
+	b, err := bus.Connect(ctx, bus.Config{URL: natsAt, Name: "mnemos-bench", Namespace: namespace, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if namespace != "" {
+			for _, name := range []string{bus.StreamTurns, bus.StreamEvents, bus.StreamDeadLetter} {
+				if err := b.JetStream().DeleteStream(cctx, b.StreamName(name)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+					log.Warn("deleting a benchmark stream", "stream", b.StreamName(name), "err", err)
+				}
+			}
+		}
+		if err := b.Close(cctx); err != nil {
+			log.Warn("closing the bus", "err", err)
+		}
+	}()
+	if err := b.EnsureStreams(ctx); err != nil {
+		return err
+	}
+
+	// =========================================================================
+	// The system, measured
+
+	sys, err := benchmark.Start(ctx, st, owner.Pool(), b, log)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
+		Rounds: *rounds, Sessions: *sessions, PerSession: *perSession, Publishers: *publishers,
+		SustainFor: *sustain, SustainRate: *rate, ContextSizes: ctxSizes, Samples: *samples,
+		Progress: progress,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	rep.Markdown(stdout)
+	return nil
+}

@@ -1,0 +1,284 @@
+package benchmark
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Options size a benchmark run. Zero fields take the defaults.
+type Options struct {
+	// Rounds of the saturated ingest (3), each Sessions × PerSession turns
+	// (100 × 30) from Publishers goroutines (8).
+	Rounds, Sessions, PerSession, Publishers int
+	// SustainFor is how long turns are offered at SustainRate (20s); a rate
+	// of 0 is half the saturated throughput, below saturation.
+	SustainFor  time.Duration
+	SustainRate float64
+	// ContextSizes are the session sizes, in tokens, context assembly is
+	// timed at (10K, 50K, 150K), Samples times each (120).
+	ContextSizes []int64
+	Samples      int
+	// Run prefixes every session id, keeping runs apart (a timestamp).
+	Run string
+	// Progress, when set, is told what the run is doing.
+	Progress func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Rounds, 3)
+	def(&o.Sessions, 100)
+	def(&o.PerSession, 30)
+	def(&o.Publishers, 8)
+	def(&o.Samples, 120)
+	if o.SustainFor <= 0 {
+		o.SustainFor = 20 * time.Second
+	}
+	if len(o.ContextSizes) == 0 {
+		o.ContextSizes = []int64{10_000, 50_000, 150_000}
+	}
+	if o.Run == "" {
+		o.Run = "b" + time.Now().UTC().Format("20060102t150405")
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, ...any) {}
+	}
+	return o
+}
+
+// Report is what one run measured.
+type Report struct {
+	Machine    Machine
+	Publishers int
+	// Burst are the saturated ingest rounds; RawJetStream and RawPostgres
+	// the baselines measured after each, at the same size and concurrency.
+	Burst        []Ingest
+	RawJetStream []float64
+	RawPostgres  []float64
+	// Sustained is the ingest at a rate below saturation.
+	Sustained Ingest
+	Context   []ContextTiming
+	Took      time.Duration
+}
+
+// ContextTiming is context assembly at one session size.
+type ContextTiming struct {
+	Tokens   int64
+	Assemble []time.Duration
+	Select   []time.Duration
+}
+
+// Run measures the system: saturated ingest with its baselines, ingest at a
+// sustained rate, and context assembly.
+func Run(ctx context.Context, s *System, opts Options) (Report, error) {
+	o := opts.withDefaults()
+	start := time.Now()
+	rep := Report{Machine: Describe(ctx, s), Publishers: o.Publishers}
+	for i := range o.Rounds {
+		evs := Events(fmt.Sprintf("%s-burst%d", o.Run, i), o.Sessions, o.PerSession)
+		o.Progress("ingest round %d of %d: %d turns, %d publishers", i+1, o.Rounds, len(evs), o.Publishers)
+		in, err := s.IngestBurst(ctx, evs, o.Publishers)
+		if err != nil {
+			return rep, err
+		}
+		js, err := RawJetStream(ctx, s.Bus, fmt.Sprintf("%s_%d", o.Run, i), len(evs), in.EventBytes, o.Publishers)
+		if err != nil {
+			return rep, err
+		}
+		pg, err := RawPostgres(ctx, s.Store, s.Owner, len(evs), in.EventBytes, o.Publishers)
+		if err != nil {
+			return rep, err
+		}
+		o.Progress("  %.0f turns/s; raw JetStream %.0f msgs/s, raw Postgres %.0f rows/s", in.Rate, js, pg)
+		rep.Burst, rep.RawJetStream, rep.RawPostgres = append(rep.Burst, in), append(rep.RawJetStream, js), append(rep.RawPostgres, pg)
+	}
+
+	rate := o.SustainRate
+	if rate <= 0 {
+		rate = rep.Throughput() / 2
+	}
+	n := max(int(rate*o.SustainFor.Seconds()), 1)
+	per := max(n/o.Sessions, 1)
+	o.Progress("sustained ingest: %.0f turns/s for %s (%d turns)", rate, o.SustainFor, per*o.Sessions)
+	in, err := s.IngestAtRate(ctx, Events(o.Run+"-sustained", o.Sessions, per), rate)
+	if err != nil {
+		return rep, err
+	}
+	rep.Sustained = in
+
+	for _, size := range o.ContextSizes {
+		id := fmt.Sprintf("%s-ctx%dk", o.Run, size/1000)
+		o.Progress("context assembly: building a %d-token session", size)
+		if err := s.BuildSession(ctx, id, size); err != nil {
+			return rep, err
+		}
+		t := ContextTiming{Tokens: size}
+		for range o.Samples {
+			a, err := s.ContextLatency(ctx, id, 1)
+			if err != nil {
+				return rep, err
+			}
+			q, err := s.SelectLatency(ctx, id, 1)
+			if err != nil {
+				return rep, err
+			}
+			t.Assemble, t.Select = append(t.Assemble, a...), append(t.Select, q...)
+		}
+		rep.Context = append(rep.Context, t)
+	}
+	rep.Took = time.Since(start)
+	return rep, nil
+}
+
+// Throughput is the median saturated rate, turns a second.
+func (r Report) Throughput() float64 {
+	rates := make([]float64, len(r.Burst))
+	for i, b := range r.Burst {
+		rates[i] = b.Rate
+	}
+	return Median(rates)
+}
+
+// Markdown writes the report as the tables of the README.
+func (r Report) Markdown(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s memory, %s; %s; PostgreSQL %s; nats-server %s; run took %s.\n\n",
+		m.CPUs, m.CPUModel, m.Memory, m.OS, m.Go, m.Postgres, m.NATS, r.Took.Round(time.Second))
+
+	if len(r.Burst) > 0 {
+		var p50, p99 []float64
+		for _, b := range r.Burst {
+			p50, p99 = append(p50, ms(Percentile(b.Latencies, 50))), append(p99, ms(Percentile(b.Latencies, 99)))
+		}
+		js, pg := Median(r.RawJetStream), Median(r.RawPostgres)
+		tput := r.Throughput()
+		rounds := fmt.Sprintf("%d rounds", len(r.Burst))
+		if len(r.Burst) == 1 {
+			rounds = "1 round"
+		}
+		fmt.Fprintf(w, "Ingest: %s of %d turns (%d-byte events, %d publishers), median of the rounds; then %d turns offered at %.0f/s.\n\n",
+			rounds, r.Burst[0].Turns, r.Burst[0].EventBytes, r.Publishers, r.Sustained.Turns, r.Sustained.Offered)
+		fmt.Fprintln(w, "| turns/s end to end (saturated) | ingest → accounted p50 / p99, saturated | p50 / p99 at a sustained rate | raw JetStream publish+consume | raw Postgres inserts | ratio to JetStream | ratio to Postgres |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		fmt.Fprintf(w, "| **%s** | %s / %s ms | **%s / %s ms** at %s/s | %s msgs/s | %s rows/s | %.3f | %.3f |\n\n",
+			thousands(tput), decimal(Median(p50)), decimal(Median(p99)),
+			decimal(ms(Percentile(r.Sustained.Latencies, 50))), decimal(ms(Percentile(r.Sustained.Latencies, 99))), thousands(r.Sustained.Offered),
+			thousands(js), thousands(pg), tput/js, tput/pg)
+	}
+	if len(r.Context) > 0 {
+		fmt.Fprintf(w, "Context assembly: GET /v1/sessions/{id}/context over HTTP, and a plain SELECT of the same messages; %d samples each.\n\n", len(r.Context[0].Assemble))
+		fmt.Fprintln(w, "| session | context p50 / p99 | plain SELECT p50 / p99 | ratio of p50s |")
+		fmt.Fprintln(w, "|---|---|---|---|")
+		for _, c := range r.Context {
+			a50, a99 := ms(Percentile(c.Assemble, 50)), ms(Percentile(c.Assemble, 99))
+			s50, s99 := ms(Percentile(c.Select, 50)), ms(Percentile(c.Select, 99))
+			fmt.Fprintf(w, "| %dK tokens | %s / %s ms | %s / %s ms | %.1f |\n", c.Tokens/1000, decimal(a50), decimal(a99), decimal(s50), decimal(s99), a50/s50)
+		}
+	}
+}
+
+// Percentile is the p-th percentile of ds (nearest rank); 0 for none.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Median is the middle value of xs; 0 for none.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// decimal writes a latency with the precision it deserves.
+func decimal(v float64) string {
+	if v >= 100 {
+		return thousands(v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// thousands writes a rate rounded, with thousands separators.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// Machine describes where a run ran.
+type Machine struct {
+	CPUs     int
+	CPUModel string
+	Memory   string
+	OS       string
+	Go       string
+	Postgres string
+	NATS     string
+}
+
+// Describe reads the machine and the servers' versions.
+func Describe(ctx context.Context, s *System) Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), CPUModel: "unknown CPU", Memory: "unknown", OS: runtime.GOOS}
+	if v := procField("/proc/cpuinfo", "model name"); v != "" {
+		m.CPUModel = v
+	}
+	if v := procField("/proc/meminfo", "MemTotal"); v != "" {
+		var kb float64
+		if _, err := fmt.Sscanf(v, "%f kB", &kb); err == nil {
+			m.Memory = fmt.Sprintf("%.0f GiB", kb/(1<<20))
+		}
+	}
+	if v := procField("/etc/os-release", "PRETTY_NAME"); v != "" {
+		m.OS = strings.Trim(v, `"`)
+	}
+	m.NATS = s.Bus.Conn().ConnectedServerVersion()
+	if conn, err := s.Store.Pool().Acquire(ctx); err == nil {
+		m.Postgres = conn.Conn().PgConn().ParameterStatus("server_version")
+		conn.Release()
+	}
+	return m
+}
+
+// procField returns the value of the first "key: value" or key=value line
+// of a file, or "".
+func procField(path, key string) string {
+	f, err := os.Open(path) //nolint:gosec // fixed system files: /proc/cpuinfo, /proc/meminfo, /etc/os-release
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, key) {
+			continue
+		}
+		rest := strings.TrimSpace(line[len(key):])
+		rest = strings.TrimPrefix(strings.TrimPrefix(rest, ":"), "=")
+		return strings.TrimSpace(rest)
+	}
+	return ""
+}

@@ -128,11 +128,11 @@ func TestSessionCapHoldsAcrossReplicas(t *testing.T) {
 	require.NoError(t, ls[0].Admit(ctx, "globex", "s0"))
 
 	// A session idle past the window frees its slot for a new one.
-	_, err := st.Pool().Exec(ctx, "UPDATE active_sessions SET active_at = now() - interval '31 minutes' WHERE tenant_id = 'acme' AND session_id = $1", admitted[0])
+	_, err := pgtest.Admin(t, st).Exec(ctx, "UPDATE active_sessions SET active_at = now() - interval '31 minutes' WHERE tenant_id = 'acme' AND session_id = $1", admitted[0])
 	require.NoError(t, err)
 	require.NoError(t, ls[1].Admit(ctx, "acme", "late-comer"))
 	var rows int
-	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT count(*) FROM active_sessions WHERE tenant_id = 'acme'").Scan(&rows))
+	require.NoError(t, pgtest.Admin(t, st).QueryRow(ctx, "SELECT count(*) FROM active_sessions WHERE tenant_id = 'acme'").Scan(&rows))
 	require.Equal(t, 5, rows, "the expired row was pruned")
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
 
 // postTurn posts one event and returns the status, the error code and the
@@ -109,7 +110,7 @@ func TestNewSessionsBeyondTheCapAre429WhileActiveOnesWork(t *testing.T) {
 	require.EqualValues(t, 1, h.metrics.Sum("mnemos.limits.exceeded", "limit", limits.LimitActiveSessions))
 
 	// Once s1 has been idle past the window, s3 takes its slot.
-	_, err = h.store.Pool().Exec(ctx, "UPDATE active_sessions SET active_at = now() - interval '31 minutes' WHERE tenant_id = 'globex' AND session_id = 's1'")
+	_, err = pgtest.Admin(t, h.store).Exec(ctx, "UPDATE active_sessions SET active_at = now() - interval '31 minutes' WHERE tenant_id = 'globex' AND session_id = 's1'")
 	require.NoError(t, err)
 	status, code, _ = h.postTurn(t, "key-globex", "s3", 1)
 	require.Equal(t, http.StatusAccepted, status, code)

@@ -19,15 +19,16 @@ func BenchmarkSessionsByState(b *testing.B) {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			st := pgtest.New(b)
-			_, err := st.Pool().Exec(ctx, `INSERT INTO tenants (tenant_id, name) SELECT 't' || i, 't' || i FROM generate_series(1, 100) i`)
+			admin := pgtest.Admin(b, st)
+			_, err := admin.Exec(ctx, `INSERT INTO tenants (tenant_id, name) SELECT 't' || i, 't' || i FROM generate_series(1, 100) i`)
 			require.NoError(b, err)
-			_, err = st.Pool().Exec(ctx, `
+			_, err = admin.Exec(ctx, `
 				INSERT INTO sessions (tenant_id, session_id, state, token_count)
 				SELECT 't' || (1 + i % 100), 's' || i,
 				       (ARRAY['ok','ok','ok','ok','ok','ok','warning','error','autocompact','blocking'])[1 + i % 10], i % 200000
 				FROM generate_series(1, $1) i`, n)
 			require.NoError(b, err)
-			_, err = st.Pool().Exec(ctx, `VACUUM ANALYZE sessions`)
+			_, err = admin.Exec(ctx, `VACUUM ANALYZE sessions`)
 			require.NoError(b, err)
 			for b.Loop() {
 				counts, err := st.SessionsByState(ctx)

@@ -99,7 +99,7 @@ func compactorModelUser() modelUser {
 			}
 		},
 		check: func(t *testing.T, s *system, api *proctest.Process, f modelFault) {
-			rows, err := s.store.Pool().Query(context.Background(),
+			rows, err := s.admin.Query(context.Background(),
 				"SELECT status, method, summary, error, llm_calls FROM compactions ORDER BY created_at")
 			require.NoError(t, err)
 			defer rows.Close()

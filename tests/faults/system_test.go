@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -68,6 +69,9 @@ type system struct {
 	t     *testing.T
 	db    string // database name, for pg_terminate_backend
 	store *store.Store
+	// admin reads every tenant's rows, for the checks (the services' role
+	// sees none outside a tenant's transaction).
+	admin *pgxpool.Pool
 	bus   *bus.Bus // the test's own connection, in the same namespace
 	env   map[string]string
 }
@@ -120,7 +124,7 @@ func newSystem(t *testing.T, opts systemOptions) *system {
 	if opts.duplicateWindow > 0 {
 		env["MNEMOS_NATS_DUPLICATE_WINDOW"] = opts.duplicateWindow.String()
 	}
-	return &system{t: t, db: db, store: st, bus: b, env: env}
+	return &system{t: t, db: db, store: st, admin: pgtest.Admin(t, st), bus: b, env: env}
 }
 
 // start runs `mnemos -target=<target>` with the system's environment and env.
@@ -209,7 +213,7 @@ func (s *system) waitConsumerSettled(stream, durable string) {
 func (s *system) count(query string, args ...any) int64 {
 	s.t.Helper()
 	var n int64
-	require.NoError(s.t, s.store.Pool().QueryRow(context.Background(), query, args...).Scan(&n), query)
+	require.NoError(s.t, s.admin.QueryRow(context.Background(), query, args...).Scan(&n), query)
 	return n
 }
 

@@ -80,7 +80,11 @@ func modelUsers() []modelUser {
 func compactorModelUser() modelUser {
 	const session = "m1"
 	return modelUser{
-		name: "compactor", settings: `{"compaction": {"breaker_failures": 2}}`, breakerAfter: 2,
+		// Only the compactor calls the model: the services that would call it
+		// on the same turns (notes, extraction, recall) are off for the tenant.
+		name: "compactor", breakerAfter: 2,
+		settings: `{"compaction": {"breaker_failures": 2}, "session_memory": {"enabled": false},
+			"extraction": {"enabled": false}, "recall": {"enabled": false}, "dreaming": {"enabled": false}}`,
 		work: func(t *testing.T, s *system, n int) {
 			evs := session40k(session, 400)
 			deadline := time.Now().Add(settleTimeout)

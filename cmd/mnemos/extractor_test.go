@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,6 +33,17 @@ func postTurn(t *testing.T, p *process, key string, ev map[string]any) {
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 }
 
+// patientRecall lets a context request of the development tenant wait up to
+// a minute for the recall prefetch of its latest user message, so that a
+// busy test machine cannot decide the message shows nothing before the
+// prefetch ends (the default wait is 3 s). Set before the tenant's first
+// turn, so no process has its settings cached yet.
+func patientRecall(t *testing.T, dbURL string) {
+	t.Helper()
+	require.NoError(t, run(context.Background(), []string{"tenant", "settings", "dev", `{"recall": {"prefetch_wait_ms": 60000}}`},
+		env(map[string]string{"MNEMOS_DATABASE_URL": dbURL}), io.Discard, io.Discard))
+}
+
 // TestARememberedFactIsExtractedEndToEnd is long-term memory extraction as
 // `make run` serves it: one process, the builtin provider, no network. A
 // session's user asks the agent to remember something; the turn event goes
@@ -38,19 +51,23 @@ func postTurn(t *testing.T, p *process, key string, ev map[string]any) {
 // extractor's builtin rules find the request and save it as a feedback
 // memory of the session's project scope: it is listed in the scope's
 // index, readable over the API, announced as memory.saved, and counted.
+// Then a later session of the same project asks about staging, and the
+// memory is surfaced in its context beside that question.
 func TestARememberedFactIsExtractedEndToEnd(t *testing.T) {
 	t.Parallel()
 	bcfg := bustest.Config(t)
 	b := bustest.Connect(t, bcfg)
 	saved, err := b.Conn().SubscribeSync(b.Prefix(bus.KindMemorySaved + ".dev.>"))
 	require.NoError(t, err)
+	dbURL := pgtest.URL(t)
 	p := start(t, map[string]string{
-		"MNEMOS_DATABASE_URL": pgtest.URL(t),
+		"MNEMOS_DATABASE_URL": dbURL,
 		"MNEMOS_HTTP_ADDR":    "127.0.0.1:0",
 		"MNEMOS_NATS_URL":     bcfg.URL,
 		"MNEMOS_NAMESPACE":    bcfg.Namespace,
 		"MNEMOS_DEV_API_KEY":  "test-dev-key",
 	}, "-target=all")
+	patientRecall(t, dbURL)
 
 	postTurn(t, p, "test-dev-key", map[string]any{
 		"schema": "mnemos.turn.v1", "event_id": "e2e-1", "session_id": "staging-talk", "seq": 1,
@@ -97,4 +114,42 @@ func TestARememberedFactIsExtractedEndToEnd(t *testing.T) {
 	body := metricsOf(t, p)
 	require.Regexp(t, `mnemos_extractor_runs_total\{[^}]*outcome="saved"[^}]*\} 1`, body)
 	require.Regexp(t, `mnemos_llm_calls_total\{[^}]*task="extraction"[^}]*\} [1-9]`, body, "the run went through the guarded provider")
+
+	// A later session of the same project: its user asks about staging.
+	const question = "can we run the schema migration on the staging DB now?"
+	postTurn(t, p, "test-dev-key", map[string]any{
+		"schema": "mnemos.turn.v1", "event_id": "e2e-later-1", "session_id": "staging-later", "seq": 1,
+		"agent_id": "main", "memory_scope": map[string]string{"user": "u-7", "project": "repo-x"},
+		"model": "claude-sonnet-4-5", "context_window": 200000, "max_output_tokens": 32000,
+		"input_messages": []map[string]any{{"uuid": "later-u-1", "role": "user", "content": []map[string]any{
+			{"type": "text", "text": question},
+		}}},
+		"response": map[string]any{"uuid": "later-a-1", "role": "assistant", "stop_reason": "tool_use", "content": []map[string]any{
+			{"type": "text", "text": "Let me look at the migration first."},
+			{"type": "tool_use", "id": "toolu_later_1", "name": "Read", "input": map[string]any{"file_path": "migrations/0042.sql"}},
+		}},
+		"usage":       map[string]any{"input_tokens": 1500, "output_tokens": 30},
+		"occurred_at": "2026-11-22T11:00:00Z",
+	})
+	var later struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"messages"`
+		MessageUUIDs []string `json:"message_uuids"`
+	}
+	require.Eventually(t, func() bool {
+		return getJSON(t, p.http+"/v1/sessions/staging-later/context", "test-dev-key", &later) == http.StatusOK &&
+			len(later.MessageUUIDs) == 2
+	}, 60*time.Second, 50*time.Millisecond, "the later session's context")
+	require.Equal(t, "later-u-1", later.MessageUUIDs[0])
+	user := later.Messages[0].Content
+	require.Len(t, user, 2, "the question, and the memory beside it")
+	require.Equal(t, question, user[0].Text)
+	require.Contains(t, user[1].Text, "<system-reminder>")
+	require.Contains(t, user[1].Text, "project:repo-x/staging-db-read-only-fridays.md (feedback, saved today)")
+	require.Contains(t, user[1].Text, "Our staging DB is read-only on Fridays.")
 }

@@ -38,12 +38,14 @@ func call(t *testing.T, method, url, key, body string, out any) int {
 // that user message, and through POST …/recall.
 func TestAllInOneRecallsProjectMemories(t *testing.T) {
 	t.Parallel()
+	dbURL := pgtest.URL(t)
 	p := start(t, map[string]string{
-		"MNEMOS_DATABASE_URL":   pgtest.URL(t),
+		"MNEMOS_DATABASE_URL":   dbURL,
 		"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
 		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
 		"MNEMOS_DEV_API_KEY":    "test-dev-key",
 	}, "-target=all")
+	patientRecall(t, dbURL)
 	const key = "test-dev-key"
 	for name, md := range map[string]string{
 		"staging-db-read-only-fridays": "---\nname: staging-db-read-only-fridays\ndescription: The staging database is read-only on Fridays\ntype: feedback\n---\n\n" +

@@ -29,7 +29,8 @@ const localBenchURL = "postgres://postgres@127.0.0.1:5432/mnemos_bench?sslmode=d
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mnemos bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("database-url", "", "Postgres to run against, as the schema's owner: it migrates, and the services run as "+store.AppRole+" (default: the local server's mnemos_bench database, created and migrated)")
+	dbURL := fs.String("database-url", "", "Postgres to run against, as the schema's owner, who migrates (default: the local server's mnemos_bench database, created and migrated)")
+	appURL := fs.String("services-database-url", "", "the services' role on that database (default: "+store.AppRole+" on --database-url's server)")
 	natsURL := fs.String("nats-url", "", "NATS with JetStream to run against (default: an embedded server with a temporary store)")
 	rounds := fs.Int("rounds", 3, "saturated ingest rounds")
 	sessions := fs.Int("sessions", 100, "sessions per ingest round")
@@ -66,7 +67,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	// As in production: the owner migrates, the services connect as the
 	// role row-level security confines.
-	dbs, err := resolveDatabases(ctx, Config{MigrateDatabaseURL: *dbURL}, localBenchURL)
+	dbs, err := resolveDatabases(ctx, Config{MigrateDatabaseURL: *dbURL, DatabaseURL: *appURL}, localBenchURL)
 	if err != nil {
 		return err
 	}

@@ -554,7 +554,8 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 func TestBenchCommandPrintsItsTables(t *testing.T) {
 	t.Parallel()
 	var out, errs bytes.Buffer
-	err := run(context.Background(), []string{"bench", "--database-url", pgtest.URL(t),
+	dbURL := pgtest.URL(t)
+	err := run(context.Background(), []string{"bench", "--database-url", pgtest.OwnerURL(t, dbURL), "--services-database-url", dbURL,
 		"--rounds", "1", "--sessions", "5", "--turns-per-session", "4", "--sustain", "1s", "--samples", "3", "--sizes", "5000"},
 		env(nil), &out, &errs)
 	require.NoError(t, err, errs.String())

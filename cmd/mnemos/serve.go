@@ -260,7 +260,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		}
 	}
 	if runsTarget(TargetExtractor) {
-		svc, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, recaller, log.With("service", "recall"), metrics.Meter("recall"))
+		svc, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, recaller, log.With("service", "recall"))
 		if err != nil {
 			return err
 		}

@@ -26,6 +26,7 @@ const DefaultConsumerInfoInterval = 15 * time.Second
 // busMetrics are the instruments every runner of a Bus counts with, so that
 // every consumer, present and future, is measured the same way.
 type busMetrics struct {
+	deliveries   metric.Int64Counter
 	redeliveries metric.Int64Counter
 	deadLetters  metric.Int64Counter
 	duration     metric.Float64Histogram
@@ -46,6 +47,10 @@ func newBusMetrics(m metric.Meter) *busMetrics {
 	fallback := noop.NewMeterProvider().Meter("")
 	bm := &busMetrics{runners: map[*Runner]struct{}{}}
 	var err error
+	if bm.deliveries, err = m.Int64Counter("mnemos.bus.deliveries",
+		metric.WithDescription("Deliveries to a consumer, by consumer and result (acked, retried, dead_lettered).")); err != nil {
+		bm.deliveries, _ = fallback.Int64Counter("mnemos.bus.deliveries")
+	}
 	if bm.redeliveries, err = m.Int64Counter("mnemos.bus.redeliveries",
 		metric.WithDescription("Deliveries of a message delivered before (num_delivered > 1), by consumer.")); err != nil {
 		bm.redeliveries, _ = fallback.Int64Counter("mnemos.bus.redeliveries")
@@ -110,6 +115,7 @@ func (bm *busMetrics) close() {
 // delivery counts one settled delivery.
 func (bm *busMetrics) delivery(ctx context.Context, out Outcome, reason string) {
 	consumer := attribute.String("consumer", out.Consumer)
+	bm.deliveries.Add(ctx, 1, metric.WithAttributes(consumer, attribute.String("result", string(out.Result))))
 	if out.NumDelivered > 1 {
 		bm.redeliveries.Add(ctx, 1, metric.WithAttributes(consumer))
 	}

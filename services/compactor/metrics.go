@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -15,7 +14,6 @@ type serviceMetrics struct {
 	compactions metric.Int64Counter
 	saved       metric.Int64Counter
 	circuits    metric.Int64Counter
-	delivers    metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -30,14 +28,7 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 	if sm.circuits, err = m.Int64Counter("mnemos.compactions.circuit_opened", metric.WithDescription("Sessions whose LLM compactions failed too often in a row.")); err != nil {
 		return sm, err
 	}
-	if sm.delivers, err = m.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Deliveries to a consumer, by result (acked, retried, dead_lettered).")); err != nil {
-		return sm, err
-	}
 	return sm, nil
-}
-
-func (m serviceMetrics) delivery(ctx context.Context, o bus.Outcome) {
-	m.delivers.Add(ctx, 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
 }
 
 func (m serviceMetrics) completed(ctx context.Context, c store.Compaction, opened bool) {

@@ -182,7 +182,6 @@ func (s *Service) Run(ctx context.Context) error {
 		Workers:       1,
 		MaxDeliver:    s.cfg.MaxDeliver,
 		AckWait:       max(30*time.Second, 5*s.cfg.Heartbeat),
-		OnOutcome:     func(o bus.Outcome) { s.metrics.delivery(context.Background(), o) },
 	}, s.Handle)
 	if err != nil {
 		return fmt.Errorf("dreamer.Run: %w", err)

@@ -5,14 +5,11 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 )
 
 type serviceMetrics struct {
-	gates    metric.Int64Counter
-	dreams   metric.Int64Counter
-	delivers metric.Int64Counter
+	gates  metric.Int64Counter
+	dreams metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -26,9 +23,6 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 		"Consolidations ended, by outcome: completed, failed, killed, proposed (changes beyond the allowed share, kept for approval).")); err != nil {
 		return sm, err
 	}
-	if sm.delivers, err = m.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Deliveries to a consumer, by result (acked, retried, dead_lettered).")); err != nil {
-		return sm, err
-	}
 	return sm, nil
 }
 
@@ -38,8 +32,4 @@ func (m serviceMetrics) gate(ctx context.Context, gate, outcome string) {
 
 func (m serviceMetrics) dream(ctx context.Context, outcome string) {
 	m.dreams.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
-}
-
-func (m serviceMetrics) delivery(ctx context.Context, o bus.Outcome) {
-	m.delivers.Add(ctx, 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
 }

@@ -63,7 +63,9 @@ func setup(t *testing.T, settings string) *harness {
 	st, err := store.Open(context.Background(), store.Config{URL: url, MaxConns: 10})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
+	metrics := telemetrytest.New(t)
 	cfg := bustest.Config(t)
+	cfg.Meter = metrics.Meter() // the bus counts every consumer's deliveries
 	b := bustest.Connect(t, cfg)
 	ctx := context.Background()
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
@@ -72,7 +74,6 @@ func setup(t *testing.T, settings string) *harness {
 	}
 	cache, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
 	require.NoError(t, err)
-	metrics := telemetrytest.New(t)
 	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, cache, bustest.Logger(t), nil)
 	require.NoError(t, err)
 	mem, err := memory.NewStore(st, nil, memory.Options{})

@@ -5,13 +5,10 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 )
 
 type serviceMetrics struct {
-	runs     metric.Int64Counter
-	delivers metric.Int64Counter
+	runs metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -23,16 +20,9 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 			"skipped_agent_wrote or no_scope.")); err != nil {
 		return sm, err
 	}
-	if sm.delivers, err = m.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Deliveries to a consumer, by result (acked, retried, dead_lettered).")); err != nil {
-		return sm, err
-	}
 	return sm, nil
 }
 
 func (m serviceMetrics) run(ctx context.Context, outcome string) {
 	m.runs.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
-}
-
-func (m serviceMetrics) delivery(ctx context.Context, o bus.Outcome) {
-	m.delivers.Add(ctx, 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
 }

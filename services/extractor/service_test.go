@@ -133,7 +133,7 @@ func TestEveryNthTurnRuns(t *testing.T) {
 
 	c := h.settled("s1", 9)             // 7 turns + the two rounds of the work turn
 	require.Eventually(t, func() bool { // every turn.accounted handled, the sub-agent's too
-		return h.metrics.Sum("mnemos.bus.deliveries", "result", string(bus.Acked)) == 10
+		return h.metrics.SumAll("mnemos.bus.deliveries", "consumer", "extractor", "result", string(bus.Acked)) == 10
 	}, 30*time.Second, 10*time.Millisecond)
 	require.Len(t, rec.seen(), 2, "runs at the 3rd and 6th eligible turns")
 	for k := 1; k <= 3; k++ {
@@ -256,7 +256,7 @@ func TestBadEventsAreDeadLettered(t *testing.T) {
 	require.Contains(t, all, "unknown schema")
 	require.Contains(t, all, "want a positive seq")
 	require.Eventually(t, func() bool {
-		return h.metrics.Sum("mnemos.bus.deliveries", "result", string(bus.DeadLettered)) == 4
+		return h.metrics.SumAll("mnemos.bus.deliveries", "consumer", "extractor", "result", string(bus.DeadLettered)) == 4
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Zero(t, rec.calls.Load())
 }

@@ -12,10 +12,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
-
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
@@ -47,19 +43,11 @@ type Service struct {
 	bus    *bus.Bus
 	recall *recall.Recaller
 	log    *slog.Logger
-	// delivers counts deliveries by result (mnemos.bus.deliveries).
-	delivers metric.Int64Counter
 }
 
-// New builds the service; r runs the recalls (and counts them). meter may be nil.
-func New(cfg Config, b *bus.Bus, r *recall.Recaller, log *slog.Logger, meter metric.Meter) (*Service, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
-	delivers, err := meter.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Deliveries to a consumer, by result (acked, retried, dead_lettered)."))
-	if err != nil {
-		return nil, fmt.Errorf("recallprefetch.New: %w", err)
-	}
+// New builds the service; r runs the recalls (and counts them; the bus
+// counts the deliveries).
+func New(cfg Config, b *bus.Bus, r *recall.Recaller, log *slog.Logger) (*Service, error) {
 	d := DefaultConfig()
 	if cfg.Workers <= 0 {
 		cfg.Workers = d.Workers
@@ -70,7 +58,7 @@ func New(cfg Config, b *bus.Bus, r *recall.Recaller, log *slog.Logger, meter met
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = d.Timeout
 	}
-	return &Service{cfg: cfg, bus: b, recall: r, log: log, delivers: delivers}, nil
+	return &Service{cfg: cfg, bus: b, recall: r, log: log}, nil
 }
 
 // Status is what health endpoints report.
@@ -86,9 +74,6 @@ func (s *Service) Run(ctx context.Context) error {
 		Workers:       s.cfg.Workers,
 		MaxDeliver:    s.cfg.MaxDeliver,
 		AckWait:       s.cfg.Timeout + 30*time.Second,
-		OnOutcome: func(o bus.Outcome) {
-			s.delivers.Add(context.Background(), 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
-		},
 	}, s.Handle)
 	if err != nil {
 		return fmt.Errorf("recallprefetch.Run: %w", err)

@@ -30,9 +30,11 @@ const tenant = "acme"
 func TestBadEventsAreDeadLettered(t *testing.T) {
 	t.Parallel()
 	st := pgtest.New(t)
-	b := bustest.New(t)
-	require.NoError(t, st.EnsureTenant(context.Background(), tenant, "Acme"))
 	metrics := telemetrytest.New(t)
+	bcfg := bustest.Config(t)
+	bcfg.Meter = metrics.Meter()
+	b := bustest.Connect(t, bcfg)
+	require.NoError(t, st.EnsureTenant(context.Background(), tenant, "Acme"))
 	mem, err := memory.NewStore(st, nil, memory.Options{})
 	require.NoError(t, err)
 	var calls atomic.Int64
@@ -42,7 +44,7 @@ func TestBadEventsAreDeadLettered(t *testing.T) {
 	}})
 	r, err := recall.New(st, mem, selector, func(context.Context, string) (recall.Settings, error) { return recall.DefaultSettings(), nil }, metrics.Meter(), recall.Options{})
 	require.NoError(t, err)
-	svc, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, r, bustest.Logger(t), metrics.Meter())
+	svc, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, r, bustest.Logger(t))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -5,13 +5,10 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 )
 
 type serviceMetrics struct {
-	updates  metric.Int64Counter
-	delivers metric.Int64Counter
+	updates metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -21,16 +18,9 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 		"Session notes updates, by outcome: updated; rejected (the answer broke the notes' structure); failed (the model call failed); coalesced (a request folded into the trailing run of an update already running).")); err != nil {
 		return sm, err
 	}
-	if sm.delivers, err = m.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Deliveries to a consumer, by result (acked, retried, dead_lettered).")); err != nil {
-		return sm, err
-	}
 	return sm, nil
 }
 
 func (m serviceMetrics) update(ctx context.Context, outcome string) {
 	m.updates.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
-}
-
-func (m serviceMetrics) delivery(ctx context.Context, o bus.Outcome) {
-	m.delivers.Add(ctx, 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
 }

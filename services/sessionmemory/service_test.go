@@ -49,12 +49,13 @@ type harness struct {
 func setup(t *testing.T) *harness {
 	t.Helper()
 	st := pgtest.New(t)
+	metrics := telemetrytest.New(t)
 	cfg := bustest.Config(t)
+	cfg.Meter = metrics.Meter() // the bus counts every consumer's deliveries
 	b := bustest.Connect(t, cfg)
 	require.NoError(t, st.EnsureTenant(context.Background(), tenant, "Acme"))
 	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
 	require.NoError(t, err)
-	metrics := telemetrytest.New(t)
 	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, settings, bustest.Logger(t), metrics.Meter())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -462,7 +463,7 @@ func TestBadEventsAreDeadLettered(t *testing.T) {
 	require.Contains(t, all, "arrived on the subject of acme/bad")
 	require.Contains(t, all, "no negative number")
 	require.Eventually(t, func() bool {
-		return h.metrics.Sum("mnemos.bus.deliveries", "result", string(bus.DeadLettered)) == 3
+		return h.metrics.SumAll("mnemos.bus.deliveries", "consumer", "session-memory", "result", string(bus.DeadLettered)) == 3
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Zero(t, prov.calls.Load())
 	require.Empty(t, h.notes("bad").Content)

@@ -106,7 +106,6 @@ func (s *Service) Run(ctx context.Context) error {
 		Workers:       s.cfg.Workers,
 		MaxDeliver:    s.cfg.MaxDeliver,
 		AckWait:       s.cfg.Lease,
-		OnOutcome:     func(o bus.Outcome) { s.metrics.delivery(context.Background(), o) },
 	}, s.Handle)
 	if err != nil {
 		return fmt.Errorf("sessionmemory.Run: %w", err)

@@ -6,8 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 )
 
 type serviceMetrics struct {
@@ -18,7 +16,6 @@ type serviceMetrics struct {
 	offloads metric.Int64Counter
 	offChars metric.Int64Counter
 	gapsSeqs metric.Int64Counter
-	delivers metric.Int64Counter
 	stale    metric.Int64Counter
 }
 
@@ -46,17 +43,10 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 	if sm.gapsSeqs, err = m.Int64Counter("mnemos.turns.gap_skipped", metric.WithDescription("Turn seqs given up on after the gap timeout.")); err != nil {
 		return sm, err
 	}
-	if sm.delivers, err = m.Int64Counter("mnemos.bus.deliveries", metric.WithDescription("Turn event deliveries to the accountant, by result (acked, retried, dead_lettered).")); err != nil {
-		return sm, err
-	}
 	if sm.stale, err = m.Int64Counter("mnemos.accounting.stale_usage", metric.WithDescription("Responses whose usage came from the context before a compaction, counted by estimate instead.")); err != nil {
 		return sm, err
 	}
 	return sm, nil
-}
-
-func (m serviceMetrics) delivery(ctx context.Context, o bus.Outcome) {
-	m.delivers.Add(ctx, 1, metric.WithAttributes(attribute.String("consumer", o.Consumer), attribute.String("result", string(o.Result))))
 }
 
 func (m serviceMetrics) outcome(ctx context.Context, o Outcome, d time.Duration) {

@@ -91,7 +91,6 @@ func (s *Service) Run(ctx context.Context) error {
 		FilterSubject: bus.KindTurnCompleted + ".>",
 		Workers:       s.cfg.Workers,
 		MaxDeliver:    s.cfg.MaxDeliver,
-		OnOutcome:     func(o bus.Outcome) { s.metrics.delivery(context.Background(), o) },
 	}, s.Handle)
 	if err != nil {
 		return fmt.Errorf("tokenaccounting.Run: %w", err)

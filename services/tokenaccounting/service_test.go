@@ -40,11 +40,13 @@ type harness struct {
 func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
 	t.Helper()
 	st := pgtest.New(t)
-	b := bustest.New(t)
+	metrics := telemetrytest.New(t)
+	bcfg := bustest.Config(t)
+	bcfg.Meter = metrics.Meter() // the bus counts the deliveries
+	b := bustest.Connect(t, bcfg)
 	log := bustest.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
-	metrics := telemetrytest.New(t)
 	// No limits unless a test sets a tenant's: the tests here send bursts.
 	defaults := tenantcfg.Defaults()
 	defaults.Limits = limits.Config{}

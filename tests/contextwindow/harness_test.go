@@ -110,7 +110,7 @@ func setup(t *testing.T, provider llm.Provider) *harness {
 	}, metrics.Meter(), recall.Options{Now: gcfg.Now})
 	require.NoError(t, err)
 	gw.UseRecall(recaller)
-	prefetch, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, recaller, log, metrics.Meter())
+	prefetch, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, recaller, log)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	gw.Register(mux)

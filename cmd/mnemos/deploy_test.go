@@ -245,7 +245,8 @@ func TestChartRendersValidManifests(t *testing.T) {
 	}{
 		{"defaults", nil},
 		{"production", []string{"-f", "deploy/helm/mnemos/ci/production-values.yaml"}},
-		{"existing secret, no autoscaling", []string{"--set", "secret.existingSecret=mnemos-credentials", "--set", "targets.extractor.autoscaling.enabled=false", "--set", "migration.enabled=true"}},
+		{"existing secrets, no autoscaling", []string{"--set", "secret.existingSecret=mnemos-credentials", "--set", "migration.existingSecret=mnemos-owner",
+			"--set", "targets.extractor.autoscaling.enabled=false", "--set", "migration.enabled=true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			docs, err := helmTemplate(t, tc.args...)
@@ -284,6 +285,23 @@ func TestChartRendersValidManifests(t *testing.T) {
 			require.NotNil(t, job)
 			require.Equal(t, "pre-install,pre-upgrade", dig(job, "metadata", "annotations", "helm.sh/hook"))
 			require.Equal(t, []any{"migrate"}, dig(job, "spec", "template", "spec", "containers", 0, "args"))
+
+			// The Job gets both roles' URLs; the owner's reaches nothing else.
+			jobEnv := map[string]string{}
+			for _, e := range dig(job, "spec", "template", "spec", "containers", 0, "env").([]any) {
+				if ref := dig(e, "valueFrom", "secretKeyRef", "name"); ref != nil {
+					jobEnv[e.(map[string]any)["name"].(string)] = ref.(string)
+				}
+			}
+			require.Contains(t, jobEnv, "MNEMOS_MIGRATE_DATABASE_URL")
+			require.Contains(t, jobEnv, "MNEMOS_DATABASE_URL")
+			require.Equal(t, jobEnv["MNEMOS_MIGRATE_DATABASE_URL"], jobEnv["MNEMOS_DATABASE_URL"], "one Secret holds both")
+			require.NotContains(t, env, "MNEMOS_MIGRATE_DATABASE_URL", "the targets connect as the services' role only")
+			for _, d := range docs {
+				if d["kind"] == "Secret" && d["metadata"].(map[string]any)["name"] != jobEnv["MNEMOS_DATABASE_URL"] {
+					require.Nil(t, dig(d, "stringData", "MNEMOS_MIGRATE_DATABASE_URL"), "the owner's URL only in the migration's Secret")
+				}
+			}
 		})
 	}
 
@@ -301,6 +319,9 @@ func TestChartRendersValidManifests(t *testing.T) {
 	require.Nil(t, dig(named(docs, "Deployment", "mnemos-extractor"), "spec", "replicas"), "KEDA owns the replicas")
 	require.NotNil(t, named(docs, "ServiceMonitor", "mnemos"))
 	require.NotNil(t, named(docs, "Ingress", "mnemos"))
+	owner := named(docs, "Secret", "mnemos-migrate")
+	require.Equal(t, "postgres://mnemos_owner:0wner-s3cret@pg-primary.databases.svc:5432/mnemos?sslmode=verify-full", dig(owner, "stringData", "MNEMOS_MIGRATE_DATABASE_URL"))
+	require.Equal(t, dig(named(docs, "Secret", "mnemos"), "stringData", "MNEMOS_DATABASE_URL"), dig(owner, "stringData", "MNEMOS_DATABASE_URL"))
 
 	// Defaults: the extractor's HPA.
 	docs, err = helmTemplate(t)

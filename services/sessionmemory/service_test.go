@@ -322,6 +322,33 @@ func TestGatesOverTheBus(t *testing.T) {
 	require.EqualValues(t, 4, h.metrics.Sum("mnemos.session_notes.updates", "outcome", sessionmemory.OutcomeUpdated))
 }
 
+// TestAnUpdateCoversTheTurnsItsMarkRecords: the session is read first,
+// then its messages; a turn the accountant applies in between is left to
+// the next update, so the notes never cover turns the gate's mark does not
+// count (which would make the next due turn find nothing new to write).
+func TestAnUpdateCoversTheTurnsItsMarkRecords(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var prov counting
+	h.service(prov.provider())
+	c := h.conversation("skew")
+	c.round(1, 400)
+	through := c.last()
+	c.round(2, 400)
+	// The session as read before round 2 was applied: its messages are
+	// there already, its row does not count them yet.
+	_, err := pgtest.Admin(t, h.store).Exec(context.Background(),
+		"UPDATE sessions SET applied_seq = 2, message_count = 4, token_count = 12000, tool_calls_total = 1 WHERE session_id = 'skew'")
+	require.NoError(t, err)
+	h.publish("skew", 2, 12_000, 1, 0)
+	n := h.settled("skew", 2)
+	require.EqualValues(t, 1, n.Version)
+	require.Equal(t, store.NotesMark{Attempted: true, Seq: 2, Tokens: 12_000, ToolCalls: 1}, n.Mark)
+	require.Equal(t, through, n.LastSummarizedUUID, "the notes cover what the mark records, no more")
+	require.Contains(t, n.Content, "Request 1: read file 1.")
+	require.NotContains(t, n.Content, "Request 2: read file 2.")
+}
+
 // TestOneUpdateAtATimeAcrossReplicas: twenty turn.accounted events of one
 // session reach two replicas at once; at most one update runs at any time,
 // and the notes end up covering the newest turn.

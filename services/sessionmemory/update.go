@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -151,6 +152,10 @@ func (s *Service) update(ctx context.Context, tenant, session, owner string, set
 		if err != nil {
 			return err
 		}
+		// Each statement sees what was committed when it ran: the messages
+		// of a turn applied after the session was read are left to the next
+		// update, so the notes cover exactly the turns the mark records.
+		rows = slices.DeleteFunc(rows, func(m store.Message) bool { return m.Position >= sess.MessageCount })
 		msgs, err = sessionctx.Messages(rows)
 		return err
 	})

@@ -17,6 +17,8 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/extractor"
+	"github.com/mnemos-ai/mnemos/services/sessionmemory"
 )
 
 // Targets a process can run.
@@ -99,6 +101,11 @@ type Config struct {
 	// claim lasts without renewal, and how long its request waits
 	// unacknowledged before it is delivered again.
 	CompactionLease time.Duration
+	// SessionMemoryLease (MNEMOS_SESSION_MEMORY_LEASE) and ExtractorLease
+	// (MNEMOS_EXTRACTOR_LEASE) are the same for a session's notes update
+	// and for an extraction run of a memory scope.
+	SessionMemoryLease time.Duration
+	ExtractorLease     time.Duration
 
 	// Limits are every tenant's limits unless its settings say otherwise:
 	// MNEMOS_LIMIT_EVENTS_PER_SECOND, MNEMOS_LIMIT_EVENTS_BURST,
@@ -134,6 +141,9 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		ContextWait:      30 * time.Second,
 		GaugeInterval:    15 * time.Second,
 		CompactionLease:  compactor.DefaultConfig().Lease,
+
+		SessionMemoryLease: sessionmemory.DefaultConfig().Lease,
+		ExtractorLease:     extractor.DefaultConfig().Lease,
 
 		NATSDuplicateWindow: bus.DefaultDuplicateWindow,
 		Limits:              limits.DefaultConfig(),
@@ -227,13 +237,18 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		}
 		cfg.ContextWait = d
 	}
-	if v := getenv("MNEMOS_COMPACTION_LEASE"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second {
-			errs = append(errs, fmt.Sprintf("MNEMOS_COMPACTION_LEASE=%q: want a duration of at least 1s, such as 2m", v))
+	lease := func(name string, dst *time.Duration) {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Second {
+				errs = append(errs, fmt.Sprintf("%s=%q: want a duration of at least 1s, such as 2m", name, v))
+			}
+			*dst = d
 		}
-		cfg.CompactionLease = d
 	}
+	lease("MNEMOS_COMPACTION_LEASE", &cfg.CompactionLease)
+	lease("MNEMOS_SESSION_MEMORY_LEASE", &cfg.SessionMemoryLease)
+	lease("MNEMOS_EXTRACTOR_LEASE", &cfg.ExtractorLease)
 	if v := getenv("MNEMOS_NATS_DUPLICATE_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 100*time.Millisecond {
@@ -294,6 +309,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("gauge_interval", c.GaugeInterval),
 		slog.String("tracing", c.Trace.String()),
 		slog.Duration("compaction_lease", c.CompactionLease),
+		slog.Duration("session_memory_lease", c.SessionMemoryLease),
+		slog.Duration("extractor_lease", c.ExtractorLease),
 		slog.Any("limits", c.Limits),
 		slog.Duration("nats_duplicate_window", c.NATSDuplicateWindow),
 	}

@@ -291,7 +291,10 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, limits.DefaultConfig(), cfg.Limits)
 	require.Equal(t, 2*time.Minute, cfg.NATSDuplicateWindow)
 	require.Empty(t, cfg.CrashAfterCommit)
+	require.Equal(t, 2*time.Minute, cfg.SessionMemoryLease)
+	require.Equal(t, 2*time.Minute, cfg.ExtractorLease)
 	cfg, err = configFromEnv("all", env(map[string]string{
+		"MNEMOS_SESSION_MEMORY_LEASE": "10s", "MNEMOS_EXTRACTOR_LEASE": "15s",
 		"MNEMOS_LIMIT_EVENTS_PER_SECOND": "50", "MNEMOS_LIMIT_EVENTS_BURST": "80",
 		"MNEMOS_LIMIT_ACTIVE_SESSIONS": "0", "MNEMOS_NATS_DUPLICATE_WINDOW": "2s",
 		"MNEMOS_FAULT_CRASH_AFTER_COMMIT": "token-accounting:5", "MNEMOS_FAULT_CRASH_AFTER_PUBLISH": "outbox-relay:2",
@@ -299,17 +302,21 @@ func TestConfigFromEnv(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, limits.Config{EventsPerSecond: 50, EventsBurst: 80, ActiveSessions: 0, ActiveMinutes: 30}, cfg.Limits)
 	require.Equal(t, 2*time.Second, cfg.NATSDuplicateWindow)
+	require.Equal(t, 10*time.Second, cfg.SessionMemoryLease)
+	require.Equal(t, 15*time.Second, cfg.ExtractorLease)
 	require.Equal(t, faults.Points{"token-accounting": 5}, cfg.CrashAfterCommit)
 	require.Equal(t, faults.Points{"outbox-relay": 2}, cfg.CrashAfterPublish)
 	require.Contains(t, cfg.LogValue().String(), "fault_crash_after_commit", "a crash hook shows in the logged configuration")
 	_, err = configFromEnv("all", env(map[string]string{
 		"MNEMOS_LIMIT_EVENTS_PER_SECOND": "-1", "MNEMOS_LIMIT_EVENTS_BURST": "many",
 		"MNEMOS_NATS_DUPLICATE_WINDOW": "1ms", "MNEMOS_FAULT_CRASH_AFTER_COMMIT": "compactor",
+		"MNEMOS_EXTRACTOR_LEASE": "500ms",
 	}))
 	require.ErrorContains(t, err, "MNEMOS_LIMIT_EVENTS_PER_SECOND")
 	require.ErrorContains(t, err, "MNEMOS_LIMIT_EVENTS_BURST")
 	require.ErrorContains(t, err, "MNEMOS_NATS_DUPLICATE_WINDOW")
 	require.ErrorContains(t, err, "MNEMOS_FAULT_CRASH_AFTER_COMMIT")
+	require.ErrorContains(t, err, "MNEMOS_EXTRACTOR_LEASE")
 }
 
 func TestMissingPostgresNamesWhatToStart(t *testing.T) {

@@ -225,7 +225,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		status[TargetCompactor] = "running"
 	}
 	if runsTarget(TargetSessionMemory) {
-		svc, err := sessionmemory.New(sessionmemory.DefaultConfig(), st, b, settings, provider, log.With("service", TargetSessionMemory), metrics.Meter(TargetSessionMemory))
+		scfg := sessionmemory.DefaultConfig()
+		scfg.Lease = cfg.SessionMemoryLease
+		svc, err := sessionmemory.New(scfg, st, b, settings, provider, log.With("service", TargetSessionMemory), metrics.Meter(TargetSessionMemory))
 		if err != nil {
 			return err
 		}
@@ -233,7 +235,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		status[TargetSessionMemory] = svc.Status()
 	}
 	if runsTarget(TargetExtractor) {
-		svc, err := extractor.New(extractor.DefaultConfig(), st, b, settings, provider, log.With("service", TargetExtractor), metrics.Meter(TargetExtractor))
+		ecfg := extractor.DefaultConfig()
+		ecfg.Lease = cfg.ExtractorLease
+		svc, err := extractor.New(ecfg, st, b, settings, provider, log.With("service", TargetExtractor), metrics.Meter(TargetExtractor))
 		if err != nil {
 			return err
 		}

@@ -322,6 +322,33 @@ func TestGatesOverTheBus(t *testing.T) {
 	require.EqualValues(t, 4, h.metrics.Sum("mnemos.session_notes.updates", "outcome", sessionmemory.OutcomeUpdated))
 }
 
+// TestAnUpdateCoversTheTurnsItsMarkRecords: the session is read first,
+// then its messages; a turn the accountant applies in between is left to
+// the next update, so the notes never cover turns the gate's mark does not
+// count (which would make the next due turn find nothing new to write).
+func TestAnUpdateCoversTheTurnsItsMarkRecords(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var prov counting
+	h.service(prov.provider())
+	c := h.conversation("skew")
+	c.round(1, 400)
+	through := c.last()
+	c.round(2, 400)
+	// The session as read before round 2 was applied: its messages are
+	// there already, its row does not count them yet.
+	_, err := pgtest.Admin(t, h.store).Exec(context.Background(),
+		"UPDATE sessions SET applied_seq = 2, message_count = 4, token_count = 12000, tool_calls_total = 1 WHERE session_id = 'skew'")
+	require.NoError(t, err)
+	h.publish("skew", 2, 12_000, 1, 0)
+	n := h.settled("skew", 2)
+	require.EqualValues(t, 1, n.Version)
+	require.Equal(t, store.NotesMark{Attempted: true, Seq: 2, Tokens: 12_000, ToolCalls: 1}, n.Mark)
+	require.Equal(t, through, n.LastSummarizedUUID, "the notes cover what the mark records, no more")
+	require.Contains(t, n.Content, "Request 1: read file 1.")
+	require.NotContains(t, n.Content, "Request 2: read file 2.")
+}
+
 // TestOneUpdateAtATimeAcrossReplicas: twenty turn.accounted events of one
 // session reach two replicas at once; at most one update runs at any time,
 // and the notes end up covering the newest turn.
@@ -433,6 +460,68 @@ func TestSweepRunsATrailingRunLeftBehind(t *testing.T) {
 
 	require.NoError(t, svc.Sweep(context.Background()), "nothing left to sweep")
 	require.EqualValues(t, 1, prov.calls.Load())
+}
+
+// TestATrailingRunCutShortIsLeftToTheSweep: the worker running a session's
+// trailing run stops before it stores anything (the turn that asked for it
+// was acknowledged when it was coalesced); the run stays owed, and the
+// sweep makes it.
+func TestATrailingRunCutShortIsLeftToTheSweep(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	started, release, trailing := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	provider := builtin.New(map[llm.Task]builtin.Handler{llm.TaskNotes: func(ctx context.Context, req llm.Request) (llm.Response, error) {
+		switch calls.Add(1) {
+		case 1:
+			close(started)
+			<-release
+		case 2:
+			close(trailing)
+			<-ctx.Done() // the worker stops
+			return llm.Response{}, ctx.Err()
+		}
+		return sessionnotes.Builtin(ctx, req)
+	}})
+	b := bustest.Connect(t, h.busCfg)
+	svc, err := sessionmemory.New(sessionmemory.DefaultConfig(), h.store, b, h.settings, provider, bustest.Logger(t), h.metrics.Meter())
+	require.NoError(t, err)
+	handle := func(ctx context.Context, seq, count, total int64) error {
+		data, err := json.Marshal(events.TurnAccounted{
+			Schema: events.SchemaTurnAccounted, EventID: fmt.Sprintf("cut-%d", seq), TenantID: tenant, SessionID: "cut",
+			Seq: seq, AgentID: "main", Tokens: events.Tokens{Count: count}, ToolCalls: 1, ToolCallsTotal: total,
+			MessageUUIDs: []string{}, AccountedAt: time.Now(),
+		})
+		require.NoError(t, err)
+		return svc.Handle(ctx, bus.Message{Subject: b.Subject(bus.KindTurnAccounted, tenant, "cut"), Data: data})
+	}
+
+	c := h.conversation("cut")
+	for k := 1; k <= 2; k++ {
+		c.round(k, 400)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- handle(ctx, 2, 10_000, 2) }()
+	<-started
+	c.round(3, 400)
+	require.NoError(t, handle(context.Background(), 6, 16_000, 6), "coalesced into the trailing run")
+	require.True(t, h.notes("cut").Pending)
+	close(release)
+	<-trailing
+	stop()
+	require.ErrorIs(t, <-first, context.Canceled)
+	n := h.notes("cut")
+	require.EqualValues(t, 1, n.Version)
+	require.True(t, n.Pending, "the trailing run is still owed")
+
+	require.NoError(t, svc.Sweep(context.Background()))
+	n = h.notes("cut")
+	require.EqualValues(t, 2, n.Version, "the sweep made the trailing run")
+	require.Equal(t, c.last(), n.LastSummarizedUUID)
+	require.False(t, n.Pending)
+	require.Empty(t, n.UpdateOwner)
+	require.EqualValues(t, 3, calls.Load())
 }
 
 // TestBadEventsAreDeadLettered: an event that cannot be read is refused with

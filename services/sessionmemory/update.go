@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,7 +29,7 @@ func (s *Service) run(ctx context.Context, tenant, session, owner string, set te
 		workCtx, stop := context.WithCancel(ctx)
 		renewed := make(chan error, 1)
 		go func() { renewed <- s.keepClaim(workCtx, tenant, session, owner, progress, stop) }()
-		err := s.update(workCtx, tenant, session, owner, set)
+		moved, err := s.update(workCtx, tenant, session, owner, set)
 		stop()
 		if lost := <-renewed; lost != nil && err == nil {
 			err = lost
@@ -41,7 +42,7 @@ func (s *Service) run(ctx context.Context, tenant, session, owner string, set te
 			s.release(ctx, tenant, session, owner)
 			return fmt.Errorf("sessionmemory: update of %s/%s: %w", tenant, session, err)
 		}
-		again, err := s.next(ctx, tenant, session, owner, set.SessionMemory)
+		again, err := s.next(ctx, tenant, session, owner, set.SessionMemory, moved)
 		if errors.Is(err, errClaimLost) {
 			return nil
 		}
@@ -52,9 +53,12 @@ func (s *Service) run(ctx context.Context, tenant, session, owner string, set te
 }
 
 // next ends an update: when requests were coalesced meanwhile and the
-// newest of them is still due against what the update recorded, the claim
-// is kept for the trailing run (again); otherwise it is released.
-func (s *Service) next(ctx context.Context, tenant, session, owner string, set tenantcfg.SessionMemory) (again bool, err error) {
+// newest of them is still due against what the update recorded (moved: it
+// moved the mark), the claim is kept for the trailing run (again), and so is
+// the marker of that run, until an update leaves it not due: a worker that
+// dies during the trailing run leaves it to the sweep. Otherwise the marker
+// is cleared and the claim released.
+func (s *Service) next(ctx context.Context, tenant, session, owner string, set tenantcfg.SessionMemory, moved bool) (again bool, err error) {
 	err = s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		again = false
 		n, err := tx.LockNotes(ctx, session)
@@ -65,18 +69,18 @@ func (s *Service) next(ctx context.Context, tenant, session, owner string, set t
 			return errClaimLost
 		}
 		if n.Pending {
-			if err := tx.ClearNotesPending(ctx, session); err != nil {
-				return err
-			}
 			d := Decide(n.Mark, n.PendingTurn, set)
 			if d.Rebase {
 				if err := tx.ObserveNotesTurn(ctx, session, n.PendingTurn.Seq, true, n.PendingTurn.Tokens); err != nil {
 					return err
 				}
 			}
-			if d.Due {
+			if d.Due && moved {
 				again = true
 				return tx.RenewNotesUpdate(ctx, session, owner, s.now().Add(s.cfg.Lease))
+			}
+			if err := tx.ClearNotesPending(ctx, session); err != nil {
+				return err
 			}
 		}
 		return tx.ReleaseNotesUpdate(ctx, session, owner)
@@ -132,14 +136,15 @@ func (s *Service) keepClaim(ctx context.Context, tenant, session, owner string, 
 // cover, asks the provider for edits, checks them and stores the new notes
 // with an outbox event. A failed call or a rejected answer is recorded and
 // counted and leaves the notes as they were; only Postgres failures and
-// the end of ctx are errors.
-func (s *Service) update(ctx context.Context, tenant, session, owner string, set tenantcfg.Settings) error {
+// the end of ctx are errors. moved reports whether the gate's mark moved
+// (not when there was nothing new to read).
+func (s *Service) update(ctx context.Context, tenant, session, owner string, set tenantcfg.Settings) (moved bool, err error) {
 	var (
 		sess  store.Session
 		notes store.Notes
 		msgs  []view.Message
 	)
-	err := s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+	err = s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		var err error
 		if sess, err = tx.Session(ctx, session); err != nil {
 			return err
@@ -151,14 +156,18 @@ func (s *Service) update(ctx context.Context, tenant, session, owner string, set
 		if err != nil {
 			return err
 		}
+		// Each statement sees what was committed when it ran: the messages
+		// of a turn applied after the session was read are left to the next
+		// update, so the notes cover exactly the turns the mark records.
+		rows = slices.DeleteFunc(rows, func(m store.Message) bool { return m.Position >= sess.MessageCount })
 		msgs, err = sessionctx.Messages(rows)
 		return err
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(msgs) == 0 {
-		return nil // nothing new since the notes were written
+		return false, nil // nothing new since the notes were written
 	}
 	mark := store.NotesMark{Attempted: true, Seq: sess.AppliedSeq, Tokens: sess.TokenCount, ToolCalls: sess.ToolCallsTotal}
 	sm := set.SessionMemory
@@ -169,15 +178,15 @@ func (s *Service) update(ctx context.Context, tenant, session, owner string, set
 	}))
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 		s.log.Warn("notes update failed; the notes stay as they were", "tenant", tenant, "session", session, "kind", llm.KindOf(err), "err", err)
-		return s.attempt(ctx, tenant, session, owner, mark, OutcomeFailed, "the model call failed: "+err.Error())
+		return true, s.attempt(ctx, tenant, session, owner, mark, OutcomeFailed, "the model call failed: "+err.Error())
 	}
 	edits, err := sessionnotes.ParseEdits(resp.Text, current)
 	if err != nil {
 		s.log.Warn("notes update rejected; the notes stay as they were", "tenant", tenant, "session", session, "err", err)
-		return s.attempt(ctx, tenant, session, owner, mark, OutcomeRejected, err.Error())
+		return true, s.attempt(ctx, tenant, session, owner, mark, OutcomeRejected, err.Error())
 	}
 	next := sessionnotes.Apply(current, edits)
 	last := msgs[len(msgs)-1]
@@ -205,11 +214,11 @@ func (s *Service) update(ctx context.Context, tenant, session, owner string, set
 		return tx.Enqueue(ctx, e)
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.metrics.update(ctx, OutcomeUpdated)
 	s.log.Debug("session notes updated", "tenant", tenant, "session", session, "through", last.Position, "tokens", mark.Tokens)
-	return nil
+	return true, nil
 }
 
 // current is the notes an update starts from: the stored ones, or the
@@ -290,7 +299,12 @@ func (s *Service) adopt(ctx context.Context, tenant, session string, set tenantc
 		}
 		owner = uuid.NewString()
 		claimed, err = tx.ClaimNotesUpdate(ctx, session, owner, s.now().Add(s.cfg.Lease))
-		return err
+		if err != nil || !claimed {
+			return err
+		}
+		// Taking the claim clears the marker: it is set again until the run
+		// ends, so a sweep that stops during the run leaves it to the next.
+		return tx.MarkNotesPending(ctx, session, n.PendingTurn)
 	})
 	if err != nil {
 		return "", false, fmt.Errorf("sessionmemory: adopt %s/%s: %w", tenant, session, err)

@@ -15,8 +15,8 @@ import (
 
 // crashCase is a consumer killed right after one of its commits, before the
 // message is acknowledged, then restarted: the message comes back, and the
-// consumer must see that its work is done. A service added later (session
-// memory, the extractor) adds its case here.
+// consumer must see that its work is done. Each service that consumes
+// events has its case here.
 type crashCase struct {
 	name string
 	// target runs the consumer; point is its durable name, consuming
@@ -80,7 +80,74 @@ func crashCases() []crashCase {
 				checkCompactions(t, s)
 			},
 		},
+		{
+			name: "session-memory", target: "session-memory", point: "session-memory", stream: bus.StreamEvents, hit: 1,
+			others: []string{"token-accounting"},
+			// The turn the process crashed on comes back after the lease, and
+			// so does a claim the second kill leaves behind.
+			env: map[string]string{"MNEMOS_SESSION_MEMORY_LEASE": "10s"},
+			work: func(t *testing.T, s *system) map[string]int64 {
+				const rounds = 12
+				last := map[string]int64{}
+				// The first message the service handles is n0's first turn,
+				// which is due: the crash comes right after its update.
+				first := notesSession("n0", rounds)
+				publishAll(t, s, first[:1])
+				require.Eventually(t, func() bool {
+					return s.count("SELECT count(*) FROM session_notes WHERE session_id = 'n0' AND version > 0") == 1
+				}, settleTimeout, poll, "n0's first update")
+				publishAll(t, s, first[1:])
+				last["n0"] = rounds
+				for i := 1; i < 6; i++ {
+					id := fmt.Sprintf("n%d", i)
+					publishAll(t, s, notesSession(id, rounds))
+					last[id] = rounds
+				}
+				return last
+			},
+			check: func(t *testing.T, s *system, last map[string]int64) {
+				checkTurns(t, s, last)
+				checkNotes(t, s, last)
+			},
+		},
+		{
+			name: "extractor", target: "extractor", point: "extractor", stream: bus.StreamEvents, hit: 1,
+			others: []string{"token-accounting"},
+			env:    map[string]string{"MNEMOS_EXTRACTOR_LEASE": "10s"},
+			work: func(t *testing.T, s *system) map[string]int64 {
+				const rounds = 5
+				last := map[string]int64{}
+				// Two scopes of three sessions each: runs of one scope are
+				// coalesced while the other's run.
+				scopes := extractorScopes()
+				// The first message the service handles is x0's first turn: the
+				// crash comes right after its run saved the fact and moved the
+				// cursor.
+				first := chat("x0", scopes["x0"], rounds)
+				publishAll(t, s, first[:1])
+				require.Eventually(t, func() bool {
+					return s.count("SELECT count(*) FROM extractor_cursors WHERE session_id = 'x0' AND seq = 1") == 1
+				}, settleTimeout, poll, "x0's first run")
+				publishAll(t, s, first[1:])
+				last["x0"] = rounds
+				for i := 1; i < len(scopes); i++ {
+					id := fmt.Sprintf("x%d", i)
+					publishAll(t, s, chat(id, scopes[id], rounds))
+					last[id] = rounds
+				}
+				return last
+			},
+			check: func(t *testing.T, s *system, last map[string]int64) {
+				checkTurns(t, s, last)
+				checkExtraction(t, s, last, extractorScopes())
+			},
+		},
 	}
+}
+
+// extractorScopes are the project scopes of the extractor case's sessions.
+func extractorScopes() map[string]string {
+	return map[string]string{"x0": "repo-a", "x1": "repo-b", "x2": "repo-a", "x3": "repo-b", "x4": "repo-a", "x5": "repo-b"}
 }
 
 func TestCrashAfterCommitLosesNothingAndAppliesNothingTwice(t *testing.T) {

@@ -123,14 +123,20 @@ func (s *Service) claim(ctx context.Context, tenant, session, id string, set ten
 			return err
 		}
 		j.c = c
-		if j.state, j.all, err = sessionctx.LoadAll(ctx, tx, session); err != nil {
-			return err
-		}
+		// The notes before the messages: each statement of the transaction
+		// sees what was committed when it began, and notes are committed
+		// only after the messages they cover, so every message the notes
+		// cover is among those read next. Read the other way round, turns
+		// applied in between would leave the notes' last message outside
+		// the context, and the session-memory compaction would fall through.
 		notes, err := tx.Notes(ctx, session)
 		switch {
 		case err == nil:
 			j.notes = &notes
 		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		if j.state, j.all, err = sessionctx.LoadAll(ctx, tx, session); err != nil {
 			return err
 		}
 		return nil
@@ -203,14 +209,20 @@ func (s *Service) compact(ctx context.Context, j job) (*result, error) {
 // method: no notes, notes that are only the empty template, notes that end
 // before the context starts, or a result still above auto-compact.
 func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
-	if j.notes == nil || strings.TrimSpace(j.notes.Content) == "" || j.notes.LastSummarizedUUID == "" {
+	notUsed := func(reason any) *result {
+		s.log.Info("session notes not used for compaction", "tenant", j.state.Session.TenantID, "session", j.state.Session.SessionID, "compaction", j.c.ID, "reason", reason)
 		return nil
+	}
+	if j.notes == nil {
+		return notUsed("the session has no notes yet")
+	}
+	if strings.TrimSpace(j.notes.Content) == "" || j.notes.LastSummarizedUUID == "" {
+		return notUsed("the notes cover no message yet")
 	}
 	sm := j.set.SessionMemory
 	summary, err := sessionnotes.ForCompaction(j.notes.Content, sm.TemplateText(), sm.SectionTokens, sm.TotalTokens)
 	if err != nil {
-		s.log.Info("session notes not used for compaction", "tenant", j.state.Session.TenantID, "session", j.state.Session.SessionID, "compaction", j.c.ID, "reason", err)
-		return nil
+		return notUsed(err)
 	}
 	stored := j.shown[len(j.state.Head):]
 	k := j.set.Compaction.SessionMemory
@@ -218,7 +230,7 @@ func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
 		MinTokens: k.MinTokens, MinTextMessages: k.MinTextMessages, MaxTokens: k.MaxTokens,
 	})
 	if err != nil {
-		return nil // the notes end before the context does: they cannot replace it
+		return notUsed(err) // the notes end before the context does: they cannot replace it
 	}
 	res := &result{method: MethodSessionMemory, summary: summary, kept: stored[i:]}
 	res.keepFrom = throughOf(j) + 1
@@ -226,8 +238,8 @@ func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
 		res.keepFrom = res.kept[0].Position
 	}
 	res.head = s.head(j, res, nil, s.restore(j, res.kept))
-	if view.Tokens(res.head)+view.Tokens(res.kept) >= limits.AutoCompact {
-		return nil
+	if n := view.Tokens(res.head) + view.Tokens(res.kept); n >= limits.AutoCompact {
+		return notUsed(fmt.Sprintf("the notes and the kept messages come to %d tokens, not under auto-compact at %d", n, limits.AutoCompact))
 	}
 	return res
 }

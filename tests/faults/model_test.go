@@ -153,7 +153,7 @@ type modelUser struct {
 // modelUsers are made anew for each case: a user's work may keep what it
 // saw for its check.
 func modelUsers() []modelUser {
-	return []modelUser{compactorModelUser(), sessionMemoryModelUser(), extractorModelUser(), recallModelUser(), dreamerModelUser()}
+	return []modelUser{compactorModelUser(), sessionMemoryModelUser(), extractorModelUser(), recallModelUser(), recallPrefetchModelUser(), dreamerModelUser()}
 }
 
 // compactorModelUser: automatic compactions of one session whose window is

@@ -3,14 +3,17 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/proctest"
+	"github.com/mnemos-ai/mnemos/services/recallprefetch"
 )
 
 // recallScope is the scope of the recall case's session.
@@ -154,6 +157,71 @@ func recallModelUser() modelUser {
 			}
 			require.EqualValues(t, len(recallMemories), s.count("SELECT count(*) FROM memory_revisions"), "recall writes no memory")
 			require.EqualValues(t, 1, s.count("SELECT count(*) FROM sessions WHERE session_id = $1 AND applied_seq = 1", session), "the session is whole")
+		},
+	}
+}
+
+// recallPrefetchModelUser: the prefetches of one session's three user
+// messages, each published once the one before was decided. A prefetch
+// whose selector failed or answered what it cannot read is recorded as
+// showing nothing beside its message (outcome failed) and acknowledged:
+// a retry would come too late to help.
+func recallPrefetchModelUser() modelUser {
+	const session = "p1"
+	return modelUser{
+		name: "recall-prefetch", requests: 3,
+		settings: `{"session_memory": {"enabled": false}, "extraction": {"enabled": false}, "dreaming": {"enabled": false}}`,
+		answer:   recallAnswer,
+		calls: func(f modelFault) (int, int) {
+			if f.usable {
+				return 3, 3 + 2
+			}
+			return 3 * f.attempts, 3 * f.attempts
+		},
+		work: func(t *testing.T, s *system, api *proctest.Process, n int) {
+			putMemories(t, api, "project:repo-p", recallMemories)
+			for i, ev := range chat(session, "repo-p", n) {
+				_, err := s.publish(context.Background(), ev)
+				require.NoError(t, err)
+				require.Eventually(t, func() bool {
+					return s.count("SELECT count(*) FROM recall_prefetches WHERE session_id = $1", session) == int64(i+1)
+				}, settleTimeout, poll, "the prefetch of turn %d decided", i+1)
+			}
+		},
+		check: func(t *testing.T, s *system, _ *proctest.Process, f modelFault) {
+			ctx := context.Background()
+			rows, err := s.admin.Query(ctx, "SELECT message_uuid, outcome, blocks FROM recall_prefetches WHERE session_id = $1 ORDER BY message_uuid", session)
+			require.NoError(t, err)
+			i := 0
+			for rows.Next() {
+				var uuid, outcome string
+				var blocks []string
+				require.NoError(t, rows.Scan(&uuid, &outcome, &blocks))
+				require.Equal(t, fmt.Sprintf("%s-u%d", session, i+1), uuid)
+				for _, b := range blocks {
+					require.NotContains(t, b, garbageMarker)
+				}
+				if f.usable {
+					require.Equal(t, "surfaced", outcome, uuid)
+					require.Len(t, blocks, 1, "%s: the selector's pick alone", uuid)
+				} else {
+					require.Equal(t, "failed", outcome, uuid)
+					require.Empty(t, blocks, uuid)
+				}
+				i++
+			}
+			require.NoError(t, rows.Err())
+			require.Equal(t, 3, i)
+			want := int64(0)
+			if f.usable {
+				want = 3
+			}
+			require.Equal(t, want, s.count(`SELECT count(*) FROM recall_surfaced WHERE session_id = $1 AND source = 'prefetch'
+				AND scope = 'project:repo-p' AND name LIKE 'build-%'`, session), "the memories surfaced recorded, each once")
+			require.Equal(t, want, s.count("SELECT count(*) FROM recall_surfaced"), "and nothing else")
+			require.EqualValues(t, len(recallMemories), s.count("SELECT count(*) FROM memory_revisions"), "recall writes no memory")
+			require.EqualValues(t, 1, s.count("SELECT count(*) FROM sessions WHERE session_id = $1 AND applied_seq = 3", session), "the session is whole")
+			s.waitConsumerSettled(bus.StreamEvents, recallprefetch.Durable)
 		},
 	}
 }

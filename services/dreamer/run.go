@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -316,7 +317,7 @@ func (s *Service) record(out *outcome, proposal []byte, now time.Time) store.Dre
 			InputTokens:  out.loop.Usage.InputTokens + out.loop.Usage.CacheReadTokens + out.loop.Usage.CacheWriteTokens,
 			OutputTokens: out.loop.Usage.OutputTokens, MemoriesLive: out.live, ChangesAllowed: out.allowed,
 			ChangesDestructive: out.staged.Destructive(), Written: written, Deleted: deleted, ProposalJSON: proposal,
-			Summary: clip(out.summary, 4_000), Error: clip(errText, 2_000),
+			Summary: clip(storable(out.summary), 4_000), Error: clip(storable(errText), 2_000),
 		},
 		At: now,
 	}
@@ -332,7 +333,7 @@ func (s *Service) event(l Lease, out *outcome, now time.Time) events.Dream {
 		ev.Written, ev.Deleted = names(out.staged.Written), names(out.staged.Deleted)
 	}
 	if out.status != dream.StatusCompleted {
-		ev.Reason = out.reason
+		ev.Reason = storable(out.reason)
 	}
 	return ev
 }
@@ -363,6 +364,11 @@ func names(ns []memory.Name) []string {
 	}
 	return out
 }
+
+// storable is s without NUL characters, which Postgres text and jsonb
+// cannot hold: a model's summary with one could not be recorded, and the
+// dream stayed running until its lease ran out.
+func storable(s string) string { return strings.ReplaceAll(s, "\x00", "") }
 
 func clip(s string, n int) string {
 	if len(s) <= n {

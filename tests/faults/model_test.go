@@ -69,11 +69,17 @@ func always(r llmtest.Reply) func(llmtest.Script) llmtest.Script {
 }
 
 // withNUL answers as a working model would, with a NUL character after
-// every "build" of its text and of its tool calls' string inputs.
+// every "build" of its text and of its tool calls' string inputs. A JSON
+// answer carries it escaped, as a tool call's input does: it is the input
+// of the tool a JSON answer is asked for with.
 func withNUL(good llmtest.Script) llmtest.Script {
 	return func(req llmtest.Request) llmtest.Reply {
 		r := good(req)
-		r.Text = strings.ReplaceAll(r.Text, "build", "build\x00")
+		if req.JSON && json.Valid([]byte(r.Text)) {
+			r.Text = strings.ReplaceAll(r.Text, "build", `build\u0000`)
+		} else {
+			r.Text = strings.ReplaceAll(r.Text, "build", "build\x00")
+		}
 		calls := make([]llm.ToolCall, len(r.ToolCalls))
 		for i, c := range r.ToolCalls {
 			c.Input = bytes.ReplaceAll(c.Input, []byte("build"), []byte(`build\u0000`))
@@ -137,14 +143,17 @@ type modelUser struct {
 	// requests under fault f: retries are bounded, and a service with a
 	// circuit breaker makes none once it opened.
 	calls func(f modelFault) (least, most int)
-	// work drives the service until it finished n requests.
-	work func(t *testing.T, s *system, n int)
+	// work drives the service, through the process's API api or the bus,
+	// until it finished n requests.
+	work func(t *testing.T, s *system, api *proctest.Process, n int)
 	// check asserts what the service stored after the requests.
 	check func(t *testing.T, s *system, api *proctest.Process, f modelFault)
 }
 
+// modelUsers are made anew for each case: a user's work may keep what it
+// saw for its check.
 func modelUsers() []modelUser {
-	return []modelUser{compactorModelUser(), sessionMemoryModelUser(), extractorModelUser()}
+	return []modelUser{compactorModelUser(), sessionMemoryModelUser(), extractorModelUser(), recallModelUser(), recallPrefetchModelUser(), dreamerModelUser()}
 }
 
 // compactorModelUser: automatic compactions of one session whose window is
@@ -165,7 +174,7 @@ func compactorModelUser() modelUser {
 			}
 			return 2 * f.attempts, 2 * f.attempts
 		},
-		work: func(t *testing.T, s *system, n int) {
+		work: func(t *testing.T, s *system, _ *proctest.Process, n int) {
 			evs := session40k(session, 400)
 			deadline := time.Now().Add(settleTimeout)
 			for next := 0; s.count("SELECT count(*) FROM compactions WHERE status NOT IN ('requested', 'running')") < int64(n); {
@@ -251,10 +260,11 @@ func session40k(id string, n int) []turn.Event {
 // never stores garbage.
 func TestModelFaults(t *testing.T) {
 	t.Parallel()
-	for _, u := range modelUsers() {
+	for i, u := range modelUsers() {
 		for _, f := range modelFaults() {
 			t.Run(u.name+"/"+f.name, func(t *testing.T) {
 				t.Parallel()
+				u := modelUsers()[i]
 				script := f.script(u.answer)
 				if u.warmup > 0 {
 					script = after(u.warmup, u.answer, script)
@@ -269,7 +279,7 @@ func TestModelFaults(t *testing.T) {
 				}
 				api := s.start("all", env)
 
-				u.work(t, s, u.warmup+u.requests)
+				u.work(t, s, api, u.warmup+u.requests)
 				least, most := u.calls(f)
 				calls := srv.Calls()
 				require.GreaterOrEqual(t, calls, least, "%d attempts per request", f.attempts)
@@ -312,7 +322,7 @@ func sessionMemoryModelUser() modelUser {
 			}
 			return 1 + 3*f.attempts, 1 + 3*f.attempts
 		},
-		work: func(t *testing.T, s *system, n int) {
+		work: func(t *testing.T, s *system, _ *proctest.Process, n int) {
 			// Turns are due at the first and then every third (see
 			// notesSession); each is published once the one before it settled,
 			// so no request is coalesced into another.
@@ -402,7 +412,7 @@ func extractorModelUser() modelUser {
 			}
 			return 3 * f.attempts, 3 * f.attempts
 		},
-		work: func(t *testing.T, s *system, n int) {
+		work: func(t *testing.T, s *system, _ *proctest.Process, n int) {
 			// Each turn is published once the run of the one before ended.
 			for i, ev := range chat(session, "repo-m", n) {
 				_, err := s.publish(context.Background(), ev)

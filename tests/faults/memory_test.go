@@ -40,25 +40,6 @@ func publishAll(t *testing.T, s *system, evs []turn.Event) {
 	}
 }
 
-// streamMsgs reads every message of a stream on subjects matching filter
-// (unprefixed), in stream order.
-func (s *system) streamMsgs(stream, filter string) []jetstream.Msg {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := s.bus.JetStream().OrderedConsumer(ctx, s.bus.StreamName(stream), jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.bus.Prefix(filter)}})
-	require.NoError(s.t, err)
-	info, err := c.Info(ctx)
-	require.NoError(s.t, err)
-	var out []jetstream.Msg
-	for range info.NumPending {
-		m, err := c.Next(jetstream.FetchMaxWait(10 * time.Second))
-		require.NoError(s.t, err)
-		out = append(out, m)
-	}
-	return out
-}
-
 // notesRow is what a session's notes row holds, as the checks read it.
 type notesRow struct {
 	content, lastUUID, lastError string

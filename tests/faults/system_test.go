@@ -221,19 +221,30 @@ func (s *system) count(query string, args ...any) int64 {
 // (unprefixed) and counts them by Nats-Msg-Id.
 func (s *system) msgIDs(stream, filter string) map[string]int {
 	s.t.Helper()
+	ids := map[string]int{}
+	for _, m := range s.streamMsgs(stream, filter) {
+		ids[m.Headers().Get(jetstream.MsgIDHeader)]++
+	}
+	return ids
+}
+
+// streamMsgs reads every message of a stream on subjects matching filter
+// (unprefixed), in stream order.
+func (s *system) streamMsgs(stream, filter string) []jetstream.Msg {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := s.bus.JetStream().OrderedConsumer(ctx, s.bus.StreamName(stream), jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.bus.Prefix(filter)}})
 	require.NoError(s.t, err)
 	info, err := c.Info(ctx)
 	require.NoError(s.t, err)
-	ids := map[string]int{}
+	var out []jetstream.Msg
 	for range info.NumPending {
 		m, err := c.Next(jetstream.FetchMaxWait(10 * time.Second))
 		require.NoError(s.t, err)
-		ids[m.Headers().Get(jetstream.MsgIDHeader)]++
+		out = append(out, m)
 	}
-	return ids
+	return out
 }
 
 // deadLetters returns the dead letters' reasons by original message id.

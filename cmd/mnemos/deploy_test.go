@@ -153,23 +153,6 @@ func TestComposeRunsEveryTargetFromOneImage(t *testing.T) {
 	}
 }
 
-// TestComposeConfigIsValid asks docker compose itself. It needs the docker
-// client with its compose plugin, and is skipped where that is not
-// installed (a machine without Docker); CI with Docker runs it.
-func TestComposeConfigIsValid(t *testing.T) {
-	t.Parallel()
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("the docker command is not installed: docker compose config cannot run here")
-	}
-	if err := exec.Command("docker", "compose", "version").Run(); err != nil {
-		t.Skip("the docker compose plugin is not installed: docker compose config cannot run here")
-	}
-	cmd := exec.Command("docker", "compose", "-f", "docker-compose.yml", "config", "--quiet")
-	cmd.Dir = repoRoot
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "docker compose config: %s", out)
-}
-
 // ---------------------------------------------------------------------------
 // Helm
 

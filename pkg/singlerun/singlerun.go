@@ -28,6 +28,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mnemos-ai/mnemos/pkg/lease"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -182,14 +183,7 @@ func (r *Runs) until() time.Time { return r.cfg.Now().Add(r.cfg.Lease) }
 // arrived meanwhile, and lets the key go.
 func (r *Runs) run(ctx context.Context, c Claim, work Work, opts Options) error {
 	for {
-		workCtx, cancel := context.WithCancel(ctx)
-		kept := make(chan error, 1)
-		go func() { kept <- r.keep(workCtx, c, opts.Progress, cancel) }()
-		err := work(workCtx, c)
-		cancel()
-		if lost := <-kept; lost != nil && (err == nil || errors.Is(err, context.Canceled)) {
-			err = lost
-		}
+		err := lease.Hold(ctx, r.holder(c, opts.Progress), func(ctx context.Context) error { return work(ctx, c) })
 		switch {
 		case errors.Is(err, ErrLost):
 			r.cfg.Log.Warn("another worker took this run's key over; its result is dropped", "kind", r.cfg.Kind, "tenant", c.Tenant, "key", c.Key)
@@ -242,32 +236,17 @@ func (r *Runs) release(ctx context.Context, c Claim, unfinished bool) {
 	}
 }
 
-// keep renews the lease (and calls progress) until ctx ends. When the
-// lease is lost it cancels the work and returns ErrLost.
-func (r *Runs) keep(ctx context.Context, c Claim, progress func() error, cancel func()) error {
-	t := time.NewTicker(r.cfg.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if progress != nil {
-			if err := progress(); err != nil {
-				r.cfg.Log.Warn("could not report a run's progress", "kind", r.cfg.Kind, "key", c.Key, "err", err)
-			}
-		}
-		err := r.st.InTx(ctx, c.Tenant, func(tx *store.Tx) error {
-			return tx.RenewRun(ctx, r.cfg.Kind, c.Key, c.Owner, r.until())
-		})
-		if errors.Is(err, store.ErrNotFound) {
-			cancel()
-			return ErrLost
-		}
-		if err != nil && ctx.Err() == nil {
-			r.cfg.Log.Warn("could not renew a run's lease; retrying", "kind", r.cfg.Kind, "key", c.Key, "err", err)
-		}
+// holder keeps c's lease while its work runs.
+func (r *Runs) holder(c Claim, progress func() error) lease.Holder {
+	return lease.Holder{
+		Every: r.cfg.Lease / 3,
+		Renew: func(ctx context.Context) error {
+			return r.st.InTx(ctx, c.Tenant, func(tx *store.Tx) error {
+				return tx.RenewRun(ctx, r.cfg.Kind, c.Key, c.Owner, r.until())
+			})
+		},
+		Progress: progress, Lost: ErrLost,
+		Log: r.cfg.Log, Attrs: []any{"kind", r.cfg.Kind, "tenant", c.Tenant, "key", c.Key},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/lease"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
@@ -72,16 +73,11 @@ func (s *Service) Compact(ctx context.Context, tenant, session, id string, progr
 		return err
 	}
 
-	workCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	renewed := make(chan error, 1)
-	go func() { renewed <- s.keepClaim(workCtx, tenant, id, progress, stop) }()
-
-	res, err := s.compact(workCtx, j)
-	stop()
-	if lost := <-renewed; lost != nil && err == nil {
-		err = lost
-	}
+	var res *result
+	err = lease.Hold(ctx, s.holder(tenant, id, progress), func(ctx context.Context) (err error) {
+		res, err = s.compact(ctx, j)
+		return err
+	})
 	var f failure
 	switch {
 	case errors.As(err, &f):
@@ -150,29 +146,16 @@ func (s *Service) claim(ctx context.Context, tenant, session, id string, set ten
 	return j, done, nil
 }
 
-// keepClaim renews the compaction's lease (and the message's ack wait)
-// until ctx ends. When the lease is lost it cancels the work.
-func (s *Service) keepClaim(ctx context.Context, tenant, id string, progress func() error, cancel func()) error {
-	t := s.cfg.Lease / 3
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timeAfter(t):
-		}
-		if progress != nil {
-			if err := progress(); err != nil {
-				s.log.Warn("could not extend the request's ack wait", "compaction", id, "err", err)
-			}
-		}
-		err := s.store.RenewCompaction(ctx, tenant, id, s.now().Add(s.cfg.Lease))
-		if errors.Is(err, store.ErrNotFound) {
-			cancel()
-			return fmt.Errorf("compaction %s: lease lost", id)
-		}
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("could not renew the compaction's lease; retrying", "compaction", id, "err", err)
-		}
+// holder keeps the compaction's lease while it runs, and the request's ack
+// wait with it.
+func (s *Service) holder(tenant, id string, progress func() error) lease.Holder {
+	return lease.Holder{
+		Every: s.cfg.Lease / 3,
+		Renew: func(ctx context.Context) error {
+			return s.store.RenewCompaction(ctx, tenant, id, s.now().Add(s.cfg.Lease))
+		},
+		Progress: progress, Lost: fmt.Errorf("compaction %s: %w", id, lease.ErrLost),
+		Log: s.log, Attrs: []any{"tenant", tenant, "compaction", id},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/lease"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
@@ -26,14 +27,11 @@ import (
 // update runs (the bus message's InProgress).
 func (s *Service) run(ctx context.Context, tenant, session, owner string, set tenantcfg.Settings, progress func() error) error {
 	for {
-		workCtx, stop := context.WithCancel(ctx)
-		renewed := make(chan error, 1)
-		go func() { renewed <- s.keepClaim(workCtx, tenant, session, owner, progress, stop) }()
-		moved, err := s.update(workCtx, tenant, session, owner, set)
-		stop()
-		if lost := <-renewed; lost != nil && err == nil {
-			err = lost
-		}
+		var moved bool
+		err := lease.Hold(ctx, s.holder(tenant, session, owner, progress), func(ctx context.Context) (err error) {
+			moved, err = s.update(ctx, tenant, session, owner, set)
+			return err
+		})
 		if errors.Is(err, errClaimLost) {
 			s.log.Warn("another worker took over this session's notes update; dropping this one's result", "tenant", tenant, "session", session)
 			return nil
@@ -102,32 +100,18 @@ func (s *Service) release(ctx context.Context, tenant, session, owner string) {
 	}
 }
 
-// keepClaim renews the claim (and the message's ack wait) until ctx ends.
-// When the claim is lost it cancels the work.
-func (s *Service) keepClaim(ctx context.Context, tenant, session, owner string, progress func() error, cancel func()) error {
-	t := time.NewTicker(s.cfg.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if progress != nil {
-			if err := progress(); err != nil {
-				s.log.Warn("could not extend the message's ack wait", "session", session, "err", err)
-			}
-		}
-		err := s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-			return tx.RenewNotesUpdate(ctx, session, owner, s.now().Add(s.cfg.Lease))
-		})
-		if errors.Is(err, store.ErrNotFound) {
-			cancel()
-			return errClaimLost
-		}
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("could not renew the notes update's lease; retrying", "session", session, "err", err)
-		}
+// holder keeps the session's claim while an update runs, and the bus
+// message's ack wait with it.
+func (s *Service) holder(tenant, session, owner string, progress func() error) lease.Holder {
+	return lease.Holder{
+		Every: s.cfg.Lease / 3,
+		Renew: func(ctx context.Context) error {
+			return s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+				return tx.RenewNotesUpdate(ctx, session, owner, s.now().Add(s.cfg.Lease))
+			})
+		},
+		Progress: progress, Lost: errClaimLost,
+		Log: s.log, Attrs: []any{"tenant", tenant, "session", session},
 	}
 }
 

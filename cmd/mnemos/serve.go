@@ -248,10 +248,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// runs in the extractor target with the other long-term memory work.
 	var recaller *recall.Recaller
 	if runsTarget(TargetGateway) || runsTarget(TargetExtractor) {
-		memories, err := memory.NewStore(st, metrics.Meter("recall"), memory.Options{Limits: func(ctx context.Context, tenant string) (memory.Limits, error) {
-			set, err := settings.For(ctx, tenant)
-			return set.Memory, err
-		}})
+		memories, err := memory.NewStore(st, metrics.Meter("recall"), memory.Options{Limits: settings.MemoryLimits})
 		if err != nil {
 			return err
 		}

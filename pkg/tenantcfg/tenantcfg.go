@@ -118,3 +118,10 @@ func (c *Cache) For(ctx context.Context, tenant string) (Settings, error) {
 		return s, nil
 	})
 }
+
+// MemoryLimits returns tenant's bounds on long-term memories: the Limits of
+// memory.Options for every service's memory store.
+func (c *Cache) MemoryLimits(ctx context.Context, tenant string) (memory.Limits, error) {
+	s, err := c.For(ctx, tenant)
+	return s.Memory, err
+}

@@ -131,10 +131,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, pro
 	if now == nil {
 		now = time.Now
 	}
-	memories, err := memory.NewStore(st, meter, memory.Options{Now: now, Limits: func(ctx context.Context, tenant string) (memory.Limits, error) {
-		set, err := settings.For(ctx, tenant)
-		return set.Memory, err
-	}})
+	memories, err := memory.NewStore(st, meter, memory.Options{Now: now, Limits: settings.MemoryLimits})
 	if err != nil {
 		return nil, fmt.Errorf("dreamer.New: %w", err)
 	}

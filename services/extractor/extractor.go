@@ -156,10 +156,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, pro
 	if cfg.ManifestSize <= 0 {
 		cfg.ManifestSize = d.ManifestSize
 	}
-	memories, err := memory.NewStore(st, meter, memory.Options{Limits: func(ctx context.Context, tenant string) (memory.Limits, error) {
-		set, err := settings.For(ctx, tenant)
-		return set.Memory, err
-	}})
+	memories, err := memory.NewStore(st, meter, memory.Options{Limits: settings.MemoryLimits})
 	if err != nil {
 		return nil, fmt.Errorf("extractor.New: %w", err)
 	}

@@ -85,10 +85,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
-	memories, err := memory.NewStore(st, meter, memory.Options{Now: cfg.Now, Limits: func(ctx context.Context, tenant string) (memory.Limits, error) {
-		set, err := settings.For(ctx, tenant)
-		return set.Memory, err
-	}})
+	memories, err := memory.NewStore(st, meter, memory.Options{Now: cfg.Now, Limits: settings.MemoryLimits})
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}

@@ -122,11 +122,9 @@ func Summarize(ctx context.Context, p llm.Provider, in SummaryInput) (Summary, e
 // parseSummary returns the summary in a model's answer: the analysis part
 // (<analysis>…</analysis>, or everything after an unclosed <analysis>) is
 // removed, then the body of <summary>…</summary> is taken, or the whole
-// remaining text when there are no summary tags. NUL characters, which
-// Postgres cannot store, are dropped. The result is trimmed; "" means there
-// is no summary.
+// remaining text when there are no summary tags. The result is trimmed;
+// "" means there is no summary.
 func parseSummary(text string) string {
-	text = strings.ReplaceAll(text, "\x00", "")
 	const (
 		openAnalysis  = "<analysis>"
 		closeAnalysis = "</analysis>"

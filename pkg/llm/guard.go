@@ -135,8 +135,9 @@ func (o GuardOptions) withDefaults() GuardOptions {
 // Guard wraps p with what every model call needs, in one place: the
 // tenant's budget checked first, a timeout on each attempt, retries of
 // retryable errors (rate limits, server errors, timeouts) with exponential
-// backoff and jitter, a bounded number of attempts, and the call's usage
-// recorded once, and counted, whether it succeeded or not.
+// backoff and jitter, a bounded number of attempts, the call's usage
+// recorded once, and counted, whether it succeeded or not, and the answer
+// cleared of NUL characters (withoutNUL), which no service could store.
 func Guard(p Provider, opts GuardOptions) Provider {
 	o := opts.withDefaults()
 	return &guarded{p: p, o: o, m: newGuardMetrics(o.Meter), tracer: o.TracerProvider.Tracer(tracerName)}
@@ -186,6 +187,7 @@ func (g *guarded) Complete(ctx context.Context, req Request) (Response, error) {
 		}
 	}
 	resp.Usage = total
+	resp = withoutNUL(req, resp)
 
 	call := Call{
 		Tenant:    req.Tenant,

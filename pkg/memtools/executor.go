@@ -225,7 +225,7 @@ func (e *Executor) Run(ctx context.Context, call llm.ToolCall) (Result, error) {
 		if r, ok := e.decode(ctx, call, &in, "name", "description", "type", "body"); !ok {
 			return r, nil
 		}
-		return e.write(ctx, in.Name, withoutNUL(in.Description), in.Type, withoutNUL(in.Body))
+		return e.write(ctx, in.Name, in.Description, in.Type, in.Body)
 	case ToolEdit:
 		var in struct {
 			Name       string `json:"name"`
@@ -236,7 +236,7 @@ func (e *Executor) Run(ctx context.Context, call llm.ToolCall) (Result, error) {
 		if r, ok := e.decode(ctx, call, &in, "name", "old_string", "new_string"); !ok {
 			return r, nil
 		}
-		return e.edit(ctx, in.Name, withoutNUL(in.OldString), withoutNUL(in.NewString), in.ReplaceAll)
+		return e.edit(ctx, in.Name, in.OldString, in.NewString, in.ReplaceAll)
 	case ToolDelete:
 		var in struct {
 			Name   string `json:"name"`
@@ -255,14 +255,9 @@ func (e *Executor) Run(ctx context.Context, call llm.ToolCall) (Result, error) {
 		if r, ok := e.decode(ctx, call, &in, "content"); !ok {
 			return r, nil
 		}
-		return e.writeIndex(ctx, withoutNUL(in.Content))
+		return e.writeIndex(ctx, in.Content)
 	}
 }
-
-// withoutNUL is text a model wrote without its NUL characters, which no
-// memory may hold (Postgres text cannot): noise in an answer, like the
-// compactor's summaries and the session notes drop it.
-func withoutNUL(s string) string { return strings.ReplaceAll(s, "\x00", "") }
 
 // decode reads a call's input into v, checking that the required keys are
 // present; a failure is the (counted) error result to return.

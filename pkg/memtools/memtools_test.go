@@ -233,32 +233,6 @@ func TestExecutorStaysInItsScope(t *testing.T) {
 	require.EqualValues(t, 24, f.metrics.Sum("mnemos.memories.refused", "reason", "out_of_scope"))
 }
 
-// TestModelNULsAreDropped: NUL characters in what the model writes (a
-// memory's description and body, an edit, the index) are dropped rather
-// than refused: no memory may hold one, and they are noise in an answer.
-func TestModelNULsAreDropped(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	ex, err := memtools.New(f.mem, binding(memory.ActorExtractor), memtools.Options{})
-	require.NoError(t, err)
-	res := run(t, ex, memtools.ToolWrite, map[string]any{"name": "builds", "description": "How to build\x00 it", "type": "user",
-		"body": "Use the gamma\x00 toolchain."})
-	require.False(t, res.IsError, res.Text)
-	res = run(t, ex, memtools.ToolEdit, map[string]any{"name": "builds", "old_string": "gamma\x00", "new_string": "delta\x00"})
-	require.False(t, res.IsError, res.Text)
-	res = run(t, ex, memtools.ToolIndexWrite, map[string]any{"content": "- [Builds](builds.md) — the \x00toolchain\n"})
-	require.False(t, res.IsError, res.Text)
-
-	got, err := f.mem.Get(context.Background(), "acme", scope, "builds")
-	require.NoError(t, err)
-	require.Equal(t, "How to build it", got.Description)
-	require.Equal(t, "Use the delta toolchain.", got.Body)
-	idx, err := f.mem.Index(context.Background(), "acme", scope)
-	require.NoError(t, err)
-	require.NotContains(t, idx.Content, "\x00")
-	require.Contains(t, idx.Content, "the toolchain")
-}
-
 func TestExecutorRefusesBadCalls(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -107,12 +107,9 @@ func parseAnswer(text string) ([]string, error) {
 
 // resolve finds the candidate a selector's pick names: its reference, or
 // its name alone (with or without ".md"; the most recently updated of that
-// name when several scopes have one). NUL characters in the pick are
-// ignored, as they are in what models write elsewhere. ok is false for an
-// invented name.
+// name when several scopes have one). ok is false for an invented name.
 func resolve(pick string, cands []Candidate) (Candidate, bool) {
-	p := strings.ReplaceAll(pick, "\x00", "")
-	p = strings.TrimSuffix(strings.Trim(strings.TrimSpace(p), "`\"'"), ".md")
+	p := strings.TrimSuffix(strings.Trim(strings.TrimSpace(pick), "`\"'"), ".md")
 	for _, c := range cands {
 		if c.Ref == p {
 			return c, true

@@ -18,10 +18,9 @@ var ErrRejected = errors.New("sessionnotes: update rejected")
 // writes a section twice, has text before its first heading, hides a
 // heading of the notes inside a section's body (an unclosed code fence
 // does that), or holds no section at all. A fence around the whole answer
-// is taken off first, and NUL characters, which Postgres text cannot hold,
-// are removed.
+// is taken off first.
 func ParseEdits(answer string, current Document) ([]Section, error) {
-	text := unfence(strings.TrimSpace(strings.ReplaceAll(answer, "\x00", "")))
+	text := unfence(strings.TrimSpace(answer))
 	if text == "" {
 		return nil, fmt.Errorf("%w: the answer is empty", ErrRejected)
 	}

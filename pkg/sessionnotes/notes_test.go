@@ -121,10 +121,6 @@ func TestParseEdits(t *testing.T) {
 	require.NoError(t, err, "a fence around the whole answer is taken off")
 	require.Equal(t, sections, fenced)
 
-	nul, err := sessionnotes.ParseEdits(strings.ReplaceAll(ok, "pars", "pa\x00rs"), cur)
-	require.NoError(t, err)
-	require.Equal(t, sections, nul, "NUL characters are removed")
-
 	for name, answer := range map[string]string{
 		"renamed heading":       "# Status\n" + desc(sessionnotes.HeadingState) + "\n\nFixing.\n",
 		"changed description":   "# " + sessionnotes.HeadingState + "\n_Where things are._\n\nFixing.\n",

@@ -1,7 +1,9 @@
-// Package limits bounds what one tenant may send: turn events per second (a
-// token bucket with a burst) and sessions active at once. Every entry point
-// asks the one Limiter; its state lives in Postgres, so a limit holds across
-// replicas.
+// Package limits bounds what one tenant may send and hold: turn events per
+// second (a token bucket with a burst), sessions active at once, the size of a
+// turn and of a session, how far ahead a turn's seq may run, and how many
+// expensive requests it may have in flight. The rate and the active sessions
+// are asked of the one Limiter, whose state lives in Postgres so a limit holds
+// across replicas; the sizes are checked where the input is read.
 package limits
 
 import (
@@ -22,15 +24,29 @@ import (
 
 // Names of the limits: the `limit` label of mnemos_limits_exceeded_total.
 const (
-	LimitEventBytes      = "event_bytes"
-	LimitEventsPerSecond = "events_per_second"
-	LimitActiveSessions  = "active_sessions"
+	LimitEventBytes         = "event_bytes"
+	LimitEventsPerSecond    = "events_per_second"
+	LimitActiveSessions     = "active_sessions"
+	LimitTurnMessages       = "turn_messages"
+	LimitSessionMessages    = "session_messages"
+	LimitSeqWindow          = "seq_window"
+	LimitConcurrentRequests = "concurrent_requests"
+	// LimitInflightBytes is the process's budget of request bytes in
+	// flight, shared by every tenant.
+	LimitInflightBytes = "inflight_bytes"
+	// LimitKeyFailures bounds failed API-key checks per client address.
+	LimitKeyFailures = "key_failures"
 )
 
 // Reason codes of a refusal: HTTP error codes and dead-letter reasons.
 const (
 	ReasonRateLimited     = "rate_limited"
 	ReasonTooManySessions = "too_many_sessions"
+	// ReasonTooManyRequests: the tenant has ConcurrentRequests expensive
+	// requests in flight already (429).
+	ReasonTooManyRequests = "too_many_requests"
+	// ReasonOverloaded: the process's budget of bytes in flight is spent (503).
+	ReasonOverloaded = "overloaded"
 )
 
 // HeaderAdmitted marks a turn event an entry point already admitted (the
@@ -51,12 +67,43 @@ type Config struct {
 	ActiveSessions int `json:"active_sessions"`
 	// ActiveMinutes is how long a session stays active after its last turn.
 	ActiveMinutes int `json:"active_minutes"`
+	// TurnMessages caps the messages of one turn event (its input messages
+	// and its response).
+	TurnMessages int `json:"turn_messages"`
+	// TurnBytes caps one encoded turn event. The process's
+	// MNEMOS_MAX_EVENT_BYTES and the bus's max payload cap it too.
+	TurnBytes int `json:"turn_bytes"`
+	// SessionMessages caps the messages one session stores.
+	SessionMessages int `json:"session_messages"`
+	// SeqWindow is how far ahead of a session's applied seq a turn's seq
+	// may be; a turn further ahead is refused (seq_too_far).
+	SeqWindow int64 `json:"seq_window"`
+	// ConcurrentRequests caps the tenant's expensive requests (context,
+	// pre-flight, recall, compaction, turn ingest) in flight in one process.
+	ConcurrentRequests int `json:"concurrent_requests"`
 }
 
+// The defaults of the size limits. A real agent never meets them: the
+// longest Claude Code sessions hold a few thousand messages, and one round
+// adds a handful.
+const (
+	DefaultTurnMessages       = 10_000
+	DefaultTurnBytes          = 8 << 20
+	DefaultSessionMessages    = 100_000
+	DefaultSeqWindow          = 1_000
+	DefaultConcurrentRequests = 4
+)
+
 // DefaultConfig holds the defaults: 200 events a second with bursts of
-// 1,000; 1,000 sessions active within 30 minutes.
+// 1,000; 1,000 sessions active within 30 minutes; 10,000 messages and 8 MiB
+// a turn; 100,000 messages a session; seq at most 1,000 ahead; 4 expensive
+// requests in flight.
 func DefaultConfig() Config {
-	return Config{EventsPerSecond: 200, EventsBurst: 1000, ActiveSessions: 1000, ActiveMinutes: 30}
+	return Config{
+		EventsPerSecond: 200, EventsBurst: 1000, ActiveSessions: 1000, ActiveMinutes: 30,
+		TurnMessages: DefaultTurnMessages, TurnBytes: DefaultTurnBytes, SessionMessages: DefaultSessionMessages,
+		SeqWindow: DefaultSeqWindow, ConcurrentRequests: DefaultConcurrentRequests,
+	}
 }
 
 // Validate reports limits that cannot work.
@@ -73,6 +120,18 @@ func (c Config) Validate() error {
 	}
 	if c.ActiveSessions > 0 && c.ActiveMinutes < 1 {
 		errs = append(errs, fmt.Errorf("limits.active_minutes must be at least 1 with a session cap, not %d", c.ActiveMinutes))
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"turn_messages", int64(c.TurnMessages)}, {"turn_bytes", int64(c.TurnBytes)},
+		{"session_messages", int64(c.SessionMessages)}, {"seq_window", c.SeqWindow},
+		{"concurrent_requests", int64(c.ConcurrentRequests)},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("limits.%s must be 0 (no limit) or positive, not %d", f.name, f.v))
+		}
 	}
 	return errors.Join(errs...)
 }

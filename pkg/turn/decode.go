@@ -40,6 +40,17 @@ const (
 	ReasonSeqConflict     Reason = "seq_conflict"
 	ReasonLate            Reason = "late"
 	ReasonUnknownTenant   Reason = "unknown_tenant"
+	// ReasonDuplicateKey: an object names the same key twice.
+	ReasonDuplicateKey Reason = "duplicate_key"
+	// ReasonSeqTooFar: seq is further ahead of the session's applied seq
+	// than the tenant's window.
+	ReasonSeqTooFar Reason = "seq_too_far"
+	// ReasonTooManyMessages: the turn carries more messages than the
+	// tenant's limit (413).
+	ReasonTooManyMessages Reason = "too_many_messages"
+	// ReasonSessionFull: the session holds the most messages the tenant's
+	// limit allows (413).
+	ReasonSessionFull Reason = "session_full"
 )
 
 // InputError is bad input: the sender must change the event, retrying it

@@ -50,11 +50,11 @@ const (
 )
 
 // clearedResult is the text micro-compaction leaves in place of a cleared
-// tool result (DESIGN §4); such a result is no file content.
+// tool result (docs/compaction.md); such a result is no file content.
 const clearedResult = "[Old tool result content cleared]"
 
-// Restore returns what to put back in context after a compaction (DESIGN
-// §5), one text block per item, in this order:
+// Restore returns what to put back in context after a compaction (see
+// docs/compaction.md), one text block per item, in this order:
 //   - the most recently read files, at most lim.Files, each from the latest
 //     successful result of a read tool call naming it (input file_path, path
 //     or notebook_path), cut to lim.FileTokens, lim.TotalTokens in all; a file
@@ -70,38 +70,74 @@ const clearedResult = "[Old tool result content cleared]"
 // The output depends only on the input.
 func Restore(all, kept []view.Message, lim RestoreLimits, names ToolNames) []turn.Block {
 	lim = lim.withDefaults()
-	names = names.withDefaults()
+	seen := scanTranscript(all, names.withDefaults())
+	k := keptOf(kept)
 
-	keptResults, keptCalls, keptTexts := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, m := range kept {
+	var out []turn.Block
+	for _, f := range pickFiles(seen.reads, seen.changed, k, lim) {
+		out = append(out, textBlock(f.render()))
+	}
+	if todo := seen.todo; todo != nil && !k.calls[todo.ID] {
+		if text, ok := renderTodos(todo.Input, int(lim.FileTokens*4)); ok {
+			out = append(out, textBlock(text))
+		}
+	}
+	for _, a := range seen.attachmentsInOrder() {
+		if !k.texts[a.text] {
+			out = append(out, textBlock(a.text))
+		}
+	}
+	return out
+}
+
+// kept is what the messages a compaction keeps hold: tool results and calls
+// by id, and texts.
+type kept struct {
+	results, calls, texts map[string]bool
+}
+
+func keptOf(msgs []view.Message) kept {
+	k := kept{results: map[string]bool{}, calls: map[string]bool{}, texts: map[string]bool{}}
+	for _, m := range msgs {
 		for _, b := range m.Content {
 			switch b.Type {
 			case turn.BlockToolResult:
-				keptResults[b.ToolUseID] = true
+				k.results[b.ToolUseID] = true
 			case turn.BlockToolUse:
-				keptCalls[b.ID] = true
+				k.calls[b.ID] = true
 			case turn.BlockText:
-				keptTexts[b.Text] = true
+				k.texts[b.Text] = true
 			}
 		}
 	}
+	return k
+}
 
-	type fileRead struct {
-		path, text, callID string
-		seq, changedSeq    int
-	}
-	type attachment struct {
-		text string
-		seq  int
-	}
-	var (
-		seq         int
-		readCalls   = map[string]string{} // tool_use id → path
-		reads       = map[string]*fileRead{}
-		changed     = map[string]int{} // path → seq of its latest edit or write
-		todo        *turn.Block
-		attachments = map[string]attachment{}
-	)
+// fileRead is the latest successful read of a file.
+type fileRead struct {
+	path, text, callID string
+	// seq orders the blocks of the transcript: where the read's result is.
+	seq int
+}
+
+type attachment struct {
+	text string
+	seq  int
+}
+
+// transcriptScan is what one pass over the context before a compaction
+// finds that may be restored.
+type transcriptScan struct {
+	reads       map[string]*fileRead // path → its latest successful read
+	changed     map[string]int       // path → seq of its latest edit or write
+	todo        *turn.Block          // the latest todo tool call
+	attachments map[string]attachment
+}
+
+func scanTranscript(all []view.Message, names ToolNames) transcriptScan {
+	s := transcriptScan{reads: map[string]*fileRead{}, changed: map[string]int{}, attachments: map[string]attachment{}}
+	readCalls := map[string]string{} // tool_use id → path
+	seq := 0
 	for _, m := range all {
 		for _, b := range m.Content {
 			seq++
@@ -112,9 +148,9 @@ func Restore(all, kept []view.Message, lim RestoreLimits, names ToolNames) []tur
 				case path != "" && isOneOf(b.Name, names.Read):
 					readCalls[b.ID] = path
 				case path != "" && (isOneOf(b.Name, names.Edit) || isOneOf(b.Name, names.Write)):
-					changed[path] = seq
+					s.changed[path] = seq
 				case isOneOf(b.Name, names.Todo):
-					todo = &b
+					s.todo = &b
 				}
 			case turn.BlockToolResult:
 				path, ok := readCalls[b.ToolUseID]
@@ -122,31 +158,51 @@ func Restore(all, kept []view.Message, lim RestoreLimits, names ToolNames) []tur
 				if !ok || b.IsError || strings.TrimSpace(text) == "" || text == clearedResult {
 					continue
 				}
-				reads[path] = &fileRead{path: path, text: text, callID: b.ToolUseID, seq: seq}
+				s.reads[path] = &fileRead{path: path, text: text, callID: b.ToolUseID, seq: seq}
 			case turn.BlockText:
-				if m.Role != roleAssistant {
-					if name, ok := restorableAttachment(b.Text); ok {
-						attachments[name] = attachment{text: b.Text, seq: seq}
-					}
+				if m.Role == roleAssistant {
+					continue
+				}
+				if name, ok := restorableAttachment(b.Text); ok {
+					s.attachments[name] = attachment{text: b.Text, seq: seq}
 				}
 			}
 		}
 	}
+	return s
+}
 
-	// Files: most recent read first, then restored oldest first.
+// attachmentsInOrder lists the latest attachment of each name in the order
+// they were last attached.
+func (s transcriptScan) attachmentsInOrder() []attachment {
+	out := make([]attachment, 0, len(s.attachments))
+	for _, a := range s.attachments {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b attachment) int { return a.seq - b.seq })
+	return out
+}
+
+// restoredFile is a file chosen to be restored, its content cut to fit.
+type restoredFile struct {
+	read *fileRead
+	body string
+	// stale: the file was edited or written after this read.
+	stale bool
+}
+
+// pickFiles chooses the files to restore: the most recently read first,
+// skipping those whose read is still kept and those that would pass the
+// total, at most lim.Files; returned oldest read first.
+func pickFiles(reads map[string]*fileRead, changed map[string]int, k kept, lim RestoreLimits) []restoredFile {
 	var candidates []*fileRead
 	for _, r := range reads {
-		if !keptResults[r.callID] {
-			r.changedSeq = changed[r.path]
+		if !k.results[r.callID] {
 			candidates = append(candidates, r)
 		}
 	}
 	slices.SortFunc(candidates, func(a, b *fileRead) int { return b.seq - a.seq })
-	type restored struct {
-		r    *fileRead
-		body string
-	}
-	var files []restored
+	var files []restoredFile
 	var total int64
 	for _, c := range candidates {
 		if len(files) == lim.Files {
@@ -158,41 +214,23 @@ func Restore(all, kept []view.Message, lim RestoreLimits, names ToolNames) []tur
 			continue
 		}
 		total += n
-		files = append(files, restored{c, body})
+		files = append(files, restoredFile{read: c, body: body, stale: changed[c.path] > c.seq})
 	}
 	slices.Reverse(files)
+	return files
+}
 
-	var out []turn.Block
-	for _, f := range files {
-		var b strings.Builder
-		fmt.Fprintf(&b, "<restored-file path=\"%s\">\n", attrEscape(f.r.path))
-		b.WriteString("Content of this file as last read before the conversation was summarized.")
-		if f.r.changedSeq > f.r.seq {
-			b.WriteString(" The file was changed after that read, so this may be out of date.")
-		}
-		b.WriteString("\n")
-		b.WriteString(f.body)
-		b.WriteString("\n</restored-file>")
-		out = append(out, textBlock(b.String()))
+func (f restoredFile) render() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<restored-file path=\"%s\">\n", attrEscape(f.read.path))
+	b.WriteString("Content of this file as last read before the conversation was summarized.")
+	if f.stale {
+		b.WriteString(" The file was changed after that read, so this may be out of date.")
 	}
-
-	if todo != nil && !keptCalls[todo.ID] {
-		if text, ok := renderTodos(todo.Input, int(lim.FileTokens*4)); ok {
-			out = append(out, textBlock(text))
-		}
-	}
-
-	order := make([]string, 0, len(attachments))
-	for name := range attachments {
-		order = append(order, name)
-	}
-	slices.SortFunc(order, func(a, b string) int { return attachments[a].seq - attachments[b].seq })
-	for _, name := range order {
-		if a := attachments[name]; !keptTexts[a.text] {
-			out = append(out, textBlock(a.text))
-		}
-	}
-	return out
+	b.WriteString("\n")
+	b.WriteString(f.body)
+	b.WriteString("\n</restored-file>")
+	return b.String()
 }
 
 // textTokens is the estimate of a text: UTF-8 bytes/4, rounded up.

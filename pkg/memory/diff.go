@@ -119,61 +119,73 @@ func diffLines(x, y []string) []diffOp {
 	for s < len(x)-p && s < len(y)-p && x[len(x)-1-s] == y[len(y)-1-s] {
 		s++
 	}
-	mx, my := x[p:len(x)-s], y[p:len(y)-s]
-	var ops []diffOp
-	la, lb := 1, 1
-	emit := func(kind byte, text string) {
-		ops = append(ops, diffOp{kind: kind, text: text, lineA: la, lineB: lb})
-		if kind != '+' {
-			la++
-		}
-		if kind != '-' {
-			lb++
-		}
-	}
+	e := &editScript{la: 1, lb: 1}
 	for _, l := range x[:p] {
-		emit(' ', l)
+		e.emit(' ', l)
 	}
+	e.middle(x[p:len(x)-s], y[p:len(y)-s])
+	for _, l := range x[len(x)-s:] {
+		e.emit(' ', l)
+	}
+	return e.ops
+}
+
+// editScript collects diff operations, numbering lines on both sides.
+type editScript struct {
+	ops    []diffOp
+	la, lb int
+}
+
+func (e *editScript) emit(kind byte, text string) {
+	e.ops = append(e.ops, diffOp{kind: kind, text: text, lineA: e.la, lineB: e.lb})
+	if kind != '+' {
+		e.la++
+	}
+	if kind != '-' {
+		e.lb++
+	}
+}
+
+// middle emits the edit script of the part between the common prefix and
+// suffix: by the LCS table when it fits in maxDiffCells, else as a removal
+// of all of mx and an addition of all of my.
+func (e *editScript) middle(mx, my []string) {
 	n, m := len(mx), len(my)
 	if (n+1)*(m+1) > maxDiffCells {
 		for _, l := range mx {
-			emit('-', l)
+			e.emit('-', l)
 		}
 		for _, l := range my {
-			emit('+', l)
+			e.emit('+', l)
 		}
-	} else {
-		// lcs[i][j]: the LCS length of mx[i:] and my[j:].
-		lcs := make([][]int32, n+1)
-		for i := range lcs {
-			lcs[i] = make([]int32, m+1)
-		}
-		for i := n - 1; i >= 0; i-- {
-			for j := m - 1; j >= 0; j-- {
-				if mx[i] == my[j] {
-					lcs[i][j] = lcs[i+1][j+1] + 1
-				} else {
-					lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-				}
-			}
-		}
-		i, j := 0, 0
-		for i < n || j < m {
-			switch {
-			case i < n && j < m && mx[i] == my[j]:
-				emit(' ', mx[i])
-				i, j = i+1, j+1
-			case j < m && (i == n || lcs[i][j+1] > lcs[i+1][j]):
-				emit('+', my[j])
-				j++
-			default:
-				emit('-', mx[i])
-				i++
+		return
+	}
+	// lcs[i][j]: the LCS length of mx[i:] and my[j:].
+	lcs := make([][]int32, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int32, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if mx[i] == my[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
 			}
 		}
 	}
-	for _, l := range x[len(x)-s:] {
-		emit(' ', l)
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && mx[i] == my[j]:
+			e.emit(' ', mx[i])
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] > lcs[i+1][j]):
+			e.emit('+', my[j])
+			j++
+		default:
+			e.emit('-', mx[i])
+			i++
+		}
 	}
-	return ops
 }

@@ -30,15 +30,17 @@ func NewAnthropicServer(t testing.TB, script Script) *Server {
 
 type anthropicWire struct{}
 
+type anthropicMessage struct {
+	Role    string       `json:"role"`
+	Content turn.Content `json:"content"`
+}
+
 type anthropicBody struct {
-	Model     string          `json:"model"`
-	MaxTokens int64           `json:"max_tokens"`
-	System    json.RawMessage `json:"system"`
-	Messages  []struct {
-		Role    string       `json:"role"`
-		Content turn.Content `json:"content"`
-	} `json:"messages"`
-	Tools []struct {
+	Model     string             `json:"model"`
+	MaxTokens int64              `json:"max_tokens"`
+	System    json.RawMessage    `json:"system"`
+	Messages  []anthropicMessage `json:"messages"`
+	Tools     []struct {
 		Name         string          `json:"name"`
 		CacheControl json.RawMessage `json:"cache_control"`
 	} `json:"tools"`
@@ -78,44 +80,61 @@ func (anthropicWire) decode(data []byte) (Request, error) {
 	case len(body.Messages) == 0:
 		return req, errors.New("messages: at least one message is required")
 	}
+	return req, checkAnthropicMessages(body.Messages)
+}
+
+// checkAnthropicMessages refuses what the Messages API refuses of a
+// conversation: a role other than user or assistant, empty content, blank
+// text, trailing white space that ends the last assistant message, and tool
+// results that do not answer the previous message's tool calls exactly.
+func checkAnthropicMessages(msgs []anthropicMessage) error {
 	var pending map[string]bool // tool_use ids the next user message must answer
-	for i, m := range body.Messages {
+	for i, m := range msgs {
 		if m.Role != "user" && m.Role != "assistant" {
-			return req, fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
+			return fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
 		if len(m.Content) == 0 {
-			return req, fmt.Errorf("messages.%d: all messages must have non-empty content", i)
+			return fmt.Errorf("messages.%d: all messages must have non-empty content", i)
 		}
-		answered := map[string]bool{}
-		uses := map[string]bool{}
-		for j, b := range m.Content {
-			switch b.Type {
-			case turn.BlockText:
-				if strings.TrimSpace(b.Text) == "" {
-					return req, fmt.Errorf("messages.%d.content.%d.text: text content blocks must contain non-whitespace text", i, j)
-				}
-				if m.Role == "assistant" && i == len(body.Messages)-1 && j == len(m.Content)-1 &&
-					strings.TrimRightFunc(b.Text, unicode.IsSpace) != b.Text {
-					return req, errors.New("messages: final assistant content cannot end with trailing whitespace")
-				}
-			case turn.BlockToolUse:
-				uses[b.ID] = true
-			case turn.BlockToolResult:
-				if m.Role != "user" || !pending[b.ToolUseID] {
-					return req, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s; "+
-						"each `tool_result` block must have a corresponding `tool_use` block in the previous message", i, j, b.ToolUseID)
-				}
-				answered[b.ToolUseID] = true
-			}
+		last := m.Role == "assistant" && i == len(msgs)-1
+		answered, uses, err := checkAnthropicBlocks(i, m, last, pending)
+		if err != nil {
+			return err
 		}
 		for id := range pending {
 			if !answered[id] {
-				return req, fmt.Errorf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s", i, id)
+				return fmt.Errorf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s", i, id)
 			}
 		}
 		pending = uses
 	}
-	return req, nil
+	return nil
+}
+
+// checkAnthropicBlocks checks message i's blocks and returns the tool calls
+// it answers and the ones it makes.
+func checkAnthropicBlocks(i int, m anthropicMessage, lastAssistant bool, pending map[string]bool) (answered, uses map[string]bool, err error) {
+	answered, uses = map[string]bool{}, map[string]bool{}
+	for j, b := range m.Content {
+		switch b.Type {
+		case turn.BlockText:
+			if strings.TrimSpace(b.Text) == "" {
+				return nil, nil, fmt.Errorf("messages.%d.content.%d.text: text content blocks must contain non-whitespace text", i, j)
+			}
+			if lastAssistant && j == len(m.Content)-1 && strings.TrimRightFunc(b.Text, unicode.IsSpace) != b.Text {
+				return nil, nil, errors.New("messages: final assistant content cannot end with trailing whitespace")
+			}
+		case turn.BlockToolUse:
+			uses[b.ID] = true
+		case turn.BlockToolResult:
+			if m.Role != "user" || !pending[b.ToolUseID] {
+				return nil, nil, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s; "+
+					"each `tool_result` block must have a corresponding `tool_use` block in the previous message", i, j, b.ToolUseID)
+			}
+			answered[b.ToolUseID] = true
+		}
+	}
+	return answered, uses, nil
 }
 
 // anthropicSystem reads the system prompt: a string, or text blocks.

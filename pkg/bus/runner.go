@@ -127,6 +127,22 @@ type ConsumerSpec struct {
 	// OnOutcome, if set, is called after every delivery by the worker that
 	// processed it, so concurrently. It must be fast and must not block.
 	OnOutcome func(Outcome)
+	// Classify, if set, sees every error a handler returns before the
+	// runner acts on it, and may mark it: a service passes
+	// TransientIf(store.IsUnavailable) so that an outage of its database is
+	// retried in place instead of spending the message's deliveries.
+	Classify func(error) error
+}
+
+// TransientIf returns a Classify hook that marks the errors for which
+// outage reports true as Transient, and leaves the others as they are.
+func TransientIf(outage func(error) bool) func(error) error {
+	return func(err error) error {
+		if err != nil && !IsTransient(err) && !IsPermanent(err) && outage(err) {
+			return Transient(err)
+		}
+		return err
+	}
 }
 
 func (s ConsumerSpec) withDefaults() (ConsumerSpec, error) {
@@ -422,7 +438,11 @@ func (r *Runner) call(ctx context.Context, m Message) (err error) {
 			err = fmt.Errorf("handler panic: %v", p)
 		}
 	}()
-	return r.h(ctx, m)
+	err = r.h(ctx, m)
+	if r.spec.Classify != nil {
+		err = r.spec.Classify(err)
+	}
+	return err
 }
 
 // settle acknowledges, retries or dead-letters a delivery according to the

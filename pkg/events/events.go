@@ -58,31 +58,32 @@ type TurnAccounted struct {
 }
 
 // ReadTurnAccounted decodes a turn.accounted payload that arrived on the
-// subject of tenant and session, and checks what every consumer relies on:
-// the schema, that the payload names the subject's tenant and session, a
-// positive seq and no negative count. Its errors are the message's fault.
+// subject of tenant and session, and checks what every consumer relies on
+// (Check), and that the payload names the subject's tenant and session. Its
+// errors are the message's fault.
 func ReadTurnAccounted(data []byte, tenant, session string) (TurnAccounted, error) {
 	var ev TurnAccounted
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return TurnAccounted{}, fmt.Errorf("turn.accounted: %w", err)
 	}
-	switch {
-	case ev.Schema != SchemaTurnAccounted:
-		return TurnAccounted{}, fmt.Errorf("turn.accounted: unknown schema %q", ev.Schema)
-	case ev.TenantID != tenant || ev.SessionID != session:
+	if err := ev.Check(); err != nil {
+		return TurnAccounted{}, fmt.Errorf("turn.accounted: %w", err)
+	}
+	if ev.TenantID != tenant || ev.SessionID != session {
 		return TurnAccounted{}, fmt.Errorf("turn.accounted for %s/%s arrived on the subject of %s/%s", ev.TenantID, ev.SessionID, tenant, session)
-	case ev.Seq <= 0 || ev.Tokens.Count < 0 || ev.ToolCalls < 0 || ev.ToolCallsTotal < 0:
-		return TurnAccounted{}, fmt.Errorf("turn.accounted: seq %d, count %d, tool calls %d of %d: want a positive seq and no negative number",
-			ev.Seq, ev.Tokens.Count, ev.ToolCalls, ev.ToolCallsTotal)
 	}
 	return ev, nil
 }
 
 // ContextThreshold is published when a session's threshold state changes.
 type ContextThreshold struct {
-	Schema        string    `json:"schema"`
-	TenantID      string    `json:"tenant_id"`
-	SessionID     string    `json:"session_id"`
+	Schema    string `json:"schema"`
+	TenantID  string `json:"tenant_id"`
+	SessionID string `json:"session_id"`
+	// EventID is the turn event that changed the state, or CompactionID
+	// the compaction that did.
+	EventID       string    `json:"event_id,omitempty"`
+	CompactionID  string    `json:"compaction_id,omitempty"`
 	Seq           int64     `json:"seq"`
 	PreviousState string    `json:"previous_state"`
 	Tokens        Tokens    `json:"tokens"`
@@ -134,12 +135,14 @@ type CompactFailed struct {
 // CircuitOpened announces that a session's LLM compactions failed too often
 // in a row: its automatic compactions use the extractive summary from now on.
 type CircuitOpened struct {
-	Schema    string    `json:"schema"`
-	TenantID  string    `json:"tenant_id"`
-	SessionID string    `json:"session_id"`
-	Failures  int       `json:"failures"`
-	LastError string    `json:"last_error"`
-	At        time.Time `json:"at"`
+	Schema    string `json:"schema"`
+	TenantID  string `json:"tenant_id"`
+	SessionID string `json:"session_id"`
+	// CompactionID is the compaction whose failure opened the circuit.
+	CompactionID string    `json:"compaction_id"`
+	Failures     int       `json:"failures"`
+	LastError    string    `json:"last_error"`
+	At           time.Time `json:"at"`
 }
 
 // SessionMemoryUpdated announces a new version of a session's notes.
@@ -175,6 +178,8 @@ type MemorySaved struct {
 	Updated []string `json:"updated"`
 	// IndexChanged is set when the run edited the scope's index itself.
 	IndexChanged bool `json:"index_changed,omitempty"`
+	// RunID names the extractor run that wrote them.
+	RunID string `json:"run_id"`
 	// SourceTurn is the event id of the turn the run was for, Seq its seq;
 	// the run read the session's messages since the previous run through it.
 	SourceTurn  string    `json:"source_turn"`

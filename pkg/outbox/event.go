@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -23,4 +24,20 @@ func Event(ctx context.Context, kind, tenant, session, msgID string, payload any
 		Payload: data,
 		Headers: bus.TraceHeaders(ctx),
 	}, nil
+}
+
+// Emit is Event for a typed event: its subject and message id are the ones
+// the event declares (events.Event).
+func Emit(ctx context.Context, ev events.Event) (store.OutboxEvent, error) {
+	tenant, session := ev.Address()
+	return Event(ctx, ev.Kind(), tenant, session, ev.MsgID(), ev)
+}
+
+// Enqueue writes ev to the outbox in tx: it is published once tx commits.
+func Enqueue(ctx context.Context, tx *store.Tx, ev events.Event) error {
+	e, err := Emit(ctx, ev)
+	if err != nil {
+		return err
+	}
+	return tx.Enqueue(ctx, e)
 }

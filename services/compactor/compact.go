@@ -165,7 +165,7 @@ func (s *Service) compact(ctx context.Context, j job) (*result, error) {
 	sess := j.state.Session
 	limits := accounting.Limits(j.set.Tokens, sess)
 	j.c.PreTokens = sess.TokenCount
-	if j.c.Trigger == TriggerAuto && !limits.AboveAutoCompact(sess.TokenCount) {
+	if j.c.Trigger == events.TriggerAuto && !limits.AboveAutoCompact(sess.TokenCount) {
 		return nil, nil
 	}
 	if j.c.Direction != "" {
@@ -215,7 +215,7 @@ func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
 	if err != nil {
 		return notUsed(err) // the notes end before the context does: they cannot replace it
 	}
-	res := &result{method: MethodSessionMemory, summary: summary, kept: stored[i:]}
+	res := &result{method: events.MethodSessionMemory, summary: summary, kept: stored[i:]}
 	res.keepFrom = throughOf(j) + 1
 	if len(res.kept) > 0 {
 		res.keepFrom = res.kept[0].Position
@@ -272,8 +272,8 @@ func (s *Service) awaitNotes(ctx context.Context, tenant, session string, set te
 	}
 }
 
-// partial compacts around a pivot message: DirectionUpTo summarizes up to
-// it and keeps what follows; DirectionFrom keeps everything up to it as it
+// partial compacts around a pivot message: events.DirectionUpTo summarizes up to
+// it and keeps what follows; events.DirectionFrom keeps everything up to it as it
 // was and summarizes what follows.
 func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 	p := -1
@@ -293,7 +293,7 @@ func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 	}
 	before, after := j.shown[:p+1], j.shown[p+1:]
 	switch j.c.Direction {
-	case DirectionUpTo:
+	case events.DirectionUpTo:
 		res, err := s.summarize(ctx, j, before)
 		if err != nil {
 			return nil, err
@@ -305,7 +305,7 @@ func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 		}
 		res.head = s.head(j, res, nil, s.restore(j, after))
 		return res, nil
-	case DirectionFrom:
+	case events.DirectionFrom:
 		if len(after) == 0 {
 			return nil, failure{fmt.Sprintf("nothing follows pivot message %q to summarize", j.c.PivotUUID)}
 		}
@@ -317,7 +317,7 @@ func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 		res.head = s.head(j, res, before, nil)
 		return res, nil
 	default:
-		return nil, failure{fmt.Sprintf("unknown direction %q (want %q or %q)", j.c.Direction, DirectionFrom, DirectionUpTo)}
+		return nil, failure{fmt.Sprintf("unknown direction %q (want %q or %q)", j.c.Direction, events.DirectionFrom, events.DirectionUpTo)}
 	}
 }
 
@@ -326,7 +326,7 @@ func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 // extractively. Only the end of ctx is an error.
 func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*result, error) {
 	res := &result{}
-	circuitOpen := j.c.Trigger == TriggerAuto && j.state.Session.CompactCircuitOpen
+	circuitOpen := j.c.Trigger == events.TriggerAuto && j.state.Session.CompactCircuitOpen
 	if !circuitOpen {
 		instructions := j.c.Instructions
 		if instructions == "" {
@@ -337,7 +337,7 @@ func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*r
 		})
 		res.sum = sum
 		if err == nil {
-			res.method, res.summary = MethodFull, sum.Text
+			res.method, res.summary = events.MethodFull, sum.Text
 			return res, nil
 		}
 		if ctx.Err() != nil {
@@ -347,7 +347,7 @@ func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*r
 		s.log.Warn("LLM compaction failed; using the extractive summary", "tenant", j.state.Session.TenantID,
 			"session", j.state.Session.SessionID, "compaction", j.c.ID, "kind", llm.KindOf(err), "err", err)
 	}
-	res.method = MethodExtractive
+	res.method = events.MethodExtractive
 	res.summary = compaction.Extractive(msgs, compaction.ExtractLimits{Tools: j.set.Compaction.ToolNames()})
 	return res, nil
 }
@@ -389,7 +389,7 @@ func Boundary(c store.Compaction, method string) string {
 // SummaryText introduces a summary to the model that reads it next.
 func SummaryText(method string, keptFollow bool, summary string) string {
 	var b strings.Builder
-	if method == MethodSessionMemory {
+	if method == events.MethodSessionMemory {
 		b.WriteString("This session ran long, so its earlier messages were replaced by the running notes kept during the session, below.")
 	} else {
 		b.WriteString("This session ran long, so its earlier messages were replaced by the summary below, written from them.")
@@ -475,8 +475,8 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 		}
 		at := s.now().UTC()
 		if status.State != now.State {
-			if err := enqueue(ctx, tx, bus.KindContextThreshold, sess, "threshold:compaction:"+c.ID, events.ContextThreshold{
-				Schema: events.SchemaContextThreshold, TenantID: sess.TenantID, SessionID: sess.SessionID,
+			if err := outbox.Enqueue(ctx, tx, events.ContextThreshold{
+				Schema: events.SchemaContextThreshold, TenantID: sess.TenantID, SessionID: sess.SessionID, CompactionID: c.ID,
 				Seq: now.AppliedSeq, PreviousState: now.State, Tokens: status, At: at,
 			}); err != nil {
 				return err
@@ -487,7 +487,7 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 				return err
 			}
 		}
-		return enqueue(ctx, tx, bus.KindCompactCompleted, sess, "compacted:"+c.ID, events.CompactCompleted{
+		return outbox.Enqueue(ctx, tx, events.CompactCompleted{
 			Schema: events.SchemaCompactCompleted, TenantID: sess.TenantID, SessionID: sess.SessionID,
 			CompactionID: c.ID, Trigger: c.Trigger, Method: c.Method, Direction: c.Direction,
 			PreTokens: c.PreTokens, PostTokens: c.PostTokens, LLMCalls: c.LLMCalls, Tokens: status, At: at,
@@ -517,7 +517,7 @@ func (s *Service) breaker(j job, res *result) (failures int, open, opened bool) 
 		failures = sess.CompactFailures + 1
 		open = sess.CompactCircuitOpen || failures >= j.set.Compaction.BreakerFailures
 		return failures, open, open && !sess.CompactCircuitOpen
-	case res.method == MethodFull:
+	case res.method == events.MethodFull:
 		return 0, false, false // the model answered: the circuit closes
 	default:
 		return sess.CompactFailures, sess.CompactCircuitOpen, false
@@ -548,7 +548,7 @@ func (s *Service) end(ctx context.Context, j job, status, reason string) error {
 		if status != store.CompactionFailed {
 			return nil
 		}
-		return enqueue(ctx, tx, bus.KindCompactFailed, sess, "compact-failed:"+c.ID, events.CompactFailed{
+		return outbox.Enqueue(ctx, tx, events.CompactFailed{
 			Schema: events.SchemaCompactFailed, TenantID: sess.TenantID, SessionID: sess.SessionID,
 			CompactionID: c.ID, Trigger: c.Trigger, Reason: reason, At: s.now().UTC(),
 		})
@@ -568,16 +568,8 @@ func (s *Service) enqueueCircuit(ctx context.Context, tx *store.Tx, sess store.S
 	}
 	s.log.Warn("compaction circuit opened: automatic compactions of this session use the extractive summary",
 		"tenant", sess.TenantID, "session", sess.SessionID, "failures", failures, "last_error", last)
-	return enqueue(ctx, tx, bus.KindCircuitOpened, sess, "circuit:"+c.ID, events.CircuitOpened{
-		Schema: events.SchemaCircuitOpened, TenantID: sess.TenantID, SessionID: sess.SessionID,
+	return outbox.Enqueue(ctx, tx, events.CircuitOpened{
+		Schema: events.SchemaCircuitOpened, TenantID: sess.TenantID, SessionID: sess.SessionID, CompactionID: c.ID,
 		Failures: failures, LastError: last, At: s.now().UTC(),
 	})
-}
-
-func enqueue(ctx context.Context, tx *store.Tx, kind string, sess store.Session, msgID string, payload any) error {
-	e, err := outbox.Event(ctx, kind, sess.TenantID, sess.SessionID, msgID, payload)
-	if err != nil {
-		return err
-	}
-	return tx.Enqueue(ctx, e)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -21,7 +22,7 @@ func TestBreakerOpensAfterTheConfiguredFailuresAndClosesOnAModelSummary(t *testi
 	jobWith := func(failures int, open bool) job {
 		return job{set: set, state: sessionctx.State{Session: store.Session{CompactFailures: failures, CompactCircuitOpen: open}}}
 	}
-	failed := &result{method: MethodExtractive, llmErr: errors.New("model down")}
+	failed := &result{method: events.MethodExtractive, llmErr: errors.New("model down")}
 
 	failures, open, opened := (&Service{}).breaker(jobWith(1, false), failed)
 	require.Equal(t, 2, failures)
@@ -37,11 +38,11 @@ func TestBreakerOpensAfterTheConfiguredFailuresAndClosesOnAModelSummary(t *testi
 	require.True(t, open)
 	require.False(t, opened, "an open circuit is not opened again")
 
-	failures, open, _ = (&Service{}).breaker(jobWith(3, true), &result{method: MethodFull})
+	failures, open, _ = (&Service{}).breaker(jobWith(3, true), &result{method: events.MethodFull})
 	require.Zero(t, failures)
 	require.False(t, open, "a model summary closes the circuit")
 
-	failures, open, _ = (&Service{}).breaker(jobWith(2, false), &result{method: MethodSessionMemory})
+	failures, open, _ = (&Service{}).breaker(jobWith(2, false), &result{method: events.MethodSessionMemory})
 	require.Equal(t, 2, failures, "a compaction without a model call leaves the count as it was")
 	require.False(t, open)
 }
@@ -63,22 +64,22 @@ func TestAutoCompactionIDIsStablePerRequest(t *testing.T) {
 
 func TestSummaryTextSaysWhatReplacedTheMessages(t *testing.T) {
 	t.Parallel()
-	notes := SummaryText(MethodSessionMemory, true, "  # Current State\nworking  ")
+	notes := SummaryText(events.MethodSessionMemory, true, "  # Current State\nworking  ")
 	require.Contains(t, notes, "running notes")
 	require.Contains(t, notes, "most recent messages follow")
 	require.True(t, strings.HasSuffix(notes, "# Current State\nworking"), "the summary is trimmed and last")
 
-	full := SummaryText(MethodFull, false, "the summary")
+	full := SummaryText(events.MethodFull, false, "the summary")
 	require.Contains(t, full, "summary below")
 	require.NotContains(t, full, "follow as they were", "no kept messages, no promise of them")
 }
 
 func TestBoundaryNamesTheCompaction(t *testing.T) {
 	t.Parallel()
-	c := store.Compaction{ID: "c-1", Trigger: TriggerManual, PreTokens: 170_000, Direction: DirectionFrom}
-	require.Equal(t, `<mnemos:compact-boundary id="c-1" trigger="manual" method="full" direction="from" pre_tokens="170000"/>`, Boundary(c, MethodFull))
+	c := store.Compaction{ID: "c-1", Trigger: events.TriggerManual, PreTokens: 170_000, Direction: events.DirectionFrom}
+	require.Equal(t, `<mnemos:compact-boundary id="c-1" trigger="manual" method="full" direction="from" pre_tokens="170000"/>`, Boundary(c, events.MethodFull))
 	c.Direction = ""
-	require.NotContains(t, Boundary(c, MethodFull), "direction")
+	require.NotContains(t, Boundary(c, events.MethodFull), "direction")
 }
 
 func TestAnswersCallsIn(t *testing.T) {

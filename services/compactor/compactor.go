@@ -9,7 +9,6 @@ package compactor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,52 +76,39 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, pro
 
 // Run consumes compaction requests until ctx ends, then drains in-flight work.
 func (s *Service) Run(ctx context.Context) error {
-	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
-		Stream:        bus.StreamEvents,
-		Durable:       "compactor",
-		FilterSubject: bus.KindCompactRequested + ".>",
-		Workers:       s.cfg.Workers,
-		MaxDeliver:    s.cfg.MaxDeliver,
-		AckWait:       s.cfg.Lease,
-	}, s.Handle)
-	if err != nil {
-		return fmt.Errorf("compactor.Run: %w", err)
-	}
 	s.log.Info("compactor consuming", "subject", bus.KindCompactRequested+".>", "workers", s.cfg.Workers, "provider", s.provider.Name())
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-	defer cancel()
-	return runner.Stop(stopCtx)
+	return s.bus.Serve(ctx, bus.Service{
+		Name: "compactor",
+		Consumers: []bus.Consumer{{
+			Spec: bus.ConsumerSpec{
+				Stream:        bus.StreamEvents,
+				Durable:       "compactor",
+				FilterSubject: bus.KindCompactRequested + ".>",
+				Workers:       s.cfg.Workers,
+				MaxDeliver:    s.cfg.MaxDeliver,
+				AckWait:       s.cfg.Lease,
+				Classify:      bus.TransientIf(store.IsUnavailable),
+			},
+			Handler: events.Handler(s.bus, s.handle),
+		}},
+	})
 }
 
-// Handle is the bus handler for one compact.requested message.
-func (s *Service) Handle(ctx context.Context, m bus.Message) error {
-	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
-	if err != nil {
-		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
-	}
-	var req events.CompactRequested
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		return bus.Permanent(fmt.Errorf("compact.requested: %w", err))
-	}
-	if req.TenantID != tenant || req.SessionID != session {
-		return bus.Permanent(fmt.Errorf("compact.requested for %s/%s arrived on the subject of %s/%s", req.TenantID, req.SessionID, tenant, session))
-	}
+// handle runs the compaction one compact.requested message asks for.
+func (s *Service) handle(ctx context.Context, m bus.Message, req events.CompactRequested) error {
+	tenant, session := req.Address()
 	id := req.CompactionID
 	if id == "" {
-		if req.Request <= 0 {
-			return bus.Permanent(errors.New("compact.requested names neither a compaction nor a request number"))
-		}
 		id = AutoCompactionID(tenant, session, req.Request)
 		err := s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-			_, err := tx.RequestCompaction(ctx, store.Compaction{ID: id, SessionID: session, Request: req.Request, Trigger: TriggerAuto})
+			_, err := tx.RequestCompaction(ctx, store.Compaction{ID: id, SessionID: session, Request: req.Request, Trigger: events.TriggerAuto})
 			return err
 		})
 		if err != nil {
-			return s.retryable(err)
+			return err
 		}
 	}
-	err = s.Compact(ctx, tenant, session, id, m.InProgress)
+	err := s.Compact(ctx, tenant, session, id, m.InProgress)
 	if errors.Is(err, store.ErrCompactionRunning) {
 		return bus.Transient(err) // its turn comes when the running one ends
 	}
@@ -134,7 +120,7 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 		}
 		return bus.Permanent(err)
 	}
-	return s.retryable(err)
+	return err
 }
 
 // abandon ends a compaction that kept failing, clears the session's
@@ -156,39 +142,8 @@ func (s *Service) abandon(ctx context.Context, tenant, session, id string, cause
 	return s.end(ctx, j, store.CompactionFailed, "gave up after repeated errors: "+cause.Error())
 }
 
-// retryable marks errors of an unavailable Postgres as transient, so they
-// do not spend the message's deliveries.
-func (s *Service) retryable(err error) error {
-	if err != nil && store.IsUnavailable(err) {
-		return bus.Transient(err)
-	}
-	return err
-}
-
 // AutoCompactionID names the compaction of an automatic request, so a
 // redelivered request finds the compaction it made.
 func AutoCompactionID(tenant, session string, request int64) string {
 	return uuid.NewSHA1(uuid.NameSpaceURL, fmt.Appendf(nil, "mnemos:compaction:%s/%s/%d", tenant, session, request)).String()
 }
-
-// Triggers of a compaction.
-const (
-	TriggerAuto   = "auto"
-	TriggerManual = "manual"
-)
-
-// Directions of a partial compaction around a pivot message.
-const (
-	// DirectionFrom summarizes what follows the pivot and keeps everything up
-	// to it as it was, so the provider's cached prefix stays valid.
-	DirectionFrom = "from"
-	// DirectionUpTo summarizes everything up to the pivot and keeps what follows.
-	DirectionUpTo = "up_to"
-)
-
-// Methods of a compaction, cheapest first.
-const (
-	MethodSessionMemory = "session_memory"
-	MethodFull          = "full"
-	MethodExtractive    = "extractive"
-)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -50,7 +51,7 @@ func BenchmarkSessionMemoryCompactionSavings(b *testing.B) {
 			kept := fs.msgs[i:]
 			head := turn.Content{
 				{Type: turn.BlockText, Text: "<mnemos:compact-boundary/>"},
-				{Type: turn.BlockText, Text: compactor.SummaryText(compactor.MethodSessionMemory, len(kept) > 0, summary)},
+				{Type: turn.BlockText, Text: compactor.SummaryText(events.MethodSessionMemory, len(kept) > 0, summary)},
 			}
 			head = append(head, compaction.Restore(fs.msgs, kept, compaction.RestoreLimits{}, compaction.ToolNames{})...)
 			got[c.name] = saving{

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/stretchr/testify/require"
-
-	"github.com/mnemos-ai/mnemos/services/compactor"
 )
 
 // grow adds rounds of file reads (about 5,000 tokens each) until the
@@ -43,7 +42,7 @@ func TestAutoCompactionBringsTheContextUnderTheThreshold(t *testing.T) {
 	status, raw := h.get(t, "/v1/sessions/long/context", &got)
 	require.Equal(t, 200, status, string(raw))
 	require.NotNil(t, got.Compaction)
-	require.Equal(t, compactor.MethodFull, got.Compaction.Method)
+	require.Equal(t, events.MethodFull, got.Compaction.Method)
 	require.Equal(t, "builtin", got.LLMProvider)
 	require.Less(t, got.Tokens.Count, got.Tokens.AutoCompact, "the count after compaction")
 	require.Less(t, got.ContextTokens, got.Tokens.AutoCompact, "the rendered context")

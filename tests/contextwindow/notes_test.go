@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
-	"github.com/mnemos-ai/mnemos/services/compactor"
 )
 
 // notesSession makes a session of 30 rounds (a request, a Read call with a
@@ -76,7 +76,7 @@ func TestSessionNotesCompactWithoutTheModel(t *testing.T) {
 	status, raw := h.call(t, "POST", "/v1/sessions/notes/compact", `{}`, &got)
 	require.Equal(t, 200, status, string(raw))
 	require.Equal(t, "completed", got.Status, got.Error)
-	require.Equal(t, compactor.MethodSessionMemory, got.Method)
+	require.Equal(t, events.MethodSessionMemory, got.Method)
 	require.Equal(t, notes, got.Summary)
 	require.Zero(t, srv.Calls(), "no model call")
 
@@ -98,7 +98,7 @@ func TestOnlyTheEmptyTemplateIsNeverASummary(t *testing.T) {
 	var got compactAnswer
 	status, raw := h.call(t, "POST", "/v1/sessions/blank/compact", `{}`, &got)
 	require.Equal(t, 200, status, string(raw))
-	require.Equal(t, compactor.MethodFull, got.Method)
+	require.Equal(t, events.MethodFull, got.Method)
 }
 
 // TestNotesAreCutToTheirLimitsAsASummary: a section over 2,000 tokens is cut
@@ -117,7 +117,7 @@ func TestNotesAreCutToTheirLimitsAsASummary(t *testing.T) {
 	var got compactAnswer
 	status, raw := h.call(t, "POST", "/v1/sessions/big/compact", `{}`, &got)
 	require.Equal(t, 200, status, string(raw))
-	require.Equal(t, compactor.MethodSessionMemory, got.Method)
+	require.Equal(t, events.MethodSessionMemory, got.Method)
 	d, err := sessionnotes.Parse(got.Summary)
 	require.NoError(t, err)
 	require.NoError(t, d.CheckStructure())
@@ -165,7 +165,7 @@ func TestCompactionWaitsForARunningNotesUpdate(t *testing.T) {
 	status, raw := h.call(t, "POST", "/v1/sessions/fresh/compact", `{}`, &got)
 	require.Equal(t, 200, status, string(raw))
 	require.NoError(t, <-done)
-	require.Equal(t, compactor.MethodSessionMemory, got.Method)
+	require.Equal(t, events.MethodSessionMemory, got.Method)
 	require.Equal(t, fresh, got.Summary, "the compaction used the notes the running update wrote")
 	require.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond)
 }
@@ -187,7 +187,7 @@ func TestCompactionWaitsForTheNotesBoundedly(t *testing.T) {
 	var got compactAnswer
 	status, raw := h.call(t, "POST", "/v1/sessions/stuck/compact", `{}`, &got)
 	require.Equal(t, 200, status, string(raw))
-	require.Equal(t, compactor.MethodSessionMemory, got.Method)
+	require.Equal(t, events.MethodSessionMemory, got.Method)
 	require.Equal(t, notes, got.Summary)
 	require.GreaterOrEqual(t, time.Since(start), time.Second, "it waited for the update")
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
 	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
-	"github.com/mnemos-ai/mnemos/services/compactor"
 )
 
 // scripted is the Anthropic provider over a local server that answers as
@@ -62,7 +62,7 @@ func TestPromptTooLongRetriesDropTheOldestRounds(t *testing.T) {
 	}
 	status, raw := h.get(t, "/v1/compactions/"+h.session(t, c.id).CompactionID, &got)
 	require.Equal(t, 200, status, string(raw))
-	require.Equal(t, compactor.MethodFull, got.Method)
+	require.Equal(t, events.MethodFull, got.Method)
 	require.Equal(t, 3, got.LLMCalls)
 	require.Equal(t, 2, got.LLMRetries)
 	require.NotContains(t, got.Summary, "first I list", "the analysis is stripped")
@@ -98,7 +98,7 @@ func TestFailingModelOpensTheCircuitAndFallsBack(t *testing.T) {
 		h.get(t, "/v1/sessions/failing/compactions", &list)
 		for _, cp := range list.Compactions {
 			require.Equal(t, "completed", cp.Status)
-			require.Equal(t, compactor.MethodExtractive, cp.Method)
+			require.Equal(t, events.MethodExtractive, cp.Method)
 		}
 		return len(list.Compactions)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
@@ -197,7 +198,7 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 	compact := all.named(t, "process compact.requested")
 	requireChildOf(t, compact, pubRequest)
 	require.True(t, compact.Parent.IsRemote())
-	require.Contains(t, compact.Attributes, attribute.String("mnemos.compaction.method", compactor.MethodFull), "the span is the compaction's")
+	require.Contains(t, compact.Attributes, attribute.String("mnemos.compaction.method", events.MethodFull), "the span is the compaction's")
 	require.Contains(t, compact.Attributes, attribute.String("mnemos.compaction.id", sess.CompactionID))
 	model := all.named(t, "chat builtin")
 	require.Equal(t, trace.SpanKindClient, model.SpanKind)

@@ -232,7 +232,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			return err
 		}
 		runs = append(runs, runner{TargetSessionMemory, svc.Run})
-		status[TargetSessionMemory] = svc.Status()
+		status[TargetSessionMemory] = "running"
 	}
 	if runsTarget(TargetExtractor) {
 		ecfg := extractor.DefaultConfig()
@@ -242,7 +242,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			return err
 		}
 		runs = append(runs, runner{TargetExtractor, svc.Run})
-		status[TargetExtractor] = svc.Status()
+		status[TargetExtractor] = "running"
 	}
 	// Recall: the gateway's POST recall and the prefetch on ingest, which
 	// runs in the extractor target with the other long-term memory work.
@@ -266,7 +266,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			return err
 		}
 		runs = append(runs, runner{"recall", svc.Run})
-		status["recall"] = svc.Status()
+		status["recall"] = "running"
 	}
 	if runsTarget(TargetDreamer) {
 		svc, err := dreamer.New(dreamer.DefaultConfig(), st, b, settings, provider, log.With("service", TargetDreamer), metrics.Meter(TargetDreamer), dreamer.Options{})
@@ -274,7 +274,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			return err
 		}
 		runs = append(runs, runner{TargetDreamer, svc.Run})
-		status[TargetDreamer] = svc.Status()
+		status[TargetDreamer] = "running"
 	}
 
 	// =========================================================================

@@ -5,9 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // Dead-letter reason classes, the reason label of mnemos.bus.dead_letters.
@@ -41,10 +41,8 @@ type busMetrics struct {
 // SDK's error for a bad name, which these are not) is replaced by a no-op
 // one: metrics never stop a consumer.
 func newBusMetrics(m metric.Meter) *busMetrics {
-	if m == nil {
-		m = noop.NewMeterProvider().Meter("")
-	}
-	fallback := noop.NewMeterProvider().Meter("")
+	m = defaults.Meter(m)
+	fallback := defaults.Meter(nil)
 	bm := &busMetrics{runners: map[*Runner]struct{}{}}
 	var err error
 	if bm.deliveries, err = m.Int64Counter("mnemos.bus.deliveries",

@@ -194,15 +194,7 @@ func Enqueue(ctx context.Context, tx *store.Tx, kind string, ev events.Dream) er
 	if ev.Memories == nil {
 		ev.Memories = Touched(ev.Written, ev.Deleted)
 	}
-	msgID := fmt.Sprintf("dream:%s:%s:%s", tx.Tenant(), ev.DreamID, ev.State)
-	if ev.Approved {
-		msgID += ":approved"
-	}
-	e, err := outbox.Event(ctx, kind, tx.Tenant(), ev.DreamID, msgID, ev)
-	if err != nil {
-		return err
-	}
-	return tx.Enqueue(ctx, e)
+	return outbox.Enqueue(ctx, tx, ev)
 }
 
 // Error is a request about a dream that cannot be done as things stand.

@@ -3,8 +3,6 @@
 package events
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -55,24 +53,6 @@ type TurnAccounted struct {
 	OffloadedTools []string          `json:"offloaded_tool_results,omitempty"`
 	OccurredAt     time.Time         `json:"occurred_at"`
 	AccountedAt    time.Time         `json:"accounted_at"`
-}
-
-// ReadTurnAccounted decodes a turn.accounted payload that arrived on the
-// subject of tenant and session, and checks what every consumer relies on
-// (Check), and that the payload names the subject's tenant and session. Its
-// errors are the message's fault.
-func ReadTurnAccounted(data []byte, tenant, session string) (TurnAccounted, error) {
-	var ev TurnAccounted
-	if err := json.Unmarshal(data, &ev); err != nil {
-		return TurnAccounted{}, fmt.Errorf("turn.accounted: %w", err)
-	}
-	if err := ev.Check(); err != nil {
-		return TurnAccounted{}, fmt.Errorf("turn.accounted: %w", err)
-	}
-	if ev.TenantID != tenant || ev.SessionID != session {
-		return TurnAccounted{}, fmt.Errorf("turn.accounted for %s/%s arrived on the subject of %s/%s", ev.TenantID, ev.SessionID, tenant, session)
-	}
-	return ev, nil
 }
 
 // ContextThreshold is published when a session's threshold state changes.

@@ -7,9 +7,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -117,9 +117,7 @@ func (o GuardOptions) withDefaults() GuardOptions {
 	if o.MaxDelay <= 0 {
 		o.MaxDelay = DefaultMaxDelay
 	}
-	if o.Meter == nil {
-		o.Meter = noop.NewMeterProvider().Meter("")
-	}
+	o.Meter = defaults.Meter(o.Meter)
 	if o.TracerProvider == nil {
 		o.TracerProvider = tracenoop.NewTracerProvider()
 	}
@@ -292,7 +290,7 @@ type guardMetrics struct {
 // (an SDK's error for a bad name, which these are not) is replaced by a
 // no-op one: metrics never stop a call.
 func newGuardMetrics(m metric.Meter) guardMetrics {
-	fallback := noop.NewMeterProvider().Meter("")
+	fallback := defaults.Meter(nil)
 	tokens, err := m.Int64Counter("mnemos.llm.tokens", metric.WithUnit("{token}"),
 		metric.WithDescription("LLM tokens used, by tenant, task, provider and kind (input, output, cache_read, cache_write)."))
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -187,9 +187,7 @@ type Store struct {
 
 // NewStore returns a Store on db. meter may be nil.
 func NewStore(db *store.Store, meter metric.Meter, opts Options) (*Store, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	s := &Store{db: db, limits: opts.Limits, now: opts.Now}
 	if s.limits == nil {
 		s.limits = func(context.Context, string) (Limits, error) { return DefaultLimits(), nil }

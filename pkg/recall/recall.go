@@ -21,8 +21,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
@@ -154,9 +154,7 @@ type Recaller struct {
 // New returns a Recaller reading memories from memories and asking
 // provider (llm.TaskRecall) to select. meter may be nil.
 func New(db *store.Store, memories *memory.Store, provider llm.Provider, settings SettingsFunc, meter metric.Meter, opts Options) (*Recaller, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, fmt.Errorf("recall.New: %w", err)

@@ -16,9 +16,9 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -58,19 +58,12 @@ type Service struct {
 
 // New builds the compactor. provider makes the LLM summaries; meter may be nil.
 func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, provider llm.Provider, log *slog.Logger, meter metric.Meter) (*Service, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, fmt.Errorf("compactor.New: %w", err)
 	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultConfig().Lease
-	}
-	if cfg.NotesPoll <= 0 {
-		cfg.NotesPoll = DefaultConfig().NotesPoll
-	}
+	defaults.Fill(&cfg, DefaultConfig())
 	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: provider, log: log, now: time.Now, metrics: m}, nil
 }
 

@@ -28,9 +28,9 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -100,29 +100,12 @@ type Options struct {
 // New builds the service. provider runs the consolidation (llm.TaskDreaming);
 // meter may be nil.
 func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, provider llm.Provider, log *slog.Logger, meter metric.Meter, opts Options) (*Service, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, fmt.Errorf("dreamer.New: %w", err)
 	}
-	d := DefaultConfig()
-	if cfg.ScanEvery <= 0 {
-		cfg.ScanEvery = d.ScanEvery
-	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = d.Heartbeat
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = d.Workers
-	}
-	if cfg.PageSize <= 0 {
-		cfg.PageSize = d.PageSize
-	}
-	if cfg.MaxTokens <= 0 {
-		cfg.MaxTokens = d.MaxTokens
-	}
+	defaults.Fill(&cfg, DefaultConfig())
 	if cfg.Holder == "" {
 		host, _ := os.Hostname()
 		cfg.Holder = fmt.Sprintf("%s-%s", host, uuid.NewString()[:8])
@@ -154,9 +137,6 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, pro
 	return s, nil
 }
 
-// Status is what health endpoints report for the target.
-func (s *Service) Status() string { return "running" }
-
 // Holder names this instance in leases.
 func (s *Service) Holder() string { return s.cfg.Holder }
 
@@ -172,18 +152,28 @@ func (s *Service) dreaming(ctx context.Context, tenant string) (tenantcfg.Dreami
 // ctx ends; then the running dreams stop (each ends failed, applying
 // nothing, and frees its scope) and Run returns.
 func (s *Service) Run(ctx context.Context) error {
-	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
-		Stream:        bus.StreamEvents,
-		Durable:       "dreamer",
-		FilterSubject: bus.KindDreamRequested + ".>",
-		Workers:       1,
-		MaxDeliver:    s.cfg.MaxDeliver,
-		AckWait:       max(30*time.Second, 5*s.cfg.Heartbeat),
-	}, s.Handle)
-	if err != nil {
-		return fmt.Errorf("dreamer.Run: %w", err)
-	}
 	s.log.Info("dreamer scanning", "every", s.cfg.ScanEvery, "workers", s.cfg.Workers, "holder", s.cfg.Holder, "provider", s.provider.Name())
+	return s.bus.Serve(ctx, bus.Service{
+		Name: "dreamer",
+		Consumers: []bus.Consumer{{
+			Spec: bus.ConsumerSpec{
+				Stream:        bus.StreamEvents,
+				Durable:       "dreamer",
+				FilterSubject: bus.KindDreamRequested + ".>",
+				Workers:       1,
+				MaxDeliver:    s.cfg.MaxDeliver,
+				AckWait:       max(30*time.Second, 5*s.cfg.Heartbeat),
+				Classify:      bus.TransientIf(store.IsUnavailable),
+			},
+			Handler: events.Handler(s.bus, s.handle),
+		}},
+		Loops: []func(context.Context){s.scanLoop},
+		Wait:  func(context.Context) { s.runs.Wait() },
+	})
+}
+
+// scanLoop scans at once, then every ScanEvery, until ctx ends.
+func (s *Service) scanLoop(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.ScanEvery)
 	defer tick.Stop()
 	for {
@@ -192,11 +182,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-			defer cancel()
-			err := runner.Stop(stopCtx)
-			s.runs.Wait()
-			return err
+			return
 		case <-tick.C:
 		}
 	}
@@ -241,16 +227,14 @@ func (s *Service) Scan(ctx context.Context) error {
 	}
 }
 
-// Handle runs a requested dream (dream.requested): the time and session
+// handle runs a requested dream (dream.requested): the time and session
 // gates do not apply; the tenant must have dreaming enabled and the scope's
 // lease must be free, or the dream ends failed saying why.
-func (s *Service) Handle(ctx context.Context, m bus.Message) error {
-	kind, tenant, id, err := s.bus.ParseSubject(m.Subject)
-	if err != nil || kind != bus.KindDreamRequested {
-		return bus.Permanent(fmt.Errorf("subject %q: not a dream.requested subject", m.Subject))
-	}
+func (s *Service) handle(ctx context.Context, m bus.Message, req events.Dream) error {
+	tenant, id := req.Address()
 	var d store.Dream
-	err = s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+	err := s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		var err error
 		d, err = tx.Dream(ctx, id)
 		return err
 	})
@@ -258,7 +242,7 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 		return bus.Permanent(fmt.Errorf("dream.requested: tenant %s has no dream %s", tenant, id))
 	}
 	if err != nil {
-		return s.retryable(err)
+		return err
 	}
 	if dream.Status(d.Status) != dream.StatusRequested {
 		return nil // killed before it started, or started already
@@ -269,21 +253,21 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	}
 	set, err := s.dreaming(ctx, tenant)
 	if err != nil {
-		return s.retryable(fmt.Errorf("dreamer: settings of %s: %w", tenant, err))
+		return fmt.Errorf("dreamer: settings of %s: %w", tenant, err)
 	}
 	if !set.Enabled {
-		return s.retryable(s.refuse(ctx, tenant, d, "dreaming is disabled for the tenant"))
+		return s.refuse(ctx, tenant, d, "dreaming is disabled for the tenant")
 	}
 	l, err := s.gates.Leases.Take(ctx, LeaseRequest{
 		Tenant: tenant, Scope: sc, Holder: s.cfg.Holder, DreamID: id, Trigger: dream.TriggerManual, Now: s.now(), Stale: set.LeaseStale(),
 	})
 	switch {
 	case err != nil:
-		return s.retryable(err)
+		return err
 	case l.NotWaiting:
 		return nil
 	case !l.Taken:
-		return s.retryable(s.refuse(ctx, tenant, d, fmt.Sprintf("dream %s holds the scope's lease", l.HeldBy)))
+		return s.refuse(ctx, tenant, d, fmt.Sprintf("dream %s holds the scope's lease", l.HeldBy))
 	}
 	s.runs.Add(1)
 	defer s.runs.Done()
@@ -306,14 +290,6 @@ func (s *Service) refuse(ctx context.Context, tenant string, d store.Dream, reas
 	})
 	if err == nil {
 		s.metrics.dream(ctx, string(dream.StatusFailed))
-	}
-	return err
-}
-
-// retryable marks errors of an unavailable Postgres as transient.
-func (s *Service) retryable(err error) error {
-	if err != nil && store.IsUnavailable(err) {
-		return bus.Transient(err)
 	}
 	return err
 }

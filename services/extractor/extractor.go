@@ -19,7 +19,6 @@ package extractor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,9 +26,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
@@ -127,35 +126,12 @@ type Service struct {
 
 // New builds the service. provider extracts (llm.TaskExtraction); meter may be nil.
 func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, provider llm.Provider, log *slog.Logger, meter metric.Meter) (*Service, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, fmt.Errorf("extractor.New: %w", err)
 	}
-	d := DefaultConfig()
-	if cfg.Workers <= 0 {
-		cfg.Workers = d.Workers
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = d.Lease
-	}
-	if cfg.SweepEvery <= 0 {
-		cfg.SweepEvery = d.SweepEvery
-	}
-	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = d.DrainTimeout
-	}
-	if cfg.MaxInputTokens <= 0 {
-		cfg.MaxInputTokens = d.MaxInputTokens
-	}
-	if cfg.MaxMessages <= 0 {
-		cfg.MaxMessages = d.MaxMessages
-	}
-	if cfg.ManifestSize <= 0 {
-		cfg.ManifestSize = d.ManifestSize
-	}
+	defaults.Fill(&cfg, DefaultConfig())
 	memories, err := memory.NewStore(st, meter, memory.Options{Limits: settings.MemoryLimits})
 	if err != nil {
 		return nil, fmt.Errorf("extractor.New: %w", err)
@@ -170,50 +146,33 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, pro
 	}, nil
 }
 
-// Status is what health endpoints report for the target.
-func (s *Service) Status() string { return "running" }
-
 // Run consumes turn.accounted events until ctx ends, sweeping meanwhile
 // for trailing runs left behind. On shutdown it starts no new run, lets
 // the runs under way finish (within DrainTimeout; their model calls are
 // not cancelled before), and leaves the rest to redelivery and to the
 // sweep of another replica.
 func (s *Service) Run(ctx context.Context) error {
-	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
-		Stream:        bus.StreamEvents,
-		Durable:       "extractor",
-		FilterSubject: bus.KindTurnAccounted + ".>",
-		Workers:       s.cfg.Workers,
-		MaxDeliver:    s.cfg.MaxDeliver,
-		AckWait:       s.cfg.Lease,
-	}, s.Handle)
-	if err != nil {
-		return fmt.Errorf("extractor.Run: %w", err)
-	}
 	s.log.Info("extractor consuming", "subject", bus.KindTurnAccounted+".>", "workers", s.cfg.Workers, "provider", s.provider.Name())
-
-	// The sweep's runs, like the handlers', are not cancelled when ctx
-	// ends: they finish within the drain window.
-	sweepCtx, cancelSweep := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelSweep()
-	swept := make(chan struct{})
-	go func() {
-		defer close(swept)
-		s.sweepLoop(sweepCtx)
-	}()
-
-	<-ctx.Done()
-	s.stopOnce.Do(func() { close(s.stopping) })
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
-	defer cancel()
-	err = runner.Stop(stopCtx)
-	select {
-	case <-swept:
-	case <-stopCtx.Done():
-		cancelSweep()
-		<-swept
-	}
-	return err
+	return s.bus.Serve(ctx, bus.Service{
+		Name: "extractor",
+		Consumers: []bus.Consumer{{
+			Spec: bus.ConsumerSpec{
+				Stream:        bus.StreamEvents,
+				Durable:       "extractor",
+				FilterSubject: bus.KindTurnAccounted + ".>",
+				Workers:       s.cfg.Workers,
+				MaxDeliver:    s.cfg.MaxDeliver,
+				AckWait:       s.cfg.Lease,
+				Classify:      bus.TransientIf(store.IsUnavailable),
+			},
+			Handler: events.Handler(s.bus, s.handle),
+		}},
+		// The sweep's runs, like the handlers', are not cancelled when ctx
+		// ends: the loop stops at Stopping and its runs finish within the drain.
+		Loops:    []func(context.Context){func(ctx context.Context) { s.sweepLoop(context.WithoutCancel(ctx)) }},
+		Stopping: func() { s.stopOnce.Do(func() { close(s.stopping) }) },
+		Drain:    s.cfg.DrainTimeout,
+	})
 }
 
 // sweepLoop runs the trailing runs left behind by stopped workers, every
@@ -243,24 +202,9 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 // shutting down and starts no new run.
 var errStopping = errors.New("extractor: shutting down; the event is left for redelivery")
 
-// Handle is the bus handler for one turn.accounted message.
-func (s *Service) Handle(ctx context.Context, m bus.Message) error {
-	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
-	if err != nil {
-		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
-	}
-	var ev events.TurnAccounted
-	if err := json.Unmarshal(m.Data, &ev); err != nil {
-		return bus.Permanent(fmt.Errorf("turn.accounted: %w", err))
-	}
-	switch {
-	case ev.Schema != events.SchemaTurnAccounted:
-		return bus.Permanent(fmt.Errorf("turn.accounted: unknown schema %q", ev.Schema))
-	case ev.TenantID != tenant || ev.SessionID != session:
-		return bus.Permanent(fmt.Errorf("turn.accounted for %s/%s arrived on the subject of %s/%s", ev.TenantID, ev.SessionID, tenant, session))
-	case ev.Seq <= 0:
-		return bus.Permanent(fmt.Errorf("turn.accounted: seq %d: want a positive seq", ev.Seq))
-	}
+// handle looks at one turn.accounted event.
+func (s *Service) handle(ctx context.Context, m bus.Message, ev events.TurnAccounted) error {
+	tenant, session := ev.Address()
 	if !ev.ClosesUserTurn || (ev.AgentID != turn.MainAgent && ev.AgentID != "") {
 		return nil // only the main agent's finished user turns are looked at
 	}
@@ -271,7 +215,7 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	}
 	set, err := s.settings.For(ctx, tenant)
 	if err != nil {
-		return s.retryable(fmt.Errorf("extractor: settings of %s: %w", tenant, err))
+		return fmt.Errorf("extractor: settings of %s: %w", tenant, err)
 	}
 	if !set.Extraction.Enabled {
 		return nil
@@ -283,7 +227,7 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	}
 	key, outcome, err := s.admit(ctx, tenant, session, ev, scope, set.Extraction)
 	if err != nil {
-		return s.retryable(err)
+		return err
 	}
 	if outcome != "" {
 		s.metrics.run(ctx, outcome)
@@ -295,7 +239,7 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	if err == nil && !ran && outcome == "" {
 		s.metrics.run(ctx, OutcomeCoalesced)
 	}
-	return s.retryable(err)
+	return err
 }
 
 // admit looks at an eligible turn under the session's cursor lock. A turn
@@ -365,13 +309,4 @@ func agentWrite(ctx context.Context, tx *store.Tx, session string) (store.AgentM
 		return store.AgentMemoryWrite{}, nil
 	}
 	return aw, err
-}
-
-// retryable marks errors of an unavailable Postgres as transient, so they
-// do not spend the message's deliveries.
-func (s *Service) retryable(err error) error {
-	if err != nil && store.IsUnavailable(err) {
-		return bus.Transient(err)
-	}
-	return err
 }

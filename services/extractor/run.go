@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -229,9 +228,8 @@ func (s *Service) enqueue(ctx context.Context, tx *store.Tx, saved *events.Memor
 	if saved == nil {
 		return nil
 	}
-	e, err := outbox.Event(ctx, bus.KindMemorySaved, saved.TenantID, saved.SessionID, "memory-saved:"+uuid.NewString(), saved)
-	if err != nil {
-		return err
+	if saved.RunID == "" {
+		saved.RunID = uuid.NewString()
 	}
-	return tx.Enqueue(ctx, e)
+	return outbox.Enqueue(ctx, tx, *saved)
 }

@@ -51,8 +51,9 @@ func TestARememberedFactBecomesAMemory(t *testing.T) {
 	require.Equal(t, events.MemorySaved{
 		Schema: events.SchemaMemorySaved, TenantID: tenant, SessionID: "s1", Scope: "project:repo-x",
 		Created: []string{"staging-db-read-only-fridays"}, Updated: []string{},
-		SourceTurn: s.lastEvent(), Seq: 1, LLMProvider: "builtin", At: ev.At,
+		RunID: ev.RunID, SourceTurn: s.lastEvent(), Seq: 1, LLMProvider: "builtin", At: ev.At,
 	}, ev)
+	require.NotEmpty(t, ev.RunID, "the run is named, and its message id with it")
 	require.EqualValues(t, 1, c.Seq)
 	require.EqualValues(t, 2, c.Position, "past the turn's two messages")
 	require.EqualValues(t, 1, c.SavedRuns)

@@ -8,11 +8,11 @@ package recallprefetch
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -48,53 +48,35 @@ type Service struct {
 // New builds the service; r runs the recalls (and counts them; the bus
 // counts the deliveries).
 func New(cfg Config, b *bus.Bus, r *recall.Recaller, log *slog.Logger) (*Service, error) {
-	d := DefaultConfig()
-	if cfg.Workers <= 0 {
-		cfg.Workers = d.Workers
-	}
-	if cfg.MaxDeliver <= 0 {
-		cfg.MaxDeliver = d.MaxDeliver
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = d.Timeout
-	}
+	defaults.Fill(&cfg, DefaultConfig())
 	return &Service{cfg: cfg, bus: b, recall: r, log: log}, nil
 }
-
-// Status is what health endpoints report.
-func (s *Service) Status() string { return "running" }
 
 // Run consumes turn.accounted events until ctx ends, then drains the
 // prefetches in flight.
 func (s *Service) Run(ctx context.Context) error {
-	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
-		Stream:        bus.StreamEvents,
-		Durable:       Durable,
-		FilterSubject: bus.KindTurnAccounted + ".>",
-		Workers:       s.cfg.Workers,
-		MaxDeliver:    s.cfg.MaxDeliver,
-		AckWait:       s.cfg.Timeout + 30*time.Second,
-	}, s.Handle)
-	if err != nil {
-		return fmt.Errorf("recallprefetch.Run: %w", err)
-	}
 	s.log.Info("recall prefetch consuming", "subject", bus.KindTurnAccounted+".>", "workers", s.cfg.Workers, "provider", s.recall.Provider())
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout+10*time.Second)
-	defer cancel()
-	return runner.Stop(stopCtx)
+	return s.bus.Serve(ctx, bus.Service{
+		Name: "recall",
+		Consumers: []bus.Consumer{{
+			Spec: bus.ConsumerSpec{
+				Stream:        bus.StreamEvents,
+				Durable:       Durable,
+				FilterSubject: bus.KindTurnAccounted + ".>",
+				Workers:       s.cfg.Workers,
+				MaxDeliver:    s.cfg.MaxDeliver,
+				AckWait:       s.cfg.Timeout + 30*time.Second,
+				Classify:      bus.TransientIf(store.IsUnavailable),
+			},
+			Handler: events.Handler(s.bus, s.handle),
+		}},
+		Drain: s.cfg.Timeout + 10*time.Second,
+	})
 }
 
-// Handle is the bus handler for one turn.accounted message.
-func (s *Service) Handle(ctx context.Context, m bus.Message) error {
-	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
-	if err != nil {
-		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
-	}
-	ev, err := events.ReadTurnAccounted(m.Data, tenant, session)
-	if err != nil {
-		return bus.Permanent(err)
-	}
+// handle prefetches the memories to show beside a turn's new user message.
+func (s *Service) handle(ctx context.Context, _ bus.Message, ev events.TurnAccounted) error {
+	tenant, session := ev.Address()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	res, err := s.recall.Prefetch(ctx, recall.Turn{
@@ -110,8 +92,6 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 		// Recorded as showing nothing: a retry would come too late to help.
 		s.log.Warn("recall prefetch: the selector failed; nothing is shown beside the message", "tenant", tenant, "session", session, "seq", ev.Seq, "err", err)
 		return nil
-	case store.IsUnavailable(err):
-		return bus.Transient(err)
 	default:
 		return err
 	}

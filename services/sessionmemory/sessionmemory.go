@@ -20,9 +20,9 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
@@ -73,52 +73,45 @@ type Service struct {
 
 // New builds the service. provider writes the notes (llm.TaskNotes); meter may be nil.
 func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, provider llm.Provider, log *slog.Logger, meter metric.Meter) (*Service, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, fmt.Errorf("sessionmemory.New: %w", err)
 	}
-	d := DefaultConfig()
-	if cfg.Lease <= 0 {
-		cfg.Lease = d.Lease
-	}
-	if cfg.SweepEvery <= 0 {
-		cfg.SweepEvery = d.SweepEvery
-	}
-	if cfg.MaxInputTokens <= 0 {
-		cfg.MaxInputTokens = d.MaxInputTokens
-	}
+	defaults.Fill(&cfg, DefaultConfig())
 	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: provider, log: log, now: time.Now, metrics: m}, nil
 }
-
-// Status is what health endpoints report for the target.
-func (s *Service) Status() string { return "running" }
 
 // Run consumes turn.accounted events until ctx ends, then drains in-flight
 // work. Meanwhile it sweeps for trailing runs whose claim ran out.
 func (s *Service) Run(ctx context.Context) error {
-	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
-		Stream:        bus.StreamEvents,
-		Durable:       "session-memory",
-		FilterSubject: bus.KindTurnAccounted + ".>",
-		Workers:       s.cfg.Workers,
-		MaxDeliver:    s.cfg.MaxDeliver,
-		AckWait:       s.cfg.Lease,
-	}, s.Handle)
-	if err != nil {
-		return fmt.Errorf("sessionmemory.Run: %w", err)
-	}
 	s.log.Info("session-memory consuming", "subject", bus.KindTurnAccounted+".>", "workers", s.cfg.Workers, "provider", s.provider.Name())
+	return s.bus.Serve(ctx, bus.Service{
+		Name: "session-memory",
+		Consumers: []bus.Consumer{{
+			Spec: bus.ConsumerSpec{
+				Stream:        bus.StreamEvents,
+				Durable:       "session-memory",
+				FilterSubject: bus.KindTurnAccounted + ".>",
+				Workers:       s.cfg.Workers,
+				MaxDeliver:    s.cfg.MaxDeliver,
+				AckWait:       s.cfg.Lease,
+				Classify:      bus.TransientIf(store.IsUnavailable),
+			},
+			Handler: s.Handle,
+		}},
+		Loops: []func(context.Context){s.sweepLoop},
+	})
+}
+
+// sweepLoop runs Sweep every SweepEvery until ctx ends.
+func (s *Service) sweepLoop(ctx context.Context) {
 	sweep := time.NewTicker(s.cfg.SweepEvery)
 	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-			defer cancel()
-			return runner.Stop(stopCtx)
+			return
 		case <-sweep.C:
 			if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("notes sweep failed; the next tick retries", "err", err)
@@ -129,17 +122,14 @@ func (s *Service) Run(ctx context.Context) error {
 
 // Handle is the bus handler for one turn.accounted message.
 func (s *Service) Handle(ctx context.Context, m bus.Message) error {
-	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
-	if err != nil {
-		return bus.Permanent(fmt.Errorf("subject %q: %w", m.Subject, err))
-	}
-	ev, err := events.ReadTurnAccounted(m.Data, tenant, session)
-	if err != nil {
-		return bus.Permanent(err)
-	}
+	return events.Handler(s.bus, s.handle)(ctx, m)
+}
+
+func (s *Service) handle(ctx context.Context, m bus.Message, ev events.TurnAccounted) error {
+	tenant, session := ev.Address()
 	set, err := s.settings.For(ctx, tenant)
 	if err != nil {
-		return s.retryable(fmt.Errorf("sessionmemory: settings of %s: %w", tenant, err))
+		return fmt.Errorf("sessionmemory: settings of %s: %w", tenant, err)
 	}
 	if !set.SessionMemory.Enabled {
 		return nil
@@ -147,9 +137,9 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	turn := store.NotesTurn{Seq: ev.Seq, Tokens: ev.Tokens.Count, ToolCallsTotal: ev.ToolCallsTotal, ToolCalls: ev.ToolCalls}
 	owner, claimed, err := s.admit(ctx, tenant, session, turn, set.SessionMemory)
 	if err != nil || !claimed {
-		return s.retryable(err)
+		return err
 	}
-	return s.retryable(s.run(ctx, tenant, session, owner, set, m.InProgress))
+	return s.run(ctx, tenant, session, owner, set, m.InProgress)
 }
 
 // Decision is what the update gate decides for one turn.
@@ -230,15 +220,6 @@ func (s *Service) admit(ctx context.Context, tenant, session string, t store.Not
 // errClaimLost means another worker took the session's update over (this
 // one's lease ran out): this worker's result is dropped.
 var errClaimLost = errors.New("the notes update's claim was lost")
-
-// retryable marks errors of an unavailable Postgres as transient, so they
-// do not spend the message's deliveries.
-func (s *Service) retryable(err error) error {
-	if err != nil && store.IsUnavailable(err) {
-		return bus.Transient(err)
-	}
-	return err
-}
 
 // Outcomes of updates, the values of mnemos_session_notes_updates_total{outcome}.
 const (

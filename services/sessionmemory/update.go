@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/lease"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -185,17 +184,12 @@ func (s *Service) update(ctx context.Context, tenant, session, owner string, set
 		if err != nil {
 			return err
 		}
-		e, err := outbox.Event(ctx, bus.KindSessionMemoryUpdated, tenant, session, fmt.Sprintf("notes:%s:%s:%d", tenant, session, version),
-			events.SessionMemoryUpdated{
-				Schema: events.SchemaSessionMemoryUpdated, TenantID: tenant, SessionID: session, Version: version,
-				LastSummarizedMessage: last.UUID, TokensAtUpdate: mark.Tokens, ToolCallsAtUpdate: mark.ToolCalls,
-				Sections: sessionnotes.Changed(current, next), LLMProvider: s.provider.Name(), LLMModel: resp.Model,
-				At: s.now().UTC(),
-			})
-		if err != nil {
-			return err
-		}
-		return tx.Enqueue(ctx, e)
+		return outbox.Enqueue(ctx, tx, events.SessionMemoryUpdated{
+			Schema: events.SchemaSessionMemoryUpdated, TenantID: tenant, SessionID: session, Version: version,
+			LastSummarizedMessage: last.UUID, TokensAtUpdate: mark.Tokens, ToolCallsAtUpdate: mark.ToolCalls,
+			Sections: sessionnotes.Changed(current, next), LLMProvider: s.provider.Name(), LLMModel: resp.Model,
+			At: s.now().UTC(),
+		})
 	})
 	if err != nil {
 		return false, err

@@ -45,6 +45,13 @@ type Session struct {
 	RejectedTurns      int64
 	LastResponseAt     time.Time
 
+	// SkippedSeqs counts the seqs given up after the gap timeout;
+	// LastSkippedFrom and LastSkippedTo are the last range given up (0, 0
+	// before the first).
+	SkippedSeqs     int64
+	LastSkippedFrom int64
+	LastSkippedTo   int64
+
 	// CompactionID names the latest completed compaction ("" before the
 	// first); the context starts with its head, then the messages from KeepFrom on.
 	CompactionID string
@@ -91,6 +98,9 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		CompactCircuitOpen: r.CompactCircuitOpen,
 		StaleUsageAbove:    r.StaleUsageAbove,
 		ContextEpoch:       r.ContextEpoch,
+		SkippedSeqs:        r.SkippedSeqs,
+		LastSkippedFrom:    r.LastSkippedFrom,
+		LastSkippedTo:      r.LastSkippedTo,
 	}
 	if r.CompactionID != nil {
 		s.CompactionID = *r.CompactionID
@@ -116,6 +126,53 @@ func (t *Tx) LockSession(ctx context.Context, sessionID, agentID string) (Sessio
 		return Session{}, fmt.Errorf("store.LockSession: %w", err)
 	}
 	return toSession(r)
+}
+
+// ErrSessionBusy is returned by LockSessionWithin when another transaction
+// held the session's lock for longer than the wait.
+var ErrSessionBusy = errors.New("session busy")
+
+// LockSessionWithin is LockSession, waiting at most wait for a lock another
+// transaction holds; past that it returns ErrSessionBusy and the caller's
+// transaction is over (roll it back and try later). A caller that would
+// otherwise queue behind a long transaction keeps neither a connection nor
+// the queue waiting.
+func (t *Tx) LockSessionWithin(ctx context.Context, sessionID, agentID string, wait time.Duration) (Session, error) {
+	r, err := t.q.SessionLockWithin(ctx, dbsqlc.SessionLockWithinParams{
+		TenantID: t.tenant, SessionID: sessionID, AgentID: agentID, WaitMs: int32(max(wait.Milliseconds(), 1)),
+	})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23503": // foreign key: no such tenant
+		return Session{}, fmt.Errorf("store.LockSessionWithin: tenant %q: %w", t.tenant, ErrUnknownTenant)
+	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: the wait ran out
+		return Session{}, fmt.Errorf("store.LockSessionWithin %s: %w", sessionID, ErrSessionBusy)
+	case err != nil:
+		return Session{}, fmt.Errorf("store.LockSessionWithin: %w", err)
+	}
+	return toSession(r)
+}
+
+// SessionProgress is what a turn is checked against before it is accepted:
+// the highest seq a session applied and the messages it stores.
+type SessionProgress struct {
+	AppliedSeq   int64
+	MessageCount int64
+}
+
+// SessionProgress reads one session's progress (one row by its key), or
+// ErrNotFound for a session that does not exist yet.
+func (s *Store) SessionProgress(ctx context.Context, tenant, sessionID string) (SessionProgress, error) {
+	var out SessionProgress
+	err := s.InTx(ctx, tenant, func(tx *Tx) error {
+		r, err := tx.q.SessionProgress(ctx, dbsqlc.SessionProgressParams{TenantID: tenant, SessionID: sessionID})
+		if err != nil {
+			return fmt.Errorf("store.SessionProgress: %w", notFound(err))
+		}
+		out = SessionProgress{AppliedSeq: r.AppliedSeq, MessageCount: r.MessageCount}
+		return nil
+	})
+	return out, err
 }
 
 // SaveSession writes the accounting fields of a session locked by LockSession.
@@ -147,6 +204,9 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		CompactRequests:    s.CompactRequests,
 		ToolCallsTotal:     s.ToolCallsTotal,
 		RejectedTurns:      s.RejectedTurns,
+		SkippedSeqs:        s.SkippedSeqs,
+		LastSkippedFrom:    s.LastSkippedFrom,
+		LastSkippedTo:      s.LastSkippedTo,
 		StaleUsageAbove:    s.StaleUsageAbove,
 		LastResponseAt:     timestamptz(s.LastResponseAt),
 	})

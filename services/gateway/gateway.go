@@ -146,14 +146,22 @@ type TurnAccepted struct {
 
 func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
-	limit := g.cfg.MaxEventBytes
+	set, err := g.settings.For(ctx, tenant)
+	if err != nil {
+		g.internal(w, "reading tenant settings", err)
+		return
+	}
+	limit, limitName := g.cfg.MaxEventBytes, "the server's limit"
 	if mp := int(g.bus.MaxPayload()); mp > 0 && mp < limit {
 		limit = mp // the bus cannot carry more than its server's max_payload
+	}
+	if tb := set.Limits.TurnBytes; tb > 0 && tb < limit {
+		limit, limitName = tb, "the tenant's turn_bytes limit"
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		g.refuse(ctx, w, turn.Refuse(turn.ReasonTooLarge, "event is larger than the limit of %d bytes", limit))
+		g.refuse(ctx, w, turn.Refuse(turn.ReasonTooLarge, "event is larger than %s of %d bytes", limitName, limit))
 		return
 	}
 	if err != nil {
@@ -163,6 +171,16 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 	ev, err := turn.Decode(body, turn.DecodeOptions{MaxBytes: limit, Tenant: tenant})
 	if err != nil {
 		g.refuse(ctx, w, err)
+		return
+	}
+	if err := g.checkBounds(ctx, tenant, set.Limits, ev); err != nil {
+		if _, ok := turn.AsInputError(err); ok {
+			g.refuse(ctx, w, err)
+			return
+		}
+		g.log.Error("reading the session for its limits failed", "tenant", tenant, "session", ev.SessionID, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "could not check the session's limits; retry with the same event_id")
 		return
 	}
 	var hdr nats.Header
@@ -195,6 +213,36 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 	writeJSON(w, http.StatusAccepted, TurnAccepted{EventID: ev.EventID, Subject: subject, Duplicate: ack.Duplicate})
 }
 
+// checkBounds refuses a turn over the tenant's caps on a turn's messages, a
+// session's messages and how far ahead its seq may be. The session's side
+// is one read by key; the accountant checks again under the session's lock
+// and is the authority (events still waiting are not counted here). A seq
+// the session applied already is a retry or a late event: the accountant
+// decides, so the session's size does not refuse it.
+func (g *Gateway) checkBounds(ctx context.Context, tenant string, lim limits.Config, ev turn.Event) error {
+	n := len(ev.InputMessages)
+	if ev.Response != nil {
+		n++
+	}
+	if lim.TurnMessages > 0 && n > lim.TurnMessages {
+		return turn.Refuse(turn.ReasonTooManyMessages, "the turn has %d messages; the tenant's turn_messages limit is %d", n, lim.TurnMessages)
+	}
+	if lim.SeqWindow <= 0 && lim.SessionMessages <= 0 {
+		return nil
+	}
+	p, err := g.store.SessionProgress(ctx, tenant, ev.SessionID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if lim.SeqWindow > 0 && ev.Seq > p.AppliedSeq+lim.SeqWindow {
+		return turn.Refuse(turn.ReasonSeqTooFar, "seq %d is more than the tenant's seq_window of %d ahead of the session's applied seq %d", ev.Seq, lim.SeqWindow, p.AppliedSeq)
+	}
+	if limit := int64(lim.SessionMessages); limit > 0 && ev.Seq > p.AppliedSeq && p.MessageCount+int64(n) > limit {
+		return turn.Refuse(turn.ReasonSessionFull, "the session holds %d messages; the turn's %d would pass the tenant's session_messages limit of %d", p.MessageCount, n, limit)
+	}
+	return nil
+}
+
 func (g *Gateway) refuse(ctx context.Context, w http.ResponseWriter, err error) {
 	ie, ok := turn.AsInputError(err)
 	if !ok {
@@ -207,6 +255,14 @@ func (g *Gateway) refuse(ctx context.Context, w http.ResponseWriter, err error) 
 	case turn.ReasonTooLarge:
 		status = http.StatusRequestEntityTooLarge
 		g.cfg.Limits.Record(ctx, limits.LimitEventBytes)
+	case turn.ReasonTooManyMessages:
+		status = http.StatusRequestEntityTooLarge
+		g.cfg.Limits.Record(ctx, limits.LimitTurnMessages)
+	case turn.ReasonSessionFull:
+		status = http.StatusRequestEntityTooLarge
+		g.cfg.Limits.Record(ctx, limits.LimitSessionMessages)
+	case turn.ReasonSeqTooFar:
+		g.cfg.Limits.Record(ctx, limits.LimitSeqWindow)
 	case turn.ReasonTenantMismatch:
 		status = http.StatusForbidden
 	}
@@ -227,8 +283,18 @@ type SessionState struct {
 	CompactRequests    int64             `json:"compact_requests"`
 	ToolCallsTotal     int64             `json:"tool_calls_total"`
 	RejectedTurns      int64             `json:"rejected_turns"`
-	LastResponseAt     *time.Time        `json:"last_response_at,omitempty"`
-	UpdatedAt          time.Time         `json:"updated_at"`
+	// SkippedSeqs counts the seqs the session gave up waiting for (the gap
+	// timeout); LastSkipped is the last range given up.
+	SkippedSeqs    int64      `json:"skipped_seqs"`
+	LastSkipped    *SeqRange  `json:"last_skipped,omitempty"`
+	LastResponseAt *time.Time `json:"last_response_at,omitempty"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+// SeqRange is a range of seqs, both ends included.
+type SeqRange struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
 }
 
 func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -257,7 +323,10 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 		Tokens:             accounting.Status(accounting.Limits(set.Tokens, s), s.TokenCount),
 		CompactionInFlight: s.CompactionInFlight, AutoCompactEnabled: s.AutoCompactEnabled,
 		CompactRequests: s.CompactRequests, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
-		UpdatedAt: s.UpdatedAt,
+		SkippedSeqs: s.SkippedSeqs, UpdatedAt: s.UpdatedAt,
+	}
+	if s.LastSkippedTo > 0 {
+		out.LastSkipped = &SeqRange{From: s.LastSkippedFrom, To: s.LastSkippedTo}
 	}
 	if !s.LastResponseAt.IsZero() {
 		out.LastResponseAt = &s.LastResponseAt

@@ -11,6 +11,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -26,17 +27,28 @@ const (
 	OutcomeApplied   Outcome = "applied"
 	OutcomeWaiting   Outcome = "waiting"
 	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeRejected: a late event, refused and counted on its session.
+	OutcomeRejected Outcome = "rejected"
 )
 
 // Apply records ev and applies it, and every waiting successor it unblocks,
 // in one transaction. It is idempotent: a redelivered event changes nothing.
 // An *turn.InputError means the event can never apply; bad content found
-// while applying rejects that event alone and is not returned.
+// while applying rejects that event alone and is not returned. When another
+// transaction holds the session longer than Config.SessionLockWait, Apply
+// returns an error wrapping store.ErrSessionBusy and changes nothing: try
+// again later.
 //
 // A transaction makes few round trips: BEGIN with the tenant, the session
 // lock, the reads that decide (known message hashes, frozen offload
 // decisions), then every write of the event pipelined, then COMMIT.
 func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
+	return s.apply(ctx, ev, 0)
+}
+
+// apply is Apply for an event that arrived encoded in size bytes (0: not
+// known, the tenant's turn_bytes is not checked).
+func (s *Service) apply(ctx context.Context, ev turn.Event, size int) error {
 	start := s.now()
 	set, err := s.settings.For(ctx, ev.TenantID)
 	if errors.Is(err, store.ErrUnknownTenant) {
@@ -47,18 +59,29 @@ func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
 	}
 	var outcome Outcome
 	err = s.store.InTx(ctx, ev.TenantID, func(tx *store.Tx) error {
-		sess, err := tx.LockSession(ctx, ev.SessionID, ev.Agent())
+		sess, err := tx.LockSessionWithin(ctx, ev.SessionID, ev.Agent(), s.cfg.SessionLockWait)
 		if errors.Is(err, store.ErrUnknownTenant) {
 			return turn.Refuse(turn.ReasonUnknownTenant, "tenant %q does not exist", ev.TenantID)
 		}
 		if err != nil {
 			return err
 		}
+		if w := set.Limits.SeqWindow; w > 0 && ev.Seq > sess.AppliedSeq+w {
+			// Refused before anything is written (a new session is not
+			// even created): kept, it would let the gap timeout move the
+			// session that far ahead, and every later turn would be late.
+			s.cfg.Limits.Record(ctx, limits.LimitSeqWindow)
+			return turn.Refuse(turn.ReasonSeqTooFar, "seq %d of session %s is more than the tenant's seq_window of %d ahead of the applied seq %d", ev.Seq, ev.SessionID, w, sess.AppliedSeq)
+		}
 		switch {
 		case ev.Seq <= sess.AppliedSeq:
 			prev, err := tx.TurnBySeq(ctx, ev.SessionID, ev.Seq)
 			if errors.Is(err, store.ErrNotFound) {
-				return turn.Refuse(turn.ReasonLate, "seq %d of session %s arrived after the session moved past it (the gap timeout gave it up)", ev.Seq, ev.SessionID)
+				// The gap timeout gave this seq up, so no row holds it:
+				// the refusal takes it, which makes a redelivery a
+				// duplicate, and is counted on the session.
+				outcome = OutcomeRejected
+				return s.reject(ctx, tx, &sess, ev, false, turn.Refuse(turn.ReasonLate, "seq %d of session %s arrived after the session moved past it (the gap timeout gave it up)", ev.Seq, ev.SessionID))
 			}
 			if err != nil {
 				return err
@@ -90,7 +113,7 @@ func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
 			return tx.SaveSession(ctx, sess)
 		default:
 			outcome = OutcomeApplied
-			return s.applyInOrder(ctx, tx, set, &sess, ev, false)
+			return s.applyInOrder(ctx, tx, set, &sess, ev, size, false)
 		}
 	})
 	if err != nil {
@@ -102,47 +125,74 @@ func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
 
 // applyInOrder applies ev, the session's next seq, then every waiting event
 // that follows it without a gap.
-func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, waited bool) error {
+func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, size int, waited bool) error {
 	for {
-		if err := s.applyEvent(ctx, tx, set, sess, ev, waited); err != nil {
+		if err := s.applyEvent(ctx, tx, set, sess, ev, size, waited); err != nil {
 			return err
 		}
-		next, ok, err := s.nextWaiting(ctx, tx, sess)
+		next, nextSize, ok, err := s.nextWaiting(ctx, tx, sess)
 		if err != nil || !ok {
 			return err
 		}
-		ev, waited = next, true
+		ev, size, waited = next, nextSize, true
 	}
 }
 
-// nextWaiting returns the waiting event that is the session's next seq, if any.
-func (s *Service) nextWaiting(ctx context.Context, tx *store.Tx, sess *store.Session) (turn.Event, bool, error) {
+// nextWaiting returns the waiting event that is the session's next seq, if
+// any, with the size of its stored encoding.
+func (s *Service) nextWaiting(ctx context.Context, tx *store.Tx, sess *store.Session) (turn.Event, int, bool, error) {
 	if sess.WaitingTurns == 0 {
-		return turn.Event{}, false, nil
+		return turn.Event{}, 0, false, nil
 	}
 	next, err := tx.NextPendingTurn(ctx, sess.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
 		sess.WaitingTurns = 0 // the counter said otherwise; the table is the truth
-		return turn.Event{}, false, nil
+		return turn.Event{}, 0, false, nil
 	}
 	if err != nil {
-		return turn.Event{}, false, fmt.Errorf("next waiting event: %w", err)
+		return turn.Event{}, 0, false, fmt.Errorf("next waiting event: %w", err)
 	}
 	if next.Seq != sess.AppliedSeq+1 {
-		return turn.Event{}, false, nil
+		return turn.Event{}, 0, false, nil
 	}
 	var ev turn.Event
 	if err := json.Unmarshal(next.Payload, &ev); err != nil {
-		return turn.Event{}, false, fmt.Errorf("decode waiting event %s: %w", next.EventID, err)
+		return turn.Event{}, 0, false, fmt.Errorf("decode waiting event %s: %w", next.EventID, err)
 	}
 	sess.WaitingTurns--
-	return ev, true, nil
+	return ev, len(next.Payload), true, nil
+}
+
+// turnMessages counts an event's messages: its input messages and its response.
+func turnMessages(ev turn.Event) int {
+	n := len(ev.InputMessages)
+	if ev.Response != nil {
+		n++
+	}
+	return n
+}
+
+// overTurnLimits checks one event against the tenant's caps on a turn's
+// messages and encoded size; size 0 is not checked.
+func (s *Service) overTurnLimits(ctx context.Context, lim limits.Config, ev turn.Event, size int) *turn.InputError {
+	if n := turnMessages(ev); lim.TurnMessages > 0 && n > lim.TurnMessages {
+		s.cfg.Limits.Record(ctx, limits.LimitTurnMessages)
+		return turn.Refuse(turn.ReasonTooManyMessages, "the turn has %d messages; the tenant's turn_messages limit is %d", n, lim.TurnMessages)
+	}
+	if lim.TurnBytes > 0 && size > lim.TurnBytes {
+		s.cfg.Limits.Record(ctx, limits.LimitEventBytes)
+		return turn.Refuse(turn.ReasonTooLarge, "the event is %d bytes; the tenant's turn_bytes limit is %d", size, lim.TurnBytes)
+	}
+	return nil
 }
 
 // applyEvent stores one event's messages, moves the session's count and
 // writes its events. The decisions are made from reads first; the writes
 // then go out in one pipeline, so bad content never leaves half an event.
-func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, waited bool) error {
+func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, size int, waited bool) error {
+	if ie := s.overTurnLimits(ctx, set.Limits, ev, size); ie != nil {
+		return s.reject(ctx, tx, sess, ev, waited, ie)
+	}
 	msgs := ev.Messages()
 	encoded := make([][]byte, len(msgs)) // content as sent; also what is stored when nothing is replaced
 	sums := make([][]byte, len(msgs))
@@ -167,6 +217,14 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	for i, m := range msgs {
 		if prev, ok := known[m.UUID]; ok && !bytes.Equal(prev, sums[i]) {
 			return s.reject(ctx, tx, sess, ev, waited, turn.Refuse(turn.ReasonDuplicateUUID, "message %s was sent before with different content", m.UUID))
+		}
+	}
+	if limit := int64(set.Limits.SessionMessages); limit > 0 {
+		fresh := int64(len(msgs) - len(known)) // a turn's uuids are distinct (turn.Decode)
+		if sess.MessageCount+fresh > limit {
+			s.cfg.Limits.Record(ctx, limits.LimitSessionMessages)
+			return s.reject(ctx, tx, sess, ev, waited, turn.Refuse(turn.ReasonSessionFull,
+				"session %s holds %d messages; the turn's %d new ones would pass the tenant's session_messages limit of %d", ev.SessionID, sess.MessageCount, fresh, limit))
 		}
 	}
 	frozen := map[string]store.Replacement{}
@@ -341,15 +399,16 @@ func stale(s store.Session, u turn.Usage) bool {
 	return s.StaleUsageAbove > 0 && u.InputSide() >= s.StaleUsageAbove
 }
 
-// reject records ev as refused and dead-letters it through the outbox; the
-// session moves past it, so later good events still apply.
+// reject records ev as refused, counts it on the session and dead-letters it
+// through the outbox; the session moves past it (a late event's seq is
+// behind already), so later good events still apply.
 func (s *Service) reject(ctx context.Context, tx *store.Tx, sess *store.Session, ev turn.Event, waited bool, ie *turn.InputError) error {
 	payload, err := turn.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode rejected event: %w", err)
 	}
 	next := *sess
-	next.AppliedSeq = ev.Seq
+	next.AppliedSeq = max(next.AppliedSeq, ev.Seq)
 	next.RejectedTurns++
 	err = tx.Pipeline(ctx, func(p *store.Tx) error {
 		if err := recordTurn(ctx, p, ev, waited, store.TurnRejected, ie.Error(), next.TokenCount, next.State); err != nil {

@@ -38,6 +38,10 @@ type Config struct {
 	// SessionsCountInterval is how often the sessions are counted by
 	// threshold state for the mnemos.sessions gauge.
 	SessionsCountInterval time.Duration
+	// SessionLockWait is how long an event waits for its session while
+	// another transaction holds it; past that it is retried later with a
+	// pause (bus.Transient) and holds no connection meanwhile.
+	SessionLockWait time.Duration
 	// Limits admits the events published straight to NATS against their
 	// tenant's limits (the gateway admits its own); nil admits everything.
 	Limits *limits.Limiter
@@ -50,6 +54,8 @@ func DefaultConfig() Config {
 		GapTimeout:    30 * time.Second,
 		Workers:       16,
 		MaxDeliver:    8,
+
+		SessionLockWait: 200 * time.Millisecond,
 
 		SessionsCountInterval: 15 * time.Second,
 	}
@@ -79,6 +85,9 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	}
 	if cfg.SessionsCountInterval <= 0 {
 		cfg.SessionsCountInterval = DefaultConfig().SessionsCountInterval
+	}
+	if cfg.SessionLockWait <= 0 {
+		cfg.SessionLockWait = DefaultConfig().SessionLockWait
 	}
 	return &Service{cfg: cfg, settings: settings, store: st, bus: b, log: log, now: time.Now, metrics: m, meter: meter}, nil
 }
@@ -145,13 +154,20 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	if err := s.admit(ctx, m, ev); err != nil {
 		return err
 	}
-	err = s.Apply(ctx, ev)
+	err = s.apply(ctx, ev, len(m.Data))
 	if ie, ok := turn.AsInputError(err); ok {
 		s.metrics.rejected(ctx, string(ie.Reason))
-		return bus.Permanent(err)
+		return bus.Permanent(ie) // the dead letter's reason starts with the code, as the decoder's do
 	}
 	if store.IsUnavailable(err) {
 		return bus.Transient(err) // Postgres, not the event: wait, do not spend its deliveries
+	}
+	if errors.Is(err, store.ErrSessionBusy) {
+		// Another transaction holds the session (a redelivery of an event
+		// still being applied, say): pause and try again, holding no
+		// connection, rather than queue on its lock; the wait spends none
+		// of the event's deliveries.
+		return bus.Transient(err)
 	}
 	return err
 }
@@ -196,7 +212,7 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 			return fmt.Errorf("tokenaccounting.SweepGaps %s: %w", st.TenantID, err)
 		}
 		err = s.store.InTx(ctx, st.TenantID, func(tx *store.Tx) error {
-			sess, err := tx.LockSession(ctx, st.SessionID, turn.MainAgent)
+			sess, err := tx.LockSessionWithin(ctx, st.SessionID, turn.MainAgent, s.cfg.SessionLockWait)
 			if err != nil {
 				return err
 			}
@@ -209,17 +225,27 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 			}
 			if next.Seq > sess.AppliedSeq+1 {
 				// The missing seqs leave no rows: one that still arrives finds
-				// its seq behind applied_seq with no turn and is refused as late.
-				s.metrics.gapSkipped(ctx, next.Seq-1-sess.AppliedSeq)
-				s.log.Warn("gave up waiting for missing turns", "tenant", st.TenantID, "session", st.SessionID, "from_seq", sess.AppliedSeq+1, "to_seq", next.Seq-1)
-				sess.AppliedSeq = next.Seq - 1
+				// its seq behind applied_seq with no turn and is refused as
+				// late. The session keeps what it gave up, for the API.
+				from, to := sess.AppliedSeq+1, next.Seq-1
+				s.metrics.gapSkipped(ctx, to-from+1)
+				s.log.Warn("gave up waiting for missing turns", "tenant", st.TenantID, "session", st.SessionID, "from_seq", from, "to_seq", to)
+				sess.SkippedSeqs += to - from + 1
+				sess.LastSkippedFrom, sess.LastSkippedTo = from, to
+				sess.AppliedSeq = to
 			}
-			ev, ok, err := s.nextWaiting(ctx, tx, &sess)
-			if err != nil || !ok {
+			ev, size, ok, err := s.nextWaiting(ctx, tx, &sess)
+			if err != nil {
 				return err
 			}
-			return s.applyInOrder(ctx, tx, set, &sess, ev, true)
+			if !ok {
+				return tx.SaveSession(ctx, sess)
+			}
+			return s.applyInOrder(ctx, tx, set, &sess, ev, size, true)
 		})
+		if errors.Is(err, store.ErrSessionBusy) {
+			continue // being applied to now; the next sweep looks again
+		}
 		if err != nil {
 			return fmt.Errorf("tokenaccounting.SweepGaps %s/%s: %w", st.TenantID, st.SessionID, err)
 		}

@@ -1,7 +1,16 @@
 -- name: MessageHashes :many
--- The content hashes of those of the given uuids the session has already.
-SELECT uuid, content_hash FROM messages
-WHERE tenant_id = @tenant_id AND session_id = @session_id AND uuid = ANY(@uuids::text[]);
+-- The content hashes of those of the given uuids the session has already:
+-- one primary-key probe per uuid, whatever the session holds. (The LIMIT
+-- keeps the planner from turning the probes into a join that reads the
+-- whole session; `uuid = ANY(array)` could become a scan comparing every
+-- stored row with every uuid.)
+SELECT u.uuid::text AS uuid, m.content_hash
+FROM unnest(@uuids::text[]) AS u(uuid)
+CROSS JOIN LATERAL (
+    SELECT content_hash FROM messages
+    WHERE tenant_id = @tenant_id AND session_id = @session_id AND messages.uuid = u.uuid
+    LIMIT 1
+) m;
 
 -- name: MessageInsert :execrows
 -- Inserts a message unless the session has its uuid already (0 rows then).

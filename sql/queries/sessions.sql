@@ -5,6 +5,15 @@ INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES (@tenant_id, @sess
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
 RETURNING *;
 
+-- name: SessionLockWithin :one
+-- SessionLock, waiting at most wait_ms for another transaction's lock
+-- (lock_not_available past it).
+SELECT * FROM mnemos_lock_session(@tenant_id::text, @session_id::text, @agent_id::text, @wait_ms::integer);
+
+-- name: SessionProgress :one
+-- What the gateway checks a turn against: one row by its key.
+SELECT applied_seq, message_count FROM sessions WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
 -- name: SessionGet :one
 SELECT * FROM sessions WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
@@ -27,6 +36,9 @@ UPDATE sessions SET
     compact_requests = @compact_requests,
     tool_calls_total = @tool_calls_total,
     rejected_turns = @rejected_turns,
+    skipped_seqs = @skipped_seqs,
+    last_skipped_from = @last_skipped_from,
+    last_skipped_to = @last_skipped_to,
     stale_usage_above = @stale_usage_above,
     last_response_at = @last_response_at,
     updated_at = now()

@@ -7,8 +7,13 @@ ON CONFLICT DO NOTHING;
 SELECT * FROM tool_results WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: ReplacementsFor :many
-SELECT * FROM content_replacements
-WHERE tenant_id = @tenant_id AND session_id = @session_id AND kind = @kind AND tool_use_id = ANY(@tool_use_ids::text[]);
+-- One primary-key probe per tool use id (see MessageHashes).
+SELECT r.* FROM unnest(@tool_use_ids::text[]) AS u(id)
+CROSS JOIN LATERAL (
+    SELECT * FROM content_replacements c
+    WHERE c.tenant_id = @tenant_id AND c.session_id = @session_id AND c.tool_use_id = u.id AND c.kind = @kind
+    LIMIT 1
+) r;
 
 -- name: ReplacementInsert :exec
 INSERT INTO content_replacements (tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement)

@@ -26,14 +26,19 @@ func (q *Queries) MessageCountBySession(ctx context.Context, arg MessageCountByS
 }
 
 const messageHashes = `-- name: MessageHashes :many
-SELECT uuid, content_hash FROM messages
-WHERE tenant_id = $1 AND session_id = $2 AND uuid = ANY($3::text[])
+SELECT u.uuid::text AS uuid, m.content_hash
+FROM unnest($1::text[]) AS u(uuid)
+CROSS JOIN LATERAL (
+    SELECT content_hash FROM messages
+    WHERE tenant_id = $2 AND session_id = $3 AND messages.uuid = u.uuid
+    LIMIT 1
+) m
 `
 
 type MessageHashesParams struct {
+	Uuids     []string
 	TenantID  string
 	SessionID string
-	Uuids     []string
 }
 
 type MessageHashesRow struct {
@@ -41,9 +46,13 @@ type MessageHashesRow struct {
 	ContentHash []byte
 }
 
-// The content hashes of those of the given uuids the session has already.
+// The content hashes of those of the given uuids the session has already:
+// one primary-key probe per uuid, whatever the session holds. (The LIMIT
+// keeps the planner from turning the probes into a join that reads the
+// whole session; `uuid = ANY(array)` could become a scan comparing every
+// stored row with every uuid.)
 func (q *Queries) MessageHashes(ctx context.Context, arg MessageHashesParams) ([]MessageHashesRow, error) {
-	rows, err := q.db.Query(ctx, messageHashes, arg.TenantID, arg.SessionID, arg.Uuids)
+	rows, err := q.db.Query(ctx, messageHashes, arg.Uuids, arg.TenantID, arg.SessionID)
 	if err != nil {
 		return nil, err
 	}

@@ -307,6 +307,9 @@ type Session struct {
 	CompactCircuitOpen bool
 	StaleUsageAbove    int64
 	ContextEpoch       int64
+	SkippedSeqs        int64
+	LastSkippedFrom    int64
+	LastSkippedTo      int64
 }
 
 type SessionNote struct {

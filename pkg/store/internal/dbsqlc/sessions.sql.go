@@ -43,7 +43,7 @@ func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStat
 }
 
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -84,6 +84,9 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.CompactCircuitOpen,
 		&i.StaleUsageAbove,
 		&i.ContextEpoch,
+		&i.SkippedSeqs,
+		&i.LastSkippedFrom,
+		&i.LastSkippedTo,
 	)
 	return i, err
 }
@@ -91,7 +94,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to
 `
 
 type SessionLockParams struct {
@@ -135,7 +138,90 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.CompactCircuitOpen,
 		&i.StaleUsageAbove,
 		&i.ContextEpoch,
+		&i.SkippedSeqs,
+		&i.LastSkippedFrom,
+		&i.LastSkippedTo,
 	)
+	return i, err
+}
+
+const sessionLockWithin = `-- name: SessionLockWithin :one
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+`
+
+type SessionLockWithinParams struct {
+	TenantID  string
+	SessionID string
+	AgentID   string
+	WaitMs    int32
+}
+
+// SessionLock, waiting at most wait_ms for another transaction's lock
+// (lock_not_available past it).
+func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinParams) (Session, error) {
+	row := q.db.QueryRow(ctx, sessionLockWithin,
+		arg.TenantID,
+		arg.SessionID,
+		arg.AgentID,
+		arg.WaitMs,
+	)
+	var i Session
+	err := row.Scan(
+		&i.TenantID,
+		&i.SessionID,
+		&i.AgentID,
+		&i.Model,
+		&i.ContextWindow,
+		&i.MaxOutputTokens,
+		&i.MemoryScope,
+		&i.AppliedSeq,
+		&i.WaitingTurns,
+		&i.MessageCount,
+		&i.BaselineTokens,
+		&i.HasUsage,
+		&i.PendingTokens,
+		&i.TokenCount,
+		&i.State,
+		&i.CompactionInFlight,
+		&i.CompactRequests,
+		&i.AutoCompactEnabled,
+		&i.ToolCallsTotal,
+		&i.RejectedTurns,
+		&i.LastResponseAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.CompactionID,
+		&i.KeepFrom,
+		&i.CompactFailures,
+		&i.CompactCircuitOpen,
+		&i.StaleUsageAbove,
+		&i.ContextEpoch,
+		&i.SkippedSeqs,
+		&i.LastSkippedFrom,
+		&i.LastSkippedTo,
+	)
+	return i, err
+}
+
+const sessionProgress = `-- name: SessionProgress :one
+SELECT applied_seq, message_count FROM sessions WHERE tenant_id = $1 AND session_id = $2
+`
+
+type SessionProgressParams struct {
+	TenantID  string
+	SessionID string
+}
+
+type SessionProgressRow struct {
+	AppliedSeq   int64
+	MessageCount int64
+}
+
+// What the gateway checks a turn against: one row by its key.
+func (q *Queries) SessionProgress(ctx context.Context, arg SessionProgressParams) (SessionProgressRow, error) {
+	row := q.db.QueryRow(ctx, sessionProgress, arg.TenantID, arg.SessionID)
+	var i SessionProgressRow
+	err := row.Scan(&i.AppliedSeq, &i.MessageCount)
 	return i, err
 }
 
@@ -158,10 +244,13 @@ UPDATE sessions SET
     compact_requests = $15,
     tool_calls_total = $16,
     rejected_turns = $17,
-    stale_usage_above = $18,
-    last_response_at = $19,
+    skipped_seqs = $18,
+    last_skipped_from = $19,
+    last_skipped_to = $20,
+    stale_usage_above = $21,
+    last_response_at = $22,
     updated_at = now()
-WHERE tenant_id = $20 AND session_id = $21
+WHERE tenant_id = $23 AND session_id = $24
 `
 
 type SessionUpdateAccountingParams struct {
@@ -182,6 +271,9 @@ type SessionUpdateAccountingParams struct {
 	CompactRequests    int64
 	ToolCallsTotal     int64
 	RejectedTurns      int64
+	SkippedSeqs        int64
+	LastSkippedFrom    int64
+	LastSkippedTo      int64
 	StaleUsageAbove    int64
 	LastResponseAt     pgtype.Timestamptz
 	TenantID           string
@@ -207,6 +299,9 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 		arg.CompactRequests,
 		arg.ToolCallsTotal,
 		arg.RejectedTurns,
+		arg.SkippedSeqs,
+		arg.LastSkippedFrom,
+		arg.LastSkippedTo,
 		arg.StaleUsageAbove,
 		arg.LastResponseAt,
 		arg.TenantID,

@@ -76,23 +76,28 @@ func (q *Queries) ReplacementListBySession(ctx context.Context, arg ReplacementL
 }
 
 const replacementsFor = `-- name: ReplacementsFor :many
-SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements
-WHERE tenant_id = $1 AND session_id = $2 AND kind = $3 AND tool_use_id = ANY($4::text[])
+SELECT r.tenant_id, r.session_id, r.tool_use_id, r.kind, r.tool_result_id, r.replacement, r.decided_at FROM unnest($1::text[]) AS u(id)
+CROSS JOIN LATERAL (
+    SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements c
+    WHERE c.tenant_id = $2 AND c.session_id = $3 AND c.tool_use_id = u.id AND c.kind = $4
+    LIMIT 1
+) r
 `
 
 type ReplacementsForParams struct {
+	ToolUseIds []string
 	TenantID   string
 	SessionID  string
 	Kind       string
-	ToolUseIds []string
 }
 
+// One primary-key probe per tool use id (see MessageHashes).
 func (q *Queries) ReplacementsFor(ctx context.Context, arg ReplacementsForParams) ([]ContentReplacement, error) {
 	rows, err := q.db.Query(ctx, replacementsFor,
+		arg.ToolUseIds,
 		arg.TenantID,
 		arg.SessionID,
 		arg.Kind,
-		arg.ToolUseIds,
 	)
 	if err != nil {
 		return nil, err

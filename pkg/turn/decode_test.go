@@ -320,8 +320,8 @@ func TestDecodeRefuses(t *testing.T) {
 			reason: turn.ReasonDuplicateKey, detail: []string{`"tenant_id"`, "at byte 46"},
 		},
 		{
-			name: "a key twice deep in a tool input",
-			data: bytes.Replace(valid, []byte(`"input":{`), []byte(`"input":{"a":{"b":[{"c":1,"c":2}]},`), 1),
+			name:   "a key twice deep in a tool input",
+			data:   bytes.Replace(valid, []byte(`"input":{`), []byte(`"input":{"a":{"b":[{"c":1,"c":2}]},`), 1),
 			reason: turn.ReasonDuplicateKey, detail: []string{`"c"`},
 		},
 		{

@@ -178,7 +178,7 @@ func TestMemoryWriteMetadataIsBounded(t *testing.T) {
 		require.Contains(t, string(raw), c.detail, c.name)
 	}
 	// Two of one header: which one counts would depend on the reader.
-	req, err := http.NewRequest("PUT", h.srv.URL+path, strings.NewReader(doc))
+	req, err := http.NewRequest(http.MethodPut, h.srv.URL+path, strings.NewReader(doc))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer key-acme")
 	req.Header.Add("Mnemos-Reason", "one")
@@ -207,7 +207,7 @@ func TestMemoryWriteMetadataIsBounded(t *testing.T) {
 func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	req, err := http.NewRequest("GET", h.srv.URL+"/v1/sessions/s1", nil)
+	req, err := http.NewRequest(http.MethodGet, h.srv.URL+"/v1/sessions/s1", nil)
 	require.NoError(t, err)
 	req.Header.Add("Authorization", "Bearer key-acme")
 	req.Header.Add("Authorization", "Bearer key-globex")
@@ -237,7 +237,7 @@ func TestFailedKeyChecksAreLimited(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, status, "a verified key still passes: %v", body)
 
 	h.store.Close()
-	req, err := http.NewRequest("GET", h.srv.URL+"/v1/sessions/s1", nil)
+	req, err := http.NewRequest(http.MethodGet, h.srv.URL+"/v1/sessions/s1", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer wrong-new")
 	resp, err := http.DefaultClient.Do(req)

@@ -27,6 +27,7 @@ test: ## unit and integration tests against real Postgres and NATS JetStream
 FUZZ_TARGETS := \
 	./pkg/turn:FuzzDecode \
 	./pkg/turn:FuzzContent \
+	./pkg/turn:FuzzIDRules \
 	./pkg/claudecode:FuzzParse \
 	./pkg/tokens:FuzzEstimate \
 	./pkg/memory:FuzzParseName \

@@ -3,6 +3,7 @@ package tokens
 import (
 	"errors"
 	"fmt"
+	"sort"
 )
 
 // Config holds every number of the threshold rule. Start from DefaultConfig:
@@ -113,6 +114,58 @@ func (c Config) Limits(model string, contextWindow, maxOutputTokens int64) Limit
 	l.Error = l.AutoCompact - c.ErrorBuffer
 	l.Blocking = l.Effective - c.BlockingBuffer
 	return l
+}
+
+// MaxWindow bounds the context window and the max output tokens a caller
+// may name: twice the largest window the model table knows (gpt-4.1's
+// 1,047,576), room for the next model without taking any number at all.
+const MaxWindow int64 = 2_097_152
+
+// WindowError says why a context window or max output tokens named by a
+// caller cannot be used: Field is "context_window" or "max_output_tokens".
+type WindowError struct {
+	Field  string
+	Detail string
+}
+
+func (e *WindowError) Error() string { return e.Field + ": " + e.Detail }
+
+// CheckWindow refuses a context window or max output tokens (zero: not
+// named) that is negative, above MaxWindow, or leaves no room for the
+// thresholds: with a window smaller than the reserve plus the buffers, every
+// threshold is zero or less, and every count is "blocking".
+func (c Config) CheckWindow(model string, contextWindow, maxOutputTokens int64) *WindowError {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"context_window", contextWindow}, {"max_output_tokens", maxOutputTokens}} {
+		if f.v < 0 || f.v > MaxWindow {
+			return &WindowError{Field: f.name, Detail: fmt.Sprintf("%d is outside 1..%d (0 or absent: the model's)", f.v, MaxWindow)}
+		}
+	}
+	if c.Limits(model, contextWindow, maxOutputTokens).roomy() {
+		return nil
+	}
+	field := "context_window"
+	if contextWindow == 0 {
+		field = "max_output_tokens"
+	}
+	// The thresholds grow with the window: find the smallest that works.
+	least := sort.Search(int(MaxWindow)+1, func(w int) bool {
+		return w > 0 && c.Limits(model, int64(w), maxOutputTokens).roomy()
+	})
+	l := c.Limits(model, contextWindow, maxOutputTokens)
+	detail := fmt.Sprintf("a window of %d with a reserve of %d leaves no room for this tenant's thresholds (auto-compact %d, warning %d, error %d, blocking %d)",
+		l.Window, l.Reserve, l.AutoCompact, l.Warning, l.Error, l.Blocking)
+	if least <= int(MaxWindow) {
+		detail += fmt.Sprintf("; the smallest window that works is %d", least)
+	}
+	return &WindowError{Field: field, Detail: detail}
+}
+
+// roomy reports whether every threshold is above zero.
+func (l Limits) roomy() bool {
+	return l.AutoCompact > 0 && l.Warning > 0 && l.Error > 0 && l.Blocking > 0
 }
 
 // State is where a count stands against the thresholds.

@@ -176,3 +176,16 @@ func TestLookupModel(t *testing.T) {
 		require.Equal(t, tt.maxOutput, info.MaxOutput, tt.model)
 	}
 }
+
+// TestMaxWindowHoldsEveryModel: no window the model table knows is refused.
+func TestMaxWindowHoldsEveryModel(t *testing.T) {
+	t.Parallel()
+	cfg := tokens.DefaultConfig()
+	for _, m := range []string{"claude-sonnet-4-5", "claude-sonnet-4-5[1m]", "gpt-4.1", "gpt-4o", "unknown"} {
+		info, _ := tokens.LookupModel(m)
+		require.Nil(t, cfg.CheckWindow(m, info.Window, info.MaxOutput), m)
+	}
+	require.NotNil(t, cfg.CheckWindow("gpt-4o", tokens.MaxWindow+1, 0))
+	require.Equal(t, "context_window", cfg.CheckWindow("gpt-4o", 1, 0).Field)
+	require.Equal(t, "max_output_tokens", cfg.CheckWindow("gpt-4o", 0, -1).Field)
+}

@@ -52,3 +52,16 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 	c.mu.Unlock()
 	return v, nil
 }
+
+// Peek returns the value for key when it is cached and not expired, without loading it.
+func (c *Cache[V]) Peek(key string) (V, bool) {
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if !ok || !now.Before(e.expires) {
+		var zero V
+		return zero, false
+	}
+	return e.value, true
+}

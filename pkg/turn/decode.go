@@ -111,6 +111,12 @@ func Decode(data []byte, opts DecodeOptions) (Event, error) {
 	if at := escapedNUL(data); at >= 0 {
 		return ev, Refuse(ReasonNULCharacter, "a string holds \\u0000 (NUL) at byte %d; Postgres cannot store it, remove it", at)
 	}
+	if at, key := DuplicateKey(data); at >= 0 {
+		if len(key) > 64 {
+			key = key[:64] + "…"
+		}
+		return ev, Refuse(ReasonDuplicateKey, "key %q at byte %d repeats a key of the same object; name each key once", key, at)
+	}
 	var head map[string]json.RawMessage
 	if err := json.Unmarshal(data, &head); err != nil || head == nil {
 		return ev, Refuse(ReasonBadJSON, "event must be a JSON object, got %s", jsonKind(data))

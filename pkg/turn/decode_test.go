@@ -314,6 +314,22 @@ func TestDecodeRefuses(t *testing.T) {
 			reason: turn.ReasonDuplicateUUID, detail: []string{"m-1"},
 		},
 		{
+			// encoding/json keeps the last value, another reader the first.
+			name:   "tenant_id twice",
+			data:   []byte(`{"schema":"mnemos.turn.v1","tenant_id":"acme","tenant_id":"globex"}`),
+			reason: turn.ReasonDuplicateKey, detail: []string{`"tenant_id"`, "at byte 46"},
+		},
+		{
+			name:   "a key twice deep in a tool input",
+			data:   bytes.Replace(valid, []byte(`"input":{`), []byte(`"input":{"a":{"b":[{"c":1,"c":2}]},`), 1),
+			reason: turn.ReasonDuplicateKey, detail: []string{`"c"`},
+		},
+		{
+			name:   "a key twice, once escaped",
+			data:   []byte(`{"schema":"mnemos.turn.v1","seq":1,"s\u0065q":2}`),
+			reason: turn.ReasonDuplicateKey, detail: []string{`"seq"`},
+		},
+		{
 			name:   "response uuid equal to an input uuid",
 			data:   encode(t, with(func(ev obj) { ev["response"].(obj)["uuid"] = "m-1" })),
 			reason: turn.ReasonDuplicateUUID, detail: []string{"response uuid m-1"},

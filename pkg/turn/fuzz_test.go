@@ -19,6 +19,7 @@ var knownReasons = map[turn.Reason]bool{
 	turn.ReasonTooLarge: true, turn.ReasonInvalidUTF8: true, turn.ReasonNULCharacter: true, turn.ReasonBadJSON: true,
 	turn.ReasonUnknownSchema: true, turn.ReasonSchemaViolation: true, turn.ReasonNegativeUsage: true,
 	turn.ReasonTenantMismatch: true, turn.ReasonSessionMismatch: true, turn.ReasonDuplicateUUID: true,
+	turn.ReasonDuplicateKey: true,
 }
 
 // FuzzDecode: Decode never panics, refuses only with an *InputError that

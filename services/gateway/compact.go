@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -85,16 +84,13 @@ func (g *Gateway) compactionBody(c store.Compaction) CompactionBody {
 
 func (g *Gateway) postCompact(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
-	id := r.PathValue("id")
-	if !bus.ValidToken(id) {
-		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
 		return
 	}
 	var req CompactRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) { // an empty body takes every default
-		writeError(w, http.StatusBadRequest, "bad_json", "compact body: "+err.Error())
+	if err := decodeBody(http.MaxBytesReader(w, r.Body, 64<<10), &req); err != nil && !errors.Is(err, io.EOF) { // an empty body takes every default
+		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "compact body: "+err.Error())
 		return
 	}
 	if msg := req.validate(); msg != "" {
@@ -209,14 +205,18 @@ func (g *Gateway) awaitCompaction(ctx context.Context, tenant, id string, timeou
 }
 
 func (g *Gateway) getCompaction(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, ok := g.pathID(w, r, compactionIDs)
+	if !ok {
+		return
+	}
 	var c store.Compaction
 	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
 		var err error
-		c, err = tx.Compaction(r.Context(), r.PathValue("id"))
+		c, err = tx.Compaction(r.Context(), id)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no compaction "+r.PathValue("id"))
+		writeError(w, http.StatusNotFound, "not_found", "no compaction "+id)
 		return
 	}
 	if err != nil {
@@ -227,7 +227,10 @@ func (g *Gateway) getCompaction(w http.ResponseWriter, r *http.Request, tenant s
 }
 
 func (g *Gateway) listCompactions(w http.ResponseWriter, r *http.Request, tenant string) {
-	id := r.PathValue("id")
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
+		return
+	}
 	var cs []store.Compaction
 	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
 		var err error

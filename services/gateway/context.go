@@ -16,7 +16,6 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
@@ -70,9 +69,8 @@ const maxContextWait = 2 * time.Minute
 
 func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
-	id := r.PathValue("id")
-	if !bus.ValidToken(id) {
-		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
 		return
 	}
 	wait, err := waitParam(r, g.cfg.ContextWait)

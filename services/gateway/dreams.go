@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 )
@@ -109,12 +108,7 @@ func (g *Gateway) dreamFailure(w http.ResponseWriter, what string, err error) {
 
 // dreamID reads the path's dream id, answering 400 (counted) when it cannot be one.
 func (g *Gateway) dreamID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id := r.PathValue("id")
-	if !bus.ValidToken(id) || len(id) > 64 {
-		g.refuseMemory(w, r, memory.ActorAPI, memory.Refuse(memory.ReasonBadRequest, "%q is not a dream id", id))
-		return "", false
-	}
-	return id, true
+	return g.pathID(w, r, dreamIDs)
 }
 
 func (g *Gateway) postDream(w http.ResponseWriter, r *http.Request, tenant string) {

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +50,12 @@ type Config struct {
 	// Limits admits each turn event against its tenant's limits; nil
 	// admits everything.
 	Limits *limits.Limiter
+	// KeyFailures failed API-key checks from one client address within
+	// KeyFailureWindow make the address answer 429 until the window ends
+	// (0: no limit). A key that failed is refused without asking Postgres
+	// for KeyCacheTTL.
+	KeyFailures      int
+	KeyFailureWindow time.Duration
 }
 
 // DefaultConfig holds DESIGN's numbers.
@@ -58,6 +66,9 @@ func DefaultConfig() Config {
 		ContextWait:   30 * time.Second,
 		PollInterval:  100 * time.Millisecond,
 		LLMProvider:   "builtin",
+
+		KeyFailures:      20,
+		KeyFailureWindow: time.Minute,
 	}
 }
 
@@ -73,7 +84,8 @@ type Gateway struct {
 	recall   *recall.Recaller // nil: POST recall answers 503
 	dreams   *dream.Dreams
 
-	keys *ttlcache.Cache[string] // API key → tenant
+	keys     *ttlcache.Cache[string] // API key → tenant
+	keyGuard *keyGuard
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
@@ -92,6 +104,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	return &Gateway{
 		cfg: cfg, settings: settings, memories: memories, dreams: dream.New(st, memories, cfg.Now),
 		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
+		keyGuard: newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
 	}, nil
 }
 
@@ -114,17 +127,44 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	})
 }
 
-// auth resolves the API key to a tenant, or answers 401.
+// auth resolves the API key to a tenant, or answers 401. Two
+// Authorization headers are refused (which one counts would depend on the
+// reader). Failed checks are limited per client address (see keyGuard): a
+// key in the cache of verified keys always passes, anything else from an
+// address past its misses answers 429 without asking Postgres.
 func (g *Gateway) auth(next func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const prefix = "Bearer "
+		if n := len(r.Header.Values("Authorization")); n > 1 {
+			g.refuseRequest(w, r, http.StatusBadRequest, "ambiguous_credentials", fmt.Sprintf("%d Authorization headers; send the API key once", n))
+			return
+		}
 		h := r.Header.Get("Authorization")
 		if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "send the API key as 'Authorization: Bearer <key>'")
 			return
 		}
-		tenant, err := g.keys.Get(r.Context(), h[len(prefix):], g.store.TenantForAPIKey)
+		key := h[len(prefix):]
+		if tenant, ok := g.keys.Peek(key); ok {
+			next(w, r, tenant)
+			return
+		}
+		addr := clientAddr(r)
+		if wait, blocked := g.keyGuard.blocked(addr); blocked {
+			g.cfg.Limits.Record(r.Context(), limits.LimitKeyFailures)
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			g.refuseRequest(w, r, http.StatusTooManyRequests, "too_many_key_failures",
+				fmt.Sprintf("more than %d failed API key checks from this address within %s; retry later", g.cfg.KeyFailures, g.cfg.KeyFailureWindow))
+			return
+		}
+		if g.keyGuard.knownMiss(key) {
+			g.keyGuard.miss(addr, key)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown or revoked API key")
+			return
+		}
+		tenant, err := g.keys.Get(r.Context(), key, g.store.TenantForAPIKey)
 		if errors.Is(err, store.ErrNotFound) {
+			g.keyGuard.miss(addr, key)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown or revoked API key")
 			return
 		}
@@ -298,9 +338,8 @@ type SeqRange struct {
 }
 
 func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
-	id := r.PathValue("id")
-	if !bus.ValidToken(id) {
-		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
 		return
 	}
 	s, err := g.store.GetSession(r.Context(), tenant, id)
@@ -343,16 +382,13 @@ type PreflightRequest struct {
 }
 
 func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant string) {
-	id := r.PathValue("id")
-	if !bus.ValidToken(id) {
-		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
 		return
 	}
 	var req PreflightRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(g.cfg.MaxEventBytes)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_json", "preflight body: "+err.Error())
+	if err := decodeBody(http.MaxBytesReader(w, r.Body, int64(g.cfg.MaxEventBytes)), &req); err != nil {
+		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "preflight body: "+err.Error())
 		return
 	}
 	s, err := g.store.GetSession(r.Context(), tenant, id)
@@ -365,16 +401,24 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 	if req.Model != "" {
 		s.Model = req.Model
 	}
-	if req.ContextWindow > 0 {
-		s.ContextWindow = req.ContextWindow
-	}
-	if req.MaxOutputTokens > 0 {
-		s.MaxOutputTokens = req.MaxOutputTokens
-	}
 	set, err := g.settings.For(r.Context(), tenant)
 	if err != nil {
 		g.internal(w, "reading tenant settings", err)
 		return
+	}
+	if req.ContextWindow != 0 || req.MaxOutputTokens != 0 {
+		// Checked only when the request names one: a session's own
+		// numbers came with its turns.
+		if req.ContextWindow != 0 {
+			s.ContextWindow = req.ContextWindow
+		}
+		if req.MaxOutputTokens != 0 {
+			s.MaxOutputTokens = req.MaxOutputTokens
+		}
+		if werr := set.Tokens.CheckWindow(s.Model, s.ContextWindow, s.MaxOutputTokens); werr != nil {
+			g.refuseRequest(w, r, http.StatusBadRequest, "bad_"+werr.Field, werr.Error())
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages))
 }
@@ -390,7 +434,10 @@ type ToolResultBody struct {
 }
 
 func (g *Gateway) getToolResult(w http.ResponseWriter, r *http.Request, tenant string) {
-	id := r.PathValue("id")
+	id, ok := g.pathID(w, r, toolResultIDs)
+	if !ok {
+		return
+	}
 	var tr store.ToolResult
 	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
 		var err error
@@ -441,6 +488,7 @@ type gatewayMetrics struct {
 	microSaved        metric.Int64Counter
 	cacheBreaks       metric.Int64Counter
 	manualCompactions metric.Int64Counter
+	requestsRefused   metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (gatewayMetrics, error) {
@@ -465,6 +513,9 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 		return gm, err
 	}
 	if gm.manualCompactions, err = m.Int64Counter("mnemos.compactions.manual_requested", metric.WithDescription("Manual compactions requested through the API.")); err != nil {
+		return gm, err
+	}
+	if gm.requestsRefused, err = m.Int64Counter("mnemos.requests.refused", metric.WithDescription("Requests the gateway refused for a bad id, header or credential, by error code.")); err != nil {
 		return gm, err
 	}
 	return gm, nil

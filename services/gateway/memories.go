@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // The headers of a memory write.
@@ -26,8 +26,10 @@ const (
 )
 
 const (
-	maxReasonLen   = 1_000
-	maxSourceTurns = 100
+	// maxReasonLen bounds a change's reason, in bytes.
+	maxReasonLen = 1_000
+	// maxSourceTurns bounds the event ids a change names.
+	maxSourceTurns = 20
 	// maxIndexBody bounds an index edit's body.
 	maxIndexBody = 1 << 20
 )
@@ -213,29 +215,43 @@ func (g *Gateway) readMemoryRequest(w http.ResponseWriter, r *http.Request, tena
 }
 
 // changeOf reads who makes a change: the agent of the session the request
-// names, else the API.
+// names, else the API. The headers are bounded (maxReasonLen,
+// maxSourceTurns of turn.MaxIDLen) and checked like the ids they name, so a
+// change's metadata can never outweigh the change or reach Postgres as
+// invalid UTF-8 or NUL.
 func changeOf(r *http.Request) (memory.Change, error) {
 	ch := memory.Change{Actor: memory.ActorAPI}
+	for _, h := range []string{HeaderSession, HeaderReason, HeaderSourceTurns} {
+		if n := len(r.Header.Values(h)); n > 1 {
+			return ch, memory.Refuse(memory.ReasonBadRequest, "%s is sent %d times; send it once (source turns comma-separated)", h, n)
+		}
+	}
 	q := r.URL.Query()
 	session := firstOf(r.Header.Get(HeaderSession), q.Get("session"))
 	if session != "" {
-		if !bus.ValidToken(session) {
-			return ch, memory.Refuse(memory.ReasonBadRequest, "session ids are letters, digits, '_' and '-'")
+		if !turn.ValidToken(session) {
+			return ch, memory.Refuse(memory.ReasonBadRequest, "%s: session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s",
+				HeaderSession, turn.MaxIDLen, describe(session))
 		}
 		ch.Actor, ch.SessionID = memory.ActorAgent, session
 	}
 	ch.Reason = firstOf(r.Header.Get(HeaderReason), q.Get("reason"))
-	if len(ch.Reason) > maxReasonLen {
-		return ch, memory.Refuse(memory.ReasonBadRequest, "the reason is longer than %d bytes", maxReasonLen)
+	if err := checkText(HeaderReason, ch.Reason, maxReasonLen); err != nil {
+		return ch, memory.Refuse(memory.ReasonBadRequest, "%v", err)
 	}
 	if turns := r.Header.Get(HeaderSourceTurns); turns != "" {
 		for _, id := range strings.Split(turns, ",") {
-			if id = strings.TrimSpace(id); id != "" {
-				ch.SourceTurns = append(ch.SourceTurns, id)
+			if id = strings.TrimSpace(id); id == "" {
+				continue
 			}
-		}
-		if len(ch.SourceTurns) > maxSourceTurns {
-			return ch, memory.Refuse(memory.ReasonBadRequest, "more than %d source turns", maxSourceTurns)
+			if len(ch.SourceTurns) == maxSourceTurns {
+				return ch, memory.Refuse(memory.ReasonBadRequest, "%s names more than %d source turns", HeaderSourceTurns, maxSourceTurns)
+			}
+			if !turn.ValidID(id) {
+				return ch, memory.Refuse(memory.ReasonBadRequest, "%s: %s is not an event id (1 to %d ASCII letters, digits, '_', '-', '.' and ':')",
+					HeaderSourceTurns, describe(id), turn.MaxIDLen)
+			}
+			ch.SourceTurns = append(ch.SourceTurns, id)
 		}
 	}
 	return ch, nil

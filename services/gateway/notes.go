@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -34,9 +33,8 @@ type NotesBody struct {
 // getNotes answers a session's notes, as JSON, or as the markdown document
 // alone when the request accepts text/markdown and not JSON.
 func (g *Gateway) getNotes(w http.ResponseWriter, r *http.Request, tenant string) {
-	id := r.PathValue("id")
-	if !bus.ValidToken(id) {
-		writeError(w, http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
 		return
 	}
 	var n store.Notes

@@ -1,14 +1,12 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -75,7 +73,6 @@ type RecallBody struct {
 
 func (g *Gateway) postRecall(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
-	id := r.PathValue("id")
 	if g.recall == nil {
 		writeError(w, http.StatusServiceUnavailable, "recall_unavailable", "this process serves no recall")
 		return
@@ -84,20 +81,19 @@ func (g *Gateway) postRecall(w http.ResponseWriter, r *http.Request, tenant stri
 		g.recall.Refused(ctx, recall.SourceAPI)
 		writeError(w, status, code, msg)
 	}
-	if !bus.ValidToken(id) {
-		refuse(http.StatusBadRequest, "bad_session_id", "session ids are letters, digits, '_' and '-'")
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
+		g.recall.Refused(ctx, recall.SourceAPI)
 		return
 	}
 	var req RecallRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRecallBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := decodeBody(http.MaxBytesReader(w, r.Body, maxRecallBody), &req); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			refuse(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a recall request is at most %d bytes", maxRecallBody))
 			return
 		}
-		refuse(http.StatusBadRequest, "bad_json", "recall body: "+err.Error())
+		refuse(http.StatusBadRequest, bodyErrorCode(err), "recall body: "+err.Error())
 		return
 	}
 	if msg := checkRecall(req); msg != "" {

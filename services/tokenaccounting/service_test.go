@@ -1,6 +1,7 @@
 package tokenaccounting_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -392,6 +393,7 @@ func TestBadInput(t *testing.T) {
 		{"oversized", enc(huge), turn.ReasonTooLarge},
 		{"invalid utf-8", append([]byte(`{"schema": "mnemos.turn.v1", "note": "`), 0xff, '"', '}'), turn.ReasonInvalidUTF8},
 		{"duplicate uuid with different content", enc(conflict), turn.ReasonDuplicateUUID},
+		{"duplicate key", bytes.Replace(enc(good(3)), []byte(`"seq":3`), []byte(`"seq":3,"seq":4`), 1), turn.ReasonDuplicateKey},
 	}
 	for i, c := range cases {
 		h.publishRaw(t, tenant, "victim", c.data, fmt.Sprintf("bad-case-%d", i))

@@ -87,7 +87,7 @@ func turnEvent(t *testing.T, tenant, session string, seq int64) []byte {
 func TestTenantCredentialsKeepPublishersToTheirSubjects(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns, err := natsembed.Start(natsembed.Options{ConfigFile: "testdata/nats-tenants.conf"})
+	ns, err := natsembed.Start(natsembed.Options{Listen: true, ConfigFile: "testdata/nats-tenants.conf"})
 	require.NoError(t, err)
 	t.Cleanup(ns.Shutdown)
 

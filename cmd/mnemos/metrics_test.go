@@ -229,7 +229,7 @@ func TestOperatorRoutesAreOnTheAdminListenerOnly(t *testing.T) {
 	// The NATS port is open, and refuses a client that brings no credentials.
 	conn, err := net.DialTimeout("tcp", natsAddr, 5*time.Second)
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
 	r := bufio.NewReader(conn)
 	info, err := r.ReadString('\n')

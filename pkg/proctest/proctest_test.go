@@ -50,14 +50,14 @@ func TestListeningAddrs(t *testing.T) {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	ln6, err := net.Listen("tcp6", "[::1]:0")
 	require.NoError(t, err)
-	defer ln6.Close()
+	defer func() { _ = ln6.Close() }()
 	// A connected socket is not a listening one.
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 
 	addrs, err := proctest.ListeningAddrs(os.Getpid())
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestListeningAddrs(t *testing.T) {
 	require.Contains(t, addrs, netip.MustParseAddrPort(ln6.Addr().String()))
 	require.NotContains(t, addrs, netip.MustParseAddrPort(conn.LocalAddr().String()))
 
-	ln.Close()
+	require.NoError(t, ln.Close())
 	addrs, err = proctest.ListeningAddrs(os.Getpid())
 	require.NoError(t, err)
 	require.NotContains(t, addrs, netip.MustParseAddrPort(ln.Addr().String()), "a closed listener is gone")

@@ -37,9 +37,10 @@ func env(vars map[string]string) func(string) string {
 
 // process is one `mnemos` serving in the test, as a user would start it.
 type process struct {
-	http  string // the API's base URL
-	admin string // the operator listener's base URL
-	done  chan error
+	http   string   // the API's base URL
+	admin  string   // the operator listener's base URL
+	banner []string // the lines printed up to the API's address
+	done   chan error
 }
 
 // start runs `mnemos args...` until the test ends and waits for its HTTP
@@ -83,6 +84,7 @@ func start(t *testing.T, vars map[string]string, args ...string) *process {
 			if !ok {
 				t.Fatalf("mnemos exited before serving HTTP: %v", <-p.done)
 			}
+			p.banner = append(p.banner, line)
 			if m := admin.FindStringSubmatch(line); m != nil {
 				p.admin = m[1] // printed before the API's
 			}
@@ -144,15 +146,17 @@ func dryRun(t *testing.T, args ...string) []replay.Line {
 // fixture into it over HTTP, and checks the served token state.
 func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 	t.Parallel()
-	p := start(t, map[string]string{
+	vars := map[string]string{
 		"MNEMOS_DATABASE_URL":   pgtest.URL(t),
 		"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
 		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
 		"MNEMOS_DEV_API_KEY":    "test-dev-key",
-	}, "-target=all")
+	}
+	p := start(t, vars, "-target=all")
 
 	status := getJSON(t, p.http+"/readyz", "", nil)
 	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, p.banner, "nats          in-process (embedded, JetStream store "+vars["MNEMOS_NATS_STORE_DIR"]+")", "the embedded NATS opens no port")
 
 	for _, name := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"} {
 		path := claudecodetest.Path(t, name)

@@ -208,6 +208,14 @@ func TestOperatorRoutesAreOnTheAdminListenerOnly(t *testing.T) {
 	require.NoError(t, ln.Close())
 	p := startAllInOne(t, map[string]string{"MNEMOS_NATS_LISTEN": natsAddr})
 	require.NotEqual(t, p.http, p.admin)
+	var natsLine string
+	for _, line := range p.banner {
+		if strings.HasPrefix(line, "nats ") {
+			natsLine = line
+		}
+	}
+	require.Contains(t, natsLine, "in-process and on nats://"+natsAddr+" (credentials generated at start, not shown)")
+	require.NotContains(t, natsLine, "@", "no credentials in the banner")
 
 	status := func(url string) int {
 		resp, err := http.Get(url)

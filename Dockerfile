@@ -33,7 +33,7 @@ COPY --from=build /out/mnemos /usr/local/bin/mnemos
 # -target=all embeds NATS and keeps its store under the working directory.
 WORKDIR /home/nonroot
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8080 9464
 # For docker and compose; Kubernetes uses the chart's probes instead.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD ["/usr/local/bin/mnemos", "healthcheck"]

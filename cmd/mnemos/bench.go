@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mnemos-ai/mnemos/pkg/benchmark"
@@ -91,20 +92,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// NATS JetStream
 
 	natsAt, namespace := *natsURL, ""
+	var inProcess nats.InProcessConnProvider
 	if natsAt == "" {
 		ns, err := natsembed.Start(natsembed.Options{})
 		if err != nil {
 			return fmt.Errorf("natsembed.Start: %w", err)
 		}
 		defer ns.Shutdown()
-		natsAt = ns.ClientURL()
-		progress("nats       %s (embedded, temporary store)", natsAt)
+		inProcess = ns
+		progress("nats       in-process (embedded, temporary store)")
 	} else {
 		// A namespace of its own, removed afterwards: the server may be shared.
 		namespace = "bench" + strings.ToLower(rand.Text()[:8])
 		progress("nats       %s (namespace %s)", natsAt, namespace)
 	}
-	b, err := bus.Connect(ctx, bus.Config{URL: natsAt, Name: "mnemos-bench", Namespace: namespace, Logger: log})
+	b, err := bus.Connect(ctx, bus.Config{URL: natsAt, InProcess: inProcess, Name: "mnemos-bench", Namespace: namespace, Logger: log})
 	if err != nil {
 		return err
 	}

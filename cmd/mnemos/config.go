@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -47,7 +50,11 @@ const defaultDevAPIKey = "mnemos-dev-key" //nolint:gosec // a development key, p
 type Config struct {
 	Target string
 
-	HTTPAddr string // MNEMOS_HTTP_ADDR
+	HTTPAddr string // MNEMOS_HTTP_ADDR: the API, /healthz and /readyz
+	// AdminAddr (MNEMOS_ADMIN_ADDR) is the operator listener: /metrics,
+	// /debug/pprof/, /healthz and /readyz. Apart from the API port, so
+	// the tenants' clients never see it.
+	AdminAddr string
 
 	// DatabaseURL is the services' role (MNEMOS_DATABASE_URL): one that
 	// owns no table and does not bypass row-level security. Empty: the
@@ -61,8 +68,12 @@ type Config struct {
 	// -target=all when the owner's URL is known.
 	Migrate bool
 
-	NATSURL        string // MNEMOS_NATS_URL; empty in all mode: embedded
-	NATSStoreDir   string // MNEMOS_NATS_STORE_DIR, for the embedded server
+	NATSURL      string // MNEMOS_NATS_URL; empty in all mode: embedded
+	NATSStoreDir string // MNEMOS_NATS_STORE_DIR, for the embedded server
+	// NATSListen (MNEMOS_NATS_LISTEN) opens a loopback port on the embedded
+	// server, guarded by credentials generated at start and never shown.
+	// Empty: no port, the services connect in-process.
+	NATSListen     string
 	Namespace      string // MNEMOS_NAMESPACE: subject and stream prefix
 	StreamReplicas int    // MNEMOS_STREAM_REPLICAS: copies of each stream on a NATS cluster (3 for R3)
 	// NATSDuplicateWindow (MNEMOS_NATS_DUPLICATE_WINDOW) is how long the
@@ -127,6 +138,7 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 	cfg := Config{
 		Target:           target,
 		HTTPAddr:         ":8080",
+		AdminAddr:        defaultAdminAddr,
 		DatabaseMaxConns: 20,
 		Migrate:          target == TargetAll,
 		NATSStoreDir:     ".mnemos/nats",
@@ -172,6 +184,12 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		}
 	}
 	str("MNEMOS_HTTP_ADDR", &cfg.HTTPAddr)
+	str("MNEMOS_ADMIN_ADDR", &cfg.AdminAddr)
+	if _, port, err := net.SplitHostPort(cfg.AdminAddr); err != nil {
+		errs = append(errs, fmt.Sprintf("MNEMOS_ADMIN_ADDR=%q: want host:port, such as 127.0.0.1:9464", cfg.AdminAddr))
+	} else if cfg.AdminAddr == cfg.HTTPAddr && port != "0" {
+		errs = append(errs, fmt.Sprintf("MNEMOS_ADMIN_ADDR=%q is MNEMOS_HTTP_ADDR too: the operator listener needs a port of its own", cfg.AdminAddr))
+	}
 	str("MNEMOS_DATABASE_URL", &cfg.DatabaseURL)
 	str("MNEMOS_MIGRATE_DATABASE_URL", &cfg.MigrateDatabaseURL)
 	num("MNEMOS_DATABASE_MAX_CONNS", func(n int64) { cfg.DatabaseMaxConns = int32(n) })
@@ -189,6 +207,14 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 	}
 	str("MNEMOS_NATS_URL", &cfg.NATSURL)
 	str("MNEMOS_NATS_STORE_DIR", &cfg.NATSStoreDir)
+	str("MNEMOS_NATS_LISTEN", &cfg.NATSListen)
+	if cfg.NATSListen != "" {
+		if cfg.NATSURL != "" {
+			errs = append(errs, "MNEMOS_NATS_LISTEN opens a port on the embedded NATS server, which MNEMOS_NATS_URL replaces: set one or the other")
+		} else if err := loopbackAddr(cfg.NATSListen); err != nil {
+			errs = append(errs, fmt.Sprintf("MNEMOS_NATS_LISTEN=%q: %v", cfg.NATSListen, err))
+		}
+	}
 	str("MNEMOS_NAMESPACE", &cfg.Namespace)
 	num("MNEMOS_STREAM_REPLICAS", func(n int64) {
 		if n > 5 {
@@ -284,13 +310,18 @@ func (c Config) LogValue() slog.Value {
 	case c.DatabaseURL == "":
 		db = "(the migration URL as " + store.AppRole + ")"
 	}
-	natsURL := c.NATSURL
-	if natsURL == "" {
-		natsURL = "(embedded)"
+	natsURL := redactURL(c.NATSURL)
+	switch {
+	case natsURL != "":
+	case c.NATSListen != "":
+		natsURL = "(embedded, in-process and on " + c.NATSListen + " with generated credentials)"
+	default:
+		natsURL = "(embedded, in-process)"
 	}
 	attrs := []slog.Attr{
 		slog.String("target", c.Target),
 		slog.String("http_addr", c.HTTPAddr),
+		slog.String("admin_addr", c.AdminAddr),
 		slog.String("database_url", db),
 		slog.String("migrate_database_url", owner),
 		slog.Bool("migrate", c.Migrate),
@@ -318,6 +349,48 @@ func (c Config) LogValue() slog.Value {
 		attrs = append(attrs, slog.Any("fault_crash_after_commit", c.CrashAfterCommit), slog.Any("fault_crash_after_publish", c.CrashAfterPublish))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// defaultAdminAddr is where the operator listener is unless configured: on
+// loopback, so a development machine shows its metrics to no one else. 9464
+// is the port OpenTelemetry's Prometheus exporters use, and not the 9090 of
+// a Prometheus running beside it.
+const defaultAdminAddr = "127.0.0.1:9464"
+
+// loopbackAddr checks that addr is host:port with a loopback host.
+func loopbackAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, such as 127.0.0.1:4222")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q: want a number up to 65535", port)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("host %q: want a loopback address (127.0.0.1, ::1 or localhost)", host)
+	}
+	return nil
+}
+
+// redactURL hides the passwords of a comma-separated list of URLs with
+// credentials (nats://user:pw@host).
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil {
+			parts[i] = "(unparsable URL)"
+			continue
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 // limitsFromEnv reads the process's default limits; 0 turns one off.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -145,11 +146,20 @@ func TestComposeRunsEveryTargetFromOneImage(t *testing.T) {
 		requireKnownEnv(t, "docker-compose.yml service "+name, names)
 	}
 
-	// Prometheus scrapes every target's service.
+	// Prometheus scrapes every target's operator listener, which is on the
+	// port of the services' MNEMOS_ADMIN_ADDR and on no host port.
 	prom, err := os.ReadFile(filepath.Join(repoRoot, "deploy/prometheus/prometheus.yml"))
 	require.NoError(t, err)
 	for _, target := range servedTargets() {
-		require.Contains(t, string(prom), `"`+target+`:8080"`)
+		admin := p.Services[target].Environment["MNEMOS_ADMIN_ADDR"]
+		require.NotNil(t, admin, "%s sets its operator listener", target)
+		_, port, err := net.SplitHostPort(*admin)
+		require.NoError(t, err)
+		require.Contains(t, string(prom), `"`+target+`:`+port+`"`)
+		require.NotContains(t, string(prom), `"`+target+`:8080"`, "not the API port")
+		for _, published := range p.Services[target].Ports {
+			require.NotEqual(t, port, strconv.FormatUint(uint64(published.Target), 10), "%s publishes no admin port", target)
+		}
 	}
 }
 
@@ -249,6 +259,7 @@ func TestChartRendersValidManifests(t *testing.T) {
 				require.Equal(t, "/healthz", dig(c, "livenessProbe", "httpGet", "path"))
 				require.Equal(t, "/readyz", dig(c, "readinessProbe", "httpGet", "path"))
 				require.NotNil(t, named(docs, "Service", "mnemos-"+target))
+				requireAdminListener(t, docs, target)
 				for _, e := range dig(c, "env").([]any) {
 					env = append(env, e.(map[string]any)["name"].(string))
 				}
@@ -300,7 +311,11 @@ func TestChartRendersValidManifests(t *testing.T) {
 	require.Equal(t, "extractor", dig(trigger, "consumer"))
 	require.Nil(t, named(docs, "HorizontalPodAutoscaler", "mnemos-extractor"))
 	require.Nil(t, dig(named(docs, "Deployment", "mnemos-extractor"), "spec", "replicas"), "KEDA owns the replicas")
-	require.NotNil(t, named(docs, "ServiceMonitor", "mnemos"))
+	sm := named(docs, "ServiceMonitor", "mnemos")
+	require.NotNil(t, sm)
+	require.Equal(t, "admin", dig(sm, "spec", "endpoints", 0, "port"), "Prometheus scrapes the operator listener")
+	require.Equal(t, "/metrics", dig(sm, "spec", "endpoints", 0, "path"))
+	require.Equal(t, "admin", dig(sm, "spec", "selector", "matchLabels", "mnemos/listener"), "only the admin Services")
 	require.NotNil(t, named(docs, "Ingress", "mnemos"))
 	owner := named(docs, "Secret", "mnemos-migrate")
 	require.Equal(t, "postgres://mnemos_owner:0wner-s3cret@pg-primary.databases.svc:5432/mnemos?sslmode=verify-full", dig(owner, "stringData", "MNEMOS_MIGRATE_DATABASE_URL"))
@@ -313,6 +328,32 @@ func TestChartRendersValidManifests(t *testing.T) {
 	require.NotNil(t, hpa)
 	require.Equal(t, "mnemos-extractor", dig(hpa, "spec", "scaleTargetRef", "name"))
 	require.Equal(t, bus.StreamEvents, "EVENTS")
+}
+
+// requireAdminListener checks a target's operator listener in the chart:
+// MNEMOS_ADMIN_ADDR's port is the container's admin port, the pods' scrape
+// annotations name it, a ClusterIP Service of its own exposes it, and the
+// target's other Service (the gateway's is the API) does not.
+func requireAdminListener(t *testing.T, docs []map[string]any, target string) {
+	t.Helper()
+	_, port, err := net.SplitHostPort(dig(named(docs, "ConfigMap", "mnemos"), "data", "MNEMOS_ADMIN_ADDR").(string))
+	require.NoError(t, err)
+	dep := named(docs, "Deployment", "mnemos-"+target)
+	ports := map[string]string{}
+	for _, p := range dig(dep, "spec", "template", "spec", "containers", 0, "ports").([]any) {
+		ports[dig(p, "name").(string)] = fmt.Sprint(dig(p, "containerPort"))
+	}
+	require.Equal(t, port, ports["admin"], "%s: the container's admin port is MNEMOS_ADMIN_ADDR's", target)
+	require.Equal(t, port, dig(dep, "spec", "template", "metadata", "annotations", "prometheus.io/port"), target)
+
+	admin := named(docs, "Service", "mnemos-"+target+"-admin")
+	require.NotNil(t, admin, "%s has an admin Service", target)
+	require.Equal(t, "ClusterIP", dig(admin, "spec", "type"))
+	require.Equal(t, "admin", dig(admin, "spec", "ports", 0, "targetPort"))
+	require.Len(t, dig(admin, "spec", "ports"), 1)
+	for _, p := range dig(named(docs, "Service", "mnemos-"+target), "spec", "ports").([]any) {
+		require.NotEqual(t, "admin", dig(p, "targetPort"), "%s: the API Service does not expose the admin port", target)
+	}
 }
 
 // TestSchemaValidationCatchesMistakes shows the validation is not a

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,13 +37,20 @@ func env(vars map[string]string) func(string) string {
 
 // process is one `mnemos` serving in the test, as a user would start it.
 type process struct {
-	http string
-	done chan error
+	http   string   // the API's base URL
+	admin  string   // the operator listener's base URL
+	banner []string // the lines printed up to the API's address
+	done   chan error
 }
 
-// start runs `mnemos args...` until the test ends and waits for its HTTP address.
+// start runs `mnemos args...` until the test ends and waits for its HTTP
+// addresses. The operator listener takes a free port unless vars name one.
 func start(t *testing.T, vars map[string]string, args ...string) *process {
 	t.Helper()
+	if _, ok := vars["MNEMOS_ADMIN_ADDR"]; !ok {
+		vars = maps.Clone(vars)
+		vars["MNEMOS_ADMIN_ADDR"] = "127.0.0.1:0"
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	p := &process{done: make(chan error, 1)}
@@ -60,6 +68,7 @@ func start(t *testing.T, vars map[string]string, args ...string) *process {
 		}
 	})
 	addr := regexp.MustCompile(`^http\s+(http://\S+)`)
+	admin := regexp.MustCompile(`^admin\s+(http://\S+)`)
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -74,6 +83,10 @@ func start(t *testing.T, vars map[string]string, args ...string) *process {
 		case line, ok := <-lines:
 			if !ok {
 				t.Fatalf("mnemos exited before serving HTTP: %v", <-p.done)
+			}
+			p.banner = append(p.banner, line)
+			if m := admin.FindStringSubmatch(line); m != nil {
+				p.admin = m[1] // printed before the API's
 			}
 			if m := addr.FindStringSubmatch(line); m != nil {
 				p.http = m[1]
@@ -103,10 +116,10 @@ func getJSON(t *testing.T, url, key string, out any) int {
 	return resp.StatusCode
 }
 
-// metricsOf reads the process's /metrics page.
+// metricsOf reads the process's /metrics page, on its operator listener.
 func metricsOf(t *testing.T, p *process) string {
 	t.Helper()
-	resp, err := http.Get(p.http + "/metrics")
+	resp, err := http.Get(p.admin + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -133,15 +146,17 @@ func dryRun(t *testing.T, args ...string) []replay.Line {
 // fixture into it over HTTP, and checks the served token state.
 func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 	t.Parallel()
-	p := start(t, map[string]string{
+	vars := map[string]string{
 		"MNEMOS_DATABASE_URL":   pgtest.URL(t),
 		"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
 		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
 		"MNEMOS_DEV_API_KEY":    "test-dev-key",
-	}, "-target=all")
+	}
+	p := start(t, vars, "-target=all")
 
 	status := getJSON(t, p.http+"/readyz", "", nil)
 	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, p.banner, "nats          in-process (embedded, JetStream store "+vars["MNEMOS_NATS_STORE_DIR"]+")", "the embedded NATS opens no port")
 
 	for _, name := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"} {
 		path := claudecodetest.Path(t, name)
@@ -271,6 +286,9 @@ func TestConfigFromEnv(t *testing.T) {
 	cfg, err := configFromEnv("all", env(nil))
 	require.NoError(t, err)
 	require.Equal(t, ":8080", cfg.HTTPAddr)
+	require.Equal(t, "127.0.0.1:9464", cfg.AdminAddr, "the operator listener is on loopback unless configured")
+	require.Empty(t, cfg.NATSListen, "the embedded NATS opens no port unless asked")
+	require.Contains(t, cfg.LogValue().String(), "admin_addr=127.0.0.1:9464")
 	require.True(t, cfg.Migrate, "all mode migrates")
 	require.Equal(t, defaultDevAPIKey, cfg.DevAPIKey)
 
@@ -300,7 +318,9 @@ func TestConfigFromEnv(t *testing.T) {
 		"MNEMOS_FAULT_CRASH_AFTER_COMMIT": "token-accounting:5", "MNEMOS_FAULT_CRASH_AFTER_PUBLISH": "outbox-relay:2",
 	}))
 	require.NoError(t, err)
-	require.Equal(t, limits.Config{EventsPerSecond: 50, EventsBurst: 80, ActiveSessions: 0, ActiveMinutes: 30}, cfg.Limits)
+	wantLimits := limits.DefaultConfig()
+	wantLimits.EventsPerSecond, wantLimits.EventsBurst, wantLimits.ActiveSessions = 50, 80, 0
+	require.Equal(t, wantLimits, cfg.Limits)
 	require.Equal(t, 2*time.Second, cfg.NATSDuplicateWindow)
 	require.Equal(t, 10*time.Second, cfg.SessionMemoryLease)
 	require.Equal(t, 15*time.Second, cfg.ExtractorLease)
@@ -317,6 +337,44 @@ func TestConfigFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, "MNEMOS_NATS_DUPLICATE_WINDOW")
 	require.ErrorContains(t, err, "MNEMOS_FAULT_CRASH_AFTER_COMMIT")
 	require.ErrorContains(t, err, "MNEMOS_EXTRACTOR_LEASE")
+}
+
+// TestConfigOfTheOperatorListenerAndTheNATSPort: the admin address and the
+// embedded server's loopback port are validated, and no NATS password
+// reaches the logged configuration.
+func TestConfigOfTheOperatorListenerAndTheNATSPort(t *testing.T) {
+	t.Parallel()
+	cfg, err := configFromEnv("all", env(map[string]string{"MNEMOS_ADMIN_ADDR": ":9090", "MNEMOS_NATS_LISTEN": "127.0.0.1:4222"}))
+	require.NoError(t, err)
+	require.Equal(t, ":9090", cfg.AdminAddr)
+	require.Equal(t, "127.0.0.1:4222", cfg.NATSListen)
+	require.Contains(t, cfg.LogValue().String(), "127.0.0.1:4222 with generated credentials")
+	for _, addr := range []string{"localhost:4222", "[::1]:4222", "127.0.0.1:0"} {
+		_, err := configFromEnv("all", env(map[string]string{"MNEMOS_NATS_LISTEN": addr}))
+		require.NoError(t, err, addr)
+	}
+
+	for _, tc := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{map[string]string{"MNEMOS_ADMIN_ADDR": "9090"}, "MNEMOS_ADMIN_ADDR"},
+		{map[string]string{"MNEMOS_ADMIN_ADDR": ":8080"}, "a port of its own"},
+		{map[string]string{"MNEMOS_NATS_LISTEN": "0.0.0.0:4222"}, "loopback"},
+		{map[string]string{"MNEMOS_NATS_LISTEN": ":4222"}, "loopback"},
+		{map[string]string{"MNEMOS_NATS_LISTEN": "10.0.0.5:4222"}, "loopback"},
+		{map[string]string{"MNEMOS_NATS_LISTEN": "127.0.0.1:http"}, "port"},
+		{map[string]string{"MNEMOS_NATS_LISTEN": "127.0.0.1:4222", "MNEMOS_NATS_URL": "nats://n"}, "set one or the other"},
+	} {
+		_, err := configFromEnv("all", env(tc.vars))
+		require.ErrorContains(t, err, tc.want, "%v", tc.vars)
+	}
+
+	cfg, err = configFromEnv("gateway", env(map[string]string{"MNEMOS_NATS_URL": "nats://svc:s3cret@nats-a:4222,nats://svc:s3cret@nats-b:4222"}))
+	require.NoError(t, err)
+	logged := cfg.LogValue().String()
+	require.NotContains(t, logged, "s3cret")
+	require.Contains(t, logged, "nats://svc:xxxxx@nats-a:4222,nats://svc:xxxxx@nats-b:4222")
 }
 
 func TestMissingPostgresNamesWhatToStart(t *testing.T) {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,7 +97,7 @@ func TestMetricsMoveAfterAReplay(t *testing.T) {
 	// Before: the gauges have been read once, with nothing in.
 	var before exposition
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		before = scrape(c, p.http)
+		before = scrape(c, p.admin)
 		_, ok := before.value("mnemos_sessions", "state", "ok")
 		assert.True(c, ok, "the sessions gauge is reported")
 	}, 30*time.Second, 50*time.Millisecond)
@@ -106,7 +109,7 @@ func TestMetricsMoveAfterAReplay(t *testing.T) {
 
 	var after exposition
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		after = scrape(c, p.http)
+		after = scrape(c, p.admin)
 		n, _ := after.value("mnemos_compactions_total", "outcome", "completed")
 		assert.Positive(c, n, "a compaction completed")
 		pending, ok := after.value("mnemos_bus_consumer_pending", "consumer", "token-accounting")
@@ -190,4 +193,60 @@ func TestAllInOneExportsSpansOverOTLP(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return getJSON(t, p.http+"/v1/sessions/traced", "test-dev-key", &state) == http.StatusOK && state.AppliedSeq > 0
 	}, 30*time.Second, 50*time.Millisecond)
+}
+
+// TestOperatorRoutesAreOnTheAdminListenerOnly: /metrics (which names every
+// tenant) and the profiler answer on MNEMOS_ADMIN_ADDR and not on the API
+// port; the probes answer on both. With MNEMOS_NATS_LISTEN the embedded NATS
+// opens that loopback port, and a client without the generated credentials
+// (a raw CONNECT {}) is refused.
+func TestOperatorRoutesAreOnTheAdminListenerOnly(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	natsAddr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	p := startAllInOne(t, map[string]string{"MNEMOS_NATS_LISTEN": natsAddr})
+	require.NotEqual(t, p.http, p.admin)
+	var natsLine string
+	for _, line := range p.banner {
+		if strings.HasPrefix(line, "nats ") {
+			natsLine = line
+		}
+	}
+	require.Contains(t, natsLine, "in-process and on nats://"+natsAddr+" (credentials generated at start, not shown)")
+	require.NotContains(t, natsLine, "@", "no credentials in the banner")
+
+	status := func(url string) int {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
+		require.Equal(t, http.StatusNotFound, status(p.http+path), "the API port does not serve %s", path)
+		require.Equal(t, http.StatusOK, status(p.admin+path), "the admin port serves %s", path)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		require.Equal(t, http.StatusOK, status(p.http+path), "load balancers probe %s on the API port", path)
+		require.Equal(t, http.StatusOK, status(p.admin+path), "and on the admin port")
+	}
+	require.Contains(t, metricsOf(t, p), "mnemos_", "the admin port's page is the Prometheus one")
+
+	// The NATS port is open, and refuses a client that brings no credentials.
+	conn, err := net.DialTimeout("tcp", natsAddr, 5*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	r := bufio.NewReader(conn)
+	info, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(info, "INFO "), info)
+	require.Contains(t, info, `"auth_required":true`)
+	_, err = conn.Write([]byte("CONNECT {\"verbose\":false}\r\nPUB turn.completed.dev.sneaky 2\r\n{}\r\nPING\r\n"))
+	require.NoError(t, err)
+	answer, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, answer, "-ERR 'Authorization Violation'", "a CONNECT without credentials is refused")
 }

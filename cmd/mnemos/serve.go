@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/llmledger"
+	"github.com/mnemos-ai/mnemos/pkg/memlimit"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/natsembed"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
@@ -51,6 +54,14 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	log := newLogger(cfg)
 	log.Info("starting mnemos", "config", cfg)
 	banner := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
+	// The runtime reads GOMEMLIMIT from the process's real environment, so
+	// this does too.
+	switch mem, err := memlimit.Apply("/", os.Getenv); {
+	case err != nil:
+		log.Warn("no memory limit set: reading the container's", "err", err)
+	case mem.Set > 0:
+		log.Info("GOMEMLIMIT set from the container's memory limit", "gomemlimit", mem.Set, "container_limit", mem.Container.Bytes, "file", "/"+mem.Container.File)
+	}
 
 	// =========================================================================
 	// Telemetry
@@ -98,22 +109,38 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// NATS JetStream
 
-	natsURL := cfg.NATSURL
-	if natsURL == "" {
-		ns, err := natsembed.Start(natsembed.Options{StoreDir: cfg.NATSStoreDir})
+	bcfg := bus.Config{
+		URL: cfg.NATSURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Replicas: cfg.StreamReplicas,
+		TracerProvider: tp, Meter: metrics.Meter("bus"), ConsumerInfoInterval: cfg.GaugeInterval, Logger: log,
+		DuplicateWindow: cfg.NATSDuplicateWindow,
+	}
+	if cfg.NATSURL == "" {
+		// The embedded server opens no port unless asked: a local process
+		// that could reach it would read and publish every tenant's turns.
+		nopts := natsembed.Options{StoreDir: cfg.NATSStoreDir}
+		if cfg.NATSListen != "" {
+			host, port, err := net.SplitHostPort(cfg.NATSListen)
+			if err != nil {
+				return fmt.Errorf("MNEMOS_NATS_LISTEN: %w", err)
+			}
+			nopts.Listen, nopts.Host = true, host
+			if nopts.Port, err = strconv.Atoi(port); err != nil {
+				return fmt.Errorf("MNEMOS_NATS_LISTEN: port %q: %w", port, err)
+			}
+		}
+		ns, err := natsembed.Start(nopts)
 		if err != nil {
 			return fmt.Errorf("natsembed.Start: %w", err)
 		}
 		defer ns.Shutdown()
-		natsURL = ns.ClientURL()
-		banner("nats          %s (embedded, JetStream store %s)", natsURL, ns.StoreDir())
+		bcfg.URL, bcfg.InProcess = ns.ClientURL(), ns
+		where := "in-process"
+		if ns.Addr() != "" {
+			where = "in-process and on nats://" + ns.Addr() + " (credentials generated at start, not shown)"
+		}
+		banner("nats          %s (embedded, JetStream store %s)", where, ns.StoreDir())
 	} else {
-		banner("nats          %s", natsURL)
-	}
-	bcfg := bus.Config{
-		URL: natsURL, Name: "mnemos-" + cfg.Target, Namespace: cfg.Namespace, Replicas: cfg.StreamReplicas,
-		TracerProvider: tp, Meter: metrics.Meter("bus"), ConsumerInfoInterval: cfg.GaugeInterval, Logger: log,
-		DuplicateWindow: cfg.NATSDuplicateWindow,
+		banner("nats          %s", redactURL(cfg.NATSURL))
 	}
 	if crash := faults.NewCrash(cfg.CrashAfterCommit, crashExit(log, "after commit")); crash != nil {
 		bcfg.AfterHandled = crash.Hit
@@ -280,9 +307,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// HTTP
 
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler())
-	health.Register(mux, map[string]health.Check{
+	checks := map[string]health.Check{
 		"postgres": st.Ping,
 		"nats": func(context.Context) error {
 			if !b.Conn().IsConnected() {
@@ -290,7 +315,11 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			}
 			return nil
 		},
-	}, status)
+	}
+	// The API port: the API and the probes load balancers send. Operator
+	// routes are on the admin listener only: /metrics names every tenant.
+	mux := http.NewServeMux()
+	health.Register(mux, checks, status)
 	if runsTarget(TargetGateway) {
 		gcfg := gateway.DefaultConfig()
 		gcfg.MaxEventBytes = cfg.MaxEventBytes
@@ -305,12 +334,19 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		gw.Register(mux)
 		status[TargetGateway] = "running"
 	}
+	adminLn, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set MNEMOS_ADMIN_ADDR to use another address): %w", cfg.AdminAddr, err)
+	}
+	adminSrv := &http.Server{Handler: adminMux(metrics.Handler(), checks, status), ReadHeaderTimeout: 10 * time.Second}
+	banner("admin         http://%s (/metrics, /debug/pprof/, /healthz, /readyz)", displayAddr(adminLn.Addr()))
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
+		_ = adminLn.Close() // not served yet: nothing else to release
 		return fmt.Errorf("listen on %s (set MNEMOS_HTTP_ADDR to use another address): %w", cfg.HTTPAddr, err)
 	}
 	srv := &http.Server{Handler: telemetry.HTTPHandler(mux, tp, metrics.MeterProvider()), ReadHeaderTimeout: 10 * time.Second}
-	banner("http          http://%s (API, /healthz, /readyz, /metrics)", displayAddr(ln.Addr()))
+	banner("http          http://%s (API, /healthz, /readyz)", displayAddr(ln.Addr()))
 	for _, name := range sortedKeys(status) {
 		banner("target        %-16s %s", name, status[name])
 	}
@@ -334,6 +370,11 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			errc <- fmt.Errorf("http: %w", err)
 		}
 	})
+	wg.Go(func() {
+		if err := adminSrv.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin http: %w", err)
+		}
+	})
 	var first error
 	select {
 	case <-ctx.Done():
@@ -346,9 +387,27 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if err := srv.Shutdown(shutCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
+	if err := adminSrv.Shutdown(shutCtx); err != nil {
+		log.Warn("admin http shutdown", "err", err)
+	}
 	cancel()
 	wg.Wait()
 	return first
+}
+
+// adminMux is the operator listener's routes: the Prometheus page, the Go
+// profiler and the health probes.
+func adminMux(metrics http.Handler, checks map[string]health.Check, status map[string]string) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	// Registered on this mux, not http.DefaultServeMux, which nothing serves.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	health.Register(mux, checks, status)
+	return mux
 }
 
 // crashExit ends the process at a fault-injection crash point, as a kill

@@ -34,8 +34,13 @@ const instrumentationName = "github.com/mnemos-ai/mnemos/pkg/bus"
 
 // Config configures a connection to the bus.
 type Config struct {
-	// URL of the NATS server(s), comma separated. Required.
+	// URL of the NATS server(s), comma separated. Required unless
+	// InProcess is set; then it may carry the credentials to present.
 	URL string
+	// InProcess, when set, is a NATS server running in this process
+	// (natsembed.Server): the bus connects to it directly, through no port,
+	// instead of dialling URL.
+	InProcess nats.InProcessConnProvider
 	// Name identifies the connection on the server (e.g. "mnemos-extractor").
 	Name string
 	// Namespace, when set, prefixes every subject ("<ns>.<subject>") and
@@ -86,7 +91,13 @@ type Bus struct {
 // Connect connects to NATS and checks that JetStream is available. The
 // connection reconnects forever, with backoff, until Close.
 func Connect(ctx context.Context, cfg Config) (*Bus, error) {
-	if cfg.URL == "" {
+	url := cfg.URL
+	if url == "" && cfg.InProcess != nil {
+		// nats.Connect wants a server URL even when it never dials one; this
+		// one names what the connection goes to in its log lines.
+		url = "nats://in-process"
+	}
+	if url == "" {
 		return nil, errors.New("bus.Connect: URL is required")
 	}
 	if err := validNamespace(cfg.Namespace); err != nil {
@@ -125,7 +136,8 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	if b.duplicateWindow <= 0 {
 		b.duplicateWindow = DefaultDuplicateWindow
 	}
-	nc, err := nats.Connect(cfg.URL,
+	nc, err := nats.Connect(url,
+		nats.InProcessServer(cfg.InProcess),
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/natsembed"
 )
 
 const waitFor, tick = 10 * time.Second, 10 * time.Millisecond
@@ -395,4 +396,26 @@ func TestAfterHandledRunsBeforeTheAck(t *testing.T) {
 	require.Eventually(t, func() bool { return o.count(bus.Acked) == 1 }, waitFor, tick)
 	require.EqualValues(t, 1, calls.Load())
 	require.Zero(t, consumerInfo(t, b, "after-handled").NumAckPending)
+}
+
+// TestInProcessServer runs the bus on an embedded server that opens no
+// port, as mnemos -target=all does: publish, consume and acknowledge go
+// through the in-process connection. With a port and generated credentials,
+// the in-process connection presents them from URL.
+func TestInProcessServer(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string]natsembed.Options{"no port": {}, "port with credentials": {Listen: true}} {
+		s, err := natsembed.Start(opts)
+		require.NoError(t, err)
+		t.Cleanup(s.Shutdown)
+		b := bustest.Connect(t, bus.Config{URL: s.ClientURL(), InProcess: s, Name: "in-process", Logger: bustest.Logger(t)})
+
+		var o outcomes
+		bustest.Run(t, b, turnSpec("in-process", &o), func(context.Context, bus.Message) error { return nil })
+		last := publishTurn(t, b, "s-1", "e-1")
+		requireAllAcked(t, b, "in-process", last.Sequence)
+		require.Equal(t, 1, o.count(bus.Acked), name)
+	}
+	_, err := bus.Connect(testContext(t), bus.Config{})
+	require.ErrorContains(t, err, "URL is required")
 }

@@ -1,14 +1,20 @@
 // Package natsembed runs a NATS server with JetStream inside the current
-// process. It backs the single-process install (mnemos -target=all) and the
-// tests: the server listens on a free port unless told otherwise, so it never
-// collides with a NATS server already running on the machine.
+// process. It backs the single-process install (mnemos -target=all), the
+// benchmark and the tests.
+//
+// By default the server opens no port at all: only this process connects,
+// through Server.InProcessConn, so no other local process can read or publish
+// any tenant's turns. Options.Listen opens a TCP port as well, guarded by a
+// user and password generated at start (ClientURL carries them).
 package natsembed
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -24,12 +30,19 @@ const DefaultMaxPayload int32 = 8 << 20
 // readyTimeout bounds how long Start waits for the server to accept clients.
 const readyTimeout = 10 * time.Second
 
-// Options configures an embedded server. The zero value is ready to use: a
-// random free port on the loopback interface and a temporary store.
+// generatedUser is the user of the credentials Start generates.
+const generatedUser = "mnemos"
+
+// Options configures an embedded server. The zero value is ready to use: no
+// port, connections from this process only, and a temporary store.
 type Options struct {
-	// Host is the interface to listen on. Empty means 127.0.0.1.
+	// Listen opens a TCP client port on Host:Port. Unless ConfigFile sets
+	// its own authorization, the port requires a user and password
+	// generated at start, which only ClientURL gives out.
+	Listen bool
+	// Host is the interface to listen on, with Listen. Empty means 127.0.0.1.
 	Host string
-	// Port is the client port. 0 picks a random free port.
+	// Port is the client port, with Listen. 0 picks a random free port.
 	Port int
 	// StoreDir is where JetStream keeps its files. Empty means a temporary
 	// directory that Shutdown removes.
@@ -53,7 +66,8 @@ type Options struct {
 // Server is a running embedded NATS server.
 type Server struct {
 	ns       *server.Server
-	url      string
+	url      string // with the generated credentials, if any; empty without Listen
+	addr     string // host:port of the client port; empty without Listen
 	storeDir string
 	tempDir  string // removed on Shutdown; empty when the caller owns StoreDir
 	shutdown sync.Once
@@ -96,6 +110,16 @@ func Start(opts Options) (*Server, error) {
 	}
 	sopts.ServerName = "mnemos-embedded"
 	sopts.Host, sopts.Port = host, port
+	// Without a port only this process's in-process connections reach the
+	// server. The monitoring port stays closed either way (HTTPPort 0).
+	sopts.DontListen = !opts.Listen
+	var user *url.Userinfo
+	if opts.Listen && !hasAuthorization(sopts) {
+		// A fresh password each start, never printed: a local process that
+		// finds the port still cannot connect.
+		sopts.Username, sopts.Password = generatedUser, rand.Text()
+		user = url.UserPassword(sopts.Username, sopts.Password)
+	}
 	sopts.MaxPayload = maxPayload
 	sopts.JetStream, sopts.StoreDir = true, storeDir
 	sopts.NoSigs = true // the host process owns signal handling
@@ -123,14 +147,25 @@ func Start(opts Options) (*Server, error) {
 		return nil, errors.New("natsembed.Start: JetStream did not start")
 	}
 
+	s.storeDir = storeDir
+	if !opts.Listen {
+		return s, nil
+	}
 	addr, ok := ns.Addr().(*net.TCPAddr)
 	if !ok {
 		s.Shutdown()
 		return nil, fmt.Errorf("natsembed.Start: unexpected listener address %v", ns.Addr())
 	}
-	s.url = "nats://" + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
-	s.storeDir = storeDir
+	s.addr = net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
+	s.url = (&url.URL{Scheme: "nats", User: user, Host: s.addr}).String()
 	return s, nil
+}
+
+// hasAuthorization reports whether a configuration file set how clients
+// authenticate; then its users are the ones that connect.
+func hasAuthorization(o *server.Options) bool {
+	return len(o.Users) > 0 || len(o.Nkeys) > 0 || o.Username != "" || o.Authorization != "" ||
+		len(o.TrustedOperators) > 0 || len(o.TrustedKeys) > 0 || o.AuthCallout != nil
 }
 
 // StoreDir is the directory JetStream keeps its files in.
@@ -138,9 +173,29 @@ func (s *Server) StoreDir() string {
 	return s.storeDir
 }
 
-// ClientURL is the URL clients connect to, for example nats://127.0.0.1:40211.
+// ClientURL is the URL clients of this process connect with. With Listen it
+// is the port's, with the generated credentials, for example
+// nats://mnemos:<password>@127.0.0.1:40211: a secret, never to be printed
+// (Addr is the printable part). Without Listen it is empty: connect with
+// InProcessConn (nats.InProcessServer).
 func (s *Server) ClientURL() string {
 	return s.url
+}
+
+// Addr is the client port's host:port, without credentials; empty without
+// Listen.
+func (s *Server) Addr() string {
+	return s.addr
+}
+
+// InProcessConn opens a connection to the server from this process, with no
+// port involved; it makes Server a nats.InProcessConnProvider.
+func (s *Server) InProcessConn() (net.Conn, error) {
+	conn, err := s.ns.InProcessConn()
+	if err != nil {
+		return nil, fmt.Errorf("natsembed: InProcessConn: %w", err)
+	}
+	return conn, nil
 }
 
 // Shutdown stops the server, waits until it has stopped and removes the

@@ -22,9 +22,58 @@ func start(t *testing.T, opts natsembed.Options) *natsembed.Server {
 	return s
 }
 
-func TestStartJetStream(t *testing.T) {
+// TestInProcessByDefault: the zero Options open no port; this process
+// connects through InProcessConn and has JetStream.
+func TestInProcessByDefault(t *testing.T) {
 	t.Parallel()
 	s := start(t, natsembed.Options{})
+	require.Empty(t, s.Addr(), "no client port")
+	require.Empty(t, s.ClientURL(), "no URL to dial")
+
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	require.EqualValues(t, natsembed.DefaultMaxPayload, nc.MaxPayload())
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
+	require.NoError(t, err)
+	ack, err := js.Publish(ctx, "t.x", []byte("hello"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, ack.Sequence)
+}
+
+// TestListenRequiresTheGeneratedCredentials: with Listen, a client without
+// the credentials (a raw CONNECT {}) is refused; ClientURL carries them and
+// Addr does not.
+func TestListenRequiresTheGeneratedCredentials(t *testing.T) {
+	t.Parallel()
+	s := start(t, natsembed.Options{Listen: true})
+	require.NotEmpty(t, s.Addr())
+	require.NotContains(t, s.Addr(), "@")
+
+	_, err := nats.Connect("nats://" + s.Addr())
+	require.ErrorIs(t, err, nats.ErrAuthorization, "no credentials, no connection")
+	_, err = nats.Connect("nats://mnemos:guess@" + s.Addr())
+	require.ErrorIs(t, err, nats.ErrAuthorization)
+
+	nc, err := nats.Connect(s.ClientURL())
+	require.NoError(t, err)
+	nc.Close()
+	// In-process clients present the same credentials.
+	nc, err = nats.Connect(s.ClientURL(), nats.InProcessServer(s))
+	require.NoError(t, err)
+	nc.Close()
+
+	other := start(t, natsembed.Options{Listen: true})
+	require.NotEqual(t, s.ClientURL(), other.ClientURL(), "a password of its own each start")
+}
+
+func TestStartJetStream(t *testing.T) {
+	t.Parallel()
+	s := start(t, natsembed.Options{Listen: true})
 
 	nc, err := nats.Connect(s.ClientURL())
 	require.NoError(t, err)
@@ -44,10 +93,10 @@ func TestStartJetStream(t *testing.T) {
 
 func TestPortsDiffer(t *testing.T) {
 	t.Parallel()
-	a := start(t, natsembed.Options{})
-	b := start(t, natsembed.Options{})
-	require.NotEqual(t, a.ClientURL(), b.ClientURL())
-	require.NotContains(t, a.ClientURL(), ":4222")
+	a := start(t, natsembed.Options{Listen: true})
+	b := start(t, natsembed.Options{Listen: true})
+	require.NotEqual(t, a.Addr(), b.Addr())
+	require.NotContains(t, a.Addr(), ":4222")
 
 	dir := a.StoreDir()
 	require.DirExists(t, dir)
@@ -58,7 +107,7 @@ func TestPortsDiffer(t *testing.T) {
 func TestStoreDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s, err := natsembed.Start(natsembed.Options{StoreDir: dir, MaxPayload: 1 << 20})
+	s, err := natsembed.Start(natsembed.Options{Listen: true, StoreDir: dir, MaxPayload: 1 << 20})
 	require.NoError(t, err)
 
 	nc, err := nats.Connect(s.ClientURL())
@@ -76,8 +125,9 @@ func TestConfigFileAuthorization(t *testing.T) {
 	t.Parallel()
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	require.NoError(t, os.WriteFile(conf, []byte(`authorization { users = [ { user: "svc", password: "pw" } ] }`), 0o600))
-	s := start(t, natsembed.Options{ConfigFile: conf, MaxPayload: 1 << 20})
+	s := start(t, natsembed.Options{Listen: true, ConfigFile: conf, MaxPayload: 1 << 20})
 
+	require.NotContains(t, s.ClientURL(), "@", "no generated credentials besides the file's users")
 	_, err := nats.Connect(s.ClientURL())
 	require.ErrorIs(t, err, nats.ErrAuthorization, "the file's users are required")
 	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("svc", "pw"))

@@ -73,6 +73,7 @@ type Process struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	addr   string        // the HTTP address the process printed, if any
+	admin  string        // the operator listener's address it printed, if any
 	exited chan struct{} // closed when the current run ended
 	code   int           // its exit code (-1: killed by a signal)
 	runs   int
@@ -95,12 +96,13 @@ func cleanEnv() []string {
 }
 
 // Mnemos starts `mnemos <args>` with env (MNEMOS_* variables) and waits
-// until it serves /readyz. HTTP listens on a free port unless env sets
-// MNEMOS_HTTP_ADDR; logs are at warn level unless env sets MNEMOS_LOG_LEVEL.
-// The process is killed when t ends.
+// until it serves /readyz. HTTP and the operator listener listen on free
+// ports unless env sets MNEMOS_HTTP_ADDR or MNEMOS_ADMIN_ADDR; logs are at
+// warn level unless env sets MNEMOS_LOG_LEVEL. The process is killed when t
+// ends.
 func Mnemos(t testing.TB, bins Binaries, name string, env map[string]string, args ...string) *Process {
 	t.Helper()
-	full := map[string]string{"MNEMOS_HTTP_ADDR": "127.0.0.1:0", "MNEMOS_LOG_LEVEL": "warn"}
+	full := map[string]string{"MNEMOS_HTTP_ADDR": "127.0.0.1:0", "MNEMOS_ADMIN_ADDR": "127.0.0.1:0", "MNEMOS_LOG_LEVEL": "warn"}
 	for k, v := range env {
 		full[k] = v
 	}
@@ -150,8 +152,12 @@ func (p *Process) pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// banner is the line serve prints with the HTTP address.
-var banner = regexp.MustCompile(`^http\s+http://(\S+) `)
+// banner and adminBanner are the lines serve prints with the API's and the
+// operator listener's addresses.
+var (
+	banner      = regexp.MustCompile(`^http\s+http://(\S+) `)
+	adminBanner = regexp.MustCompile(`^admin\s+http://(\S+) `)
+)
 
 func (p *Process) start(t testing.TB) {
 	t.Helper()
@@ -172,7 +178,7 @@ func (p *Process) start(t testing.TB) {
 		p.mu.Unlock()
 		t.Fatalf("proctest: start %s: %v", p.name, err)
 	}
-	p.cmd, p.addr, p.code = cmd, "", 0
+	p.cmd, p.addr, p.admin, p.code = cmd, "", "", 0
 	exited := make(chan struct{})
 	p.exited = exited
 	p.mu.Unlock()
@@ -187,6 +193,11 @@ func (p *Process) start(t testing.TB) {
 			if m := banner.FindStringSubmatch(line); m != nil {
 				p.mu.Lock()
 				p.addr = m[1]
+				p.mu.Unlock()
+			}
+			if m := adminBanner.FindStringSubmatch(line); m != nil {
+				p.mu.Lock()
+				p.admin = m[1]
 				p.mu.Unlock()
 			}
 			p.log(fmt.Sprintf("[%s#%d] %s", p.name, run, line))
@@ -316,6 +327,28 @@ func (p *Process) Addr() string {
 // URL is the process's base HTTP URL.
 func (p *Process) URL() string { return "http://" + p.Addr() }
 
+// AdminAddr is the operator listener's address the process printed at
+// start-up ("" before).
+func (p *Process) AdminAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.admin
+}
+
+// AdminURL is the base URL of the process's operator listener (/metrics,
+// /debug/pprof/).
+func (p *Process) AdminURL() string { return "http://" + p.AdminAddr() }
+
+// Pid is the process id of the current run.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Ready reports whether the process answers /readyz with 200.
 func (p *Process) Ready() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -334,12 +367,16 @@ func (p *Process) Ready() bool {
 }
 
 // Metric sums the samples of a Prometheus metric the process serves on
-// /metrics whose labels include every one of labels (0 when there are none).
+// /metrics, on its operator listener, whose labels include every one of
+// labels (0 when there are none).
 func (p *Process) Metric(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
+	if p.AdminAddr() == "" {
+		t.Fatalf("proctest: %s printed no admin address: it serves no /metrics", p.name)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.AdminURL()+"/metrics", nil)
 	if err != nil {
 		t.Fatalf("proctest: %v", err)
 	}

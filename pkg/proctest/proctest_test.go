@@ -1,6 +1,10 @@
 package proctest_test
 
 import (
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -37,4 +41,32 @@ mnemos_up 1
 	}
 	_, err := proctest.SumMetric(strings.NewReader("mnemos_up{a=\"b\"} many\n"), "mnemos_up", nil)
 	require.Error(t, err)
+}
+
+func TestListeningAddrs(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	ln6, err := net.Listen("tcp6", "[::1]:0")
+	require.NoError(t, err)
+	defer func() { _ = ln6.Close() }()
+	// A connected socket is not a listening one.
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+
+	addrs, err := proctest.ListeningAddrs(os.Getpid())
+	require.NoError(t, err)
+	require.Contains(t, addrs, netip.MustParseAddrPort(ln.Addr().String()))
+	require.Contains(t, addrs, netip.MustParseAddrPort(ln6.Addr().String()))
+	require.NotContains(t, addrs, netip.MustParseAddrPort(conn.LocalAddr().String()))
+
+	require.NoError(t, ln.Close())
+	addrs, err = proctest.ListeningAddrs(os.Getpid())
+	require.NoError(t, err)
+	require.NotContains(t, addrs, netip.MustParseAddrPort(ln.Addr().String()), "a closed listener is gone")
 }

@@ -80,14 +80,16 @@ func turnEvent(t *testing.T, tenant, session string, seq int64) []byte {
 // users of testdata/nats-tenants.conf (the configuration README shows): the
 // services' user, and one user per tenant allowed to publish only on
 // turn.completed.<its tenant>.>. The server refuses acme's user on globex's
-// subject, and refuses it every subscription but its own inbox. An event
+// subject, and refuses it every subscription but its own inbox and every
+// JetStream request (stream info, message get, consumers), so it can read
+// no tenant's turns. An event
 // published on a tenant's own subject that names another tenant in its body
 // is refused by the accountant (tenant_mismatch), counted, and changes no
 // tenant's rows. An event that matches is applied as usual.
 func TestTenantCredentialsKeepPublishersToTheirSubjects(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns, err := natsembed.Start(natsembed.Options{ConfigFile: "testdata/nats-tenants.conf"})
+	ns, err := natsembed.Start(natsembed.Options{Listen: true, ConfigFile: "testdata/nats-tenants.conf"})
 	require.NoError(t, err)
 	t.Cleanup(ns.Shutdown)
 
@@ -137,12 +139,57 @@ func TestTenantCredentialsKeepPublishersToTheirSubjects(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, info.State.Subjects, "nothing was stored on globex's subjects")
 
-	// Nor may acme's user read other subjects.
-	_, err = acme.nc.SubscribeSync("turn.completed.>")
-	require.NoError(t, err) // the server answers asynchronously
-	require.NoError(t, acme.nc.Flush())
-	require.Eventually(t, func() bool { return acme.refused("turn.completed.>") }, 10*time.Second, 20*time.Millisecond,
-		"the server refuses acme's subscription to every tenant's turns")
+	// Nor may acme's user read globex's turns: not by a core subscription,
+	// to every tenant's subjects or to globex's alone, ...
+	for _, subject := range []string{"turn.completed.>", "turn.completed.globex.>", "turn.accounted.globex.>", ">"} {
+		sub, err := acme.nc.SubscribeSync(subject)
+		require.NoError(t, err) // the server answers asynchronously
+		require.NoError(t, acme.nc.Flush())
+		require.Eventually(t, func() bool { return acme.refused(subject) }, 10*time.Second, 20*time.Millisecond,
+			"the server refuses acme's subscription to %s", subject)
+		_, err = sub.NextMsg(200 * time.Millisecond)
+		require.Error(t, err, "nothing reached acme on %s", subject)
+	}
+	// ... nor through JetStream, where globex's turn is stored: stream
+	// info, a direct message get and a consumer of its own (pull or push,
+	// delivering to acme's inbox) are all JetStream API requests the
+	// server refuses acme's user to make.
+	_, err = globex.js.Publish(ctx, "turn.completed.globex.s9", turnEvent(t, "globex", "s9", 1), jetstream.WithMsgID("globex:s9-1"))
+	require.NoError(t, err)
+	turns := b.StreamName(bus.StreamTurns)
+	jsReads := map[string]func(context.Context) error{
+		"$JS.API.STREAM.INFO." + turns: func(ctx context.Context) error {
+			_, err := acme.js.Stream(ctx, turns)
+			return err
+		},
+		"$JS.API.STREAM.MSG.GET." + turns: func(ctx context.Context) error {
+			_, err := acme.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+turns, []byte(`{"last_by_subj":"turn.completed.globex.s9"}`))
+			return err
+		},
+		"$JS.API.CONSUMER.CREATE." + turns: func(ctx context.Context) error {
+			_, err := acme.js.CreateOrUpdateConsumer(ctx, turns, jetstream.ConsumerConfig{FilterSubject: "turn.completed.globex.>"})
+			return err
+		},
+		"$JS.API.CONSUMER.CREATE." + turns + ".spy": func(ctx context.Context) error {
+			req := `{"stream_name":"` + turns + `","config":{"name":"spy","deliver_subject":"_INBOX_acme.spy","filter_subject":"turn.completed.globex.>","deliver_policy":"all","ack_policy":"none"}}`
+			_, err := acme.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE."+turns+".spy.turn.completed.globex.>", []byte(req))
+			return err
+		},
+	}
+	for subject, read := range jsReads {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		err := read(rctx)
+		rcancel()
+		require.Error(t, err, "no answer to acme's %s", subject)
+		require.Eventually(t, func() bool { return acme.refused(subject) }, 10*time.Second, 20*time.Millisecond,
+			"the server refuses acme's %s", subject)
+	}
+	consumers := stream.ListConsumers(ctx)
+	for c := range consumers.Info() {
+		require.NotEqual(t, "spy", c.Name, "acme created no consumer")
+		require.NotContains(t, c.Config.FilterSubject, "globex", "acme created no consumer of globex's turns")
+	}
+	require.NoError(t, consumers.Err())
 
 	// Globex's user, on its own subject, with a body naming acme: the
 	// server lets it through, the accountant refuses and counts it.

@@ -3,8 +3,8 @@
 // When MNEMOS_TEST_NATS_URL is set, tests share that server, each confined
 // to a namespace of its own whose streams are deleted when the test ends.
 // Otherwise, when a Docker engine answers, tests share a NATS container the
-// same way; failing that, each test starts an embedded server, shut down when
-// it ends.
+// same way; failing that, each test starts an embedded server listening on a
+// free loopback port with generated credentials, shut down when it ends.
 package bustest
 
 import (
@@ -89,7 +89,10 @@ func URL(t testing.TB) string {
 	if url := sharedURL(t); url != "" {
 		return url
 	}
-	s, err := natsembed.Start(natsembed.Options{})
+	// A port, unlike mnemos -target=all's in-process server: tests hand the
+	// URL to child processes. Only on loopback, with the generated
+	// credentials in the URL.
+	s, err := natsembed.Start(natsembed.Options{Listen: true})
 	require.NoError(t, err)
 	t.Cleanup(s.Shutdown)
 	return s.ClientURL()

@@ -34,8 +34,9 @@ func bash(command, description string) block {
 	return tool("Bash", map[string]any{"command": command, "description": description})
 }
 
-// shortSession: two user turns; the first reads one file, the second is
-// answered from what was read.
+// shortSession: two user turns; the first reads a file that is not there (a
+// tool result with is_error), then the right one; the second is answered
+// from what was read.
 func shortSession() transcript {
 	return transcript{
 		name:  "short",
@@ -52,7 +53,8 @@ func shortSession() transcript {
 					main: []reply{
 						say(thinking("The user asks about greet.sh; I should read it before answering."),
 							text("Let me read the script."),
-							read(work, "greet.sh")),
+							read(work, "greet")),
+						sayThen("No file by that name; it has the .sh suffix.", read(work, "greet.sh")),
 						final("Run without arguments, `greet.sh` prints `hello, world`: `name` defaults to `world` when no first argument is given."),
 					},
 				},

@@ -30,7 +30,7 @@ import (
 const model = "claude-sonnet-4-5"
 
 // apiKey is the key the CLI sends; the upstream accepts any.
-const apiKey = "dummy-key-for-the-scripted-upstream"
+const apiKey = "dummy-key-for-the-scripted-upstream" //nolint:gosec // a dummy: the scripted upstream checks no key
 
 func main() {
 	claude := flag.String("claude", "", "path of the Claude Code CLI (node_modules/@anthropic-ai/claude-code/bin/claude.exe)")
@@ -47,7 +47,7 @@ func main() {
 }
 
 func makeAll(claude, out, only string, keep bool) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func makeOne(claude, url, out string, keep bool, up *upstream, t transcript) err
 	}
 	home, work, calls := filepath.Join(tmp, "home"), filepath.Join(tmp, "work"), filepath.Join(tmp, "calls")
 	for _, d := range []string{home, work, calls} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o750); err != nil {
 			return err
 		}
 	}
@@ -205,7 +205,7 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 		return err
 	}
 	log.Printf("%s (%d bytes) -> %s", src, len(data), dst)

@@ -16,7 +16,7 @@ func transcripts() []transcript {
 func writeFiles(dir string, files map[string]string) error {
 	for name, content := range files {
 		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return err
 		}
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil { //nolint:gosec // sample files for the CLI to read
@@ -72,11 +72,16 @@ func shortSession() transcript {
 // CSV, a script that totals them, a test and notes.
 type ledger struct {
 	months []string
-	rows   map[string][][3]string // month: date, category, cents
+	rows   map[string][]expense // by month
+}
+
+type expense struct {
+	date, category string
+	cents          int
 }
 
 func newLedger() ledger {
-	l := ledger{months: []string{"jan", "feb", "mar"}, rows: map[string][][3]string{}}
+	l := ledger{months: []string{"jan", "feb", "mar"}, rows: map[string][]expense{}}
 	cats := []string{"rent", "food", "travel", "books", "power"}
 	for m, month := range l.months {
 		for d := 1; d <= 24; d++ {
@@ -85,8 +90,7 @@ func newLedger() ledger {
 			if cat == "rent" {
 				cents = 65000
 			}
-			l.rows[month] = append(l.rows[month], [3]string{
-				fmt.Sprintf("2026-%02d-%02d", m+1, d), cat, fmt.Sprint(cents)})
+			l.rows[month] = append(l.rows[month], expense{fmt.Sprintf("2026-%02d-%02d", m+1, d), cat, cents})
 		}
 	}
 	return l
@@ -96,7 +100,7 @@ func (l ledger) csv(month string) string {
 	var b strings.Builder
 	b.WriteString("date,category,cents\n")
 	for _, r := range l.rows[month] {
-		fmt.Fprintf(&b, "%s,%s,%s\n", r[0], r[1], r[2])
+		fmt.Fprintf(&b, "%s,%s,%d\n", r.date, r.category, r.cents)
 	}
 	return b.String()
 }
@@ -104,9 +108,7 @@ func (l ledger) csv(month string) string {
 func (l ledger) total(month string) int {
 	t := 0
 	for _, r := range l.rows[month] {
-		var c int
-		fmt.Sscan(r[2], &c)
-		t += c
+		t += r.cents
 	}
 	return t
 }
@@ -114,9 +116,7 @@ func (l ledger) total(month string) int {
 func (l ledger) byCategory(month string) map[string]int {
 	out := map[string]int{}
 	for _, r := range l.rows[month] {
-		var c int
-		fmt.Sscan(r[2], &c)
-		out[r[1]] += c
+		out[r.category] += r.cents
 	}
 	return out
 }

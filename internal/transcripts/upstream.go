@@ -70,8 +70,6 @@ type request struct {
 	Thinking *struct {
 		Type string `json:"type"`
 	} `json:"thinking"`
-
-	raw []message // messages as sent, for hashing
 }
 
 type message struct {
@@ -191,7 +189,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":
 		u.countTokens(w, body)
 	default:
-		log.Printf("upstream: unknown call %s %s", r.Method, r.URL)
+		log.Printf("upstream: unknown call %q %q", r.Method, r.URL.String()) //nolint:gosec // quoted, and only the CLI under test calls
 		apiError(w, http.StatusNotFound, "not_found_error", "Not found: "+r.URL.Path)
 	}
 }

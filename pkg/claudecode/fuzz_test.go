@@ -2,11 +2,9 @@ package claudecode_test
 
 import (
 	"bytes"
-	"os"
 	"testing"
 
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
-	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -14,24 +12,11 @@ import (
 // groups into rounds that hold every record exactly once, and turns into
 // events numbered 1..n per session with distinct ids, each of which Decode
 // either accepts or refuses with a reason (replay then stops and says which).
-// The seed corpus is in testdata/fuzz/FuzzParse; the sample transcripts
-// (testdata/claude-code) are added as seeds too, but for long.jsonl, whose
-// 2 MB would slow every mutation.
+// The seed corpus is in testdata/fuzz/FuzzParse: small synthetic inputs.
+// The sample transcripts (testdata/claude-code, 160 KB to 2 MB each) are
+// not seeds: they slow every mutation, and the unit tests cover them.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"hi"}}`))
-	paths := claudecodetest.SubagentPaths(f, "subagent.jsonl")
-	for _, name := range claudecodetest.Names {
-		if name != "long.jsonl" {
-			paths = append(paths, claudecodetest.Path(f, name))
-		}
-	}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := claudecode.Parse(bytes.NewReader(data))
 		if err != nil {

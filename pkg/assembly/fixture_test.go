@@ -16,7 +16,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
-// fixtureMessages returns the main session's messages of a real transcript,
+// fixtureMessages returns the main session's messages of a sample transcript,
 // as the store would hold them.
 func fixtureMessages(t *testing.T, name string) []view.Message {
 	t.Helper()

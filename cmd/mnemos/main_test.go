@@ -526,7 +526,7 @@ func TestTenantSettingsCommand(t *testing.T) {
 
 // TestLongReplayIsCompactedFromTheSessionNotes is the context window end to
 // end, as `make run` serves it: one process, the builtin provider, no
-// network. A transcript replayed ten times over into one session crosses the
+// network. The long transcript replayed twice into one session crosses the
 // auto-compact threshold. Meanwhile the session-memory service has kept the
 // session's notes, so the compaction is a session-memory compaction: the
 // notes are the summary and no model is called for it (the compaction's
@@ -543,8 +543,10 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
 		"MNEMOS_DEV_API_KEY":    "test-dev-key",
 	}, "-target=all")
-	path := claudecodetest.Path(t, "subagent.jsonl")
-	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "long", "--repeat", "10", path}, env(nil), io.Discard, io.Discard))
+	// long.jsonl peaks at 155,686 tokens; its second copy (--repeat 2)
+	// crosses the 167,000-token threshold.
+	path := claudecodetest.Path(t, "long.jsonl")
+	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "long", "--repeat", "2", path}, env(nil), io.Discard, io.Discard))
 
 	type compaction struct {
 		Status     string `json:"status"`

@@ -104,8 +104,10 @@ func TestMetricsMoveAfterAReplay(t *testing.T) {
 	sessions, _ := before.value("mnemos_sessions")
 	require.Zero(t, sessions)
 
-	path := claudecodetest.Path(t, "subagent.jsonl")
-	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "metered", "--repeat", "10", path}, env(nil), io.Discard, io.Discard))
+	// long.jsonl peaks at 155,686 tokens; its second copy (--repeat 2)
+	// crosses the 167,000-token threshold.
+	path := claudecodetest.Path(t, "long.jsonl")
+	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "metered", "--repeat", "2", path}, env(nil), io.Discard, io.Discard))
 
 	var after exposition
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

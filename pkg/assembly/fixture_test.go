@@ -16,7 +16,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
-// fixtureMessages returns the main session's messages of a real transcript,
+// fixtureMessages returns the main session's messages of a sample transcript,
 // as the store would hold them.
 func fixtureMessages(t *testing.T, name string) []view.Message {
 	t.Helper()
@@ -44,9 +44,24 @@ func fixtureMessages(t *testing.T, name string) []view.Message {
 func TestRenderFixture(t *testing.T) {
 	t.Parallel()
 
-	// The main session calls compactable tools (Read, Bash, WebSearch, …)
-	// and others (Task, AskUserQuestion, ExitPlanMode).
-	msgs := fixtureMessages(t, "subagent.jsonl")
+	// The sub-agent session calls a compactable tool (Bash) and one that is
+	// not (Agent): only the Bash result is compactable.
+	sub := fixtureMessages(t, "subagent.jsonl")
+	var subCalls []string
+	for _, m := range sub {
+		for _, b := range m.Content {
+			if b.Type == turn.BlockToolUse {
+				subCalls = append(subCalls, b.Name)
+			}
+		}
+	}
+	require.Equal(t, []string{"Bash", "Agent"}, subCalls)
+	subResults := assembly.Compactable(sub, assembly.DefaultToolSet(), nil)
+	require.Len(t, subResults, 1)
+	require.Equal(t, turn.BlockToolResult, sub[subResults[0].Message].Content[subResults[0].Block].Type)
+
+	// tool_heavy.jsonl: 11 tool results, of Read and Bash (README).
+	msgs := fixtureMessages(t, "tool_heavy.jsonl")
 	names := map[string]string{}
 	for _, m := range msgs {
 		for _, b := range m.Content {
@@ -56,18 +71,18 @@ func TestRenderFixture(t *testing.T) {
 		}
 	}
 	results := assembly.Compactable(msgs, assembly.DefaultToolSet(), nil)
-	require.Len(t, results, 13)
+	require.Len(t, results, 11)
 	for _, r := range results {
 		b := msgs[r.Message].Content[r.Block]
 		require.Equal(t, turn.BlockToolResult, b.Type)
 		require.Equal(t, r.ToolUseID, b.ToolUseID)
 		require.Equal(t, tokens.EstimateBlock(b), r.Tokens)
-		require.NotContains(t, []string{"Task", "AskUserQuestion", "ExitPlanMode"}, names[r.ToolUseID])
+		require.Contains(t, []string{"Read", "Bash"}, names[r.ToolUseID])
 	}
 
 	last := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 	ids := assembly.ByTime(results, last, last.Add(2*time.Hour), time.Hour, 5)
-	require.Len(t, ids, 13-5)
+	require.Len(t, ids, 11-5)
 	cleared := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		cleared[id] = true

@@ -35,7 +35,7 @@ func TestEventsFixturesDecode(t *testing.T) {
 				require.Equal(t, int64(i+1), ev.Seq)
 				require.Equal(t, recs[0].SessionID, ev.SessionID)
 				require.Equal(t, turn.MainAgent, ev.AgentID)
-				require.Equal(t, "claude-opus-4-6", ev.Model)
+				require.Equal(t, "claude-sonnet-4-5", ev.Model)
 				require.Equal(t, int64(200_000), ev.ContextWindow)
 				require.Equal(t, int64(32_000), ev.MaxOutputTokens)
 				require.NotNil(t, ev.Usage)
@@ -64,14 +64,8 @@ func TestEventsFixturesDecode(t *testing.T) {
 
 func TestEventsSubagent(t *testing.T) {
 	t.Parallel()
-
 	recs, events := fixtureEvents(t, "subagent.jsonl", claudecode.EventOptions{})
-	require.Len(t, events, 12)
-
-	byUUID := map[string]claudecode.Record{}
-	for _, r := range recs {
-		byUUID[r.UUID] = r
-	}
+	require.Len(t, events, 3) // README: 3 API rounds
 	// Every user record is an input of exactly one event; every response is
 	// one message carrying the blocks of all its records.
 	inputs := map[string]int{}
@@ -79,13 +73,13 @@ func TestEventsSubagent(t *testing.T) {
 	for _, ev := range events {
 		for _, m := range ev.InputMessages {
 			inputs[m.UUID]++
-			require.Equal(t, claudecode.TypeUser, byUUID[m.UUID].Type)
 		}
 		blocks += len(ev.Response.Content)
 		require.Empty(t, ev.TenantID)
 		require.Zero(t, ev.ContextWindow)
 	}
 	users, assistants := 0, 0
+	var lastOfFirst time.Time
 	for _, r := range recs {
 		switch r.Type {
 		case claudecode.TypeUser:
@@ -93,32 +87,65 @@ func TestEventsSubagent(t *testing.T) {
 			require.Equal(t, 1, inputs[r.UUID], r.UUID)
 		case claudecode.TypeAssistant:
 			assistants++
+			if r.MessageID == recs[1].MessageID {
+				lastOfFirst = r.Timestamp
+			}
 		}
 	}
 	require.Len(t, inputs, users)
 	require.Equal(t, assistants, blocks)
-
 	first := events[0]
-	require.Len(t, first.InputMessages, 2, "the slash command and its expanded meta prompt")
-	require.Equal(t, "dfd90414-3e19-4bc7-9503-d0e4d11f3fba", first.InputMessages[1].UUID)
-	require.Equal(t, time.Date(2026, 2, 10, 21, 54, 59, 807_000_000, time.UTC), first.OccurredAt, "the time of the response's last record")
-
+	require.Len(t, first.InputMessages, 1, "the user's question")
+	require.Equal(t, recs[0].UUID, first.InputMessages[0].UUID)
+	require.Equal(t, lastOfFirst, first.OccurredAt, "the time of the response's last record")
 	last := events[len(events)-1]
 	require.True(t, last.ClosesUserTurn())
-	require.Equal(t, claudecode.EventID("", first.SessionID, 12, "msg_01AwQF1cfkCWKxUPMC8qKXWY"), last.EventID)
+	require.Equal(t, claudecode.EventID("", first.SessionID, 3, recs[len(recs)-1].MessageID), last.EventID)
+
+	// The sub-agent's transcript makes events of its own session and seq.
+	sub, agent := parseSubagent(t)
+	subEvents := claudecode.Events(claudecode.Group(sub, claudecode.GroupOptions{}), claudecode.EventOptions{})
+	require.Len(t, subEvents, 3)
+	for i, ev := range subEvents {
+		require.Equal(t, first.SessionID+"-agent-"+agent, ev.SessionID)
+		require.Equal(t, agent, ev.AgentID)
+		require.Equal(t, int64(i+1), ev.Seq)
+	}
+	require.True(t, subEvents[2].ClosesUserTurn())
 }
 
-func TestEventsShortDropsTrailingInputs(t *testing.T) {
+func TestEventsShort(t *testing.T) {
 	t.Parallel()
-
 	_, events := fixtureEvents(t, "short.jsonl", claudecode.EventOptions{})
-	require.Len(t, events, 1, "the rejected tool results never got a response")
+	require.Len(t, events, 4) // README: 4 API rounds
+	var closes []bool
+	for _, ev := range events {
+		require.Len(t, ev.InputMessages, 1)
+		closes = append(closes, ev.ClosesUserTurn())
+	}
+	require.Equal(t, []bool{false, false, true, true}, closes, "two user turns, the first of three rounds")
+}
+
+// TestEventsDropTrailingInputs: records no response followed make no event.
+func TestEventsDropTrailingInputs(t *testing.T) {
+	t.Parallel()
+	tr := claudecodetest.NewTranscript(t, "s1")
+	in := tr.User("the server does not start")
+	resp := tr.Assistant("msg_1", "claude-sonnet-4-5", claudecodetest.Usage{Input: 3, Output: 13},
+		claudecodetest.ToolUse("t1", "Bash", map[string]any{"command": "make run"}))
+	tr.User([]any{map[string]any{"type": "tool_result", "tool_use_id": "t1", "content": "rejected", "is_error": true}})
+	tr.User("[Request interrupted by user for tool use]")
+	recs, err := claudecode.Parse(tr.Reader())
+	require.NoError(t, err)
+	events := claudecode.Events(claudecode.Group(recs, claudecode.GroupOptions{}), claudecode.EventOptions{})
+	require.Len(t, events, 1, "the rejected tool result never got a response")
 	ev := events[0]
 	require.Len(t, ev.InputMessages, 1)
-	require.Equal(t, "1b7d717f-d6a2-46a6-8575-fa4f937450ea", ev.Response.UUID)
+	require.Equal(t, in, ev.InputMessages[0].UUID)
+	require.Equal(t, resp, ev.Response.UUID)
 	require.Equal(t, claudecode.StopToolUse, ev.Response.StopReason)
 	require.False(t, ev.ClosesUserTurn())
-	require.Equal(t, time.Date(2026, 2, 10, 21, 12, 1, 669_000_000, time.UTC), ev.OccurredAt)
+	require.Equal(t, recs[1].Timestamp, ev.OccurredAt)
 }
 
 func TestEventsSidechainAndBoundary(t *testing.T) {

@@ -12,8 +12,9 @@ import (
 // groups into rounds that hold every record exactly once, and turns into
 // events numbered 1..n per session with distinct ids, each of which Decode
 // either accepts or refuses with a reason (replay then stops and says which).
-// The seed corpus is in testdata/fuzz/FuzzParse; the real fixtures are
-// added as seeds too.
+// The seed corpus is in testdata/fuzz/FuzzParse: small synthetic inputs.
+// The sample transcripts (testdata/claude-code, 160 KB to 2 MB each) are
+// not seeds: they slow every mutation, and the unit tests cover them.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"hi"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1,6 +1,10 @@
 package claudecode_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,6 +45,9 @@ func TestGroupFixturesOneRoundPerResponse(t *testing.T) {
 				for _, rec := range append(append([]claudecode.Record{}, r.Inputs...), r.Response...) {
 					seen[rec.UUID]++
 				}
+				if r.Boundary != nil {
+					seen[r.Boundary.UUID]++
+				}
 				if !r.HasResponse() {
 					continue
 				}
@@ -60,60 +67,136 @@ func TestGroupFixturesOneRoundPerResponse(t *testing.T) {
 	}
 }
 
-func TestGroupSubagentInterleavedToolResult(t *testing.T) {
-	t.Parallel()
-
-	rounds := claudecode.Group(parseFixture(t, "subagent.jsonl"), claudecode.GroupOptions{})
-	require.Len(t, rounds, 12) // README: 12 API rounds, and the transcript ends with a response
-
-	var i int
-	for i = range rounds {
-		if rounds[i].ResponseID() == "msg_01FqB3YigWWkQYHv4wfbcsgM" {
-			break
-		}
-	}
-	r := rounds[i]
-	require.Equal(t, []string{
-		"47a27705-fb07-49aa-8748-6610d93a1c68",
-		"bee5e9da-428f-4e26-a9ed-526f550dcfdf",
-		"2fcfb246-fca3-40c0-8434-c61eae1bde5e",
-		"823ea880-e0b6-46c3-8db4-0b59904a3ac6",
-	}, uuids(r.Response))
-	require.Equal(t, &turn.Usage{InputTokens: 1562, CacheCreationInputTokens: 1427, CacheReadInputTokens: 28160, OutputTokens: 8}, r.Usage)
-
-	// The tool_result written between the response's records opens the next round.
-	next := rounds[i+1]
-	require.Equal(t, "msg_016TsTPALaZE5zqz6fWbxX55", next.ResponseID())
-	require.Equal(t, []string{
-		"cdf6fa8f-a066-4549-9c95-50433e20d004",
-		"6a0c70a9-5e0e-46fc-a071-adfd5fecd62c",
-	}, uuids(next.Inputs))
-
-	m := r.ResponseMessage()
-	require.Equal(t, "47a27705-fb07-49aa-8748-6610d93a1c68", m.UUID)
-	require.Equal(t, "assistant", m.Role)
-	require.Equal(t, claudecode.StopToolUse, m.StopReason)
-	types := make([]string, 0, len(m.Content))
-	for _, b := range m.Content {
-		types = append(types, b.Type)
-	}
-	require.Equal(t, []string{"thinking", "text", "tool_use", "tool_use"}, types)
-	require.Equal(t, 2, m.ToolUseCount())
-
-	lastRound := rounds[len(rounds)-1]
-	require.Equal(t, claudecode.StopEndTurn, lastRound.ResponseMessage().StopReason)
+// parseSubagent parses the one sub-agent transcript of subagent.jsonl and
+// returns its records and its agent id (from the file's name).
+func parseSubagent(t *testing.T) ([]claudecode.Record, string) {
+	t.Helper()
+	paths := claudecodetest.SubagentPaths(t, "subagent.jsonl")
+	require.Len(t, paths, 1)
+	f, err := os.Open(paths[0])
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	recs, err := claudecode.Parse(f)
+	require.NoError(t, err)
+	return recs, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(paths[0]), "agent-"), ".jsonl")
 }
 
-func TestGroupShortEndsWithoutResponse(t *testing.T) {
+func TestGroupSubagentInterleavedToolResult(t *testing.T) {
 	t.Parallel()
+	recs, agent := parseSubagent(t)
+	rounds := claudecode.Group(recs, claudecode.GroupOptions{})
+	require.Len(t, rounds, 3) // README: 3 API rounds, and the transcript ends with a response
+	for _, r := range rounds {
+		require.Equal(t, recs[0].SessionID+"-agent-"+agent, r.Session)
+		require.Equal(t, agent, r.Agent)
+		require.True(t, r.HasResponse())
+	}
+	// The second round reads two files: the CLI wrote the first call's result
+	// between the response's two tool_use records.
+	r := rounds[1]
+	var want []string
+	for _, rec := range recs {
+		if rec.IsResponse() && rec.MessageID == r.ResponseID() {
+			want = append(want, rec.UUID)
+		}
+	}
+	require.Len(t, want, 2)
+	require.Equal(t, want, uuids(r.Response))
+	require.Same(t, r.Usage, r.Response[1].Usage)
+	first := slices.IndexFunc(recs, func(rec claudecode.Record) bool { return rec.UUID == want[0] })
+	require.Equal(t, claudecode.TypeUser, recs[first+1].Type, "a tool result between the two records")
+	require.Equal(t, want[1], recs[first+2].UUID)
+	// That tool result opens the next round, with the second one.
+	next := rounds[2]
+	require.Len(t, next.Inputs, 2)
+	require.Equal(t, recs[first+1].UUID, next.Inputs[0].UUID)
+	m := r.ResponseMessage()
+	require.Equal(t, want[0], m.UUID)
+	require.Equal(t, "assistant", m.Role)
+	require.Equal(t, claudecode.StopToolUse, m.StopReason)
+	require.Equal(t, 2, m.ToolUseCount())
+	for i, b := range m.Content {
+		require.Equal(t, turn.BlockToolUse, b.Type)
+		require.Equal(t, b.ID, next.Inputs[i].Message.Content[0].ToolUseID, "results in the order of the calls")
+	}
+	require.Equal(t, claudecode.StopEndTurn, next.ResponseMessage().StopReason)
+}
 
+func TestGroupSubagentMainSession(t *testing.T) {
+	t.Parallel()
+	rounds := claudecode.Group(parseFixture(t, "subagent.jsonl"), claudecode.GroupOptions{})
+	require.Len(t, rounds, 3) // README: 3 API rounds: Bash, Agent, the answer
+	var tools []string
+	for _, r := range rounds {
+		for _, b := range r.ResponseMessage().Content {
+			if b.Type == turn.BlockToolUse {
+				tools = append(tools, b.Name)
+			}
+		}
+	}
+	require.Equal(t, []string{"Bash", "Agent"}, tools)
+	require.Equal(t, claudecode.StopEndTurn, rounds[2].ResponseMessage().StopReason)
+}
+
+func TestGroupShort(t *testing.T) {
+	t.Parallel()
 	rounds := claudecode.Group(parseFixture(t, "short.jsonl"), claudecode.GroupOptions{})
+	require.Len(t, rounds, 4) // README: 4 API rounds, 2 user turns
+	for i, want := range []struct{ inputs, response int }{
+		{1, 3}, // the question; thinking, text, Read
+		{1, 2}, // the failed Read's result; text, Read
+		{1, 1}, // the file; the answer
+		{1, 1}, // the second question; the answer
+	} {
+		require.Len(t, rounds[i].Inputs, want.inputs, "round %d", i)
+		require.Len(t, rounds[i].Response, want.response, "round %d", i)
+		require.Equal(t, "claude-sonnet-4-5", rounds[i].Model)
+	}
+	require.True(t, rounds[1].Inputs[0].Message.Content[0].IsError)
+}
+
+// TestGroupEndsWithoutResponse: a transcript that ends with records no
+// response followed (tools the user rejected, then an interruption) keeps
+// them as a last round without response.
+func TestGroupEndsWithoutResponse(t *testing.T) {
+	t.Parallel()
+	tr := claudecodetest.NewTranscript(t, "s1")
+	u := claudecodetest.Usage{Input: 3, CacheCreation: 13_000, CacheRead: 11_000, Output: 13}
+	tr.User("the server does not start")
+	tr.Assistant("msg_1", "claude-sonnet-4-5", u, claudecodetest.ToolUse("t1", "Bash", map[string]any{"command": "make run"}))
+	tr.Assistant("msg_1", "claude-sonnet-4-5", u, claudecodetest.ToolUse("t2", "Read", map[string]any{"file_path": "/a"}))
+	r1 := tr.User([]any{map[string]any{"type": "tool_result", "tool_use_id": "t1", "content": "rejected", "is_error": true}})
+	r2 := tr.User([]any{map[string]any{"type": "tool_result", "tool_use_id": "t2", "content": "rejected", "is_error": true}})
+	stop := tr.User("[Request interrupted by user for tool use]")
+	recs, err := claudecode.Parse(tr.Reader())
+	require.NoError(t, err)
+	rounds := claudecode.Group(recs, claudecode.GroupOptions{})
 	require.Len(t, rounds, 2)
-	require.Len(t, rounds[0].Inputs, 1)
-	require.Len(t, rounds[0].Response, 5)
-	require.Equal(t, "claude-opus-4-6", rounds[0].Model)
+	require.Len(t, rounds[0].Response, 2)
 	require.False(t, rounds[1].HasResponse())
-	require.Len(t, rounds[1].Inputs, 3, "two rejected tool results and the interruption")
+	require.Equal(t, []string{r1, r2, stop}, uuids(rounds[1].Inputs))
+}
+
+func TestGroupLongCompaction(t *testing.T) {
+	t.Parallel()
+	recs := parseFixture(t, "long.jsonl")
+	rounds := claudecode.Group(recs, claudecode.GroupOptions{})
+	var boundaries []int
+	for i, r := range rounds {
+		if r.Boundary != nil {
+			boundaries = append(boundaries, i)
+		}
+	}
+	require.Len(t, boundaries, 1)
+	b := rounds[boundaries[0]]
+	require.False(t, b.HasResponse())
+	require.Equal(t, "manual", b.Boundary.Compact.Trigger)
+	require.True(t, rounds[boundaries[0]-1].HasResponse(), "the compaction followed a response")
+	after := rounds[boundaries[0]+1]
+	require.True(t, after.Inputs[0].IsCompactSummary, "the summary opens the next round")
+	require.True(t, after.HasResponse())
+	// README: 8 API rounds, and the boundary.
+	require.Len(t, rounds, 9)
 }
 
 func TestGroupSidechainsGetTheirOwnSession(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +63,10 @@ func TestParseFixtures(t *testing.T) {
 				require.NotEmpty(t, r.UUID)
 				require.NotEmpty(t, r.SessionID)
 				require.False(t, r.Timestamp.IsZero())
+				if r.IsBoundary() {
+					require.NotNil(t, r.Compact)
+					continue
+				}
 				require.Equal(t, r.UUID, r.Message.UUID)
 				require.Equal(t, r.Type, r.Message.Role)
 				if r.Type == claudecode.TypeAssistant {
@@ -78,47 +84,166 @@ func TestParseFixtures(t *testing.T) {
 	}
 }
 
+// rawRecord is a transcript line read with encoding/json alone, to check
+// the importer against.
+type rawRecord struct {
+	Line        int
+	Type        string
+	UUID        string
+	SessionID   string
+	IsSidechain bool
+	AgentID     string
+	Timestamp   string
+	Message     struct {
+		ID      string
+		Model   string
+		Content json.RawMessage
+		Usage   *turn.Usage
+	}
+}
+
+func rawRecords(t *testing.T, path string) []rawRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	var out []rawRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for n := 1; sc.Scan(); n++ {
+		var r rawRecord
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
+		r.Line = n
+		out = append(out, r)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
 func TestParseShort(t *testing.T) {
 	t.Parallel()
-
 	recs := parseFixture(t, "short.jsonl")
-	require.Len(t, recs, 9) // README: 4 user records, 5 assistant records
-
+	// README: 4 user records and 7 assistant records (jq -c 'select(.type=="user" or
+	// .type=="assistant") | .type' short.jsonl | sort | uniq -c); the rest is metadata.
+	require.Len(t, recs, 11)
+	var raw []rawRecord
+	for _, r := range rawRecords(t, claudecodetest.Path(t, "short.jsonl")) {
+		if r.Type == "user" || r.Type == "assistant" {
+			raw = append(raw, r)
+		}
+	}
+	require.Len(t, raw, len(recs))
+	for i, r := range recs {
+		require.Equal(t, raw[i].Line, r.Line)
+		require.Equal(t, raw[i].UUID, r.UUID)
+		require.Equal(t, raw[i].SessionID, r.SessionID)
+		require.Equal(t, raw[i].Message.ID, r.MessageID)
+		require.Equal(t, raw[i].Message.Usage, r.Usage)
+	}
 	first := recs[0]
-	require.Equal(t, 4, first.Line)
-	require.Equal(t, "7d48cbd2-6615-4dd8-87f6-38f12b8167d6", first.UUID)
-	require.Equal(t, "55604662-cf2a-4331-851a-ec234028f8ca", first.SessionID)
-	require.Equal(t, turn.Content{{Type: turn.BlockText, Text: "mix phx.server doesnt seem to start"}}, first.Message.Content)
-
+	require.Equal(t, turn.Content{{Type: turn.BlockText, Text: "What does greet.sh print when I run it without arguments?"}}, first.Message.Content)
 	resp := recs[1]
-	require.Equal(t, "msg_01MKH1ccEGrZGNPvu8pYiiQa", resp.MessageID)
-	require.Equal(t, "claude-opus-4-6", resp.Model)
-	require.Empty(t, resp.StopReason, "stop_reason is null while streaming")
-	require.Equal(t, &turn.Usage{InputTokens: 3, CacheCreationInputTokens: 13835, CacheReadInputTokens: 11515, OutputTokens: 13}, resp.Usage)
-
-	thinking := recs[2].Message.Content[0]
+	require.Regexp(t, `^msg_01`, resp.MessageID)
+	require.Equal(t, "claude-sonnet-4-5", resp.Model)
+	require.Equal(t, claudecode.StopToolUse, resp.StopReason, "this CLI records the response's stop reason")
+	require.NotNil(t, resp.Usage)
+	require.Positive(t, resp.Usage.CacheCreationInputTokens)
+	require.Zero(t, resp.Usage.CacheReadInputTokens, "the first call of a session finds nothing cached")
+	thinking := resp.Message.Content[0]
 	require.Equal(t, turn.BlockThinking, thinking.Type)
 	require.NotEmpty(t, thinking.Signature)
-
-	result := recs[6].Message.Content[0]
+	// The first Read names a file that is not there: its result is an error.
+	call := recs[3].Message.Content[0]
+	require.Equal(t, turn.BlockToolUse, call.Type)
+	result := recs[4].Message.Content[0]
 	require.Equal(t, turn.BlockToolResult, result.Type)
 	require.True(t, result.IsError)
-	require.Equal(t, "toolu_0116Hyi5v8ut7Ffb7d8qV1Sc", result.ToolUseID)
+	require.Equal(t, call.ID, result.ToolUseID)
+	require.False(t, recs[7].Message.Content[0].IsError, "the second Read finds the file")
 }
 
 func TestParseKeepsMetaUserRecords(t *testing.T) {
 	t.Parallel()
-
-	recs := parseFixture(t, "tool_heavy.jsonl")
+	recs := parseFixture(t, "long.jsonl")
 	var meta []claudecode.Record
 	for _, r := range recs {
 		if r.IsMeta {
 			meta = append(meta, r)
 		}
 	}
-	require.Len(t, meta, 1)
+	require.Len(t, meta, 1, "the caveat the CLI writes before /compact")
 	require.Equal(t, claudecode.TypeUser, meta[0].Type)
 	require.True(t, strings.HasPrefix(meta[0].Message.Content[0].Text, "<local-command-caveat>"))
+}
+
+// TestParseLongCompaction: the long session's /compact left a manual
+// compact_boundary, then the summary.
+func TestParseLongCompaction(t *testing.T) {
+	t.Parallel()
+	recs := parseFixture(t, "long.jsonl")
+	i := slices.IndexFunc(recs, func(r claudecode.Record) bool { return r.IsBoundary() })
+	require.GreaterOrEqual(t, i, 1)
+	b := recs[i]
+	require.Equal(t, "manual", b.Compact.Trigger)
+	// preTokens is the context of the last response before the boundary:
+	// the sum of its usage.
+	prev := recs[i-1]
+	require.True(t, prev.IsResponse())
+	u := prev.Usage
+	require.Equal(t, u.InputTokens+u.CacheCreationInputTokens+u.CacheReadInputTokens+u.OutputTokens, b.Compact.PreTokens)
+	require.Greater(t, b.Compact.PreTokens, int64(150_000), "README: the context peaks at 155,686 tokens")
+	require.NotEmpty(t, b.LogicalParentUUID)
+	require.Empty(t, b.ParentUUID)
+	require.True(t, recs[i+1].IsCompactSummary)
+	require.Contains(t, recs[i+1].Message.Content[0].Text, "Summary:\n1. Primary request", "the scripted summary, its <summary> tags taken out")
+	require.Equal(t, 1, countIf(recs, func(r claudecode.Record) bool { return r.IsBoundary() }))
+}
+
+// TestParseSubagentTranscript: the sub-agent's own transcript, which this
+// CLI writes apart from the session's: every record is a sidechain record
+// of one agent, in the session of the main transcript.
+func TestParseSubagentTranscript(t *testing.T) {
+	t.Parallel()
+	main := parseFixture(t, "subagent.jsonl")
+	paths := claudecodetest.SubagentPaths(t, "subagent.jsonl")
+	require.Len(t, paths, 1)
+	f, err := os.Open(paths[0])
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	recs, err := claudecode.Parse(f)
+	require.NoError(t, err)
+	// README: 4 user records and 5 assistant records.
+	require.Len(t, recs, 9)
+	agent := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(paths[0]), "agent-"), ".jsonl")
+	for _, r := range recs {
+		require.True(t, r.IsSidechain, "line %d", r.Line)
+		require.Equal(t, agent, r.AgentID)
+		require.Equal(t, main[0].SessionID, r.SessionID)
+	}
+	// The main transcript's Agent call is what started it: its prompt is the
+	// sub-agent's first message.
+	var prompt string
+	for _, r := range main {
+		for _, b := range r.Message.Content {
+			if b.Type == turn.BlockToolUse && b.Name == "Agent" {
+				var in struct{ Prompt string }
+				require.NoError(t, json.Unmarshal(b.Input, &in))
+				prompt = in.Prompt
+			}
+		}
+	}
+	require.NotEmpty(t, prompt)
+	require.Equal(t, prompt, recs[0].Message.Content[0].Text)
+}
+
+func countIf(recs []claudecode.Record, f func(claudecode.Record) bool) int {
+	n := 0
+	for _, r := range recs {
+		if f(r) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestParseErrors(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -104,8 +105,15 @@ type fixtureContext struct {
 func fixtureContexts(t *testing.T) []fixtureContext {
 	t.Helper()
 	var out []fixtureContext
+	files := make([]string, 0, len(claudecodetest.Names)+1)
 	for _, name := range claudecodetest.Names {
-		f, err := os.Open(claudecodetest.Path(t, name))
+		files = append(files, claudecodetest.Path(t, name))
+	}
+	// The sub-agent's own transcript is a session of its own.
+	files = append(files, claudecodetest.SubagentPaths(t, "subagent.jsonl")...)
+	for _, path := range files {
+		name := filepath.Base(path)
+		f, err := os.Open(path)
 		require.NoError(t, err)
 		recs, err := claudecode.Parse(f)
 		require.NoError(t, f.Close())

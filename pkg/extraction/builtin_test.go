@@ -210,10 +210,10 @@ func TestBuiltinWritesNothingWithoutAnExplicitRequest(t *testing.T) {
 	require.Equal(t, "end_turn", resp.StopReason)
 }
 
-// TestBuiltinOnTheFixtures: the real transcripts hold no explicit request
-// to remember anything (their skill prompts say "Do NOT …" and "Never …",
-// in long expanded texts and quoted lines, which are not the user's own
-// requests): the builtin saves nothing from them.
+// TestBuiltinOnTheFixtures: the sample transcripts hold no explicit request
+// to remember anything (nor do the long one's compaction summary and
+// slash-command records, which are not the user's own requests): the
+// builtin saves nothing from them.
 func TestBuiltinOnTheFixtures(t *testing.T) {
 	t.Parallel()
 	for _, name := range claudecodetest.Names {
@@ -236,7 +236,7 @@ func TestBuiltinRefusesARequestItDidNotBuild(t *testing.T) {
 // BenchmarkBuiltinOnAFixture: the builtin extractor's first turn on the
 // whole of the largest fixture transcript (every user text scanned).
 func BenchmarkBuiltinOnAFixture(b *testing.B) {
-	req := extraction.Request(extraction.Input{Tenant: "acme", Scope: scope, Now: now, Messages: fixture(b, "subagent.jsonl")})
+	req := extraction.Request(extraction.Input{Tenant: "acme", Scope: scope, Now: now, Messages: fixture(b, "long.jsonl")})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := extraction.Builtin(context.Background(), req); err != nil {

@@ -23,7 +23,7 @@ import (
 // files and todo list) over the estimate of the messages it replaces. (The
 // session's count, which also holds the system prompt and tool definitions
 // the backend sends with every request, is logged beside.) The last case
-// is a long session: subagent.jsonl replayed ten times over.
+// is a session past the auto-compact threshold: long.jsonl replayed twice.
 func BenchmarkCompactionSavings(b *testing.B) {
 	cases := savingsCases
 	type saving struct{ count, pre, post int64 }
@@ -54,7 +54,8 @@ var savingsCases = []struct {
 	{"short", "short.jsonl", 1},
 	{"tool_heavy", "tool_heavy.jsonl", 1},
 	{"subagent", "subagent.jsonl", 1},
-	{"subagent_x10", "subagent.jsonl", 10},
+	{"long", "long.jsonl", 1},
+	{"long_x2", "long.jsonl", 2},
 }
 
 // fixtureSession is the main session of a fixture transcript, replayed

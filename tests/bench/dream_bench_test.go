@@ -29,7 +29,7 @@ func BenchmarkMessageTextIndex(b *testing.B) {
 	ctx := context.Background()
 	require.NoError(b, st.EnsureTenant(ctx, "bench", "bench"))
 	var msgs []view.Message
-	for _, f := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"} {
+	for _, f := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl", "long.jsonl"} {
 		for _, m := range loadFixtureSession(b, f, 20).msgs {
 			m.UUID, m.Position = fmt.Sprintf("%s-%s", f, m.UUID), int64(len(msgs))
 			msgs = append(msgs, m)

@@ -10,7 +10,7 @@ import (
 )
 
 // Transcript writes a synthetic Claude Code transcript, record by record, in
-// the shape the CLI writes (see the fixtures' README). It builds plain maps
+// the shape the CLI writes (see testdata/claude-code/README.md). It builds plain maps
 // and encodes them with encoding/json, independently of the importer.
 type Transcript struct {
 	SessionID string

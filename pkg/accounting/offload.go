@@ -13,7 +13,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
-// Offload says when a tool result is kept out of the context (DESIGN §3).
+// Offload says when a tool result is kept out of the context (see docs/token-accounting.md).
 type Offload struct {
 	// ThresholdChars: a single tool result longer than this is offloaded.
 	ThresholdChars int `json:"threshold_chars"`
@@ -24,7 +24,7 @@ type Offload struct {
 	TurnCapChars int `json:"turn_cap_chars"`
 }
 
-// DefaultOffload is DESIGN §3's numbers.
+// DefaultOffload is docs/token-accounting.md's numbers.
 func DefaultOffload() Offload {
 	return Offload{ThresholdChars: 50_000, PreviewBytes: 2_000, TurnCapChars: 200_000}
 }

@@ -52,7 +52,7 @@ func snapshot(t *testing.T, msgs []turn.Message) string {
 
 func TestDefaultOffload(t *testing.T) {
 	t.Parallel()
-	// DESIGN §3: over 50,000 characters, 2,000 bytes of preview, 200,000 a turn.
+	// docs/token-accounting.md: over 50,000 characters, 2,000 bytes of preview, 200,000 a turn.
 	require.Equal(t, accounting.Offload{ThresholdChars: 50_000, PreviewBytes: 2_000, TurnCapChars: 200_000}, accounting.DefaultOffload())
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
-// window200K are DESIGN §3's thresholds for a 200K window, derived from the
+// window200K are docs/token-accounting.md's thresholds for a 200K window, derived from the
 // default config the way the design states them.
 type window200K struct {
 	window, effective, autoCompact, warning, blocking int64
@@ -36,7 +36,7 @@ func defaultThresholds(cfg tokens.Config) window200K {
 func TestDefaultThresholdsMatchDesign(t *testing.T) {
 	t.Parallel()
 	w := defaultThresholds(tokens.DefaultConfig())
-	// The bracketed numbers of DESIGN §3.
+	// The bracketed numbers of docs/token-accounting.md.
 	require.Equal(t, window200K{window: 200_000, effective: 180_000, autoCompact: 167_000, warning: 147_000, blocking: 177_000}, w)
 }
 

@@ -1,5 +1,5 @@
 // Package assembly renders a session's context, the request the backend
-// sends next (DESIGN §4), and decides micro-compaction: which old tool
+// sends next (see docs/compaction.md), and decides micro-compaction: which old tool
 // results to clear without a model call.
 //
 // Everything here is pure: no I/O, no clock. The same input always renders

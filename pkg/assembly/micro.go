@@ -175,7 +175,7 @@ func older(results []Result, keep int) ([]string, int64) {
 	return ids, saving
 }
 
-// MicroConfig holds the numbers of micro-compaction (DESIGN §4), part of a
+// MicroConfig holds the numbers of micro-compaction (see docs/compaction.md), part of a
 // tenant's settings. Start from DefaultMicroConfig: a field left at zero
 // means zero, not the default.
 type MicroConfig struct {
@@ -192,7 +192,7 @@ type MicroConfig struct {
 	IdleKeep int `json:"idle_keep"`
 }
 
-// DefaultMicroConfig returns the defaults of DESIGN §4.
+// DefaultMicroConfig returns the defaults of docs/compaction.md.
 func DefaultMicroConfig() MicroConfig {
 	return MicroConfig{
 		Tools:         DefaultToolSet(),

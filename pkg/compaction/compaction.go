@@ -1,4 +1,4 @@
-// Package compaction holds the compaction algorithms of DESIGN §5, as pure
+// Package compaction holds the compaction algorithms of docs/compaction.md, as pure
 // logic: the LLM summary (Summarize) with its prompt-too-long retries, the
 // extractive summary that needs no model (Extractive, BuiltinSummarizer),
 // what is restored after a compaction (Restore), and where session-memory

@@ -62,7 +62,7 @@ const extractiveNote = "(Extractive summary, built without a language model from
 // noneRecorded fills a section the data says nothing about.
 const noneRecorded = "None recorded."
 
-// Extractive builds a summary without a model (DESIGN §5.3), under the same
+// Extractive builds a summary without a model (see docs/compaction.md), under the same
 // headings as the LLM summary: the first user request; the tools used; every
 // file read, edited or written; the tool calls that failed; the shell
 // commands run; every user message verbatim; the pending items of the latest

@@ -41,7 +41,7 @@ func (l KeepLimits) withDefaults() KeepLimits {
 }
 
 // KeepFrom returns the index in msgs of the first message that
-// session-memory compaction keeps (DESIGN §5.1); len(msgs) keeps none.
+// session-memory compaction keeps (see docs/compaction.md); len(msgs) keeps none.
 //
 // msgs are the stored messages of the current context, in order. Keeping
 // starts right after the message lastSummarizedUUID and extends backwards,

@@ -51,7 +51,7 @@ type Summary struct {
 	DroppedMessages int
 }
 
-// Summarize asks the model for a summary of in.Messages (DESIGN §5.2). When
+// Summarize asks the model for a summary of in.Messages (see docs/compaction.md). When
 // the prompt is too long it drops the oldest round groups (see GroupRounds
 // and DropForGap) and retries, at most MaxPromptRetries times. An answer
 // without a summary is an *llm.Error of KindBadResponse. On error the

@@ -1,5 +1,5 @@
 // Package dream is what the dreamer and the API share about consolidations
-// of a scope's memories ("dreams", DESIGN §8): their records and states,
+// of a scope's memories ("dreams", docs/dreaming.md): their records and states,
 // the proposal a run leaves when it would change more than its share, its
 // progress events, and what an operator does with a dream — request one
 // now, kill a running one, approve a proposal. The runs themselves are the

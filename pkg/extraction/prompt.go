@@ -1,4 +1,4 @@
-// Package extraction holds what long-term memory extraction (DESIGN §7)
+// Package extraction holds what long-term memory extraction (see docs/memory.md)
 // asks of a model after a user turn — the rules of what to save and what
 // not, the conversation since the last extraction with its tool results
 // trimmed, the manifest of the scope's memories — and the builtin

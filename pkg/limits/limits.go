@@ -17,8 +17,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -209,9 +209,7 @@ type lease struct {
 // New builds the process's limiter over st; config gives each tenant's
 // limits. meter may be nil.
 func New(st *store.Store, config ConfigFunc, meter metric.Meter, opts Options) (*Limiter, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	exceeded, err := meter.Int64Counter("mnemos.limits.exceeded",
 		metric.WithDescription("Requests and events refused because a tenant reached a limit, by limit."))
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package memory is Mnemos's long-term memory (DESIGN §7): small markdown
+// Package memory is Mnemos's long-term memory (see docs/memory.md): small markdown
 // documents with frontmatter, kept per scope, each change a revision, and
 // per scope an index (MEMORY.md) kept in step with the memories.
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
-// DefaultMaxTurns bounds a loop's model calls (DESIGN §7: at most 5).
+// DefaultMaxTurns bounds a loop's model calls (docs/memory.md: at most 5).
 const DefaultMaxTurns = 5
 
 // LoopResult is what a loop did.

@@ -1,5 +1,5 @@
 // Package recall surfaces long-term memories that bear on what a session's
-// user just asked (DESIGN §7): asked for through the API, or prefetched on
+// user just asked (see docs/memory.md): asked for through the API, or prefetched on
 // ingest for each new user message of more than one word and shown in the
 // context beside it.
 //

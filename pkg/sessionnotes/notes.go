@@ -1,4 +1,4 @@
-// Package sessionnotes holds the rolling notes of a session (DESIGN §6) as
+// Package sessionnotes holds the rolling notes of a session (see docs/compaction.md) as
 // pure logic: the document and its fixed structure, the default template,
 // the edits a model answers with and how they are checked, the update
 // request and its prompt with {{name}} substitution, the truncation that

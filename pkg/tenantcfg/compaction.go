@@ -7,7 +7,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 )
 
-// Compaction holds a tenant's compaction settings (DESIGN §5).
+// Compaction holds a tenant's compaction settings (see docs/compaction.md).
 type Compaction struct {
 	// Instructions are appended to every LLM summary request of the tenant,
 	// unless a manual request brings its own.

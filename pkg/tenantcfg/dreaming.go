@@ -7,7 +7,7 @@ import (
 )
 
 // Dreaming holds a tenant's settings of the dreamer: the scheduled
-// consolidation of each scope's memories (DESIGN §8).
+// consolidation of each scope's memories (see docs/dreaming.md).
 type Dreaming struct {
 	// Enabled lets the dreamer consolidate the tenant's scopes on its own.
 	Enabled bool `json:"enabled"`

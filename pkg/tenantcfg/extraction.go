@@ -10,7 +10,7 @@ import (
 )
 
 // Extraction holds a tenant's long-term memory extraction settings
-// (DESIGN §7).
+// (see docs/memory.md).
 type Extraction struct {
 	// Enabled turns extraction on for the tenant's sessions.
 	Enabled bool `json:"enabled"`

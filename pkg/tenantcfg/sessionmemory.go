@@ -7,7 +7,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 )
 
-// SessionMemory holds a tenant's session-notes settings (DESIGN §6).
+// SessionMemory holds a tenant's session-notes settings (see docs/compaction.md).
 type SessionMemory struct {
 	// Enabled turns the notes on for the tenant's sessions.
 	Enabled bool `json:"enabled"`

@@ -1,4 +1,4 @@
-// Package tokens holds the token accounting rules of DESIGN §3: the cheap
+// Package tokens holds the token accounting rules of docs/token-accounting.md: the cheap
 // estimate of a message's size, the model table, the thresholds derived from
 // a context window, and the count rule (last usage plus what came after it).
 // Everything here is pure: no I/O, no clock, no globals that change.

@@ -26,7 +26,7 @@ type Config struct {
 	AutoCompactPercent float64 `json:"auto_compact_percent"`
 }
 
-// DefaultConfig returns the defaults of DESIGN §3.
+// DefaultConfig returns the defaults of docs/token-accounting.md.
 func DefaultConfig() Config {
 	return Config{
 		DefaultWindow:     ClaudeWindow,

@@ -2,7 +2,7 @@ package tokens
 
 import "github.com/mnemos-ai/mnemos/pkg/turn"
 
-// Tally is a session's running count (DESIGN §3): the last response's usage
+// Tally is a session's running count (see docs/token-accounting.md): the last response's usage
 // plus the estimate of every message added after it; before any usage, the
 // estimate of everything times 4/3. It is a value the service persists.
 type Tally struct {

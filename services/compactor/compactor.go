@@ -1,4 +1,4 @@
-// Package compactor is the compactor service (DESIGN §5). On each
+// Package compactor is the compactor service (see docs/compaction.md). On each
 // compact.requested it compacts the session, one compaction at a time per
 // session, cheapest first: the session's notes as the summary (no model
 // call), then an LLM summary, then an extractive summary that needs no

@@ -1,4 +1,4 @@
-// Package dreamer is the dreamer service (DESIGN §8): the scheduled
+// Package dreamer is the dreamer service (see docs/dreaming.md): the scheduled
 // consolidation of each scope's long-term memories across sessions.
 //
 // A scan looks at every scope holding memories, of every tenant, and runs

@@ -1,4 +1,4 @@
-// Package extractor is the extractor service (DESIGN §7): after each user
+// Package extractor is the extractor service (see docs/memory.md): after each user
 // turn of a session's main agent it decides whether to look for long-term
 // memories in what was said since it last looked, and when so runs a
 // bounded tool loop in which the model (or the builtin extractor) reads and

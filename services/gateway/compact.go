@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -98,7 +97,7 @@ func (g *Gateway) postCompact(w http.ResponseWriter, r *http.Request, tenant str
 		return
 	}
 	c := store.Compaction{
-		ID: uuid.NewString(), SessionID: id, Trigger: "manual", Direction: req.Direction,
+		ID: uuid.NewString(), SessionID: id, Trigger: events.TriggerManual, Direction: req.Direction,
 		PivotUUID: req.PivotUUID, Instructions: req.Instructions,
 	}
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
@@ -112,14 +111,10 @@ func (g *Gateway) postCompact(w http.ResponseWriter, r *http.Request, tenant str
 		if err := tx.MarkCompactionRequested(ctx, id); err != nil {
 			return err
 		}
-		e, err := outbox.Event(ctx, bus.KindCompactRequested, tenant, id, "compact:manual:"+c.ID, events.CompactRequested{
+		return outbox.Enqueue(ctx, tx, events.CompactRequested{
 			Schema: events.SchemaCompactRequested, TenantID: tenant, SessionID: id, Seq: sess.AppliedSeq,
-			CompactionID: c.ID, Trigger: "manual", At: time.Now().UTC(),
+			CompactionID: c.ID, Trigger: events.TriggerManual, At: time.Now().UTC(),
 		})
-		if err != nil {
-			return err
-		}
-		return tx.Enqueue(ctx, e)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", "no session "+id)

@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
@@ -58,7 +58,7 @@ type Config struct {
 	KeyFailureWindow time.Duration
 }
 
-// DefaultConfig holds DESIGN's numbers.
+// DefaultConfig holds the documented defaults.
 func DefaultConfig() Config {
 	return Config{
 		MaxEventBytes: turn.DefaultMaxEventBytes,
@@ -90,9 +90,7 @@ type Gateway struct {
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
 func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log *slog.Logger, meter metric.Meter) (*Gateway, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)

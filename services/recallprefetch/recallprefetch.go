@@ -1,4 +1,4 @@
-// Package recallprefetch runs recall on ingest (DESIGN §7): on each
+// Package recallprefetch runs recall on ingest (see docs/memory.md): on each
 // turn.accounted that adds a user message of more than one word, it recalls
 // the memories that bear on it and records them, so the context
 // (GET /v1/sessions/{id}/context) shows them beside that message. It runs in

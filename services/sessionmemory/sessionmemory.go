@@ -1,4 +1,4 @@
-// Package sessionmemory is the session-memory service (DESIGN §6). On each
+// Package sessionmemory is the session-memory service (see docs/compaction.md). On each
 // turn.accounted it decides whether the session's rolling notes are due for
 // an update (the gate: the first at 10,000 tokens, then after 5,000 more
 // with 3 tool calls or a response without any) and runs it: the model, or
@@ -152,7 +152,7 @@ type Decision struct {
 	Rebase bool
 }
 
-// Decide is the update gate (DESIGN §6) for a turn, given where the last
+// Decide is the update gate (see docs/compaction.md) for a turn, given where the last
 // update (or attempt) left the mark:
 //   - a turn the last update already read (seq at or below the mark's) is
 //     never due;

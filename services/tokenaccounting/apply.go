@@ -297,14 +297,14 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	now := s.now().UTC()
 
 	var outgoing []store.OutboxEvent
-	emit := func(kind, msgID string, payload any) error {
-		e, err := outbox.Event(ctx, kind, ev.TenantID, ev.SessionID, msgID, payload)
-		outgoing = append(outgoing, e)
+	emit := func(e events.Event) error {
+		row, err := outbox.Emit(ctx, e)
+		outgoing = append(outgoing, row)
 		return err
 	}
 	if string(state) != sess.State {
-		if err := emit(bus.KindContextThreshold, "threshold:"+ev.EventID, events.ContextThreshold{
-			Schema: events.SchemaContextThreshold, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
+		if err := emit(events.ContextThreshold{
+			Schema: events.SchemaContextThreshold, TenantID: ev.TenantID, SessionID: ev.SessionID, EventID: ev.EventID, Seq: ev.Seq,
 			PreviousState: sess.State, Tokens: status, At: now,
 		}); err != nil {
 			return err
@@ -313,9 +313,9 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if limits.AboveAutoCompact(count) && next.AutoCompactEnabled && !next.CompactionInFlight {
 		next.CompactionInFlight = true
 		next.CompactRequests++
-		if err := emit(bus.KindCompactRequested, fmt.Sprintf("compact:%s:%s:%d", ev.TenantID, ev.SessionID, next.CompactRequests), events.CompactRequested{
+		if err := emit(events.CompactRequested{
 			Schema: events.SchemaCompactRequested, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
-			Request: next.CompactRequests, Trigger: "auto", Tokens: status, At: now,
+			Request: next.CompactRequests, Trigger: events.TriggerAuto, Tokens: status, At: now,
 		}); err != nil {
 			return err
 		}
@@ -335,7 +335,7 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if ev.Response != nil {
 		accounted.ResponseUUID = ev.Response.UUID
 	}
-	if err := emit(bus.KindTurnAccounted, "accounted:"+ev.EventID, accounted); err != nil {
+	if err := emit(accounted); err != nil {
 		return err
 	}
 

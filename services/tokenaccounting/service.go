@@ -1,4 +1,4 @@
-// Package tokenaccounting is the token-accounting service (DESIGN §3). It
+// Package tokenaccounting is the token-accounting service (see docs/token-accounting.md). It
 // consumes turn.completed events, stores each session's messages exactly
 // once and in seq order, keeps the session's token count, offloads oversized
 // tool results, and announces threshold changes, compaction requests and
@@ -10,14 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -47,7 +46,7 @@ type Config struct {
 	Limits *limits.Limiter
 }
 
-// DefaultConfig holds DESIGN's numbers.
+// DefaultConfig holds the documented defaults.
 func DefaultConfig() Config {
 	return Config{
 		MaxEventBytes: turn.DefaultMaxEventBytes,
@@ -76,55 +75,58 @@ type Service struct {
 
 // New builds the service; settings gives each tenant's thresholds. meter may be nil.
 func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log *slog.Logger, meter metric.Meter) (*Service, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
-	}
+	meter = defaults.Meter(meter)
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, fmt.Errorf("tokenaccounting.New: %w", err)
 	}
-	if cfg.SessionsCountInterval <= 0 {
-		cfg.SessionsCountInterval = DefaultConfig().SessionsCountInterval
-	}
-	if cfg.SessionLockWait <= 0 {
-		cfg.SessionLockWait = DefaultConfig().SessionLockWait
-	}
+	defaults.Fill(&cfg, DefaultConfig())
 	return &Service{cfg: cfg, settings: settings, store: st, bus: b, log: log, now: time.Now, metrics: m, meter: meter}, nil
 }
 
 // Run consumes turn events until ctx ends, then drains in-flight work.
 func (s *Service) Run(ctx context.Context) error {
-	runner, err := s.bus.Run(ctx, bus.ConsumerSpec{
-		Stream:        bus.StreamTurns,
-		Durable:       "token-accounting",
-		FilterSubject: bus.KindTurnCompleted + ".>",
-		Workers:       s.cfg.Workers,
-		MaxDeliver:    s.cfg.MaxDeliver,
-	}, s.Handle)
-	if err != nil {
-		return fmt.Errorf("tokenaccounting.Run: %w", err)
-	}
-	s.log.Info("token-accounting consuming", "subject", bus.KindTurnCompleted+".>", "workers", s.cfg.Workers)
-
 	reg, err := s.sessions.register(s.meter)
 	if err != nil {
 		return fmt.Errorf("tokenaccounting.Run: sessions gauge: %w", err)
 	}
 	defer reg.Unregister() //nolint:errcheck // only fails on a provider already shut down
-	var counting sync.WaitGroup
-	defer counting.Wait()
-	countCtx, stopCounting := context.WithCancel(ctx)
-	defer stopCounting() // before the Wait above
-	counting.Go(func() { s.countSessionsEvery(countCtx, s.cfg.SessionsCountInterval) })
+	s.log.Info("token-accounting consuming", "subject", bus.KindTurnCompleted+".>", "workers", s.cfg.Workers)
+	return s.bus.Serve(ctx, bus.Service{
+		Name: "token-accounting",
+		Consumers: []bus.Consumer{{
+			Spec: bus.ConsumerSpec{
+				Stream:        bus.StreamTurns,
+				Durable:       "token-accounting",
+				FilterSubject: bus.KindTurnCompleted + ".>",
+				Workers:       s.cfg.Workers,
+				MaxDeliver:    s.cfg.MaxDeliver,
+				// Postgres, not the event, or another transaction holding
+				// the session (a redelivery still being applied, say):
+				// pause and try again, holding no connection, spending none
+				// of the event's deliveries.
+				Classify: bus.TransientIf(func(err error) bool {
+					return store.IsUnavailable(err) || errors.Is(err, store.ErrSessionBusy)
+				}),
+			},
+			Handler: s.Handle,
+		}},
+		Loops: []func(context.Context){
+			func(ctx context.Context) { s.countSessionsEvery(ctx, s.cfg.SessionsCountInterval) },
+			s.sweepGapsEvery,
+		},
+		Drain: 30 * time.Second,
+	})
+}
 
+// sweepGapsEvery runs SweepGaps four times per gap timeout until ctx ends.
+func (s *Service) sweepGapsEvery(ctx context.Context) {
 	sweep := time.NewTicker(max(s.cfg.GapTimeout/4, 100*time.Millisecond))
 	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			return runner.Stop(stopCtx)
+			return
 		case <-sweep.C:
 			if err := s.SweepGaps(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("gap sweep failed; next tick retries", "err", err)
@@ -158,16 +160,6 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 	if ie, ok := turn.AsInputError(err); ok {
 		s.metrics.rejected(ctx, string(ie.Reason))
 		return bus.Permanent(ie) // the dead letter's reason starts with the code, as the decoder's do
-	}
-	if store.IsUnavailable(err) {
-		return bus.Transient(err) // Postgres, not the event: wait, do not spend its deliveries
-	}
-	if errors.Is(err, store.ErrSessionBusy) {
-		// Another transaction holds the session (a redelivery of an event
-		// still being applied, say): pause and try again, holding no
-		// connection, rather than queue on its lock; the wait spends none
-		// of the event's deliveries.
-		return bus.Transient(err)
 	}
 	return err
 }

@@ -51,6 +51,11 @@ const (
 	// ReasonSessionFull: the session holds the most messages the tenant's
 	// limit allows (413).
 	ReasonSessionFull Reason = "session_full"
+	// ReasonBadContextWindow, ReasonBadMaxOutputTokens: the event's window
+	// or output size leaves no room for the tenant's thresholds, or is
+	// outside what any model has.
+	ReasonBadContextWindow   Reason = "bad_context_window"
+	ReasonBadMaxOutputTokens Reason = "bad_max_output_tokens"
 )
 
 // InputError is bad input: the sender must change the event, retrying it

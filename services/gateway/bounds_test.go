@@ -106,3 +106,20 @@ func TestSessionShowsTheSeqsItGaveUp(t *testing.T) {
 	require.EqualValues(t, 0, body["skipped_seqs"])
 	require.NotContains(t, body, "last_skipped")
 }
+
+func TestTurnsWithAWindowWithoutRoomAreRefused(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	tiny := event("w1", 1)
+	tiny.ContextWindow = 1000 // under the reserve and buffers: every threshold at or below zero
+	status, body := h.do(t, "POST", "/v1/turns", "key-acme", encode(t, tiny))
+	require.Equal(t, http.StatusBadRequest, status, "%v", body)
+	code, msg := errorOf(t, body)
+	require.Equal(t, string(turn.ReasonBadContextWindow), code)
+	require.Contains(t, msg, "the smallest window that works")
+
+	fine := event("w1", 1)
+	fine.ContextWindow = 200_000
+	status, body = h.do(t, "POST", "/v1/turns", "key-acme", encode(t, fine))
+	require.Equal(t, http.StatusAccepted, status, "%v", body)
+}

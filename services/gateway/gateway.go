@@ -211,6 +211,10 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 		g.refuse(ctx, w, err)
 		return
 	}
+	if ie := accounting.CheckWindow(set.Tokens, ev); ie != nil {
+		g.refuse(ctx, w, ie)
+		return
+	}
 	if err := g.checkBounds(ctx, tenant, set.Limits, ev); err != nil {
 		if _, ok := turn.AsInputError(err); ok {
 			g.refuse(ctx, w, err)

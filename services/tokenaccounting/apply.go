@@ -193,6 +193,9 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if ie := s.overTurnLimits(ctx, set.Limits, ev, size); ie != nil {
 		return s.reject(ctx, tx, sess, ev, waited, ie)
 	}
+	if ie := accounting.CheckWindow(set.Tokens, ev); ie != nil {
+		return s.reject(ctx, tx, sess, ev, waited, ie)
+	}
 	msgs := ev.Messages()
 	encoded := make([][]byte, len(msgs)) // content as sent; also what is stored when nothing is replaced
 	sums := make([][]byte, len(msgs))

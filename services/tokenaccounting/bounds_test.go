@@ -204,3 +204,24 @@ func TestRedeliveriesDoNotQueueOnABusySessionsLock(t *testing.T) {
 	require.Zero(t, h.metrics.Sum("mnemos.bus.deliveries", "result", "dead_lettered"))
 	require.Len(t, h.collect(t, bus.StreamEvents, "turn.accounted.>"), 3)
 }
+
+func TestTurnsWithAWindowWithoutRoomAreRejected(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	tiny := withInputs("tw", 1, 1)
+	tiny.ContextWindow = 1000 // every threshold at or below zero: a compaction asked on every turn
+	next := withInputs("tw", 2, 1)
+	h.publish(t, tiny, tiny.EventID)
+	h.publish(t, next, next.EventID)
+	h.waitApplied(t, map[string]int64{"tw": 2})
+	h.waitOutboxEmpty(t)
+
+	reasons := h.deadLetterReasons(t, 1)
+	require.True(t, strings.HasPrefix(reasons[tiny.EventID], string(turn.ReasonBadContextWindow)+": "), reasons)
+	s, err := h.store.GetSession(ctx, tenant, "tw")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, s.RejectedTurns)
+	require.EqualValues(t, 2, s.MessageCount, "the next turn applied")
+	require.Zero(t, s.CompactRequests, "no compaction asked for a window that cannot hold one")
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,9 +34,10 @@ const (
 	TargetSessionMemory   = "session-memory"
 	TargetExtractor       = "extractor"
 	TargetDreamer         = "dreamer"
+	// TargetRecall is the recall prefetch: memories chosen for each new
+	// user message as its turn is accounted.
+	TargetRecall = "recall"
 )
-
-var targets = []string{TargetAll, TargetGateway, TargetTokenAccounting, TargetCompactor, TargetSessionMemory, TargetExtractor, TargetDreamer}
 
 // localDatabaseURL is where Postgres is looked for when none is configured:
 // the local server's administrator migrates, and the services connect to the
@@ -160,12 +162,8 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		NATSDuplicateWindow: bus.DefaultDuplicateWindow,
 		Limits:              limits.DefaultConfig(),
 	}
-	valid := false
-	for _, t := range targets {
-		valid = valid || t == target
-	}
-	if !valid {
-		return cfg, fmt.Errorf("unknown target %q; want one of %s", target, strings.Join(targets, ", "))
+	if !slices.Contains(targetNames(), target) {
+		return cfg, fmt.Errorf("unknown target %q; want one of %s", target, strings.Join(targetNames(), ", "))
 	}
 	var errs []string
 	str := func(name string, dst *string) {

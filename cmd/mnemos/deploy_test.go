@@ -39,7 +39,7 @@ var configNames = sync.OnceValue(func() map[string]bool {
 		mu.Unlock()
 		return ""
 	}
-	for _, target := range targets {
+	for _, target := range targetNames() {
 		_, _ = configFromEnv(target, getenv) // single targets fail without a NATS URL; the names are what matter
 	}
 	return names
@@ -61,7 +61,7 @@ func requireKnownEnv(t *testing.T, where string, names []string) {
 
 // servedTargets are the targets that run as their own process.
 func servedTargets() []string {
-	return slices.DeleteFunc(slices.Clone(targets), func(t string) bool { return t == TargetAll })
+	return slices.DeleteFunc(targetNames(), func(t string) bool { return t == TargetAll })
 }
 
 // ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/consolidate"
@@ -34,13 +35,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
-	"github.com/mnemos-ai/mnemos/services/compactor"
-	"github.com/mnemos-ai/mnemos/services/dreamer"
-	"github.com/mnemos-ai/mnemos/services/extractor"
-	"github.com/mnemos-ai/mnemos/services/gateway"
-	"github.com/mnemos-ai/mnemos/services/recallprefetch"
-	"github.com/mnemos-ai/mnemos/services/sessionmemory"
-	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // runner is a service's run loop: it returns when ctx ends and its work is drained.
@@ -54,14 +49,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	log := newLogger(cfg)
 	log.Info("starting mnemos", "config", cfg)
 	banner := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
-	// The runtime reads GOMEMLIMIT from the process's real environment, so
-	// this does too.
-	switch mem, err := memlimit.Apply("/", os.Getenv); {
-	case err != nil:
-		log.Warn("no memory limit set: reading the container's", "err", err)
-	case mem.Set > 0:
-		log.Info("GOMEMLIMIT set from the container's memory limit", "gomemlimit", mem.Set, "container_limit", mem.Container.Bytes, "file", "/"+mem.Container.File)
-	}
+	applyMemoryLimit(log)
 
 	// =========================================================================
 	// Telemetry
@@ -88,23 +76,11 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// Postgres
 
-	dbs, err := resolveDatabases(ctx, cfg, localDatabaseURL)
-	if err != nil {
-		return err
-	}
-	migrated := "not run by this target"
-	if cfg.Migrate {
-		if err := migrateSchema(ctx, dbs, log); err != nil {
-			return err
-		}
-		migrated = "applied as " + userOf(dbs.owner)
-	}
-	st, err := openServicesStore(ctx, dbs, cfg.DatabaseMaxConns, store.NewTracer(tp))
+	st, err := openStore(ctx, cfg, store.NewTracer(tp), log, banner)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	banner("postgres      %s (row-level security on; migrations %s)", store.Redact(dbs.app), migrated)
 
 	// =========================================================================
 	// NATS JetStream
@@ -114,198 +90,48 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		TracerProvider: tp, Meter: metrics.Meter("bus"), ConsumerInfoInterval: cfg.GaugeInterval, Logger: log,
 		DuplicateWindow: cfg.NATSDuplicateWindow,
 	}
-	if cfg.NATSURL == "" {
-		// The embedded server opens no port unless asked: a local process
-		// that could reach it would read and publish every tenant's turns.
-		nopts := natsembed.Options{StoreDir: cfg.NATSStoreDir}
-		if cfg.NATSListen != "" {
-			host, port, err := net.SplitHostPort(cfg.NATSListen)
-			if err != nil {
-				return fmt.Errorf("MNEMOS_NATS_LISTEN: %w", err)
-			}
-			nopts.Listen, nopts.Host = true, host
-			if nopts.Port, err = strconv.Atoi(port); err != nil {
-				return fmt.Errorf("MNEMOS_NATS_LISTEN: port %q: %w", port, err)
-			}
-		}
-		ns, err := natsembed.Start(nopts)
-		if err != nil {
-			return fmt.Errorf("natsembed.Start: %w", err)
-		}
-		defer ns.Shutdown()
-		bcfg.URL, bcfg.InProcess = ns.ClientURL(), ns
-		where := "in-process"
-		if ns.Addr() != "" {
-			where = "in-process and on nats://" + ns.Addr() + " (credentials generated at start, not shown)"
-		}
-		banner("nats          %s (embedded, JetStream store %s)", where, ns.StoreDir())
-	} else {
-		banner("nats          %s", redactURL(cfg.NATSURL))
-	}
 	if crash := faults.NewCrash(cfg.CrashAfterCommit, crashExit(log, "after commit")); crash != nil {
 		bcfg.AfterHandled = crash.Hit
 	}
-	b, err := bus.Connect(ctx, bcfg)
+	b, closeBus, err := connectBus(ctx, cfg, bcfg, log, banner)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := b.Close(closeCtx); err != nil {
-			log.Warn("closing the bus", "err", err)
-		}
-	}()
-	if err := b.EnsureStreams(ctx); err != nil {
+	defer closeBus()
+	if err := ensureDevTenant(ctx, cfg, st, banner); err != nil {
 		return err
-	}
-
-	// =========================================================================
-	// Development tenant
-
-	if cfg.Target == TargetAll && cfg.DevAPIKey != "" {
-		if err := st.EnsureTenant(ctx, cfg.DevTenant, "development"); err != nil {
-			return err
-		}
-		if err := st.AddAPIKey(ctx, cfg.DevTenant, "development", cfg.DevAPIKey); err != nil {
-			return err
-		}
-		note := ""
-		if cfg.DevAPIKey == defaultDevAPIKey {
-			note = " (the default; set MNEMOS_DEV_API_KEY to change it)"
-		}
-		banner("dev tenant    %q, API key %s%s", cfg.DevTenant, cfg.DevAPIKey, note)
 	}
 
 	// =========================================================================
 	// Services
 
-	defaults := tenantcfg.Defaults()
-	defaults.Limits = cfg.Limits
-	settings, err := tenantcfg.NewCache(defaults, st.TenantSettings, 30*time.Second)
+	selected := selectTargets(cfg.Target)
+	d, err := newDeps(cfg, log, metrics, st, b, tp, selected, banner)
 	if err != nil {
 		return err
 	}
-	// One limiter for every entry point of the process; its state is in
-	// Postgres, shared with the other replicas.
-	limiter, err := limits.New(st, func(ctx context.Context, tenant string) (limits.Config, error) {
-		s, err := settings.For(ctx, tenant)
-		return s.Limits, err
-	}, metrics.Meter("limits"), limits.Options{})
-	if err != nil {
-		return err
+	ocfg := outbox.DefaultConfig()
+	ocfg.Meter, ocfg.BacklogInterval = metrics.Meter("outbox"), cfg.GaugeInterval
+	if crash := faults.NewCrash(cfg.CrashAfterPublish, crashExit(log, "after publish")); crash != nil {
+		ocfg.AfterPublish = func() { crash.Hit("outbox-relay") }
 	}
-	runs := []runner{}
-	runsTarget := func(t string) bool { return cfg.Target == TargetAll || cfg.Target == t }
+	runs := []runner{{"outbox-relay", outbox.New(ocfg, st, b, log.With("service", "outbox-relay")).Run}}
 	status := map[string]string{}
-
-	if runsTarget(TargetTokenAccounting) {
-		acfg := tokenaccounting.DefaultConfig()
-		acfg.MaxEventBytes, acfg.Workers, acfg.GapTimeout = cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout
-		acfg.SessionsCountInterval = cfg.GaugeInterval
-		acfg.Limits = limiter
-		svc, err := tokenaccounting.New(acfg, st, b, settings, log.With("service", TargetTokenAccounting), metrics.Meter(TargetTokenAccounting))
+	for _, t := range selected {
+		run, err := t.start(d)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", t.name, err)
 		}
-		runs = append(runs, runner{TargetTokenAccounting, svc.Run})
-		status[TargetTokenAccounting] = "running"
-	}
-	if runsTarget(TargetTokenAccounting) || runsTarget(TargetCompactor) || runsTarget(TargetGateway) || runsTarget(TargetSessionMemory) || runsTarget(TargetExtractor) || runsTarget(TargetDreamer) {
-		// These targets write events through the outbox; each process that
-		// runs one relays it (relays share the rows safely).
-		ocfg := outbox.DefaultConfig()
-		ocfg.Meter, ocfg.BacklogInterval = metrics.Meter("outbox"), cfg.GaugeInterval
-		if crash := faults.NewCrash(cfg.CrashAfterPublish, crashExit(log, "after publish")); crash != nil {
-			ocfg.AfterPublish = func() { crash.Hit("outbox-relay") }
+		if run != nil {
+			runs = append(runs, runner{t.name, run})
 		}
-		relay := outbox.New(ocfg, st, b, log.With("service", "outbox-relay"))
-		runs = append(runs, runner{"outbox-relay", relay.Run})
-	}
-
-	// The model provider, guarded: budgets, timeouts, retries, usage records.
-	ledger := llmledger.New(st, settings)
-	rawLLM, err := providers.New(cfg.LLM, map[llm.Task]builtin.Handler{
-		llm.TaskCompaction: compaction.BuiltinSummarizer,
-		llm.TaskNotes:      sessionnotes.Builtin,
-		llm.TaskExtraction: extraction.Builtin,
-		llm.TaskRecall:     recall.Builtin,
-		llm.TaskDreaming:   consolidate.Builtin,
-	})
-	if err != nil {
-		return err
-	}
-	provider := llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm"), TracerProvider: tp})
-	if rawLLM.Name() == builtin.Name {
-		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself, saves only explicit requests and corrections as memories and picks memories to recall by BM25 (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
-	}
-	banner("llm           %s", rawLLM.Name())
-
-	if runsTarget(TargetCompactor) {
-		ccfg := compactor.DefaultConfig()
-		ccfg.Lease = cfg.CompactionLease
-		svc, err := compactor.New(ccfg, st, b, settings, provider, log.With("service", TargetCompactor), metrics.Meter(TargetCompactor))
-		if err != nil {
-			return err
-		}
-		runs = append(runs, runner{TargetCompactor, svc.Run})
-		status[TargetCompactor] = "running"
-	}
-	if runsTarget(TargetSessionMemory) {
-		scfg := sessionmemory.DefaultConfig()
-		scfg.Lease = cfg.SessionMemoryLease
-		svc, err := sessionmemory.New(scfg, st, b, settings, provider, log.With("service", TargetSessionMemory), metrics.Meter(TargetSessionMemory))
-		if err != nil {
-			return err
-		}
-		runs = append(runs, runner{TargetSessionMemory, svc.Run})
-		status[TargetSessionMemory] = "running"
-	}
-	if runsTarget(TargetExtractor) {
-		ecfg := extractor.DefaultConfig()
-		ecfg.Lease = cfg.ExtractorLease
-		svc, err := extractor.New(ecfg, st, b, settings, provider, log.With("service", TargetExtractor), metrics.Meter(TargetExtractor))
-		if err != nil {
-			return err
-		}
-		runs = append(runs, runner{TargetExtractor, svc.Run})
-		status[TargetExtractor] = "running"
-	}
-	// Recall: the gateway's POST recall and the prefetch on ingest, which
-	// runs in the extractor target with the other long-term memory work.
-	var recaller *recall.Recaller
-	if runsTarget(TargetGateway) || runsTarget(TargetExtractor) {
-		memories, err := memory.NewStore(st, metrics.Meter("recall"), memory.Options{Limits: settings.MemoryLimits})
-		if err != nil {
-			return err
-		}
-		recaller, err = recall.New(st, memories, provider, func(ctx context.Context, tenant string) (recall.Settings, error) {
-			set, err := settings.For(ctx, tenant)
-			return set.Recall, err
-		}, metrics.Meter("recall"), recall.Options{})
-		if err != nil {
-			return err
-		}
-	}
-	if runsTarget(TargetExtractor) {
-		svc, err := recallprefetch.New(recallprefetch.DefaultConfig(), b, recaller, log.With("service", "recall"))
-		if err != nil {
-			return err
-		}
-		runs = append(runs, runner{"recall", svc.Run})
-		status["recall"] = "running"
-	}
-	if runsTarget(TargetDreamer) {
-		svc, err := dreamer.New(dreamer.DefaultConfig(), st, b, settings, provider, log.With("service", TargetDreamer), metrics.Meter(TargetDreamer), dreamer.Options{})
-		if err != nil {
-			return err
-		}
-		runs = append(runs, runner{TargetDreamer, svc.Run})
-		status[TargetDreamer] = "running"
+		status[t.name] = "running"
 	}
 
 	// =========================================================================
-	// HTTP
+	// HTTP: the API port serves the API and the probes load balancers send;
+	// operator routes are on the admin listener only (/metrics names every
+	// tenant).
 
 	checks := map[string]health.Check{
 		"postgres": st.Ping,
@@ -316,47 +142,222 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			return nil
 		},
 	}
-	// The API port: the API and the probes load balancers send. Operator
-	// routes are on the admin listener only: /metrics names every tenant.
-	mux := http.NewServeMux()
-	health.Register(mux, checks, status)
-	if runsTarget(TargetGateway) {
-		gcfg := gateway.DefaultConfig()
-		gcfg.MaxEventBytes = cfg.MaxEventBytes
-		gcfg.ContextWait = cfg.ContextWait
-		gcfg.LLMProvider = rawLLM.Name()
-		gcfg.Limits = limiter
-		gw, err := gateway.New(gcfg, st, b, settings, log.With("service", TargetGateway), metrics.Meter(TargetGateway))
-		if err != nil {
-			return err
-		}
-		gw.UseRecall(recaller)
-		gw.Register(mux)
-		status[TargetGateway] = "running"
-	}
-	adminLn, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.AdminAddr)
+	health.Register(d.mux, checks, status)
+	servers, err := listen(ctx, []listener{
+		{"admin", cfg.AdminAddr, "MNEMOS_ADMIN_ADDR", adminMux(metrics.Handler(), checks, status), "(/metrics, /debug/pprof/, /healthz, /readyz)"},
+		{"http", cfg.HTTPAddr, "MNEMOS_HTTP_ADDR", telemetry.HTTPHandler(d.mux, tp, metrics.MeterProvider()), "(API, /healthz, /readyz)"},
+	}, banner)
 	if err != nil {
-		return fmt.Errorf("listen on %s (set MNEMOS_ADMIN_ADDR to use another address): %w", cfg.AdminAddr, err)
+		return err
 	}
-	adminSrv := &http.Server{Handler: adminMux(metrics.Handler(), checks, status), ReadHeaderTimeout: 10 * time.Second}
-	banner("admin         http://%s (/metrics, /debug/pprof/, /healthz, /readyz)", displayAddr(adminLn.Addr()))
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
-	if err != nil {
-		_ = adminLn.Close() // not served yet: nothing else to release
-		return fmt.Errorf("listen on %s (set MNEMOS_HTTP_ADDR to use another address): %w", cfg.HTTPAddr, err)
-	}
-	srv := &http.Server{Handler: telemetry.HTTPHandler(mux, tp, metrics.MeterProvider()), ReadHeaderTimeout: 10 * time.Second}
-	banner("http          http://%s (API, /healthz, /readyz)", displayAddr(ln.Addr()))
 	for _, name := range sortedKeys(status) {
 		banner("target        %-16s %s", name, status[name])
 	}
+	return runUntilDone(ctx, log, runs, servers)
+}
 
-	// =========================================================================
-	// Run until a signal, then shut down in reverse order.
+// applyMemoryLimit sets GOMEMLIMIT from the container's memory limit unless
+// it is set. The runtime reads GOMEMLIMIT from the process's real
+// environment, so this does too.
+func applyMemoryLimit(log *slog.Logger) {
+	switch mem, err := memlimit.Apply("/", os.Getenv); {
+	case err != nil:
+		log.Warn("no memory limit set: reading the container's", "err", err)
+	case mem.Set > 0:
+		log.Info("GOMEMLIMIT set from the container's memory limit", "gomemlimit", mem.Set, "container_limit", mem.Container.Bytes, "file", "/"+mem.Container.File)
+	}
+}
 
+// openStore migrates when the target is to, and connects as the services' role.
+func openStore(ctx context.Context, cfg Config, tracer pgx.QueryTracer, log *slog.Logger, banner func(string, ...any)) (*store.Store, error) {
+	dbs, err := resolveDatabases(ctx, cfg, localDatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	migrated := "not run by this target"
+	if cfg.Migrate {
+		if err := migrateSchema(ctx, dbs, log); err != nil {
+			return nil, err
+		}
+		migrated = "applied as " + userOf(dbs.owner)
+	}
+	st, err := openServicesStore(ctx, dbs, cfg.DatabaseMaxConns, tracer)
+	if err != nil {
+		return nil, err
+	}
+	banner("postgres      %s (row-level security on; migrations %s)", store.Redact(dbs.app), migrated)
+	return st, nil
+}
+
+// connectBus connects to MNEMOS_NATS_URL, or to a NATS server embedded in
+// the process, and makes sure the streams exist. close closes the bus and
+// the embedded server.
+func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, log *slog.Logger, banner func(string, ...any)) (b *bus.Bus, closeAll func(), err error) {
+	shutdown := func() {}
+	if cfg.NATSURL == "" {
+		// The embedded server opens no port unless asked: a local process
+		// that could reach it would read and publish every tenant's turns.
+		nopts := natsembed.Options{StoreDir: cfg.NATSStoreDir}
+		if cfg.NATSListen != "" {
+			host, port, err := net.SplitHostPort(cfg.NATSListen)
+			if err != nil {
+				return nil, nil, fmt.Errorf("MNEMOS_NATS_LISTEN: %w", err)
+			}
+			nopts.Listen, nopts.Host = true, host
+			if nopts.Port, err = strconv.Atoi(port); err != nil {
+				return nil, nil, fmt.Errorf("MNEMOS_NATS_LISTEN: port %q: %w", port, err)
+			}
+		}
+		ns, err := natsembed.Start(nopts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("natsembed.Start: %w", err)
+		}
+		shutdown = ns.Shutdown
+		bcfg.URL, bcfg.InProcess = ns.ClientURL(), ns
+		where := "in-process"
+		if ns.Addr() != "" {
+			where = "in-process and on nats://" + ns.Addr() + " (credentials generated at start, not shown)"
+		}
+		banner("nats          %s (embedded, JetStream store %s)", where, ns.StoreDir())
+	} else {
+		banner("nats          %s", redactURL(cfg.NATSURL))
+	}
+	b, err = bus.Connect(ctx, bcfg)
+	if err != nil {
+		shutdown()
+		return nil, nil, err
+	}
+	closeAll = func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := b.Close(closeCtx); err != nil {
+			log.Warn("closing the bus", "err", err)
+		}
+		shutdown()
+	}
+	if err := b.EnsureStreams(ctx); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return b, closeAll, nil
+}
+
+// ensureDevTenant creates the development tenant and its key in -target=all.
+func ensureDevTenant(ctx context.Context, cfg Config, st *store.Store, banner func(string, ...any)) error {
+	if cfg.Target != TargetAll || cfg.DevAPIKey == "" {
+		return nil
+	}
+	if err := st.EnsureTenant(ctx, cfg.DevTenant, "development"); err != nil {
+		return err
+	}
+	if err := st.AddAPIKey(ctx, cfg.DevTenant, "development", cfg.DevAPIKey); err != nil {
+		return err
+	}
+	note := ""
+	if cfg.DevAPIKey == defaultDevAPIKey {
+		note = " (the default; set MNEMOS_DEV_API_KEY to change it)"
+	}
+	banner("dev tenant    %q, API key %s%s", cfg.DevTenant, cfg.DevAPIKey, note)
+	return nil
+}
+
+// newDeps builds what the selected targets share: tenant settings, the
+// limiter and, when a target needs them, the guarded model provider and the
+// recaller.
+func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store.Store, b *bus.Bus, tp trace.TracerProvider, selected []target, banner func(string, ...any)) (*deps, error) {
+	defaults := tenantcfg.Defaults()
+	defaults.Limits = cfg.Limits
+	settings, err := tenantcfg.NewCache(defaults, st.TenantSettings, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	// One limiter for every entry point of the process; its state is in
+	// Postgres, shared with the other replicas.
+	limiter, err := limits.New(st, func(ctx context.Context, tenant string) (limits.Config, error) {
+		s, err := settings.For(ctx, tenant)
+		return s.Limits, err
+	}, metrics.Meter("limits"), limits.Options{})
+	if err != nil {
+		return nil, err
+	}
+	d := &deps{cfg: cfg, log: log, metrics: metrics, store: st, bus: b, settings: settings, limiter: limiter, mux: http.NewServeMux()}
+	needsModel, needsRecall := false, false
+	for _, t := range selected {
+		needsModel, needsRecall = needsModel || t.needsModel, needsRecall || t.needsRecall
+	}
+	if !needsModel {
+		return d, nil
+	}
+	// The model provider, guarded: budgets, timeouts, retries, usage records.
+	ledger := llmledger.New(st, settings)
+	rawLLM, err := providers.New(cfg.LLM, map[llm.Task]builtin.Handler{
+		llm.TaskCompaction: compaction.BuiltinSummarizer,
+		llm.TaskNotes:      sessionnotes.Builtin,
+		llm.TaskExtraction: extraction.Builtin,
+		llm.TaskRecall:     recall.Builtin,
+		llm.TaskDreaming:   consolidate.Builtin,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.provider = llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm"), TracerProvider: tp})
+	d.llmName = rawLLM.Name()
+	if d.llmName == builtin.Name {
+		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself, saves only explicit requests and corrections as memories and picks memories to recall by BM25 (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
+	}
+	banner("llm           %s", d.llmName)
+	if !needsRecall {
+		return d, nil
+	}
+	memories, err := memory.NewStore(st, metrics.Meter("recall"), memory.Options{Limits: settings.MemoryLimits})
+	if err != nil {
+		return nil, err
+	}
+	d.recaller, err = recall.New(st, memories, d.provider, func(ctx context.Context, tenant string) (recall.Settings, error) {
+		set, err := settings.For(ctx, tenant)
+		return set.Recall, err
+	}, metrics.Meter("recall"), recall.Options{})
+	return d, err
+}
+
+// listener is one HTTP listener of the process.
+type listener struct {
+	name, addr, envVar string
+	handler            http.Handler
+	serves             string
+}
+
+// server is a listener opened and its server, not serving yet.
+type server struct {
+	name string
+	srv  *http.Server
+	ln   net.Listener
+}
+
+// listen opens every listener, or none: a port already taken fails the
+// start before anything is served.
+func listen(ctx context.Context, ls []listener, banner func(string, ...any)) ([]server, error) {
+	var out []server
+	for _, l := range ls {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", l.addr)
+		if err != nil {
+			for _, s := range out {
+				_ = s.ln.Close() // not served yet: nothing else to release
+			}
+			return nil, fmt.Errorf("listen on %s (set %s to use another address): %w", l.addr, l.envVar, err)
+		}
+		out = append(out, server{l.name, &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second}, ln})
+		banner("%-13s http://%s %s", l.name, displayAddr(ln.Addr()), l.serves)
+	}
+	return out, nil
+}
+
+// runUntilDone runs the services and serves HTTP until ctx ends or one of
+// them fails, then shuts down: HTTP first, then the services, which drain.
+func runUntilDone(ctx context.Context, log *slog.Logger, runs []runner, servers []server) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, len(runs)+1)
+	errc := make(chan error, len(runs)+len(servers))
 	var wg sync.WaitGroup
 	for _, r := range runs {
 		wg.Go(func() {
@@ -365,16 +366,13 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			}
 		})
 	}
-	wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("http: %w", err)
-		}
-	})
-	wg.Go(func() {
-		if err := adminSrv.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("admin http: %w", err)
-		}
-	})
+	for _, s := range servers {
+		wg.Go(func() {
+			if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s: %w", s.name, err)
+			}
+		})
+	}
 	var first error
 	select {
 	case <-ctx.Done():
@@ -384,11 +382,10 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	}
 	shutCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer done()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	if err := adminSrv.Shutdown(shutCtx); err != nil {
-		log.Warn("admin http shutdown", "err", err)
+	for _, s := range servers {
+		if err := s.srv.Shutdown(shutCtx); err != nil {
+			log.Warn(s.name+" shutdown", "err", err)
+		}
 	}
 	cancel()
 	wg.Wait()

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/recall"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/telemetry"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/dreamer"
+	"github.com/mnemos-ai/mnemos/services/extractor"
+	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/recallprefetch"
+	"github.com/mnemos-ai/mnemos/services/sessionmemory"
+	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
+)
+
+// deps is what targets are built from, made once per process before any
+// target starts. provider and recaller are built only when a target of the
+// process needs them.
+type deps struct {
+	cfg      Config
+	log      *slog.Logger
+	metrics  *telemetry.Metrics
+	store    *store.Store
+	bus      *bus.Bus
+	settings *tenantcfg.Cache
+	limiter  *limits.Limiter
+	// provider is the guarded model provider, llmName the raw one's name.
+	provider llm.Provider
+	llmName  string
+	recaller *recall.Recaller
+	// mux is the API port's routes.
+	mux *http.ServeMux
+}
+
+// target is one entry of the target table: its name, what it needs beyond
+// the store and the bus, and how it starts. start builds the target's
+// service and returns its run loop (nil for a target that only serves HTTP).
+type target struct {
+	name        string
+	needsModel  bool
+	needsRecall bool
+	start       func(d *deps) (run func(context.Context) error, err error)
+}
+
+// targetTable lists every target in the order they start. -target=all runs
+// them all in one process; -target=NAME runs that one. Every process also
+// runs the outbox relay: each target writes events through the outbox.
+var targetTable = []target{
+	{name: TargetTokenAccounting, start: startTokenAccounting},
+	{name: TargetCompactor, needsModel: true, start: startCompactor},
+	{name: TargetSessionMemory, needsModel: true, start: startSessionMemory},
+	{name: TargetExtractor, needsModel: true, start: startExtractor},
+	{name: TargetRecall, needsModel: true, needsRecall: true, start: startRecall},
+	{name: TargetDreamer, needsModel: true, start: startDreamer},
+	{name: TargetGateway, needsModel: true, needsRecall: true, start: startGateway},
+}
+
+// selectTargets returns the table entries -target=name runs.
+func selectTargets(name string) []target {
+	var out []target
+	for _, t := range targetTable {
+		if name == TargetAll || name == t.name {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// targetNames lists every value -target takes.
+func targetNames() []string {
+	names := []string{TargetAll}
+	for _, t := range targetTable {
+		names = append(names, t.name)
+	}
+	return names
+}
+
+func (d *deps) logFor(name string) *slog.Logger { return d.log.With("service", name) }
+
+func startTokenAccounting(d *deps) (func(context.Context) error, error) {
+	cfg := tokenaccounting.DefaultConfig()
+	cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout = d.cfg.MaxEventBytes, d.cfg.Workers, d.cfg.GapTimeout
+	cfg.SessionsCountInterval = d.cfg.GaugeInterval
+	cfg.Limits = d.limiter
+	svc, err := tokenaccounting.New(cfg, d.store, d.bus, d.settings, d.logFor(TargetTokenAccounting), d.metrics.Meter(TargetTokenAccounting))
+	if err != nil {
+		return nil, err
+	}
+	return svc.Run, nil
+}
+
+func startCompactor(d *deps) (func(context.Context) error, error) {
+	cfg := compactor.DefaultConfig()
+	cfg.Lease = d.cfg.CompactionLease
+	svc, err := compactor.New(cfg, d.store, d.bus, d.settings, d.provider, d.logFor(TargetCompactor), d.metrics.Meter(TargetCompactor))
+	if err != nil {
+		return nil, err
+	}
+	return svc.Run, nil
+}
+
+func startSessionMemory(d *deps) (func(context.Context) error, error) {
+	cfg := sessionmemory.DefaultConfig()
+	cfg.Lease = d.cfg.SessionMemoryLease
+	svc, err := sessionmemory.New(cfg, d.store, d.bus, d.settings, d.provider, d.logFor(TargetSessionMemory), d.metrics.Meter(TargetSessionMemory))
+	if err != nil {
+		return nil, err
+	}
+	return svc.Run, nil
+}
+
+func startExtractor(d *deps) (func(context.Context) error, error) {
+	cfg := extractor.DefaultConfig()
+	cfg.Lease = d.cfg.ExtractorLease
+	svc, err := extractor.New(cfg, d.store, d.bus, d.settings, d.provider, d.logFor(TargetExtractor), d.metrics.Meter(TargetExtractor))
+	if err != nil {
+		return nil, err
+	}
+	return svc.Run, nil
+}
+
+func startRecall(d *deps) (func(context.Context) error, error) {
+	svc, err := recallprefetch.New(recallprefetch.DefaultConfig(), d.bus, d.recaller, d.logFor(TargetRecall))
+	if err != nil {
+		return nil, err
+	}
+	return svc.Run, nil
+}
+
+func startDreamer(d *deps) (func(context.Context) error, error) {
+	svc, err := dreamer.New(dreamer.DefaultConfig(), d.store, d.bus, d.settings, d.provider, d.logFor(TargetDreamer), d.metrics.Meter(TargetDreamer), dreamer.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return svc.Run, nil
+}
+
+func startGateway(d *deps) (func(context.Context) error, error) {
+	cfg := gateway.DefaultConfig()
+	cfg.MaxEventBytes = d.cfg.MaxEventBytes
+	cfg.ContextWait = d.cfg.ContextWait
+	cfg.LLMProvider = d.llmName
+	cfg.Limits = d.limiter
+	gw, err := gateway.New(cfg, d.store, d.bus, d.settings, d.logFor(TargetGateway), d.metrics.Meter(TargetGateway))
+	if err != nil {
+		return nil, err
+	}
+	gw.UseRecall(d.recaller)
+	gw.Register(d.mux)
+	return nil, nil
+}

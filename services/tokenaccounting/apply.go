@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
@@ -187,8 +188,9 @@ func (s *Service) overTurnLimits(ctx context.Context, lim limits.Config, ev turn
 }
 
 // applyEvent stores one event's messages, moves the session's count and
-// writes its events. The decisions are made from reads first; the writes
-// then go out in one pipeline, so bad content never leaves half an event.
+// writes its events. The decisions are made from reads first (planTurn, pure);
+// the writes then go out in one pipeline, so bad content never leaves half
+// an event.
 func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, size int, waited bool) error {
 	if ie := s.overTurnLimits(ctx, set.Limits, ev, size); ie != nil {
 		return s.reject(ctx, tx, sess, ev, waited, ie)
@@ -196,72 +198,142 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if ie := accounting.CheckWindow(set.Tokens, ev); ie != nil {
 		return s.reject(ctx, tx, sess, ev, waited, ie)
 	}
-	msgs := ev.Messages()
-	encoded := make([][]byte, len(msgs)) // content as sent; also what is stored when nothing is replaced
-	sums := make([][]byte, len(msgs))
-	uuids := make([]string, len(msgs))
-	var toolUseIDs []string
-	for i, m := range msgs {
-		enc, err := turn.Marshal(m.Content)
-		if err != nil {
-			return fmt.Errorf("encode message %s: %w", m.UUID, err)
-		}
-		encoded[i], sums[i], uuids[i] = enc, contentHash(m.Role, enc), m.UUID
-		for _, b := range m.Content {
-			if b.Type == turn.BlockToolResult {
-				toolUseIDs = append(toolUseIDs, b.ToolUseID)
-			}
-		}
-	}
-	known, err := tx.MessageHashes(ctx, sess.SessionID, uuids)
+	in, err := prepare(ev)
 	if err != nil {
 		return err
 	}
-	for i, m := range msgs {
-		if prev, ok := known[m.UUID]; ok && !bytes.Equal(prev, sums[i]) {
-			return s.reject(ctx, tx, sess, ev, waited, turn.Refuse(turn.ReasonDuplicateUUID, "message %s was sent before with different content", m.UUID))
-		}
+	if in.known, err = tx.MessageHashes(ctx, sess.SessionID, in.uuids); err != nil {
+		return err
 	}
-	if limit := int64(set.Limits.SessionMessages); limit > 0 {
-		fresh := int64(len(msgs) - len(known)) // a turn's uuids are distinct (turn.Decode)
-		if sess.MessageCount+fresh > limit {
-			s.cfg.Limits.Record(ctx, limits.LimitSessionMessages)
-			return s.reject(ctx, tx, sess, ev, waited, turn.Refuse(turn.ReasonSessionFull,
-				"session %s holds %d messages; the turn's %d new ones would pass the tenant's session_messages limit of %d", ev.SessionID, sess.MessageCount, fresh, limit))
-		}
+	if ie := s.checkKnown(ctx, set.Limits, *sess, in); ie != nil {
+		return s.reject(ctx, tx, sess, ev, waited, ie)
 	}
 	frozen := map[string]store.Replacement{}
-	if len(toolUseIDs) > 0 {
-		if frozen, err = tx.ReplacementsFor(ctx, sess.SessionID, store.ReplaceOffload, toolUseIDs); err != nil {
+	if len(in.toolUseIDs) > 0 {
+		if frozen, err = tx.ReplacementsFor(ctx, sess.SessionID, store.ReplaceOffload, in.toolUseIDs); err != nil {
 			return err
 		}
 	}
-	shown, decisions, err := set.Offload.Apply(msgs,
+	in.shown, in.decisions, err = set.Offload.Apply(in.msgs,
 		func(id string) (string, bool, error) { r, ok := frozen[id]; return r.Text, ok, nil },
 		func(id string) string { return toolResultID(ev.TenantID, ev.SessionID, id) })
 	if err != nil {
 		return err
 	}
+	plan, err := planTurn(set, *sess, in, s.now().UTC())
+	if err != nil {
+		return err
+	}
+	if err := s.write(ctx, tx, plan, waited); err != nil {
+		return err
+	}
+	if plan.next.CompactRequests > sess.CompactRequests {
+		s.metrics.compactRequested(ctx)
+	}
+	if plan.staleUsage {
+		s.metrics.staleUsage(ctx)
+	}
+	for _, d := range in.decisions {
+		if !d.Recorded {
+			s.metrics.offloaded(ctx, int64(d.SizeChars))
+		}
+	}
+	*sess = plan.next
+	return nil
+}
 
-	next := *sess
-	updateSessionInfo(&next, ev)
-	limits := accounting.Limits(set.Tokens, next)
-	tally := accounting.TallyOf(next)
+// turnInput is one event's messages as sent, encoded and hashed, and what
+// the reads found of them.
+type turnInput struct {
+	ev   turn.Event
+	msgs []turn.Message
+	// encoded is each message's content as sent, also what is stored when
+	// nothing in it is replaced; sums its hash; uuids the messages' uuids.
+	encoded, sums [][]byte
+	uuids         []string
+	toolUseIDs    []string
+	// known holds the hashes of the messages the session stored already.
+	known map[string][]byte
+	// shown are the messages as the context shows them (offloaded results
+	// replaced), decisions the offload decisions.
+	shown     []turn.Message
+	decisions []accounting.Decision
+}
+
+// prepare encodes and hashes an event's messages.
+func prepare(ev turn.Event) (turnInput, error) {
+	msgs := ev.Messages()
+	in := turnInput{ev: ev, msgs: msgs, encoded: make([][]byte, len(msgs)), sums: make([][]byte, len(msgs)), uuids: make([]string, len(msgs))}
+	for i, m := range msgs {
+		enc, err := turn.Marshal(m.Content)
+		if err != nil {
+			return in, fmt.Errorf("encode message %s: %w", m.UUID, err)
+		}
+		in.encoded[i], in.sums[i], in.uuids[i] = enc, contentHash(m.Role, enc), m.UUID
+		for _, b := range m.Content {
+			if b.Type == turn.BlockToolResult {
+				in.toolUseIDs = append(in.toolUseIDs, b.ToolUseID)
+			}
+		}
+	}
+	return in, nil
+}
+
+// checkKnown refuses an event that resends a stored message with other
+// content, or whose new messages would pass the session's cap.
+func (s *Service) checkKnown(ctx context.Context, lim limits.Config, sess store.Session, in turnInput) *turn.InputError {
+	for i, m := range in.msgs {
+		if prev, ok := in.known[m.UUID]; ok && !bytes.Equal(prev, in.sums[i]) {
+			return turn.Refuse(turn.ReasonDuplicateUUID, "message %s was sent before with different content", m.UUID)
+		}
+	}
+	if limit := int64(lim.SessionMessages); limit > 0 {
+		fresh := int64(len(in.msgs) - len(in.known)) // a turn's uuids are distinct (turn.Decode)
+		if sess.MessageCount+fresh > limit {
+			s.cfg.Limits.Record(ctx, limits.LimitSessionMessages)
+			return turn.Refuse(turn.ReasonSessionFull,
+				"session %s holds %d messages; the turn's %d new ones would pass the tenant's session_messages limit of %d", in.ev.SessionID, sess.MessageCount, fresh, limit)
+		}
+	}
+	return nil
+}
+
+// turnPlan is everything applying one event writes.
+type turnPlan struct {
+	ev        turn.Event
+	next      store.Session
+	added     []store.Message
+	decisions []accounting.Decision
+	outgoing  []events.Event
+	// staleUsage: the response's usage was measured before the latest
+	// compaction and counted by its estimate instead.
+	staleUsage bool
+}
+
+// planTurn decides what applying one event does to its session: the
+// messages it stores (those not stored before), the session's new count,
+// state and tallies, and the events it announces. It reads nothing and
+// writes nothing.
+func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time.Time) (turnPlan, error) {
+	ev := in.ev
+	plan := turnPlan{ev: ev, next: sess, decisions: in.decisions}
+	next := &plan.next
+	updateSessionInfo(next, ev)
+	limits := accounting.Limits(set.Tokens, *next)
+	tally := accounting.TallyOf(*next)
 	replaced := map[string]bool{}
-	for _, d := range decisions {
+	for _, d := range in.decisions {
 		replaced[d.MessageUUID] = true
 	}
-	var added []store.Message
-	staleUsage := false
-	for i, m := range shown {
-		isResponse := ev.Response != nil && i == len(shown)-1
-		_, resent := known[m.UUID]
+	for i, m := range in.shown {
+		isResponse := ev.Response != nil && i == len(in.shown)-1
+		_, resent := in.known[m.UUID]
 		switch {
-		case isResponse && ev.Usage != nil && stale(next, *ev.Usage):
+		case isResponse && ev.Usage != nil && stale(*next, *ev.Usage):
 			// Answered from the context as it was before the latest
 			// compaction: the usage measures what the compaction removed.
 			tally.Add(tokens.EstimateMessage(m))
-			staleUsage = true
+			plan.staleUsage = true
 		case isResponse && ev.Usage != nil:
 			tally.SetResponse(*ev.Usage, m.Content)
 			next.StaleUsageAbove = 0
@@ -271,16 +343,17 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 		if resent {
 			continue // stored and counted once already
 		}
-		content := encoded[i]
+		content := in.encoded[i]
 		if replaced[m.UUID] {
+			var err error
 			if content, err = turn.Marshal(m.Content); err != nil {
-				return fmt.Errorf("encode message %s: %w", m.UUID, err)
+				return plan, fmt.Errorf("encode message %s: %w", m.UUID, err)
 			}
 		}
-		added = append(added, store.Message{
+		plan.added = append(plan.added, store.Message{
 			SessionID: next.SessionID, UUID: m.UUID, Position: next.MessageCount, Seq: ev.Seq, Role: m.Role,
-			Content: content, ContentHash: sums[i], EstimateTokens: tokens.EstimateMessage(m),
-			IsResponse: isResponse, StopReason: msgs[i].StopReason,
+			Content: content, ContentHash: in.sums[i], EstimateTokens: tokens.EstimateMessage(m),
+			IsResponse: isResponse, StopReason: in.msgs[i].StopReason,
 		})
 		next.MessageCount++
 	}
@@ -297,34 +370,23 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	}
 	next.ToolCallsTotal += int64(toolCalls)
 	status := accounting.Status(limits, count)
-	now := s.now().UTC()
 
-	var outgoing []store.OutboxEvent
-	emit := func(e events.Event) error {
-		row, err := outbox.Emit(ctx, e)
-		outgoing = append(outgoing, row)
-		return err
-	}
 	if string(state) != sess.State {
-		if err := emit(events.ContextThreshold{
+		plan.outgoing = append(plan.outgoing, events.ContextThreshold{
 			Schema: events.SchemaContextThreshold, TenantID: ev.TenantID, SessionID: ev.SessionID, EventID: ev.EventID, Seq: ev.Seq,
 			PreviousState: sess.State, Tokens: status, At: now,
-		}); err != nil {
-			return err
-		}
+		})
 	}
 	if limits.AboveAutoCompact(count) && next.AutoCompactEnabled && !next.CompactionInFlight {
 		next.CompactionInFlight = true
 		next.CompactRequests++
-		if err := emit(events.CompactRequested{
+		plan.outgoing = append(plan.outgoing, events.CompactRequested{
 			Schema: events.SchemaCompactRequested, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
 			Request: next.CompactRequests, Trigger: events.TriggerAuto, Tokens: status, At: now,
-		}); err != nil {
-			return err
-		}
+		})
 	}
 	var offloaded []string
-	for _, d := range decisions {
+	for _, d := range in.decisions {
 		if !d.Recorded {
 			offloaded = append(offloaded, d.ToolResultID)
 		}
@@ -332,65 +394,60 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	accounted := events.TurnAccounted{
 		Schema: events.SchemaTurnAccounted, EventID: ev.EventID, TenantID: ev.TenantID, SessionID: ev.SessionID,
 		Seq: ev.Seq, AgentID: ev.Agent(), MemoryScope: ev.MemoryScope, Model: ev.Model, Tokens: status,
-		MessageUUIDs: uuids, ToolCalls: toolCalls, ToolCallsTotal: next.ToolCallsTotal,
+		MessageUUIDs: in.uuids, ToolCalls: toolCalls, ToolCallsTotal: next.ToolCallsTotal,
 		ClosesUserTurn: ev.ClosesUserTurn(), OffloadedTools: offloaded, OccurredAt: ev.OccurredAt, AccountedAt: now,
 	}
 	if ev.Response != nil {
 		accounted.ResponseUUID = ev.Response.UUID
 	}
-	if err := emit(accounted); err != nil {
-		return err
-	}
+	plan.outgoing = append(plan.outgoing, accounted)
+	return plan, nil
+}
 
-	err = tx.Pipeline(ctx, func(p *store.Tx) error {
-		for _, d := range decisions {
+// write sends a plan's writes in one pipeline: the offloaded results and
+// their replacements, the new messages, the outbox rows, the turn and the
+// session.
+func (s *Service) write(ctx context.Context, tx *store.Tx, plan turnPlan, waited bool) error {
+	rows := make([]store.OutboxEvent, len(plan.outgoing))
+	for i, e := range plan.outgoing {
+		var err error
+		if rows[i], err = outbox.Emit(ctx, e); err != nil {
+			return err
+		}
+	}
+	return tx.Pipeline(ctx, func(p *store.Tx) error {
+		for _, d := range plan.decisions {
 			if d.Recorded {
 				continue
 			}
 			if err := p.InsertToolResult(ctx, store.ToolResult{
-				ID: d.ToolResultID, SessionID: next.SessionID, MessageUUID: d.MessageUUID,
+				ID: d.ToolResultID, SessionID: plan.next.SessionID, MessageUUID: d.MessageUUID,
 				ToolUseID: d.ToolUseID, Content: d.Original, SizeChars: int64(d.SizeChars),
 			}); err != nil {
 				return err
 			}
 			if err := p.RecordReplacement(ctx, store.Replacement{
-				SessionID: next.SessionID, ToolUseID: d.ToolUseID, Kind: store.ReplaceOffload,
+				SessionID: plan.next.SessionID, ToolUseID: d.ToolUseID, Kind: store.ReplaceOffload,
 				ToolResultID: d.ToolResultID, Text: d.Replacement,
 			}); err != nil {
 				return err
 			}
 		}
-		for _, m := range added {
+		for _, m := range plan.added {
 			if _, err := p.InsertMessage(ctx, m); err != nil {
 				return err
 			}
 		}
-		for _, e := range outgoing {
+		for _, e := range rows {
 			if err := p.Enqueue(ctx, e); err != nil {
 				return err
 			}
 		}
-		if err := recordTurn(ctx, p, ev, waited, store.TurnApplied, "", count, string(state)); err != nil {
+		if err := recordTurn(ctx, p, plan.ev, waited, store.TurnApplied, "", plan.next.TokenCount, plan.next.State); err != nil {
 			return err
 		}
-		return p.SaveSession(ctx, next)
+		return p.SaveSession(ctx, plan.next)
 	})
-	if err != nil {
-		return err
-	}
-	if next.CompactRequests > sess.CompactRequests {
-		s.metrics.compactRequested(ctx)
-	}
-	if staleUsage {
-		s.metrics.staleUsage(ctx)
-	}
-	for _, d := range decisions {
-		if !d.Recorded {
-			s.metrics.offloaded(ctx, int64(d.SizeChars))
-		}
-	}
-	*sess = next
-	return nil
 }
 
 // stale reports whether a response's usage was measured on the context as it

@@ -104,38 +104,11 @@ func Decode(data []byte, opts DecodeOptions) (Event, error) {
 	if limit <= 0 {
 		limit = DefaultMaxEventBytes
 	}
-	if len(data) > limit {
-		return ev, Refuse(ReasonTooLarge, "event is %d bytes, the limit is %d", len(data), limit)
+	if err := checkEncoding(data, limit); err != nil {
+		return ev, err
 	}
-	if !utf8.Valid(data) {
-		return ev, Refuse(ReasonInvalidUTF8, "event is not valid UTF-8 at byte %d", firstInvalidUTF8(data))
-	}
-	if !json.Valid(data) {
-		return ev, Refuse(ReasonBadJSON, "%s", jsonSyntaxDetail(data))
-	}
-	if at := escapedNUL(data); at >= 0 {
-		return ev, Refuse(ReasonNULCharacter, "a string holds \\u0000 (NUL) at byte %d; Postgres cannot store it, remove it", at)
-	}
-	if at, key := DuplicateKey(data); at >= 0 {
-		if len(key) > 64 {
-			key = key[:64] + "…"
-		}
-		return ev, Refuse(ReasonDuplicateKey, "key %q at byte %d repeats a key of the same object; name each key once", key, at)
-	}
-	var head map[string]json.RawMessage
-	if err := json.Unmarshal(data, &head); err != nil || head == nil {
-		return ev, Refuse(ReasonBadJSON, "event must be a JSON object, got %s", jsonKind(data))
-	}
-	rawSchema, ok := head["schema"]
-	if !ok || string(rawSchema) == "null" {
-		return ev, Refuse(ReasonUnknownSchema, "missing \"schema\"; this server accepts %q", SchemaV1)
-	}
-	var schema string
-	if err := json.Unmarshal(rawSchema, &schema); err != nil {
-		return ev, Refuse(ReasonUnknownSchema, "\"schema\" must be a string, got %s; this server accepts %q", jsonKind(rawSchema), SchemaV1)
-	}
-	if schema != SchemaV1 {
-		return ev, Refuse(ReasonUnknownSchema, "schema %q is not supported; this server accepts %q", schema, SchemaV1)
+	if err := checkSchemaName(data); err != nil {
+		return ev, err
 	}
 	if err := json.Unmarshal(data, &ev); err != nil {
 		// The schema names the failing location; Go's error often does not
@@ -145,20 +118,8 @@ func Decode(data []byte, opts DecodeOptions) (Event, error) {
 		}
 		return Event{}, Refuse(ReasonSchemaViolation, "%v", err)
 	}
-	if u := ev.Usage; u != nil {
-		for _, f := range []struct {
-			name string
-			v    int64
-		}{
-			{"input_tokens", u.InputTokens},
-			{"cache_creation_input_tokens", u.CacheCreationInputTokens},
-			{"cache_read_input_tokens", u.CacheReadInputTokens},
-			{"output_tokens", u.OutputTokens},
-		} {
-			if f.v < 0 {
-				return Event{}, Refuse(ReasonNegativeUsage, "usage.%s is %d; usage counts must be zero or more", f.name, f.v)
-			}
-		}
+	if err := checkUsage(ev.Usage); err != nil {
+		return Event{}, err
 	}
 	if err := validateSchema(data); err != nil {
 		return Event{}, err
@@ -185,6 +146,72 @@ func Decode(data []byte, opts DecodeOptions) (Event, error) {
 		return Event{}, err
 	}
 	return ev, nil
+}
+
+// checkEncoding refuses what is no JSON event at all: too large, not UTF-8,
+// not JSON, a NUL Postgres cannot store, a key named twice.
+func checkEncoding(data []byte, limit int) error {
+	if len(data) > limit {
+		return Refuse(ReasonTooLarge, "event is %d bytes, the limit is %d", len(data), limit)
+	}
+	if !utf8.Valid(data) {
+		return Refuse(ReasonInvalidUTF8, "event is not valid UTF-8 at byte %d", firstInvalidUTF8(data))
+	}
+	if !json.Valid(data) {
+		return Refuse(ReasonBadJSON, "%s", jsonSyntaxDetail(data))
+	}
+	if at := escapedNUL(data); at >= 0 {
+		return Refuse(ReasonNULCharacter, "a string holds \\u0000 (NUL) at byte %d; Postgres cannot store it, remove it", at)
+	}
+	if at, key := DuplicateKey(data); at >= 0 {
+		if len(key) > 64 {
+			key = key[:64] + "…"
+		}
+		return Refuse(ReasonDuplicateKey, "key %q at byte %d repeats a key of the same object; name each key once", key, at)
+	}
+	return nil
+}
+
+// checkSchemaName refuses an event that is no object or names no schema
+// this server reads.
+func checkSchemaName(data []byte) error {
+	var head map[string]json.RawMessage
+	if err := json.Unmarshal(data, &head); err != nil || head == nil {
+		return Refuse(ReasonBadJSON, "event must be a JSON object, got %s", jsonKind(data))
+	}
+	rawSchema, ok := head["schema"]
+	if !ok || string(rawSchema) == "null" {
+		return Refuse(ReasonUnknownSchema, "missing \"schema\"; this server accepts %q", SchemaV1)
+	}
+	var schema string
+	if err := json.Unmarshal(rawSchema, &schema); err != nil {
+		return Refuse(ReasonUnknownSchema, "\"schema\" must be a string, got %s; this server accepts %q", jsonKind(rawSchema), SchemaV1)
+	}
+	if schema != SchemaV1 {
+		return Refuse(ReasonUnknownSchema, "schema %q is not supported; this server accepts %q", schema, SchemaV1)
+	}
+	return nil
+}
+
+// checkUsage refuses negative usage counts.
+func checkUsage(u *Usage) error {
+	if u == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"input_tokens", u.InputTokens},
+		{"cache_creation_input_tokens", u.CacheCreationInputTokens},
+		{"cache_read_input_tokens", u.CacheReadInputTokens},
+		{"output_tokens", u.OutputTokens},
+	} {
+		if f.v < 0 {
+			return Refuse(ReasonNegativeUsage, "usage.%s is %d; usage counts must be zero or more", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // normalize puts a decoded event in its canonical form, the one Marshal

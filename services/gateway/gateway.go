@@ -48,7 +48,19 @@ type Config struct {
 	// Limits admits each turn event against its tenant's limits; nil
 	// admits everything.
 	Limits *limits.Limiter
+	// MaxInflightBytes is the process's budget of bytes its requests in
+	// flight expect to hold (see admission.go); 0 means no budget.
+	MaxInflightBytes int64
+	// LargeRenders bounds the context renders of at least LargeRenderBytes
+	// running at once (0: no bound); one more waits up to LargeRenderWait
+	// for a slot, then answers 503.
+	LargeRenders     int
+	LargeRenderBytes int64
+	LargeRenderWait  time.Duration
 }
+
+// DefaultMaxInflightBytes is the default budget of bytes in flight.
+const DefaultMaxInflightBytes = 256 << 20
 
 // DefaultConfig holds DESIGN's numbers.
 func DefaultConfig() Config {
@@ -58,6 +70,11 @@ func DefaultConfig() Config {
 		ContextWait:   30 * time.Second,
 		PollInterval:  100 * time.Millisecond,
 		LLMProvider:   "builtin",
+
+		MaxInflightBytes: DefaultMaxInflightBytes,
+		LargeRenders:     1,
+		LargeRenderBytes: 16 << 20,
+		LargeRenderWait:  3 * time.Second,
 	}
 }
 
@@ -72,6 +89,8 @@ type Gateway struct {
 	memories *memory.Store
 	recall   *recall.Recaller // nil: POST recall answers 503
 	dreams   *dream.Dreams
+
+	admission *admission
 
 	keys *ttlcache.Cache[string] // API key → tenant
 }
@@ -89,24 +108,32 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
-	return &Gateway{
+	g := &Gateway{
 		cfg: cfg, settings: settings, memories: memories, dreams: dream.New(st, memories, cfg.Now),
 		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
-	}, nil
+		admission: newAdmission(cfg),
+	}
+	if err := g.observeInflight(meter); err != nil {
+		return nil, fmt.Errorf("gateway.New: %w", err)
+	}
+	return g, nil
 }
 
 // Register adds the API's routes to mux.
 func (g *Gateway) Register(mux *http.ServeMux) {
-	mux.Handle("POST /v1/turns", g.auth(g.postTurn))
+	// The expensive routes are admitted (admission.go) before any body is read.
+	eventBody := func() int64 { return g.eventLimit() }
+	preflightBody := func() int64 { return int64(g.cfg.MaxEventBytes) }
+	mux.Handle("POST /v1/turns", g.auth(g.expensive(g.withBody(eventBody, g.postTurn))))
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
-	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.preflight))
+	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.expensive(g.withBody(preflightBody, g.preflight))))
 	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
-	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.getContext))
-	mux.Handle("POST /v1/sessions/{id}/compact", g.auth(g.postCompact))
+	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.expensive(g.getContext)))
+	mux.Handle("POST /v1/sessions/{id}/compact", g.auth(g.expensive(g.postCompact)))
 	mux.Handle("GET /v1/sessions/{id}/compactions", g.auth(g.listCompactions))
 	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
 	mux.Handle("GET /v1/sessions/{id}/notes", g.auth(g.getNotes))
-	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.postRecall))
+	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.expensive(g.postRecall)))
 	g.registerMemories(mux)
 	g.registerDreams(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

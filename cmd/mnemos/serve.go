@@ -294,6 +294,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if runsTarget(TargetGateway) {
 		gcfg := gateway.DefaultConfig()
 		gcfg.MaxEventBytes = cfg.MaxEventBytes
+		gcfg.MaxInflightBytes = cfg.MaxInflightBytes
 		gcfg.ContextWait = cfg.ContextWait
 		gcfg.LLMProvider = rawLLM.Name()
 		gcfg.Limits = limiter

@@ -18,8 +18,9 @@ import (
 // cannot take the process down: each tenant's expensive requests in flight
 // (limits.Config.ConcurrentRequests, 429 past it), the bytes every request
 // in flight expects to hold (Config.MaxInflightBytes, 503 past it) and the
-// large context renders running at once (Config.LargeRenders), which would
-// otherwise take both cores of a small machine from every other tenant.
+// heavy requests (large context renders, large bodies) served at once
+// (Config.HeavyRequests), which would otherwise take both cores of a small
+// machine from every other tenant.
 //
 // The costs are estimates made before the work: a body's length times what
 // decoding it holds, a context's stored size times what rendering it holds.
@@ -47,18 +48,18 @@ type admission struct {
 	budget   int64 // bytes; 0: no budget
 	inflight atomic.Int64
 
-	largeAt   int64         // an estimate from which a render is large
-	large     chan struct{} // one token per large render running; nil: no bound
-	largeWait time.Duration
+	heavyAt   int64         // an estimate from which a request is heavy
+	heavy     chan struct{} // one token per heavy request served; nil: no bound
+	heavyWait time.Duration
 
 	mu      sync.Mutex
 	tenants map[string]*atomic.Int64 // tenant → expensive requests in flight
 }
 
 func newAdmission(cfg Config) *admission {
-	a := &admission{budget: cfg.MaxInflightBytes, largeAt: cfg.LargeRenderBytes, largeWait: cfg.LargeRenderWait, tenants: map[string]*atomic.Int64{}}
-	if cfg.LargeRenders > 0 {
-		a.large = make(chan struct{}, cfg.LargeRenders)
+	a := &admission{budget: cfg.MaxInflightBytes, heavyAt: cfg.HeavyBytes, heavyWait: cfg.HeavyWait, tenants: map[string]*atomic.Int64{}}
+	if cfg.HeavyRequests > 0 {
+		a.heavy = make(chan struct{}, cfg.HeavyRequests)
 	}
 	return a
 }
@@ -121,20 +122,20 @@ func (g *Gateway) expensive(next func(http.ResponseWriter, *http.Request, string
 	}
 }
 
-// withBody wraps a route whose cost is its body: it reserves the body's
+// withBody wraps a route whose cost is its body: it admits the body's
 // length (the route's limit when the length is unknown or larger) times
-// bodyFactor, and answers 503 when the budget cannot take it.
+// bodyFactor (admitCost).
 func (g *Gateway) withBody(limit func() int64, next func(http.ResponseWriter, *http.Request, string)) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, tenant string) {
 		size := limit()
 		if r.ContentLength >= 0 && r.ContentLength < size {
 			size = r.ContentLength
 		}
-		cost := size * bodyFactor
-		if !g.admit(w, r, cost, fmt.Sprintf("a body of %d bytes", size)) {
+		release, ok := g.admitCost(w, r, size*bodyFactor, fmt.Sprintf("a body of %d bytes", size))
+		if !ok {
 			return
 		}
-		defer g.admission.release(cost)
+		defer release()
 		next(w, r, tenant)
 	}
 }
@@ -187,10 +188,9 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, cost int64, what
 	return true
 }
 
-// admitRender admits the render of a session's context by its stored size:
-// a large one first waits, boundedly, for one of the few large-render slots,
-// then every one reserves its cost. release gives back what was taken; ok
-// false means an answer was written.
+// admitRender admits the render of a session's context by its stored size
+// (admitCost). release gives back what was taken; ok false means an answer
+// was written.
 func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id string) (release func(), ok bool) {
 	ctx := r.Context()
 	var size store.ContextSize
@@ -205,22 +205,31 @@ func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id
 		}
 		return nil, false
 	}
-	cost := renderCost(size)
-	what := fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", id, size.Messages, size.Bytes>>10)
+	return g.admitCost(w, r, renderCost(size), fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", id, size.Messages, size.Bytes>>10))
+}
+
+// admitCost admits a request expected to hold cost bytes: a heavy one
+// first waits, boundedly, for one of the few heavy slots (its decoding or
+// rendering takes a core), then every one reserves its cost of the budget
+// (admit). release gives back what was taken; ok false means an answer was
+// written.
+func (g *Gateway) admitCost(w http.ResponseWriter, r *http.Request, cost int64, what string) (release func(), ok bool) {
+	ctx := r.Context()
 	a := g.admission
 	var held bool
-	if a.large != nil && cost >= a.largeAt {
-		timer := time.NewTimer(a.largeWait)
+	if a.heavy != nil && cost >= a.heavyAt {
+		timer := time.NewTimer(a.heavyWait)
 		defer timer.Stop()
 		select {
-		case a.large <- struct{}{}:
+		case a.heavy <- struct{}{}:
 			held = true
 		case <-timer.C:
 			g.cfg.Limits.Record(ctx, limits.LimitInflightBytes)
+			unread(w, r)
 			w.Header().Set("Retry-After", "2")
 			writeError(w, http.StatusServiceUnavailable, limits.ReasonOverloaded, fmt.Sprintf(
-				"%s is a large render, and this process already runs its %d large renders at once (of at least %s); retry shortly",
-				what, cap(a.large), mib(a.largeAt)))
+				"%s is a heavy request (about %s), and this process already serves its %d heavy requests (of at least %s) at once; retry shortly",
+				what, mib(cost), cap(a.heavy), mib(a.heavyAt)))
 			return nil, false
 		case <-ctx.Done():
 			return nil, false
@@ -228,14 +237,14 @@ func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id
 	}
 	if !g.admit(w, r, cost, what) {
 		if held {
-			<-a.large
+			<-a.heavy
 		}
 		return nil, false
 	}
 	return func() {
 		a.release(cost)
 		if held {
-			<-a.large
+			<-a.heavy
 		}
 	}, true
 }
@@ -252,7 +261,6 @@ func renderCost(size store.ContextSize) int64 {
 func (g *Gateway) observeInflight(m metric.Meter) error {
 	_, err := m.Int64ObservableGauge("mnemos.gateway.inflight_bytes",
 		metric.WithDescription("Bytes the gateway's requests in flight expect to hold, against MNEMOS_MAX_INFLIGHT_BYTES."),
-		metric.WithUnit("By"),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(g.admission.inflight.Load())
 			return nil

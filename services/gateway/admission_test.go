@@ -56,7 +56,7 @@ func (h *harness) unsent(t *testing.T, method, path, key string, size int) answe
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // the answer is read; nothing to report
 	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
 	_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", method, path, key, size)
 	require.NoError(t, err)
@@ -179,11 +179,11 @@ func TestARequestLargerThanTheWholeBudgetIs413(t *testing.T) {
 	require.EqualValues(t, 1, h.metrics.Sum("mnemos.limits.exceeded", "limit", limits.LimitInflightBytes))
 }
 
-func TestLargeRendersBeyondTheirSlotsAre503(t *testing.T) {
+func TestHeavyRequestsBeyondTheirSlotsAre503(t *testing.T) {
 	t.Parallel()
-	// Every render is large here, and one runs at a time.
+	// Every request is heavy here, and one is served at a time.
 	h := setupWith(t, func(c *gateway.Config) {
-		c.LargeRenders, c.LargeRenderBytes, c.LargeRenderWait = 1, 1, 300*time.Millisecond
+		c.HeavyRequests, c.HeavyBytes, c.HeavyWait = 1, 1, 300*time.Millisecond
 	})
 	ctx := context.Background()
 	for tenant, session := range map[string]string{"acme": "s1", "globex": "g1"} {
@@ -206,7 +206,7 @@ func TestLargeRendersBeyondTheirSlotsAre503(t *testing.T) {
 	a := h.send(t, http.MethodGet, "/v1/sessions/g1/context", "key-globex", nil, 0)
 	require.Equal(t, http.StatusServiceUnavailable, a.status)
 	require.Equal(t, limits.ReasonOverloaded, a.code)
-	require.Contains(t, a.message, "large render")
+	require.Contains(t, a.message, "heavy request")
 	require.NotEmpty(t, a.retryAfter)
 
 	require.Equal(t, "compaction_pending", (<-waiting).code)

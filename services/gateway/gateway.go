@@ -51,12 +51,12 @@ type Config struct {
 	// MaxInflightBytes is the process's budget of bytes its requests in
 	// flight expect to hold (see admission.go); 0 means no budget.
 	MaxInflightBytes int64
-	// LargeRenders bounds the context renders of at least LargeRenderBytes
-	// running at once (0: no bound); one more waits up to LargeRenderWait
-	// for a slot, then answers 503.
-	LargeRenders     int
-	LargeRenderBytes int64
-	LargeRenderWait  time.Duration
+	// HeavyRequests bounds the requests expected to hold at least
+	// HeavyBytes (large context renders and bodies) served at once (0: no
+	// bound); one more waits up to HeavyWait for a slot, then answers 503.
+	HeavyRequests int
+	HeavyBytes    int64
+	HeavyWait     time.Duration
 }
 
 // DefaultMaxInflightBytes is the default budget of bytes in flight.
@@ -72,9 +72,9 @@ func DefaultConfig() Config {
 		LLMProvider:   "builtin",
 
 		MaxInflightBytes: DefaultMaxInflightBytes,
-		LargeRenders:     1,
-		LargeRenderBytes: 16 << 20,
-		LargeRenderWait:  3 * time.Second,
+		HeavyRequests:    1,
+		HeavyBytes:       16 << 20,
+		HeavyWait:        3 * time.Second,
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/compactor"
 	"github.com/mnemos-ai/mnemos/services/extractor"
+	"github.com/mnemos-ai/mnemos/services/gateway"
 	"github.com/mnemos-ai/mnemos/services/sessionmemory"
 )
 
@@ -88,6 +89,9 @@ type Config struct {
 	MaxEventBytes int           // MNEMOS_MAX_EVENT_BYTES
 	Workers       int           // MNEMOS_WORKERS
 	GapTimeout    time.Duration // MNEMOS_GAP_TIMEOUT
+	// MaxInflightBytes (MNEMOS_MAX_INFLIGHT_BYTES) is the gateway's budget
+	// of bytes its requests in flight may hold.
+	MaxInflightBytes int64
 
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
 	LogFormat string     // MNEMOS_LOG_FORMAT: text or json
@@ -148,6 +152,7 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		DevTenant:        "dev",
 		DevAPIKey:        defaultDevAPIKey,
 		MaxEventBytes:    turn.DefaultMaxEventBytes,
+		MaxInflightBytes: gateway.DefaultMaxInflightBytes,
 		Workers:          16,
 		GapTimeout:       30 * time.Second,
 		LogLevel:         slog.LevelInfo,
@@ -226,6 +231,7 @@ func configFromEnv(target string, getenv func(string) string) (Config, error) {
 		cfg.DevAPIKey = "" // no development tenant
 	}
 	num("MNEMOS_MAX_EVENT_BYTES", func(n int64) { cfg.MaxEventBytes = int(n) })
+	num("MNEMOS_MAX_INFLIGHT_BYTES", func(n int64) { cfg.MaxInflightBytes = n })
 	num("MNEMOS_WORKERS", func(n int64) { cfg.Workers = int(n) })
 	if v := getenv("MNEMOS_GAP_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -149,6 +149,7 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	cfg.ContextWait = d.cfg.ContextWait
 	cfg.LLMProvider = d.llmName
 	cfg.Limits = d.limiter
+	cfg.MaxInflightBytes = d.cfg.MaxInflightBytes
 	gw, err := gateway.New(cfg, d.store, d.bus, d.settings, d.logFor(TargetGateway), d.metrics.Meter(TargetGateway))
 	if err != nil {
 		return nil, err

@@ -324,6 +324,31 @@ func (p *Process) Addr() string {
 	return p.addr
 }
 
+// PeakRSS is the largest resident set the current run of the process has
+// had, in bytes: VmHWM of /proc/<pid>/status, so only on Linux.
+func (p *Process) PeakRSS() (int64, error) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return 0, fmt.Errorf("proctest: %s is not started", p.name)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("proctest: %s peak RSS: %w", p.name, err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("proctest: %s peak RSS: %q: %w", p.name, line, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("proctest: %s peak RSS: no VmHWM in /proc/%d/status", p.name, cmd.Process.Pid)
+}
+
 // URL is the process's base HTTP URL.
 func (p *Process) URL() string { return "http://" + p.Addr() }
 

@@ -62,3 +62,21 @@ func (t *Tx) PutContextSnapshot(ctx context.Context, s ContextSnapshot) error {
 	}
 	return nil
 }
+
+// ContextSize is what rendering a session's context reads: its messages
+// from the kept point on, and their size in bytes (stored or estimated,
+// whichever is larger).
+type ContextSize struct {
+	Messages int64
+	Bytes    int64
+}
+
+// ContextSize sizes a session's context without reading it: the gateway
+// admits a render by it. A session that does not exist is empty.
+func (t *Tx) ContextSize(ctx context.Context, sessionID string) (ContextSize, error) {
+	row, err := t.q.ContextSize(ctx, dbsqlc.ContextSizeParams{TenantID: t.tenant, SessionID: sessionID})
+	if err != nil {
+		return ContextSize{}, fmt.Errorf("store.ContextSize: %w", err)
+	}
+	return ContextSize{Messages: row.Messages, Bytes: row.Bytes}, nil
+}

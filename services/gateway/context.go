@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -83,9 +85,14 @@ func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant stri
 		g.internal(w, "reading tenant settings", err)
 		return
 	}
+	release, ok := g.admitRender(w, r, tenant, id)
+	if !ok {
+		return
+	}
+	defer release()
 	deadline := time.Now().Add(wait)
 	for {
-		body, encoded, blocked, err := g.assemble(ctx, tenant, id, set)
+		body, parts, blocked, err := g.assemble(ctx, tenant, id, set)
 		if errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, "not_found", "no session "+id)
 			return
@@ -100,7 +107,7 @@ func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant stri
 		case !blocked:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(encoded) //nolint:gosec // JSON we encoded, served as application/json; a failed write means the client went away
+			_ = parts.write(w) // a failed write means the client went away
 			return
 		case !body.CompactionInFlight || !time.Now().Before(deadline):
 			// Over the blocking limit with nothing coming to fix it, or not
@@ -146,7 +153,7 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // now due and deciding what is shown beside each user message (waiting,
 // boundedly, for the prefetch of the latest one), and accounts for cache
 // breaks. blocked reports a count at or above the blocking limit.
-func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings) (ContextBody, []byte, bool, error) {
+func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings) (ContextBody, encodedContext, bool, error) {
 	var st sessionctx.State
 	var section []string
 	var beside recall.Beside
@@ -167,18 +174,18 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 			return err
 		})
 		if err != nil {
-			return ContextBody{}, nil, false, err
+			return ContextBody{}, encodedContext{}, false, err
 		}
 		switch {
 		case beside.Waiting != "":
 			if err := g.awaitPrefetch(ctx, tenant, id, beside); err != nil {
-				return ContextBody{}, nil, false, err
+				return ContextBody{}, encodedContext{}, false, err
 			}
 			continue
 		case !micro && len(g.microDue(st, set)) > 0:
 			micro = true
 			if err := g.microCompact(ctx, tenant, id, set); err != nil {
-				return ContextBody{}, nil, false, err
+				return ContextBody{}, encodedContext{}, false, err
 			}
 			continue // read again: the messages a newer turn added are decided for too
 		}
@@ -192,10 +199,10 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	rendered := assembly.Render(assembly.Input{System: blocks, Head: st.Head, Messages: st.Messages, Cleared: st.Cleared, Beside: beside.Blocks})
 	system, messages, err := rendered.EncodeParts()
 	if err != nil {
-		return ContextBody{}, nil, false, err
+		return ContextBody{}, encodedContext{}, false, err
 	}
-	if err := g.accountCacheBreak(ctx, tenant, st.Session, assembly.Join(system, messages)); err != nil {
-		return ContextBody{}, nil, false, err
+	if err := g.accountCacheBreak(ctx, tenant, st.Session, system, messages); err != nil {
+		return ContextBody{}, encodedContext{}, false, err
 	}
 	body := ContextBody{
 		SessionID: id, MessageUUIDs: rendered.UUIDs,
@@ -209,44 +216,53 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	}
 	encoded, err := body.encode(system, messages)
 	if err != nil {
-		return ContextBody{}, nil, false, err
+		return ContextBody{}, encodedContext{}, false, err
 	}
 	return body, encoded, st.Session.TokenCount >= limits.Blocking, nil
 }
 
-// encode writes the answer: "system" and "messages" from their parts,
-// encoded once (they are most of the bytes), then the other fields.
-func (b ContextBody) encode(system, messages [][]byte) ([]byte, error) {
+// encodedContext is the answer to a context request in parts, written one
+// after the other: the answer is never joined into one buffer, so a render
+// holds its encoded messages once.
+type encodedContext struct {
+	system, messages [][]byte
+	// rest is the encoded ContextBody without system and messages.
+	rest []byte
+}
+
+// write writes the answer: "system" and "messages" from their parts,
+// then the other fields.
+func (e encodedContext) write(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	list := func(parts [][]byte) {
+		_ = bw.WriteByte('[') // bufio keeps the first error; Flush reports it
+		for i, p := range parts {
+			if i > 0 {
+				_ = bw.WriteByte(',')
+			}
+			_, _ = bw.Write(p)
+		}
+		_ = bw.WriteByte(']')
+	}
+	_, _ = bw.WriteString(`{"system":`)
+	list(e.system)
+	_, _ = bw.WriteString(`,"messages":`)
+	list(e.messages)
+	_ = bw.WriteByte(',')
+	_, _ = bw.Write(e.rest[1:]) // rest is {"session_id":…}
+	_ = bw.WriteByte('\n')
+	return bw.Flush()
+}
+
+// encode encodes the answer, "system" and "messages" from their parts,
+// encoded once (they are most of the bytes).
+func (b ContextBody) encode(system, messages [][]byte) (encodedContext, error) {
 	b.System, b.Messages = nil, nil
 	rest, err := turn.Marshal(b)
 	if err != nil {
-		return nil, fmt.Errorf("encode context: %w", err)
+		return encodedContext{}, fmt.Errorf("encode context: %w", err)
 	}
-	n := len(rest) + len(system) + len(messages) + 32
-	for _, p := range system {
-		n += len(p)
-	}
-	for _, p := range messages {
-		n += len(p)
-	}
-	out := make([]byte, 0, n)
-	list := func(parts [][]byte) {
-		out = append(out, '[')
-		for i, p := range parts {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			out = append(out, p...)
-		}
-		out = append(out, ']')
-	}
-	out = append(out, `{"system":`...)
-	list(system)
-	out = append(out, `,"messages":`...)
-	list(messages)
-	out = append(out, ',')
-	out = append(out, rest[1:]...) // rest is {"session_id":…}
-	return append(out, '\n'), nil
+	return encodedContext{system: system, messages: messages, rest: rest}, nil
 }
 
 // microDue lists the tool results micro-compaction would clear now.
@@ -341,19 +357,25 @@ func (g *Gateway) awaitPrefetch(ctx context.Context, tenant, id string, b recall
 // A prefix that no longer starts with the last one is a cache break:
 // expected when a compaction or micro-compaction was recorded since, else
 // unexpected, and counted either way.
-func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prefix []byte) error {
-	sum := sha256.Sum256(prefix)
+// The prefix is the system and messages parts one after the other
+// (assembly.Join), hashed as they are rather than joined.
+func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, system, messages [][]byte) error {
 	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		prev, err := tx.ContextSnapshot(ctx, sess.SessionID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
-		default:
-			if prev.PrefixLen == int64(len(prefix)) && bytes.Equal(prev.PrefixHash, sum[:]) && prev.Epoch == sess.ContextEpoch {
+		}
+		found := err == nil
+		cut := int64(-1)
+		if found {
+			cut = prev.PrefixLen
+		}
+		sum, length, head := hashParts(cut, system, messages)
+		if found {
+			if prev.PrefixLen == length && bytes.Equal(prev.PrefixHash, sum) && prev.Epoch == sess.ContextEpoch {
 				return nil // nothing changed
 			}
-			kept := prev.PrefixLen <= int64(len(prefix)) && bytes.Equal(prev.PrefixHash, hashOf(prefix[:prev.PrefixLen]))
+			kept := head != nil && bytes.Equal(prev.PrefixHash, head)
 			if !kept {
 				expected := prev.Epoch < sess.ContextEpoch
 				kind := "unexpected"
@@ -368,14 +390,33 @@ func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess sto
 			}
 		}
 		return tx.PutContextSnapshot(ctx, store.ContextSnapshot{
-			SessionID: sess.SessionID, Epoch: sess.ContextEpoch, PrefixLen: int64(len(prefix)), PrefixHash: sum[:],
+			SessionID: sess.SessionID, Epoch: sess.ContextEpoch, PrefixLen: length, PrefixHash: sum,
 		})
 	})
 }
 
-func hashOf(b []byte) []byte {
-	s := sha256.Sum256(b)
-	return s[:]
+// hashParts hashes the concatenation of parts: the SHA-256 of all of it
+// and its length, and the SHA-256 of its first cut bytes (nil when cut is
+// negative or longer than the whole).
+func hashParts(cut int64, parts ...[][]byte) (sum []byte, length int64, head []byte) {
+	all, first := sha256.New(), sha256.New()
+	if cut == 0 {
+		head = first.Sum(nil)
+	}
+	for _, list := range parts {
+		for _, p := range list {
+			all.Write(p)
+			if head == nil && cut > 0 && length < cut {
+				n := min(int64(len(p)), cut-length)
+				first.Write(p[:n])
+				if length+n == cut {
+					head = first.Sum(nil)
+				}
+			}
+			length += int64(len(p))
+		}
+	}
+	return all.Sum(nil), length, head
 }
 
 // writeStableJSON writes v without HTML escaping, so the bytes are the

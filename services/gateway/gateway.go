@@ -56,7 +56,19 @@ type Config struct {
 	// for KeyCacheTTL.
 	KeyFailures      int
 	KeyFailureWindow time.Duration
+	// MaxInflightBytes is the process's budget of bytes its requests in
+	// flight expect to hold (see admission.go); 0 means no budget.
+	MaxInflightBytes int64
+	// HeavyRequests bounds the requests expected to hold at least
+	// HeavyBytes (large context renders and bodies) served at once (0: no
+	// bound); one more waits up to HeavyWait for a slot, then answers 503.
+	HeavyRequests int
+	HeavyBytes    int64
+	HeavyWait     time.Duration
 }
+
+// DefaultMaxInflightBytes is the default budget of bytes in flight.
+const DefaultMaxInflightBytes = 256 << 20
 
 // DefaultConfig holds the documented defaults.
 func DefaultConfig() Config {
@@ -69,6 +81,10 @@ func DefaultConfig() Config {
 
 		KeyFailures:      20,
 		KeyFailureWindow: time.Minute,
+		MaxInflightBytes: DefaultMaxInflightBytes,
+		HeavyRequests:    1,
+		HeavyBytes:       16 << 20,
+		HeavyWait:        3 * time.Second,
 	}
 }
 
@@ -84,8 +100,9 @@ type Gateway struct {
 	recall   *recall.Recaller // nil: POST recall answers 503
 	dreams   *dream.Dreams
 
-	keys     *ttlcache.Cache[string] // API key → tenant
-	keyGuard *keyGuard
+	keys      *ttlcache.Cache[string] // API key → tenant
+	keyGuard  *keyGuard
+	admission *admission
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
@@ -99,25 +116,33 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
-	return &Gateway{
+	g := &Gateway{
 		cfg: cfg, settings: settings, memories: memories, dreams: dream.New(st, memories, cfg.Now),
 		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
-		keyGuard: newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
-	}, nil
+		keyGuard:  newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
+		admission: newAdmission(cfg),
+	}
+	if err := g.observeInflight(meter); err != nil {
+		return nil, fmt.Errorf("gateway.New: %w", err)
+	}
+	return g, nil
 }
 
 // Register adds the API's routes to mux.
 func (g *Gateway) Register(mux *http.ServeMux) {
-	mux.Handle("POST /v1/turns", g.auth(g.postTurn))
+	// The expensive routes are admitted (admission.go) before any body is read.
+	eventBody := func() int64 { return g.eventLimit() }
+	preflightBody := func() int64 { return int64(g.cfg.MaxEventBytes) }
+	mux.Handle("POST /v1/turns", g.auth(g.expensive(g.withBody(eventBody, g.postTurn))))
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
-	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.preflight))
+	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.expensive(g.withBody(preflightBody, g.preflight))))
 	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
-	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.getContext))
-	mux.Handle("POST /v1/sessions/{id}/compact", g.auth(g.postCompact))
+	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.expensive(g.getContext)))
+	mux.Handle("POST /v1/sessions/{id}/compact", g.auth(g.expensive(g.postCompact)))
 	mux.Handle("GET /v1/sessions/{id}/compactions", g.auth(g.listCompactions))
 	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
 	mux.Handle("GET /v1/sessions/{id}/notes", g.auth(g.getNotes))
-	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.postRecall))
+	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.expensive(g.postRecall)))
 	g.registerMemories(mux)
 	g.registerDreams(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

@@ -35,6 +35,12 @@ type harness struct {
 
 func setup(t *testing.T) *harness {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the gateway's config changed by change (nil: none).
+func setupWith(t *testing.T, change func(*gateway.Config)) *harness {
+	t.Helper()
 	st := pgtest.New(t)
 	b := bustest.New(t)
 	ctx := context.Background()
@@ -52,6 +58,9 @@ func setup(t *testing.T) *harness {
 		return s.Limits, err
 	}, metrics.Meter(), limits.Options{})
 	require.NoError(t, err)
+	if change != nil {
+		change(&cfg)
+	}
 	gw, err := gateway.New(cfg, st, b, settings, bustest.Logger(t), metrics.Meter())
 	require.NoError(t, err)
 	mux := http.NewServeMux()

@@ -20,8 +20,9 @@ build: ## build bin/mnemos
 	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos
 
 .PHONY: test
-test: ## unit and integration tests against real Postgres and NATS JetStream
-	$(GO) test $(TEST_FLAGS) $(PKGS)
+test: ## unit and integration tests against real Postgres and NATS JetStream; then the hostile-load suite on its own
+	$(GO) test $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v /tests/hostile)
+	$(GO) test -count=1 -timeout=15m ./tests/hostile/ # measures latency: without the race detector, alone on the machine
 
 # Every fuzz target, as <package>:<FuzzName>; add new ones here.
 FUZZ_TARGETS := \

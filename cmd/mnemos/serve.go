@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/services/gateway"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -156,10 +158,19 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	return runUntilDone(ctx, log, runs, servers)
 }
 
+// defaultGCPercent is the garbage collector's target unless GOGC is set.
+// A large request allocates fast; at the runtime's default of 100 its
+// collections take a core's share from every other tenant's requests.
+// GOMEMLIMIT (from the container's limit) bounds the heap all the same.
+const defaultGCPercent = 400
+
 // applyMemoryLimit sets GOMEMLIMIT from the container's memory limit unless
-// it is set. The runtime reads GOMEMLIMIT from the process's real
-// environment, so this does too.
+// it is set, and the collector's target unless GOGC is. The runtime reads
+// both from the process's real environment, so this does too.
 func applyMemoryLimit(log *slog.Logger) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	switch mem, err := memlimit.Apply("/", os.Getenv); {
 	case err != nil:
 		log.Warn("no memory limit set: reading the container's", "err", err)
@@ -280,7 +291,7 @@ func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store
 	if err != nil {
 		return nil, err
 	}
-	d := &deps{cfg: cfg, log: log, metrics: metrics, store: st, bus: b, settings: settings, limiter: limiter, mux: http.NewServeMux()}
+	d := &deps{cfg: cfg, log: log, metrics: metrics, store: st, bus: b, settings: settings, limiter: limiter, mux: http.NewServeMux(), heavy: limits.NewHeavy(gateway.DefaultConfig().HeavyRequests)}
 	needsModel, needsRecall := false, false
 	for _, t := range selected {
 		needsModel, needsRecall = needsModel || t.needsModel, needsRecall || t.needsRecall

@@ -38,6 +38,9 @@ type deps struct {
 	recaller *recall.Recaller
 	// mux is the API port's routes.
 	mux *http.ServeMux
+	// heavy are the process's slots for CPU-heavy work, shared by the
+	// gateway and the accountant.
+	heavy limits.Heavy
 }
 
 // target is one entry of the target table: its name, what it needs beyond
@@ -90,6 +93,7 @@ func startTokenAccounting(d *deps) (func(context.Context) error, error) {
 	cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout = d.cfg.MaxEventBytes, d.cfg.Workers, d.cfg.GapTimeout
 	cfg.SessionsCountInterval = d.cfg.GaugeInterval
 	cfg.Limits = d.limiter
+	cfg.Heavy = d.heavy
 	svc, err := tokenaccounting.New(cfg, d.store, d.bus, d.settings, d.logFor(TargetTokenAccounting), d.metrics.Meter(TargetTokenAccounting))
 	if err != nil {
 		return nil, err
@@ -150,6 +154,7 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	cfg.LLMProvider = d.llmName
 	cfg.Limits = d.limiter
 	cfg.MaxInflightBytes = d.cfg.MaxInflightBytes
+	cfg.Heavy = d.heavy
 	gw, err := gateway.New(cfg, d.store, d.bus, d.settings, d.logFor(TargetGateway), d.metrics.Meter(TargetGateway))
 	if err != nil {
 		return nil, err

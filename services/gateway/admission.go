@@ -58,7 +58,10 @@ type admission struct {
 
 func newAdmission(cfg Config) *admission {
 	a := &admission{budget: cfg.MaxInflightBytes, heavyAt: cfg.HeavyBytes, heavyWait: cfg.HeavyWait, tenants: map[string]*atomic.Int64{}}
-	if cfg.HeavyRequests > 0 {
+	switch {
+	case cfg.Heavy != nil:
+		a.heavy = cfg.Heavy // shared with the process's other heavy work
+	case cfg.HeavyRequests > 0:
 		a.heavy = make(chan struct{}, cfg.HeavyRequests)
 	}
 	return a

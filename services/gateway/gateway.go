@@ -65,6 +65,9 @@ type Config struct {
 	HeavyRequests int
 	HeavyBytes    int64
 	HeavyWait     time.Duration
+	// Heavy, when set, are the process's slots for heavy work, shared with
+	// the accountant; HeavyRequests is then unused.
+	Heavy limits.Heavy
 }
 
 // DefaultMaxInflightBytes is the default budget of bytes in flight.

@@ -41,6 +41,12 @@ type Config struct {
 	// another transaction holds it; past that it is retried later with a
 	// pause (bus.Transient) and holds no connection meanwhile.
 	SessionLockWait time.Duration
+	// Heavy, when set, are the process's slots for CPU-heavy work, shared
+	// with the gateway: an event of at least HeavyBytes is decoded and
+	// applied holding one, so one tenant's large turns leave a core for the
+	// others' requests.
+	Heavy      limits.Heavy
+	HeavyBytes int
 	// Limits admits the events published straight to NATS against their
 	// tenant's limits (the gateway admits its own); nil admits everything.
 	Limits *limits.Limiter
@@ -55,6 +61,7 @@ func DefaultConfig() Config {
 		MaxDeliver:    8,
 
 		SessionLockWait: 200 * time.Millisecond,
+		HeavyBytes:      4 << 20,
 
 		SessionsCountInterval: 15 * time.Second,
 	}
@@ -137,6 +144,13 @@ func (s *Service) sweepGapsEvery(ctx context.Context) {
 
 // Handle is the bus handler for one turn.completed message.
 func (s *Service) Handle(ctx context.Context, m bus.Message) error {
+	if len(m.Data) >= s.cfg.HeavyBytes {
+		release, err := s.cfg.Heavy.Hold(ctx, 10*time.Second, m.InProgress)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
 	if err != nil {
 		s.metrics.rejected(ctx, "bad_subject")

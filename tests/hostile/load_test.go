@@ -60,10 +60,10 @@ const (
 	// every time, far below the outage it replaced (every request timed
 	// out), and logs the ratio.
 	maxSlowdown = 20.0
-	restSamples  = 100              // B's requests at rest
-	killAbove    = int64(3 << 30)   // the process is killed past this RSS, to spare the machine
-	readyEvery   = 100 * time.Millisecond
-	settle       = 3 * time.Minute // ingest of the fill on a busy machine
+	restSamples = 100            // B's requests at rest
+	killAbove   = int64(3 << 30) // the process is killed past this RSS, to spare the machine
+	readyEvery  = 100 * time.Millisecond
+	settle      = 3 * time.Minute // ingest of the fill on a busy machine
 )
 
 // system is the Mnemos process under test and the store the checks read.

@@ -63,7 +63,7 @@ func Read[T Event](b *bus.Bus, m bus.Message) (T, error) {
 	return ev, nil
 }
 
-// Triggers of a compaction.
+// Trigger is what started a compaction.
 type Trigger = string
 
 // The triggers.
@@ -95,9 +95,14 @@ const (
 
 // Kind, Address and MsgID of each event.
 
-func (e TurnAccounted) Kind() string                      { return bus.KindTurnAccounted }
+// Kind of TurnAccounted is the leading tokens of its subject.
+func (e TurnAccounted) Kind() string { return bus.KindTurnAccounted }
+
+// Address of TurnAccounted is the tenant and session its subject ends with.
 func (e TurnAccounted) Address() (tenant, session string) { return e.TenantID, e.SessionID }
-func (e TurnAccounted) MsgID() string                     { return "accounted:" + e.EventID }
+
+// MsgID of TurnAccounted is derived from what caused it.
+func (e TurnAccounted) MsgID() string { return "accounted:" + e.EventID }
 
 // Check refuses what the accountant never writes: another schema, a seq
 // below 1 or a negative number.
@@ -112,7 +117,10 @@ func (e TurnAccounted) Check() error {
 	return nil
 }
 
-func (e ContextThreshold) Kind() string                      { return bus.KindContextThreshold }
+// Kind of ContextThreshold is the leading tokens of its subject.
+func (e ContextThreshold) Kind() string { return bus.KindContextThreshold }
+
+// Address of ContextThreshold is the tenant and session its subject ends with.
 func (e ContextThreshold) Address() (tenant, session string) { return e.TenantID, e.SessionID }
 
 // MsgID names the change of state by its cause: the turn or the compaction.
@@ -123,7 +131,10 @@ func (e ContextThreshold) MsgID() string {
 	return "threshold:" + e.EventID
 }
 
-func (e CompactRequested) Kind() string                      { return bus.KindCompactRequested }
+// Kind of CompactRequested is the leading tokens of its subject.
+func (e CompactRequested) Kind() string { return bus.KindCompactRequested }
+
+// Address of CompactRequested is the tenant and session its subject ends with.
 func (e CompactRequested) Address() (tenant, session string) { return e.TenantID, e.SessionID }
 
 // MsgID names a manual request by its compaction, an automatic one by the
@@ -143,30 +154,57 @@ func (e CompactRequested) Check() error {
 	return nil
 }
 
-func (e CompactCompleted) Kind() string                      { return bus.KindCompactCompleted }
+// Kind of CompactCompleted is the leading tokens of its subject.
+func (e CompactCompleted) Kind() string { return bus.KindCompactCompleted }
+
+// Address of CompactCompleted is the tenant and session its subject ends with.
 func (e CompactCompleted) Address() (tenant, session string) { return e.TenantID, e.SessionID }
-func (e CompactCompleted) MsgID() string                     { return "compacted:" + e.CompactionID }
 
-func (e CompactFailed) Kind() string                      { return bus.KindCompactFailed }
+// MsgID of CompactCompleted is derived from what caused it.
+func (e CompactCompleted) MsgID() string { return "compacted:" + e.CompactionID }
+
+// Kind of CompactFailed is the leading tokens of its subject.
+func (e CompactFailed) Kind() string { return bus.KindCompactFailed }
+
+// Address of CompactFailed is the tenant and session its subject ends with.
 func (e CompactFailed) Address() (tenant, session string) { return e.TenantID, e.SessionID }
-func (e CompactFailed) MsgID() string                     { return "compact-failed:" + e.CompactionID }
 
-func (e CircuitOpened) Kind() string                      { return bus.KindCircuitOpened }
+// MsgID of CompactFailed is derived from what caused it.
+func (e CompactFailed) MsgID() string { return "compact-failed:" + e.CompactionID }
+
+// Kind of CircuitOpened is the leading tokens of its subject.
+func (e CircuitOpened) Kind() string { return bus.KindCircuitOpened }
+
+// Address of CircuitOpened is the tenant and session its subject ends with.
 func (e CircuitOpened) Address() (tenant, session string) { return e.TenantID, e.SessionID }
-func (e CircuitOpened) MsgID() string                     { return "circuit:" + e.CompactionID }
 
-func (e SessionMemoryUpdated) Kind() string                      { return bus.KindSessionMemoryUpdated }
+// MsgID of CircuitOpened is derived from what caused it.
+func (e CircuitOpened) MsgID() string { return "circuit:" + e.CompactionID }
+
+// Kind of SessionMemoryUpdated is the leading tokens of its subject.
+func (e SessionMemoryUpdated) Kind() string { return bus.KindSessionMemoryUpdated }
+
+// Address of SessionMemoryUpdated is the tenant and session its subject ends with.
 func (e SessionMemoryUpdated) Address() (tenant, session string) { return e.TenantID, e.SessionID }
+
+// MsgID of SessionMemoryUpdated is derived from what caused it.
 func (e SessionMemoryUpdated) MsgID() string {
 	return fmt.Sprintf("notes:%s:%s:%d", e.TenantID, e.SessionID, e.Version)
 }
 
-func (e MemorySaved) Kind() string                      { return bus.KindMemorySaved }
+// Kind of MemorySaved is the leading tokens of its subject.
+func (e MemorySaved) Kind() string { return bus.KindMemorySaved }
+
+// Address of MemorySaved is the tenant and session its subject ends with.
 func (e MemorySaved) Address() (tenant, session string) { return e.TenantID, e.SessionID }
-func (e MemorySaved) MsgID() string                     { return "memory-saved:" + e.RunID }
+
+// MsgID of MemorySaved is derived from what caused it.
+func (e MemorySaved) MsgID() string { return "memory-saved:" + e.RunID }
 
 // Kind of a dream event is its state's: "dream.<state>".
-func (e Dream) Kind() string                      { return "dream." + e.State }
+func (e Dream) Kind() string { return "dream." + e.State }
+
+// Address of Dream is the tenant and session its subject ends with.
 func (e Dream) Address() (tenant, session string) { return e.TenantID, e.DreamID }
 
 // MsgID names a dream's state; a proposal approved completes it a second time.

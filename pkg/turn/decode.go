@@ -55,7 +55,7 @@ const (
 	// or output size leaves no room for the tenant's thresholds, or is
 	// outside what any model has.
 	ReasonBadContextWindow   Reason = "bad_context_window"
-	ReasonBadMaxOutputTokens Reason = "bad_max_output_tokens"
+	ReasonBadMaxOutputTokens Reason = "bad_max_output_tokens" //nolint:gosec // a reason code that names a field, not a credential
 )
 
 // InputError is bad input: the sender must change the event, retrying it

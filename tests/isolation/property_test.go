@@ -46,8 +46,11 @@ func marker(tenant string) string { return "zq-" + tenant + "-qz" }
 
 // Settings that make every tenant's sessions produce every kind of row
 // quickly: offloaded tool results, notes after a few hundred tokens.
+// The test's tenants send many requests at once: their per-process cap on
+// expensive requests is off, so every answer is about isolation, not a 429.
 const settingsDoc = `{"offload": {"threshold_chars": 1500, "preview_bytes": 200},
-	"session_memory": {"init_tokens": 300, "update_tokens": 300, "update_tool_calls": 1}}`
+	"session_memory": {"init_tokens": 300, "update_tokens": 300, "update_tool_calls": 1},
+	"limits": {"concurrent_requests": 0}}`
 
 // system is every service of one process on one small pool, with an HTTP
 // API in front of the gateway.

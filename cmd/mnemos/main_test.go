@@ -545,7 +545,7 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	}, "-target=all")
 	// long.jsonl peaks at 155,686 tokens; its second copy (--repeat 2)
 	// crosses the 167,000-token threshold.
-	path := claudecodetest.Path(t, "long.jsonl")
+	path := longUntilItsCompaction(t)
 	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "long", "--repeat", "2", path}, env(nil), io.Discard, io.Discard))
 
 	type compaction struct {
@@ -630,4 +630,26 @@ func TestBenchCommandPrintsItsTables(t *testing.T) {
 		require.Contains(t, out.String(), want)
 	}
 	require.Error(t, run(context.Background(), []string{"bench", "--sizes", "big"}, env(nil), io.Discard, io.Discard))
+}
+
+// longUntilItsCompaction writes long.jsonl up to its own /compact (the
+// client's compaction boundary) to a file of the test's. Replayed twice,
+// its second copy crosses the threshold with no client compaction after it
+// that could bring the count down before Mnemos compacts, however slowly
+// the machine runs.
+func longUntilItsCompaction(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(claudecodetest.Path(t, "long.jsonl"))
+	require.NoError(t, err)
+	var kept []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"compact_boundary"`) || strings.Contains(line, "<command-name>/compact") {
+			break
+		}
+		kept = append(kept, line)
+	}
+	require.Less(t, len(kept), strings.Count(string(data), "\n"), "long.jsonl has its compaction")
+	path := filepath.Join(t.TempDir(), "long-until-compaction.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(kept, "\n")+"\n"), 0o600))
+	return path
 }

@@ -106,7 +106,7 @@ func TestMetricsMoveAfterAReplay(t *testing.T) {
 
 	// long.jsonl peaks at 155,686 tokens; its second copy (--repeat 2)
 	// crosses the 167,000-token threshold.
-	path := claudecodetest.Path(t, "long.jsonl")
+	path := longUntilItsCompaction(t)
 	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "metered", "--repeat", "2", path}, env(nil), io.Discard, io.Discard))
 
 	var after exposition

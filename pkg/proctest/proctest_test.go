@@ -1,10 +1,11 @@
+//go:build linux
+
 package proctest_test
 
 import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -45,9 +46,6 @@ mnemos_up 1
 
 func TestListeningAddrs(t *testing.T) {
 	t.Parallel()
-	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc")
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer func() { _ = ln.Close() }()

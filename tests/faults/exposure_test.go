@@ -1,9 +1,10 @@
+//go:build linux
+
 package faults_test
 
 import (
 	"io"
 	"net/http"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,9 +20,6 @@ import (
 // tenant's from. The API port has no /metrics; the admin port does.
 func TestAllInOneListensOnTheAPIAndAdminPortsOnly(t *testing.T) {
 	t.Parallel()
-	if runtime.GOOS != "linux" {
-		t.Skip("lists the process's sockets through /proc")
-	}
 	p := proctest.Mnemos(t, bins, "all", map[string]string{
 		"MNEMOS_DATABASE_URL":       pgtest.URL(t),
 		"MNEMOS_DATABASE_MAX_CONNS": "6",

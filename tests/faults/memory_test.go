@@ -92,9 +92,13 @@ func checkNotes(t *testing.T, s *system, last map[string]int64) {
 	t.Helper()
 	set := tenantcfg.Defaults().SessionMemory
 	// An update a kill cut short is made again: by the redelivered turn, or
-	// by the sweep once its claim ran out.
+	// by the sweep once its claim ran out. A kill between an update's commit
+	// and its release leaves the claim's owner behind with nothing owed; its
+	// lease runs out and the next due turn takes it, so only a live claim
+	// counts as an update under way.
 	require.Eventually(t, func() bool {
-		return s.count("SELECT count(*) FROM session_notes WHERE pending OR update_owner <> ''") == 0
+		return s.count(`SELECT count(*) FROM session_notes
+			WHERE pending OR (update_owner <> '' AND update_lease_until > now())`) == 0
 	}, settleTimeout, poll, "every notes update ended")
 	s.waitOutboxEmpty()
 	updates := notesUpdates(t, s)
@@ -170,6 +174,13 @@ func chat(id, project string, n int) []turn.Event {
 func checkExtraction(t *testing.T, s *system, last map[string]int64, scopes map[string]string) {
 	t.Helper()
 	ctx := context.Background()
+	// A run a kill cut short is made again once its scope's lease ran out:
+	// by the redelivered turn or by the sweep, after every message was
+	// acknowledged.
+	require.Eventually(t, func() bool {
+		return s.count("SELECT count(*) FROM extractor_cursors WHERE due_seq > seq") == 0
+	}, settleTimeout, poll, "every owed extraction ran")
+	s.waitOutboxEmpty()
 	announced := map[string]int{}
 	for _, m := range s.streamMsgs(bus.StreamEvents, bus.KindMemorySaved+".>") {
 		var ev events.MemorySaved

@@ -11,6 +11,7 @@ package assembly
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -73,6 +74,15 @@ type Context struct {
 	// Tokens estimates what is rendered: tokens.EstimateBlock over the
 	// system blocks and every message's blocks.
 	Tokens int64 `json:"tokens"`
+
+	// memos is parallel to Messages: the memo of a stored message that
+	// carries one (nil otherwise), with the variant it was rendered as.
+	memos []memoRef
+}
+
+type memoRef struct {
+	memo    *view.Memo
+	variant uint64
 }
 
 // Render builds the context of in: the system blocks, the head as stored,
@@ -97,15 +107,30 @@ func Render(in Input) Context {
 		c.Tokens += tokens.EstimateBlock(b)
 	}
 	add := func(m view.Message, uuid string, cleared map[string]bool) {
+		var ref memoRef
+		if m.Memo != nil {
+			ref = memoRef{memo: m.Memo, variant: variant(m, cleared, len(in.Beside[uuid]))}
+			if r, ok := m.Memo.Get(ref.variant); ok {
+				c.Messages = append(c.Messages, Wire{Role: m.Role, Content: r.Content})
+				c.UUIDs = append(c.UUIDs, uuid)
+				c.Tokens += r.Tokens
+				c.memos = append(c.memos, ref)
+				return
+			}
+		}
 		content := renderContent(m.Content, cleared)
 		if extra := in.Beside[uuid]; uuid != "" && len(extra) > 0 {
-			content = append(content, renderContent(extra, nil)...)
+			content = append(slices.Clip(content), renderContent(extra, nil)...)
 		}
+		n := tokens.EstimateContent(content)
 		c.Messages = append(c.Messages, Wire{Role: m.Role, Content: content})
 		c.UUIDs = append(c.UUIDs, uuid)
-		c.Tokens += tokens.EstimateContent(content)
+		c.Tokens += n
+		c.memos = append(c.memos, ref)
+		ref.memo.Put(view.Rendering{Variant: ref.variant, Content: content, Tokens: n})
 	}
 	for _, m := range in.Head {
+		m.Memo = nil
 		add(m, "", nil)
 	}
 	for _, m := range in.Messages {
@@ -128,15 +153,52 @@ func Shown(msgs []view.Message, cleared map[string]bool) []view.Message {
 	return out
 }
 
-// renderContent copies c with cleared tool results replaced and
-// cache_control dropped. It never returns nil, so empty content is written
-// the same way whatever was stored.
+// variant is what a stored message's rendering depends on besides the
+// message: how many of its tool results were cleared and how many blocks
+// recall put beside it. Both only ever grow (a decision to clear, like
+// what recall showed, is recorded once and kept), so a rendering made for
+// the same variant is the same.
+func variant(m view.Message, cleared map[string]bool, beside int) uint64 {
+	var n uint64
+	for _, b := range m.Content {
+		if b.Type == turn.BlockToolResult && cleared[b.ToolUseID] {
+			n++
+		}
+	}
+	return n<<32 | uint64(uint32(beside))
+}
+
+// renderContent returns c with cleared tool results replaced and
+// cache_control dropped: c itself when that changes nothing, a copy
+// otherwise. It never returns nil, so empty content is written the same
+// way whatever was stored.
 func renderContent(c turn.Content, cleared map[string]bool) turn.Content {
+	if len(c) > 0 && unchanged(c, cleared) {
+		return c
+	}
 	out := make(turn.Content, 0, len(c))
 	for _, b := range c {
 		out = append(out, renderBlock(b, cleared))
 	}
 	return out
+}
+
+// unchanged reports whether rendering c changes nothing: no block carries
+// cache_control, at the top or in a tool result, and no tool result is
+// cleared.
+func unchanged(c turn.Content, cleared map[string]bool) bool {
+	for _, b := range c {
+		if b.CacheControl != nil {
+			return false
+		}
+		if b.Type != turn.BlockToolResult {
+			continue
+		}
+		if cleared[b.ToolUseID] || (b.Content != nil && !unchanged(*b.Content, nil)) {
+			return false
+		}
+	}
+	return true
 }
 
 func renderBlock(b turn.Block, cleared map[string]bool) turn.Block {
@@ -270,8 +332,20 @@ func (c Context) EncodeParts() (system, messages [][]byte, err error) {
 	}
 	messages = make([][]byte, len(c.Messages))
 	for i, m := range c.Messages {
+		var ref memoRef
+		if i < len(c.memos) {
+			ref = c.memos[i]
+		}
+		if r, ok := ref.memo.Get(ref.variant); ok && r.Data != nil {
+			messages[i] = r.Data
+			continue
+		}
 		if messages[i], err = m.MarshalJSON(); err != nil {
 			return nil, nil, fmt.Errorf("assembly: encode message %d: %w", i, err)
+		}
+		if r, ok := ref.memo.Get(ref.variant); ok {
+			r.Data = messages[i]
+			ref.memo.Put(r)
 		}
 	}
 	return system, messages, nil

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,9 +65,34 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 			Duplicates: b.duplicateWindow,
 			Replicas:   b.replicas,
 		}
-		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if err := b.ensureStream(ctx, cfg); err != nil {
 			return fmt.Errorf("bus.EnsureStreams: jetstream.CreateOrUpdateStream %s: %w", cfg.Name, err)
 		}
 	}
 	return nil
+}
+
+// ensureAttempts bounds how often a stream's creation is tried when the
+// server answers with a failure of its own (5xx: no leader yet after a
+// restart, a store it could not create at that moment).
+const ensureAttempts = 5
+
+// ensureStream creates or updates one stream, trying again after a server
+// failure with a growing pause (0.1 s, 0.2 s, … 0.8 s).
+func (b *Bus) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
+	pause := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := b.js.CreateOrUpdateStream(ctx, cfg)
+		var apiErr *jetstream.APIError
+		if err == nil || attempt == ensureAttempts || !errors.As(err, &apiErr) || apiErr.Code < 500 {
+			return err
+		}
+		b.log.Warn("bus: the server could not create a stream; trying again", "stream", cfg.Name, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
 }

@@ -4,6 +4,7 @@
 package view
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -26,6 +27,46 @@ type Message struct {
 	Tokens int64
 	// At is when the message was stored; zero for the messages a compaction made.
 	At time.Time
+	// Memo, when set, keeps how the message was last rendered, for the next
+	// rendering of the same message (see Memo). Only messages shared
+	// between reads (sessionctx.Cache) carry one.
+	Memo *Memo
+}
+
+// Memo keeps a stored message's rendering between renders: its rendered
+// content, token estimate and encoding, under the variant they were made
+// for (what besides the message itself the rendering depended on). A
+// stored message never changes, so a rendering stays right as long as its
+// variant does. It is safe for concurrent use.
+type Memo struct {
+	p atomic.Pointer[Rendering]
+}
+
+// Rendering is what a Memo keeps; Data is nil until the message is encoded.
+type Rendering struct {
+	Variant uint64
+	Content turn.Content
+	Tokens  int64
+	Data    []byte
+}
+
+// Get returns the rendering kept for variant.
+func (m *Memo) Get(variant uint64) (Rendering, bool) {
+	if m == nil {
+		return Rendering{}, false
+	}
+	r := m.p.Load()
+	if r == nil || r.Variant != variant {
+		return Rendering{}, false
+	}
+	return *r, true
+}
+
+// Put keeps r, replacing what was kept.
+func (m *Memo) Put(r Rendering) {
+	if m != nil {
+		m.p.Store(&r)
+	}
 }
 
 // Stored reports whether m is a stored conversation message rather than one a compaction made.

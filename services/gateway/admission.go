@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/limits"
@@ -268,5 +269,37 @@ func (g *Gateway) observeInflight(m metric.Meter) error {
 			o.Observe(g.admission.inflight.Load())
 			return nil
 		}))
+	if err != nil {
+		return err
+	}
+	return g.observeContextCache(m)
+}
+
+// observeContextCache reports the context cache's reads, by whether the
+// session was cached, the messages it fetched, and the bytes it holds.
+func (g *Gateway) observeContextCache(m metric.Meter) error {
+	reads, err := m.Int64ObservableCounter("mnemos.gateway.context_cache.reads",
+		metric.WithDescription("Context reads by whether the session's messages were cached (result=hit) or read whole (result=miss)."))
+	if err != nil {
+		return err
+	}
+	fetched, err := m.Int64ObservableCounter("mnemos.gateway.context_cache.fetched_messages",
+		metric.WithDescription("Messages context reads fetched from Postgres; a cached session fetches only those stored since."))
+	if err != nil {
+		return err
+	}
+	held, err := m.Int64ObservableGauge("mnemos.gateway.context_cache.bytes",
+		metric.WithDescription("Bytes the context cache holds, against ContextCacheBytes (MNEMOS_CONTEXT_CACHE_BYTES)."))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := g.contexts.Stats()
+		o.ObserveInt64(reads, st.Hits, metric.WithAttributes(attribute.String("result", "hit")))
+		o.ObserveInt64(reads, st.Misses, metric.WithAttributes(attribute.String("result", "miss")))
+		o.ObserveInt64(fetched, st.Fetched)
+		o.ObserveInt64(held, st.Bytes)
+		return nil
+	}, reads, fetched, held)
 	return err
 }

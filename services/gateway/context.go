@@ -160,7 +160,7 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	for micro := false; ; {
 		err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 			var err error
-			if st, err = sessionctx.Load(ctx, tx, id); err != nil {
+			if st, err = g.contexts.Load(ctx, tx, id); err != nil {
 				return err
 			}
 			section, err = memory.FrozenSection(ctx, tx, memory.SessionSection{
@@ -285,7 +285,7 @@ func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenan
 		if err != nil {
 			return err
 		}
-		st, err := sessionctx.LoadFor(ctx, tx, sess)
+		st, err := g.contexts.LoadFor(ctx, tx, sess)
 		if err != nil {
 			return err
 		}

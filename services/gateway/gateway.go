@@ -26,6 +26,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
+	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -68,6 +69,10 @@ type Config struct {
 	// Heavy, when set, are the process's slots for heavy work, shared with
 	// the accountant; HeavyRequests is then unused.
 	Heavy limits.Heavy
+	// ContextCacheBytes bounds the decoded messages kept between context
+	// reads, so a session read again fetches only what was stored since
+	// (see sessionctx.Cache); negative keeps none.
+	ContextCacheBytes int64
 }
 
 // DefaultMaxInflightBytes is the default budget of bytes in flight.
@@ -88,6 +93,8 @@ func DefaultConfig() Config {
 		HeavyRequests:    1,
 		HeavyBytes:       16 << 20,
 		HeavyWait:        3 * time.Second,
+
+		ContextCacheBytes: 64 << 20,
 	}
 }
 
@@ -103,6 +110,7 @@ type Gateway struct {
 	recall   *recall.Recaller // nil: POST recall answers 503
 	dreams   *dream.Dreams
 
+	contexts  *sessionctx.Cache
 	keys      *ttlcache.Cache[string] // API key → tenant
 	keyGuard  *keyGuard
 	admission *admission
@@ -124,6 +132,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
 		keyGuard:  newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
 		admission: newAdmission(cfg),
+		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),
 	}
 	if err := g.observeInflight(meter); err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)

@@ -1,0 +1,189 @@
+package sessionctx
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/pkg/view"
+)
+
+// Cache keeps the decoded messages of the sessions read last, so that
+// reading a session's context again fetches and decodes only the messages
+// stored since. It is safe because a stored message never changes: a
+// session's positions run 0, 1, 2, … without holes (a turn's messages are
+// stored together under the session's lock) and no message is rewritten or
+// deleted. What can change — the kept point, the compaction's head, the
+// micro-compaction decisions — is read afresh every time.
+//
+// The messages it hands out are shared between readers: they must not be
+// changed (assembly.Render never does). The cache holds at most maxBytes,
+// measured by the stored JSON of the messages (the decoded form takes a
+// few times that), and drops the session read longest ago first.
+type Cache struct {
+	maxBytes int64
+
+	mu       sync.Mutex
+	bytes    int64
+	lru      *list.List // of *cached, most recently read first
+	sessions map[cacheKey]*list.Element
+
+	hits, misses, fetched int64
+}
+
+type cacheKey struct{ tenant, session string }
+
+// cached is one session's messages from position from up to (not
+// including) end, in order; cost is what it counts against maxBytes.
+type cached struct {
+	key       cacheKey
+	from, end int64
+	msgs      []view.Message
+	cost      int64
+}
+
+// NewCache returns a cache of at most maxBytes; 0 or less disables it
+// (every read fetches every message).
+func NewCache(maxBytes int64) *Cache {
+	return &Cache{maxBytes: maxBytes, lru: list.New(), sessions: map[cacheKey]*list.Element{}}
+}
+
+// CacheStats are a cache's counters since it was made: reads that found
+// the session (Hits) or not (Misses), and the messages fetched from the
+// store (Fetched).
+type CacheStats struct {
+	Hits, Misses, Fetched int64
+	Bytes                 int64
+	Sessions              int
+}
+
+// Stats reads the cache's counters.
+func (c *Cache) Stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return CacheStats{Hits: c.hits, Misses: c.misses, Fetched: c.fetched, Bytes: c.bytes, Sessions: len(c.sessions)}
+}
+
+// Load reads a session's context in tx like the package's Load does,
+// taking the messages it already holds from the cache. It returns
+// store.ErrNotFound when the session does not exist.
+func (c *Cache) Load(ctx context.Context, tx *store.Tx, sessionID string) (State, error) {
+	sess, err := tx.Session(ctx, sessionID)
+	if err != nil {
+		return State{}, err
+	}
+	return c.LoadFor(ctx, tx, sess)
+}
+
+// LoadFor reads the context of a session already read (or locked) in tx.
+func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (State, error) {
+	if c == nil || c.maxBytes <= 0 {
+		return LoadFor(ctx, tx, sess)
+	}
+	key := cacheKey{sess.TenantID, sess.SessionID}
+	held, from, end := c.get(key, sess.KeepFrom)
+	rows, err := tx.MessagesFrom(ctx, sess.SessionID, end)
+	if err != nil {
+		return State{}, err
+	}
+	added, err := Messages(rows)
+	if err != nil {
+		return State{}, fmt.Errorf("sessionctx.Load: %w", err)
+	}
+	for i := range added {
+		added[i].Memo = &view.Memo{}
+	}
+	msgs := held
+	if len(added) > 0 {
+		msgs = make([]view.Message, 0, len(held)+len(added))
+		msgs = append(append(msgs, held...), added...)
+		end = added[len(added)-1].Position + 1
+		c.put(key, from, end, msgs, rows)
+	}
+	// The full slice expression makes an append by the reader copy instead
+	// of writing into the cache's array.
+	return withMessages(ctx, tx, sess, msgs[:len(msgs):len(msgs)])
+}
+
+// get returns the cached messages of key from position keepFrom on, and
+// the range [from, end) they cover: end is where the store read starts. A
+// session not cached, or cached from a later position than keepFrom, starts
+// from keepFrom with nothing held.
+func (c *Cache) get(key cacheKey, keepFrom int64) (held []view.Message, from, end int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.sessions[key]
+	if !ok {
+		c.misses++
+		return nil, keepFrom, keepFrom
+	}
+	e := el.Value.(*cached)
+	if keepFrom < e.from {
+		c.misses++
+		return nil, keepFrom, keepFrom
+	}
+	c.hits++
+	c.lru.MoveToFront(el)
+	// Positions have no holes, but the search does not rely on it.
+	i := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].Position >= keepFrom })
+	return e.msgs[i:], keepFrom, max(e.end, keepFrom)
+}
+
+// put stores msgs as key's messages [from, end), the rows just fetched
+// counted as read, and drops the sessions read longest ago past maxBytes.
+// A session bigger than the whole cache is not kept.
+func (c *Cache) put(key cacheKey, from, end int64, msgs []view.Message, fetched []store.Message) {
+	var cost int64
+	for _, m := range msgs {
+		cost += messageCost(m)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fetched += int64(len(fetched))
+	if el, ok := c.sessions[key]; ok {
+		old := el.Value.(*cached)
+		if old.end >= end && old.from <= from {
+			return // a concurrent read stored as much or more
+		}
+		c.bytes -= old.cost
+		c.lru.Remove(el)
+		delete(c.sessions, key)
+	}
+	if cost > c.maxBytes {
+		return
+	}
+	c.sessions[key] = c.lru.PushFront(&cached{key: key, from: from, end: end, msgs: msgs, cost: cost})
+	c.bytes += cost
+	for c.bytes > c.maxBytes {
+		last := c.lru.Back()
+		e := last.Value.(*cached)
+		c.lru.Remove(last)
+		delete(c.sessions, e.key)
+		c.bytes -= e.cost
+	}
+}
+
+// messageCost approximates what a decoded message holds: its texts and
+// inputs, and the structures around them.
+func messageCost(m view.Message) int64 {
+	n := int64(len(m.UUID)) + 128
+	for _, b := range m.Content {
+		n += blockCost(b)
+		if b.Content != nil {
+			for _, nb := range *b.Content {
+				n += blockCost(nb)
+			}
+		}
+	}
+	return n
+}
+
+// blockCost is a block's strings and raw JSON, and the block itself.
+func blockCost(b turn.Block) int64 {
+	return int64(len(b.Text)+len(b.Citations)+len(b.Thinking)+len(b.Signature)+len(b.Data)+len(b.ID)+len(b.Name)+
+		len(b.Input)+len(b.ToolUseID)+len(b.Source)+len(b.Title)+len(b.Context)+len(b.CacheControl)) + 256
+}

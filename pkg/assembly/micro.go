@@ -136,7 +136,8 @@ func BySize(results []Result, count, warning int64, keep int, minSaving int64) [
 
 // ByTime is micro-compaction by time: when more than idle passed from
 // lastResponse to now (the provider's prompt cache has expired, so clearing
-// breaks nothing), clear every result but the keep most recent. Results that
+// breaks nothing), clear every result but the keep most recent, and never
+// the most recent one (a keep below 1 counts as 1). Results that
 // clearing would not shrink are left alone. A zero lastResponse (no
 // response yet) clears nothing. It returns the tool_use ids to clear, in
 // conversation order, or nil.
@@ -144,9 +145,14 @@ func ByTime(results []Result, lastResponse, now time.Time, idle time.Duration, k
 	if lastResponse.IsZero() || now.Sub(lastResponse) <= idle {
 		return nil
 	}
-	ids, _ := older(results, keep)
+	ids, _ := older(results, max(keep, minIdleKeep))
 	return ids
 }
+
+// minIdleKeep is the fewest results clearing by time keeps, whatever the
+// settings say: the latest result is what the agent is most likely still
+// working from.
+const minIdleKeep = 1
 
 // older returns the ids of the results before the keep most recent that
 // clearing would shrink, in conversation order, and what clearing them saves.

@@ -96,6 +96,18 @@ func TestByTime(t *testing.T) {
 	}
 }
 
+// TestByTimeKeepsAtLeastOne: whatever idle_keep says, clearing by time
+// keeps the most recent result, the one the agent most likely still needs.
+func TestByTimeKeepsAtLeastOne(t *testing.T) {
+	t.Parallel()
+
+	last := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, keep := range []int{0, -1} {
+		require.Equal(t, []string{"r0", "r1", "r2"}, assembly.ByTime(results(4, 100), last, last.Add(2*time.Hour), time.Hour, keep), "keep %d", keep)
+	}
+	require.Nil(t, assembly.ByTime(results(1, 100), last, last.Add(2*time.Hour), time.Hour, 0), "a lone result stays")
+}
+
 func TestCompactable(t *testing.T) {
 	t.Parallel()
 

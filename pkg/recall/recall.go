@@ -9,7 +9,8 @@
 // their descriptions. Names the selector invents are dropped and counted.
 // Each memory surfaced is cut to a few lines and bytes and headed with its
 // age; old ones carry a note to verify them. A session stops being shown
-// memories once they add up to its budget, until its next compaction.
+// memories once they add up to its budget, until its next compaction, which
+// also lets the memories shown before it be shown again.
 package recall
 
 import (
@@ -248,7 +249,8 @@ func (r *Recaller) recall(ctx context.Context, q Query) (Result, error) {
 
 // state is what a recall reads of its session before it selects.
 type state struct {
-	// surfaced holds the references of every memory the session was shown.
+	// surfaced holds the references of every memory the session was shown
+	// since its latest compaction.
 	surfaced map[string]bool
 	// bytes is what was surfaced since the session's latest compaction.
 	bytes int64
@@ -275,9 +277,10 @@ func (r *Recaller) load(ctx context.Context, q Query) (state, error) {
 	return st, nil
 }
 
-// surfaced reads what a session was shown: every memory's reference, and
-// the bytes since its latest compaction, which it names ("" before the
-// first, or for a session not accounted yet).
+// surfaced reads what a session was shown since its latest compaction,
+// which it names ("" before the first, or for a session not accounted
+// yet): every memory's reference, and the bytes. A compaction resets both:
+// what was shown before it left the context with the messages it replaced.
 func surfaced(ctx context.Context, tx *store.Tx, sessionID string) (refs map[string]bool, bytes int64, compaction string, err error) {
 	sess, err := tx.Session(ctx, sessionID)
 	switch {
@@ -292,8 +295,8 @@ func surfaced(ctx context.Context, tx *store.Tx, sessionID string) (refs map[str
 	}
 	refs = make(map[string]bool, len(rows))
 	for _, s := range rows {
-		refs[s.Scope+"/"+s.Name] = true
 		if s.CompactionID == compaction {
+			refs[s.Scope+"/"+s.Name] = true
 			bytes += s.Bytes
 		}
 	}

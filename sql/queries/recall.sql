@@ -11,10 +11,11 @@ WHERE tenant_id = @tenant_id AND session_id = @session_id
 ORDER BY surfaced_at, scope, name;
 
 -- name: RecallSurfacedInsert :execrows
--- Records a surfaced memory, unless the session had it surfaced already (0 rows then).
+-- Records a surfaced memory, unless the session had it surfaced already
+-- since the same compaction (0 rows then).
 INSERT INTO recall_surfaced (tenant_id, session_id, scope, name, revision, source, message_uuid, compaction_id, bytes)
 VALUES (@tenant_id, @session_id, @scope, @name, @revision, @source, @message_uuid, @compaction_id, @bytes)
-ON CONFLICT (tenant_id, session_id, scope, name) DO NOTHING;
+ON CONFLICT (tenant_id, session_id, compaction_id, scope, name) DO NOTHING;
 
 -- name: RecallPrefetchInsert :execrows
 -- Records what the context shows beside a user message, unless that is

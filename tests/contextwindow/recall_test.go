@@ -185,7 +185,9 @@ func TestALatePrefetchIsNotShown(t *testing.T) {
 
 // TestTheRecallBudgetIsResetByACompaction: through the API, memories of
 // about 4 KB are surfaced until the session has been shown 60 KB; then
-// recall stops (capped) until a compaction, after which it surfaces again.
+// recall stops (capped) until a compaction, after which it surfaces again,
+// the memories shown before it included: their reminders left the context
+// with the messages the compaction replaced.
 func TestTheRecallBudgetIsResetByACompaction(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil)
@@ -207,11 +209,16 @@ func TestTheRecallBudgetIsResetByACompaction(t *testing.T) {
 	ask := `{"query": "how do I restart the payments cluster?", "memory_scope": {"project": "pay"}}`
 	var got recallAnswer
 	var shown int
+	before := map[string]bool{}
 	for i := 0; got.Outcome != "capped"; i++ {
 		require.Less(t, i, 10)
 		status, raw := h.call(t, "POST", "/v1/sessions/budget/recall", ask, &got)
 		require.Equal(t, 200, status, string(raw))
 		shown += len(got.Memories)
+		for _, m := range got.Memories {
+			require.False(t, before[m.Name], "%s shown twice before the compaction", m.Name)
+			before[m.Name] = true
+		}
 		if got.Outcome == "surfaced" {
 			require.Less(t, got.SessionBytes-int64(len(got.Memories[len(got.Memories)-1].Text)), int64(60<<10),
 				"only the last memory shown may cross 60 KB")
@@ -230,7 +237,10 @@ func TestTheRecallBudgetIsResetByACompaction(t *testing.T) {
 	status, raw = h.call(t, "POST", "/v1/sessions/budget/recall", ask, &got)
 	require.Equal(t, 200, status, string(raw))
 	require.Equal(t, "surfaced", got.Outcome, "the compaction reset the budget")
-	require.Len(t, got.Memories, min(5, 24-shown), "memories not shown before")
+	require.Len(t, got.Memories, 5)
+	for _, m := range got.Memories {
+		require.True(t, before[m.Name], "%s: the selector picks the most recent memories, the ones shown first", m.Name)
+	}
 	var fresh int64
 	for _, m := range got.Memories {
 		fresh += int64(len(m.Text))

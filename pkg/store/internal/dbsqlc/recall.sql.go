@@ -164,7 +164,7 @@ func (q *Queries) RecallSessionLock(ctx context.Context, arg RecallSessionLockPa
 const recallSurfacedInsert = `-- name: RecallSurfacedInsert :execrows
 INSERT INTO recall_surfaced (tenant_id, session_id, scope, name, revision, source, message_uuid, compaction_id, bytes)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-ON CONFLICT (tenant_id, session_id, scope, name) DO NOTHING
+ON CONFLICT (tenant_id, session_id, compaction_id, scope, name) DO NOTHING
 `
 
 type RecallSurfacedInsertParams struct {
@@ -179,7 +179,8 @@ type RecallSurfacedInsertParams struct {
 	Bytes        int64
 }
 
-// Records a surfaced memory, unless the session had it surfaced already (0 rows then).
+// Records a surfaced memory, unless the session had it surfaced already
+// since the same compaction (0 rows then).
 func (q *Queries) RecallSurfacedInsert(ctx context.Context, arg RecallSurfacedInsertParams) (int64, error) {
 	result, err := q.db.Exec(ctx, recallSurfacedInsert,
 		arg.TenantID,

@@ -191,7 +191,9 @@ type CompactedSession struct {
 	State              string
 	CompactFailures    int
 	CompactCircuitOpen bool
-	StaleUsageAbove    int64
+	// CompactCircuitUntil is when an open circuit may be tried again.
+	CompactCircuitUntil time.Time
+	StaleUsageAbove     int64
 }
 
 // ApplyCompaction makes a completed compaction the session's context and
@@ -201,7 +203,7 @@ func (t *Tx) ApplyCompaction(ctx context.Context, c CompactedSession) error {
 		TenantID: t.tenant, SessionID: c.SessionID, CompactionID: &c.CompactionID, KeepFrom: c.KeepFrom,
 		BaselineTokens: c.BaselineTokens, PendingTokens: c.PendingTokens, TokenCount: c.TokenCount,
 		State: c.State, CompactFailures: int32(c.CompactFailures), CompactCircuitOpen: c.CompactCircuitOpen,
-		StaleUsageAbove: c.StaleUsageAbove,
+		StaleUsageAbove: c.StaleUsageAbove, CompactCircuitUntil: timestamptz(c.CompactCircuitUntil),
 	})
 	if err != nil {
 		return fmt.Errorf("store.ApplyCompaction: %w", err)

@@ -60,6 +60,9 @@ type Session struct {
 	// CompactCircuitOpen is set when they reach the breaker's limit.
 	CompactFailures    int
 	CompactCircuitOpen bool
+	// CompactCircuitUntil is when an open circuit may be tried again (zero
+	// when closed, or for a circuit opened before it was recorded).
+	CompactCircuitUntil time.Time
 	// StaleUsageAbove: after a compaction, usage at or above this comes from
 	// a request built before it and is not taken as the baseline (0: none).
 	StaleUsageAbove int64
@@ -71,36 +74,37 @@ type Session struct {
 
 func toSession(r dbsqlc.Session) (Session, error) {
 	s := Session{
-		TenantID:           r.TenantID,
-		SessionID:          r.SessionID,
-		AgentID:            r.AgentID,
-		Model:              r.Model,
-		ContextWindow:      r.ContextWindow,
-		MaxOutputTokens:    r.MaxOutputTokens,
-		AppliedSeq:         r.AppliedSeq,
-		WaitingTurns:       r.WaitingTurns,
-		MessageCount:       r.MessageCount,
-		BaselineTokens:     r.BaselineTokens,
-		HasUsage:           r.HasUsage,
-		PendingTokens:      r.PendingTokens,
-		TokenCount:         r.TokenCount,
-		State:              r.State,
-		CompactionInFlight: r.CompactionInFlight,
-		CompactRequests:    r.CompactRequests,
-		AutoCompactEnabled: r.AutoCompactEnabled,
-		ToolCallsTotal:     r.ToolCallsTotal,
-		RejectedTurns:      r.RejectedTurns,
-		LastResponseAt:     r.LastResponseAt.Time,
-		CreatedAt:          r.CreatedAt.Time,
-		UpdatedAt:          r.UpdatedAt.Time,
-		KeepFrom:           r.KeepFrom,
-		CompactFailures:    int(r.CompactFailures),
-		CompactCircuitOpen: r.CompactCircuitOpen,
-		StaleUsageAbove:    r.StaleUsageAbove,
-		ContextEpoch:       r.ContextEpoch,
-		SkippedSeqs:        r.SkippedSeqs,
-		LastSkippedFrom:    r.LastSkippedFrom,
-		LastSkippedTo:      r.LastSkippedTo,
+		TenantID:            r.TenantID,
+		SessionID:           r.SessionID,
+		AgentID:             r.AgentID,
+		Model:               r.Model,
+		ContextWindow:       r.ContextWindow,
+		MaxOutputTokens:     r.MaxOutputTokens,
+		AppliedSeq:          r.AppliedSeq,
+		WaitingTurns:        r.WaitingTurns,
+		MessageCount:        r.MessageCount,
+		BaselineTokens:      r.BaselineTokens,
+		HasUsage:            r.HasUsage,
+		PendingTokens:       r.PendingTokens,
+		TokenCount:          r.TokenCount,
+		State:               r.State,
+		CompactionInFlight:  r.CompactionInFlight,
+		CompactRequests:     r.CompactRequests,
+		AutoCompactEnabled:  r.AutoCompactEnabled,
+		ToolCallsTotal:      r.ToolCallsTotal,
+		RejectedTurns:       r.RejectedTurns,
+		LastResponseAt:      r.LastResponseAt.Time,
+		CreatedAt:           r.CreatedAt.Time,
+		UpdatedAt:           r.UpdatedAt.Time,
+		KeepFrom:            r.KeepFrom,
+		CompactFailures:     int(r.CompactFailures),
+		CompactCircuitOpen:  r.CompactCircuitOpen,
+		CompactCircuitUntil: r.CompactCircuitUntil.Time,
+		StaleUsageAbove:     r.StaleUsageAbove,
+		ContextEpoch:        r.ContextEpoch,
+		SkippedSeqs:         r.SkippedSeqs,
+		LastSkippedFrom:     r.LastSkippedFrom,
+		LastSkippedTo:       r.LastSkippedTo,
 	}
 	if r.CompactionID != nil {
 		s.CompactionID = *r.CompactionID

@@ -3,6 +3,7 @@ package tenantcfg
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 )
@@ -15,6 +16,11 @@ type Compaction struct {
 	// BreakerFailures is how many LLM compactions of a session may fail in a
 	// row before its automatic compactions use the extractive summary only.
 	BreakerFailures int `json:"breaker_failures"`
+	// BreakerCooldownMinutes is how long an open circuit stays open: the
+	// first automatic compaction after it asks the model once more
+	// (half-open), and the answer closes the circuit or a failure opens it
+	// for another cool-down.
+	BreakerCooldownMinutes int `json:"breaker_cooldown_minutes"`
 	// SessionMemory bounds what session-memory compaction keeps verbatim.
 	SessionMemory KeepSettings `json:"session_memory"`
 	// Restore bounds what is restored after a compaction.
@@ -55,7 +61,8 @@ type ToolNames struct {
 func DefaultCompaction() Compaction {
 	n := compaction.DefaultToolNames()
 	return Compaction{
-		BreakerFailures: 3,
+		BreakerFailures:        3,
+		BreakerCooldownMinutes: 30,
 		SessionMemory:   KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000, WaitSeconds: 15},
 		Restore:         RestoreSettings{Files: 5, FileTokens: 5_000, TotalTokens: 50_000},
 		Tools:           ToolNames{Read: n.Read, Edit: n.Edit, Write: n.Write, Shell: n.Shell, Todo: n.Todo},
@@ -67,6 +74,9 @@ func (c Compaction) Validate() error {
 	var errs []error
 	if c.BreakerFailures < 1 {
 		errs = append(errs, fmt.Errorf("compaction: breaker_failures must be at least 1, got %d", c.BreakerFailures))
+	}
+	if c.BreakerCooldownMinutes < 1 || c.BreakerCooldownMinutes > 7*24*60 {
+		errs = append(errs, fmt.Errorf("compaction: breaker_cooldown_minutes must be within 1 and 10080 (a week), got %d", c.BreakerCooldownMinutes))
 	}
 	k := c.SessionMemory
 	if k.MinTokens < 0 || k.MinTextMessages < 0 || k.MaxTokens <= 0 || k.MinTokens > k.MaxTokens {
@@ -83,6 +93,11 @@ func (c Compaction) Validate() error {
 		errs = append(errs, errors.New("compaction: instructions are longer than 20,000 bytes"))
 	}
 	return errors.Join(errs...)
+}
+
+// BreakerCooldown is BreakerCooldownMinutes as a duration.
+func (c Compaction) BreakerCooldown() time.Duration {
+	return time.Duration(c.BreakerCooldownMinutes) * time.Minute
 }
 
 // ToolNames returns the tool mapping in compaction's terms.

@@ -326,8 +326,7 @@ func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 // extractively. Only the end of ctx is an error.
 func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*result, error) {
 	res := &result{}
-	circuitOpen := j.c.Trigger == events.TriggerAuto && j.state.Session.CompactCircuitOpen
-	if !circuitOpen {
+	if !s.circuitOpen(j) {
 		instructions := j.c.Instructions
 		if instructions == "" {
 			instructions = j.set.Compaction.Instructions
@@ -444,7 +443,7 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 	c.LLMRetries = max(res.sum.Attempts-1, 0)
 	c.InputTokens, c.OutputTokens = res.sum.Usage.InputTokens, res.sum.Usage.OutputTokens
 	c.CacheReadTokens, c.CacheWriteTokens = res.sum.Usage.CacheReadTokens, res.sum.Usage.CacheWriteTokens
-	failures, open, opened := s.breaker(j, res)
+	br := s.breaker(j, res)
 	if res.llmErr != nil {
 		c.Error = res.llmErr.Error()
 	}
@@ -468,7 +467,7 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 		if err := tx.ApplyCompaction(ctx, store.CompactedSession{
 			SessionID: sess.SessionID, CompactionID: c.ID, KeepFrom: c.KeepFrom,
 			BaselineTokens: c.PostTokens, PendingTokens: pending, TokenCount: count, State: status.State,
-			CompactFailures: failures, CompactCircuitOpen: open,
+			CompactFailures: br.failures, CompactCircuitOpen: br.open, CompactCircuitUntil: br.until,
 			StaleUsageAbove: staleAbove(c.PreTokens, c.PostTokens),
 		}); err != nil {
 			return err
@@ -482,8 +481,8 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 				return err
 			}
 		}
-		if opened {
-			if err := s.enqueueCircuit(ctx, tx, sess, c, failures, res.llmErr); err != nil {
+		if br.opened {
+			if err := s.enqueueCircuit(ctx, tx, sess, c, br.failures, res.llmErr); err != nil {
 				return err
 			}
 		}
@@ -496,7 +495,7 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 	if err != nil {
 		return fmt.Errorf("compactor: commit %s: %w", c.ID, err)
 	}
-	s.metrics.completed(ctx, c, opened)
+	s.metrics.completed(ctx, c, br.opened)
 	// The compaction is the span of the delivery that asked for it.
 	trace.SpanFromContext(ctx).SetAttributes(
 		attribute.String("mnemos.compaction.id", c.ID), attribute.String("mnemos.compaction.trigger", c.Trigger),
@@ -508,19 +507,42 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 	return nil
 }
 
-// breaker returns the session's consecutive LLM failures and circuit state
-// after res, and whether this compaction opened the circuit.
-func (s *Service) breaker(j job, res *result) (failures int, open, opened bool) {
+// circuitOpen reports whether the compaction skips the model: an
+// automatic one of a session whose circuit is open and still cooling down.
+// Past the cool-down the circuit is half-open: the model is tried once
+// more. A manual compaction always tries the model.
+func (s *Service) circuitOpen(j job) bool {
+	sess := j.state.Session
+	return j.c.Trigger == events.TriggerAuto && sess.CompactCircuitOpen && s.now().Before(sess.CompactCircuitUntil)
+}
+
+// circuit is a session's breaker after a compaction: its consecutive LLM
+// failures, whether the circuit is open and until when it cools down, and
+// whether this compaction opened it.
+type circuit struct {
+	failures     int
+	open, opened bool
+	until        time.Time
+}
+
+// breaker returns the session's breaker after res. A failed model call
+// opens the circuit at the limit, or again after a half-open try, for a
+// cool-down from now; an answer closes it.
+func (s *Service) breaker(j job, res *result) circuit {
 	sess := j.state.Session
 	switch {
 	case res.llmErr != nil:
-		failures = sess.CompactFailures + 1
-		open = sess.CompactCircuitOpen || failures >= j.set.Compaction.BreakerFailures
-		return failures, open, open && !sess.CompactCircuitOpen
+		c := circuit{failures: sess.CompactFailures + 1, until: sess.CompactCircuitUntil}
+		c.open = sess.CompactCircuitOpen || c.failures >= j.set.Compaction.BreakerFailures
+		c.opened = c.open && !sess.CompactCircuitOpen
+		if c.open {
+			c.until = s.now().Add(j.set.Compaction.BreakerCooldown())
+		}
+		return c
 	case res.method == events.MethodFull:
-		return 0, false, false // the model answered: the circuit closes
+		return circuit{} // the model answered: the circuit closes
 	default:
-		return sess.CompactFailures, sess.CompactCircuitOpen, false
+		return circuit{failures: sess.CompactFailures, open: sess.CompactCircuitOpen, until: sess.CompactCircuitUntil}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,32 +20,33 @@ func TestBreakerOpensAfterTheConfiguredFailuresAndClosesOnAModelSummary(t *testi
 	t.Parallel()
 	set := tenantcfg.Defaults()
 	set.Compaction.BreakerFailures = 3
-	jobWith := func(failures int, open bool) job {
-		return job{set: set, state: sessionctx.State{Session: store.Session{CompactFailures: failures, CompactCircuitOpen: open}}}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	later := now.Add(30 * time.Minute)
+	svc := &Service{now: func() time.Time { return now }}
+	jobWith := func(failures int, open bool, until time.Time) job {
+		return job{set: set, c: store.Compaction{Trigger: events.TriggerAuto},
+			state: sessionctx.State{Session: store.Session{CompactFailures: failures, CompactCircuitOpen: open, CompactCircuitUntil: until}}}
 	}
 	failed := &result{method: events.MethodExtractive, llmErr: errors.New("model down")}
 
-	failures, open, opened := (&Service{}).breaker(jobWith(1, false), failed)
-	require.Equal(t, 2, failures)
-	require.False(t, open, "two failures in a row do not open a circuit of three")
-	require.False(t, opened)
+	require.Equal(t, circuit{failures: 2}, svc.breaker(jobWith(1, false, time.Time{}), failed),
+		"two failures in a row do not open a circuit of three")
+	require.Equal(t, circuit{failures: 3, open: true, opened: true, until: later}, svc.breaker(jobWith(2, false, time.Time{}), failed),
+		"the third failure opens the circuit, once, for the cool-down")
+	require.Equal(t, circuit{failures: 4, open: true, until: later}, svc.breaker(jobWith(3, true, now.Add(-time.Second)), failed),
+		"a failed half-open try opens it for another cool-down, not a second time")
+	require.Equal(t, circuit{}, svc.breaker(jobWith(3, true, now.Add(-time.Second)), &result{method: events.MethodFull}),
+		"a model summary closes the circuit")
+	require.Equal(t, circuit{failures: 2}, svc.breaker(jobWith(2, false, time.Time{}), &result{method: events.MethodSessionMemory}),
+		"a compaction without a model call leaves the breaker as it was")
+	require.Equal(t, circuit{failures: 3, open: true, until: later}, svc.breaker(jobWith(3, true, later), &result{method: events.MethodExtractive}))
 
-	failures, open, opened = (&Service{}).breaker(jobWith(2, false), failed)
-	require.Equal(t, 3, failures)
-	require.True(t, open)
-	require.True(t, opened, "the third failure opens the circuit, once")
-
-	_, open, opened = (&Service{}).breaker(jobWith(3, true), failed)
-	require.True(t, open)
-	require.False(t, opened, "an open circuit is not opened again")
-
-	failures, open, _ = (&Service{}).breaker(jobWith(3, true), &result{method: events.MethodFull})
-	require.Zero(t, failures)
-	require.False(t, open, "a model summary closes the circuit")
-
-	failures, open, _ = (&Service{}).breaker(jobWith(2, false), &result{method: events.MethodSessionMemory})
-	require.Equal(t, 2, failures, "a compaction without a model call leaves the count as it was")
-	require.False(t, open)
+	require.True(t, svc.circuitOpen(jobWith(3, true, now.Add(time.Second))), "cooling down: no model")
+	require.False(t, svc.circuitOpen(jobWith(3, true, now)), "cooled down: half-open, the model is tried")
+	require.False(t, svc.circuitOpen(jobWith(3, true, time.Time{})), "opened before the cool-down was recorded: tried at once")
+	manual := jobWith(3, true, later)
+	manual.c.Trigger = events.TriggerManual
+	require.False(t, svc.circuitOpen(manual), "a manual compaction always tries the model")
 }
 
 func TestStaleAboveIsHalfwayBetweenBeforeAndAfter(t *testing.T) {

@@ -61,6 +61,7 @@ UPDATE sessions SET
     compaction_in_flight = false,
     compact_failures = @compact_failures,
     compact_circuit_open = @compact_circuit_open,
+    compact_circuit_until = sqlc.narg(compact_circuit_until),
     stale_usage_above = @stale_usage_above,
     context_epoch = context_epoch + 1,
     updated_at = now()

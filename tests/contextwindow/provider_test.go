@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,15 +81,26 @@ func TestPromptTooLongRetriesDropTheOldestRounds(t *testing.T) {
 	require.True(t, reqs[0].CachedSystem, "the system prompt is marked for the prompt cache")
 }
 
+// TestFailingModelOpensTheCircuitAndFallsBack: three failed model
+// summaries in a row open the session's circuit; while it cools down,
+// automatic compactions ask no model. Past the cool-down the circuit is
+// half-open: the next one asks the model once more, a failure opens it for
+// another cool-down, and an answer closes it.
 func TestFailingModelOpensTheCircuitAndFallsBack(t *testing.T) {
 	t.Parallel()
-	provider, srv := scripted(t, func(llmtest.Request) llmtest.Reply { return llmtest.ServerError() })
+	var answers atomic.Bool
+	provider, srv := scripted(t, func(llmtest.Request) llmtest.Reply {
+		if answers.Load() {
+			return llmtest.Text("<summary>\n## 1. Primary Request and Intent\nThe user had modules read.\n</summary>")
+		}
+		return llmtest.ServerError()
+	})
 	h := setup(t, provider)
 	sub, err := h.bus.Conn().SubscribeSync(h.bus.Subject(bus.KindCircuitOpened, tenant, "failing"))
 	require.NoError(t, err)
 	c := h.conversation("failing")
 
-	compactions := func() int {
+	methods := func() []string {
 		var list struct {
 			Compactions []struct {
 				Status string `json:"status"`
@@ -96,11 +108,18 @@ func TestFailingModelOpensTheCircuitAndFallsBack(t *testing.T) {
 			} `json:"compactions"`
 		}
 		h.get(t, "/v1/sessions/failing/compactions", &list)
+		var out []string
 		for _, cp := range list.Compactions {
 			require.Equal(t, "completed", cp.Status)
-			require.Equal(t, events.MethodExtractive, cp.Method)
+			out = append(out, cp.Method)
 		}
-		return len(list.Compactions)
+		return out
+	}
+	compactions := func() int {
+		for _, m := range methods() {
+			require.Equal(t, events.MethodExtractive, m)
+		}
+		return len(methods())
 	}
 	grow(t, h, c, func(int) bool { return compactions() == 3 })
 	require.Equal(t, 6, srv.Calls(), "two attempts for each of three compactions")
@@ -116,4 +135,33 @@ func TestFailingModelOpensTheCircuitAndFallsBack(t *testing.T) {
 	// session still never reaches the blocking limit (grow checks each round).
 	grow(t, h, c, func(int) bool { return compactions() == 4 })
 	require.Equal(t, 6, srv.Calls())
+	cooling := h.session(t, c.id).CompactCircuitUntil
+	require.WithinDuration(t, time.Now().Add(30*time.Minute), cooling, time.Minute, "open for the default cool-down")
+
+	// The cool-down passes (the row says so): the next automatic compaction
+	// asks the model, which fails again; the circuit opens for another
+	// cool-down, without a second circuit_opened.
+	cooled := func() {
+		_, err := h.admin.Exec(context.Background(),
+			"UPDATE sessions SET compact_circuit_until = now() - interval '1 second' WHERE tenant_id = $1 AND session_id = $2", tenant, c.id)
+		require.NoError(t, err)
+	}
+	cooled()
+	grow(t, h, c, func(int) bool { return compactions() == 5 })
+	require.Equal(t, 8, srv.Calls(), "the half-open compaction asked the model (two attempts)")
+	s = h.session(t, c.id)
+	require.True(t, s.CompactCircuitOpen, "the failed try opened the circuit again")
+	require.Equal(t, 4, s.CompactFailures)
+	require.True(t, s.CompactCircuitUntil.After(time.Now().Add(29*time.Minute)), "for another cool-down")
+	require.Equal(t, int64(1), h.metrics.Sum("mnemos.compactions.circuit_opened", "", ""))
+
+	// Cooled down again, with the model answering: the circuit closes.
+	answers.Store(true)
+	cooled()
+	grow(t, h, c, func(int) bool { return len(methods()) == 6 })
+	require.Equal(t, events.MethodFull, methods()[5], "the half-open compaction's summary is the model's")
+	s = h.session(t, c.id)
+	require.False(t, s.CompactCircuitOpen, "the answer closed the circuit")
+	require.Zero(t, s.CompactFailures)
+	require.True(t, s.CompactCircuitUntil.IsZero())
 }

@@ -566,24 +566,26 @@ UPDATE sessions SET
     compaction_in_flight = false,
     compact_failures = $7,
     compact_circuit_open = $8,
-    stale_usage_above = $9,
+    compact_circuit_until = $9,
+    stale_usage_above = $10,
     context_epoch = context_epoch + 1,
     updated_at = now()
-WHERE tenant_id = $10 AND session_id = $11
+WHERE tenant_id = $11 AND session_id = $12
 `
 
 type SessionApplyCompactionParams struct {
-	CompactionID       *string
-	KeepFrom           int64
-	BaselineTokens     int64
-	PendingTokens      int64
-	TokenCount         int64
-	State              string
-	CompactFailures    int32
-	CompactCircuitOpen bool
-	StaleUsageAbove    int64
-	TenantID           string
-	SessionID          string
+	CompactionID        *string
+	KeepFrom            int64
+	BaselineTokens      int64
+	PendingTokens       int64
+	TokenCount          int64
+	State               string
+	CompactFailures     int32
+	CompactCircuitOpen  bool
+	CompactCircuitUntil pgtype.Timestamptz
+	StaleUsageAbove     int64
+	TenantID            string
+	SessionID           string
 }
 
 func (q *Queries) SessionApplyCompaction(ctx context.Context, arg SessionApplyCompactionParams) error {
@@ -596,6 +598,7 @@ func (q *Queries) SessionApplyCompaction(ctx context.Context, arg SessionApplyCo
 		arg.State,
 		arg.CompactFailures,
 		arg.CompactCircuitOpen,
+		arg.CompactCircuitUntil,
 		arg.StaleUsageAbove,
 		arg.TenantID,
 		arg.SessionID,

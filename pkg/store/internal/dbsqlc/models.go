@@ -278,38 +278,39 @@ type RunLease struct {
 }
 
 type Session struct {
-	TenantID           string
-	SessionID          string
-	AgentID            string
-	Model              string
-	ContextWindow      int64
-	MaxOutputTokens    int64
-	MemoryScope        []byte
-	AppliedSeq         int64
-	WaitingTurns       int64
-	MessageCount       int64
-	BaselineTokens     int64
-	HasUsage           bool
-	PendingTokens      int64
-	TokenCount         int64
-	State              string
-	CompactionInFlight bool
-	CompactRequests    int64
-	AutoCompactEnabled bool
-	ToolCallsTotal     int64
-	RejectedTurns      int64
-	LastResponseAt     pgtype.Timestamptz
-	CreatedAt          pgtype.Timestamptz
-	UpdatedAt          pgtype.Timestamptz
-	CompactionID       *string
-	KeepFrom           int64
-	CompactFailures    int32
-	CompactCircuitOpen bool
-	StaleUsageAbove    int64
-	ContextEpoch       int64
-	SkippedSeqs        int64
-	LastSkippedFrom    int64
-	LastSkippedTo      int64
+	TenantID            string
+	SessionID           string
+	AgentID             string
+	Model               string
+	ContextWindow       int64
+	MaxOutputTokens     int64
+	MemoryScope         []byte
+	AppliedSeq          int64
+	WaitingTurns        int64
+	MessageCount        int64
+	BaselineTokens      int64
+	HasUsage            bool
+	PendingTokens       int64
+	TokenCount          int64
+	State               string
+	CompactionInFlight  bool
+	CompactRequests     int64
+	AutoCompactEnabled  bool
+	ToolCallsTotal      int64
+	RejectedTurns       int64
+	LastResponseAt      pgtype.Timestamptz
+	CreatedAt           pgtype.Timestamptz
+	UpdatedAt           pgtype.Timestamptz
+	CompactionID        *string
+	KeepFrom            int64
+	CompactFailures     int32
+	CompactCircuitOpen  bool
+	StaleUsageAbove     int64
+	ContextEpoch        int64
+	SkippedSeqs         int64
+	LastSkippedFrom     int64
+	LastSkippedTo       int64
+	CompactCircuitUntil pgtype.Timestamptz
 }
 
 type SessionNote struct {

@@ -43,7 +43,7 @@ func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStat
 }
 
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -87,6 +87,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.SkippedSeqs,
 		&i.LastSkippedFrom,
 		&i.LastSkippedTo,
+		&i.CompactCircuitUntil,
 	)
 	return i, err
 }
@@ -94,7 +95,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until
 `
 
 type SessionLockParams struct {
@@ -141,12 +142,13 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.SkippedSeqs,
 		&i.LastSkippedFrom,
 		&i.LastSkippedTo,
+		&i.CompactCircuitUntil,
 	)
 	return i, err
 }
 
 const sessionLockWithin = `-- name: SessionLockWithin :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
 `
 
 type SessionLockWithinParams struct {
@@ -199,6 +201,7 @@ func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinPa
 		&i.SkippedSeqs,
 		&i.LastSkippedFrom,
 		&i.LastSkippedTo,
+		&i.CompactCircuitUntil,
 	)
 	return i, err
 }

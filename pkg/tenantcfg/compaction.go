@@ -63,9 +63,9 @@ func DefaultCompaction() Compaction {
 	return Compaction{
 		BreakerFailures:        3,
 		BreakerCooldownMinutes: 30,
-		SessionMemory:   KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000, WaitSeconds: 15},
-		Restore:         RestoreSettings{Files: 5, FileTokens: 5_000, TotalTokens: 50_000},
-		Tools:           ToolNames{Read: n.Read, Edit: n.Edit, Write: n.Write, Shell: n.Shell, Todo: n.Todo},
+		SessionMemory:          KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000, WaitSeconds: 15},
+		Restore:                RestoreSettings{Files: 5, FileTokens: 5_000, TotalTokens: 50_000},
+		Tools:                  ToolNames{Read: n.Read, Edit: n.Edit, Write: n.Write, Shell: n.Shell, Todo: n.Todo},
 	}
 }
 

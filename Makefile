@@ -85,7 +85,7 @@ image: ## build the container image mnemos:local (Dockerfile)
 
 .PHONY: compose-check
 compose-check: ## validate docker-compose.yml with docker compose config (needs the compose plugin)
-	@docker compose version >/dev/null 2>&1 || { echo "docker compose is not installed; 'go test -run TestCompose ./cmd/mnemos' checks the file with the same loader"; exit 1; }
+	@docker compose version >/dev/null 2>&1 || { echo "docker compose is not installed; 'go test -run TestCompose ./deploy' checks the file with the same loader"; exit 1; }
 	docker compose config --quiet
 
 .PHONY: helm-template
@@ -99,4 +99,4 @@ helm-lint: ## helm lint the chart with its defaults and with production-like val
 
 .PHONY: deploy-check
 deploy-check: ## the chart against the Kubernetes schemas, compose, dashboard (Go tests)
-	$(GO) test -count=1 -run 'TestChart|TestSchemaValidation|TestCompose|TestDashboard' ./cmd/mnemos
+	$(GO) test -count=1 ./deploy

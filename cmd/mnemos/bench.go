@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mnemos-ai/mnemos/pkg/benchmark"
+	"github.com/mnemos-ai/mnemos/internal/benchmark"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/natsembed"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -26,7 +26,7 @@ const localBenchURL = "postgres://postgres@127.0.0.1:5432/mnemos_bench?sslmode=d
 
 // runBench runs the accountant, the outbox relay and the gateway in this
 // process against a Postgres and a JetStream, measures them with
-// pkg/benchmark and prints the tables of the README.
+// internal/benchmark and prints the tables of the README.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mnemos bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)

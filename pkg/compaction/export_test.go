@@ -13,6 +13,8 @@ const (
 	MissingResult      = missingResult
 	OrphanResultLead   = orphanResultLead
 	OrphanErrorLead    = orphanErrorLead
-	InstructionsLead   = instructionsLead
 	ExtractiveNote     = extractiveNote
 )
+
+// InstructionsLead opens the summary instructions (prompts/instructions.md).
+var InstructionsLead = instructionsLead

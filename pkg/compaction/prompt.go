@@ -1,56 +1,44 @@
 package compaction
 
-import "strings"
+import (
+	_ "embed" // the prompts
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// The texts of a summary request live in prompts/ (embedded).
+var (
+	//go:embed prompts/system.md
+	systemPromptText string
+	//go:embed prompts/instructions.md
+	instructionsText string
+)
 
 // systemPrompt frames the summary call.
-const systemPrompt = `You write hand-over summaries of long working sessions between a user and an AI agent. ` +
-	`The session you are given has outgrown the agent's context window, and your summary will take its place: ` +
-	`the agent must be able to carry on from the summary alone, without asking the user again for anything ` +
-	`already said and without losing a decision, a file or an error that mattered. ` +
-	`Reply with plain text only; never call a tool.`
+var systemPrompt = strings.TrimSpace(systemPromptText)
+
+// instructionsTemplate is the final user message of a summary request: its
+// "lead" template opens it, its sections are Headings() in order, and
+// .Custom is the request's custom instructions, if any.
+var instructionsTemplate = template.Must(template.New("instructions.md").Parse(strings.TrimSpace(instructionsText)))
 
 // instructionsLead opens the final instruction message of a summary request.
 // BuiltinSummarizer recognises that message by it.
-const instructionsLead = "Stop here: your task now is to summarize the conversation above."
-
-// sectionGuidance says what each heading of Headings() should hold.
-var sectionGuidance = map[string]string{
-	HeadingIntent:         "Everything the user explicitly asked for, and the intent behind it, in enough detail to act on.",
-	HeadingConcepts:       "The technologies, frameworks, libraries, protocols and ideas the work relies on.",
-	HeadingFiles:          "Each file that was read, changed or created: why it matters and what changed. Include the code snippets that matter, in full.",
-	HeadingErrors:         "Each error or failure met, how it was fixed, and what the user said about it, especially any correction.",
-	HeadingProblemSolving: "The problems solved so far and the investigations still open.",
-	HeadingUserMessages:   "Every message the user wrote (not tool results), word for word and in order. They show how the user's wishes changed, so leave none out.",
-	HeadingPending:        "Work the user asked for that is not done yet.",
-	HeadingCurrentWork:    "Precisely what was being worked on right before this summary, with file names and code where they apply.",
-	HeadingNextStep: "The next step, only if it follows directly from the user's latest request and the work in progress. " +
-		"Quote the latest request word for word so it is clear where the work stopped. Write \"None.\" if the last task was finished or the next step is unclear.",
-}
+var instructionsLead = execute(instructionsTemplate.Lookup("lead"), nil)
 
 // instructions is the text of the final user message of a summary request.
 func instructions(custom string) string {
+	return execute(instructionsTemplate, struct{ Custom string }{strings.TrimSpace(custom)})
+}
+
+// execute renders one of the package's prompt templates. They only print
+// strings, so they cannot fail on any data: a failure is a broken template
+// file, found by the first test that builds a request.
+func execute(t *template.Template, data any) string {
 	var b strings.Builder
-	b.WriteString(instructionsLead)
-	b.WriteString(` Do not answer or continue it, and do not call any tools: reply with text only.
-
-First think it through inside <analysis> and </analysis> tags. This part is your scratch space and will be thrown away. ` +
-		`Walk through the conversation from start to end and note, for each part: what the user asked for and how they wanted it done; ` +
-		`what the agent did and decided; file names, code, function signatures and edits; errors and how they were resolved; ` +
-		`any feedback or correction from the user. Then check that nothing technical is missing.
-
-Then write the summary inside <summary> and </summary> tags, with these sections in this order, each under its markdown heading:
-`)
-	for i, h := range Headings() {
-		b.WriteString("\n")
-		b.WriteString(sectionTitle(i+1, h))
-		b.WriteString("\n")
-		b.WriteString(sectionGuidance[h])
-		b.WriteString("\n")
-	}
-	b.WriteString("\nWrite \"None.\" under a section that has nothing to report.")
-	if custom = strings.TrimSpace(custom); custom != "" {
-		b.WriteString("\n\nFurther instructions for this summary:\n")
-		b.WriteString(custom)
+	if err := t.Execute(&b, data); err != nil {
+		panic(fmt.Sprintf("compaction: the prompt template %s: %v", t.Name(), err))
 	}
 	return b.String()
 }

@@ -10,9 +10,11 @@
 package extraction
 
 import (
+	_ "embed" // the prompts
 	"encoding/json"
 	"fmt"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
@@ -22,47 +24,26 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
+// The texts of an extraction request live in prompts/ (embedded).
+var (
+	//go:embed prompts/system.md
+	systemPromptText string
+	//go:embed prompts/instructions.md
+	instructionsText string
+)
+
 // systemPrompt frames every extraction. It is the same for every run, so
 // providers cache it; what varies (the scope, the date, the turns) is in
 // the last message.
-const systemPrompt = `You keep the long-term memory of an AI agent that works with a user across many sessions. ` +
-	`After each of the user's turns you read what was said since the last time you looked, and decide whether ` +
-	`anything in it deserves to be remembered in future sessions. You act only through the memory tools you are given, ` +
-	`which reach one memory scope; you never continue the conversation and never answer the user.
+var systemPrompt = strings.TrimSpace(systemPromptText)
 
-# The four kinds of memory
-
-- user: who the user is — their role, what they know well and what is new to them, how they like to work and to be spoken to. It lets the agent fit its help to this person.
-- feedback: how the agent should work, as the user told it — a correction ("don't do that") or a confirmation that an unusual approach was right. Record why, so the rule can be applied sensibly in cases it did not name.
-- project: facts about the work that the code and its history do not show — goals, decisions and their reasons, constraints, deadlines, who does what, incidents. These go stale: date them.
-- reference: where information lives outside the conversation — a dashboard, a tracker, a runbook, a channel — and what it is for.
-
-# How a memory is written
-
-- name: a few lowercase words joined by '-', saying what the memory is about (deploy-freeze, testing-real-database).
-- description: one specific line; it is what later decides whether the memory is shown, so name the subject plainly.
-- body, for feedback and project memories: first the rule or the fact in one or two sentences, then a line starting "**Why:**" with the reason (often the user's own words or the incident behind it), then a line starting "**How to apply:**" saying when and how it bears on future work. User and reference memories are a few plain sentences.
-- Dates are absolute: turn "today", "on Thursday", "next week" into dates, using the date given below. Never write a relative date.
-
-# What is never saved
-
-- anything the code itself shows: code patterns and conventions, architecture, file paths and the layout of the project;
-- git history, and who changed what;
-- how a bug was found or fixed (the fix is in the code, the story in the commit);
-- what the agent's instructions already say;
-- the state of the task at hand: what is being done right now, progress, next steps, todo lists;
-- secrets, credentials and personal data that the user did not ask to keep.
-If nothing in the new messages is worth keeping, change nothing.
-
-# Working with the scope
-
-- Look at the manifest of the scope's memories first. When a memory on the subject exists, update it (read it, then edit or rewrite it) rather than writing a second one; correct a memory that the new messages contradict.
-- New memories are listed in the scope's index by themselves; edit the index only to fix a hook or the order.
-- You have only a few turns: make the reads you need together in one turn, then the writes together in the next, then stop.`
+// instructionsTemplate is the last block of every request: its "lead"
+// template opens it; .Scope, .Today and .MaxTurns are the run's.
+var instructionsTemplate = template.Must(template.New("instructions.md").Parse(strings.TrimSpace(instructionsText)))
 
 // instructionsLead starts the last block of every request; the builtin
 // extractor recognizes the first turn of a run by it.
-const instructionsLead = "Extract long-term memories from the conversation above."
+var instructionsLead = execute(instructionsTemplate.Lookup("lead"), nil)
 
 // Markers of the manifest block.
 const (
@@ -169,10 +150,21 @@ func instructions(scope memory.Scope, now time.Time, maxTurns int) string {
 	if maxTurns <= 0 {
 		maxTurns = 5
 	}
-	return fmt.Sprintf(`%s They are the messages of one session since its memories were last extracted; the manifest of the memories %s already holds is just above.
+	return execute(instructionsTemplate, struct {
+		Scope, Today string
+		MaxTurns     int
+	}{scope.String(), now.UTC().Format(time.DateOnly), maxTurns})
+}
 
-Today is %s (UTC). Save to %s what these messages teach that will still matter in later sessions, following the rules you were given: the right kind, the body's shape, absolute dates, nothing the code or the instructions already say, and an update of an existing memory rather than a near duplicate. You have at most %d turns with the tools; when you are done, or when there is nothing to save, answer without a tool call.`,
-		instructionsLead, scope, now.UTC().Format(time.DateOnly), scope, maxTurns)
+// execute renders one of the package's prompt templates. They only print
+// strings and numbers, so they cannot fail on any data: a failure is a
+// broken template file, found by the first test that builds a request.
+func execute(t *template.Template, data any) string {
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		panic(fmt.Sprintf("extraction: the prompt template %s: %v", t.Name(), err))
+	}
+	return b.String()
 }
 
 // trim cuts tool results and tool inputs of c to their bounds; what the

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	_ "embed" // the memory section's instructions
 	"fmt"
 	"strings"
 )
@@ -87,36 +88,12 @@ type ScopeIndex struct {
 	Content string
 }
 
-// Instructions is the first text of the memory section: how to use memory.
-const Instructions = `# Long-term memory
+//go:embed prompts/instructions.md
+var instructionsText string
 
-You have a long-term memory that outlives this conversation. It is kept in scopes: the user's own
-memories, the project's, the user's notes on this checkout of the project (local), and those of your
-agent type. Each scope has an index, MEMORY.md, shown below: one line per memory, pointing to its file.
-Read a memory's file before relying on it; the index only says what it is about.
-
-A memory is a short markdown file with a frontmatter of name, description (one specific line) and
-type, then a body. There are four types:
-- user: who the user is — role, expertise, responsibilities, how they like to work.
-- feedback: how you should work, as the user corrected you or confirmed an approach that was not
-  obvious. Lead with the rule, then **Why:** (the reason given) and **How to apply:** (when it matters).
-- project: facts about the work that the code and its history do not show — goals, decisions,
-  constraints, who does what, deadlines. Lead with the fact, then **Why:** and **How to apply:**.
-- reference: where information lives outside this conversation (a tracker, a dashboard, a channel,
-  a document) and what it is good for.
-
-Save what will still help in a later conversation: things learned about the user, their corrections
-and preferences, project context you were told, pointers to outside resources. Write dates as absolute
-dates ("2026-11-22", never "next Thursday"). Update an existing memory rather than adding a near
-duplicate, and delete one that turned out wrong.
-
-Do not save what can be found again: code patterns, architecture, file paths or conventions readable
-in the code; git history; how a bug was debugged (the fix is in the code); what your instructions
-already say; the details of the task in progress.
-
-Memories are observations from the time they were written, and may be stale. Before you act on one —
-a file, a function, a flag, a person's role — check that it still holds, and fix or delete the memory
-when it does not. When a memory and what you observe now disagree, trust what you observe.`
+// Instructions is the first text of the memory section: how to use memory
+// (prompts/instructions.md).
+var Instructions = strings.TrimSpace(instructionsText)
 
 // Section renders the memory section of a context: Instructions, then for
 // each scope its index truncated to l (with the warning line when cut). It

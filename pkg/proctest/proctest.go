@@ -1,6 +1,6 @@
 // Package proctest runs Mnemos as real child processes, for tests that kill
 // and restart them: it builds the mnemos binary and a nats-server once per
-// test binary (Build, from TestMain), starts any target against a test's
+// test binary (Main, as TestMain), starts any target against a test's
 // Postgres and NATS, kills it with SIGKILL or stops it with SIGTERM, starts
 // it again, waits for it to exit on its own (a crash hook of pkg/faults), and
 // reads its Prometheus metrics.
@@ -37,7 +37,7 @@ type Binaries struct {
 
 // Build compiles the mnemos binary and a nats-server (from the
 // github.com/nats-io/nats-server/v2 module the repository requires) into dir.
-// Call it once, from TestMain: the build cache makes later runs quick.
+// Main calls it once per test binary: the build cache makes later runs quick.
 func Build(dir string) (Binaries, error) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -58,6 +58,31 @@ func Build(dir string) (Binaries, error) {
 		}
 	}
 	return bins, nil
+}
+
+// Main is the TestMain of a package whose tests run Mnemos as processes: it
+// builds the binaries (Build) into a temporary directory, sets *bins, runs
+// the tests, removes the directory and exits with the tests' code. When the
+// build fails it prints why and exits 1 without running any test.
+//
+//	var bins proctest.Binaries
+//
+//	func TestMain(m *testing.M) { proctest.Main(m, &bins) }
+func Main(m *testing.M, bins *Binaries) {
+	dir, err := os.MkdirTemp("", "mnemos-proctest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bins, err = Build(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // Process is a child process that can be killed and started again with the

@@ -1,6 +1,7 @@
 package recall
 
 import (
+	_ "embed" // the selector's prompt
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,15 +12,13 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
-// SystemPrompt is the selector's instructions; %d is the most memories it
-// may pick. It is the same for every call of a tenant, so providers cache it.
-const SystemPrompt = `You decide which saved memories an AI agent should be shown while it works on a request.
+//go:embed prompts/selector.md
+var systemPromptText string
 
-You are given the tools the agent has just used, a list of memories, and the request. Each memory is one line: its reference, its type and age, and a one-line description of what it holds.
-
-Answer with the references of the memories that will clearly help with this request: at most %d, the most useful first, each written exactly as it appears in the list. Judge by the description. Pick a memory only when you are confident it bears on the request; when in doubt, leave it out. An empty list is a good answer when nothing fits.
-
-About the tools just used: leave out reference memories that explain how to use one of those tools, since the agent is already using it. Do pick memories that warn about one of those tools: known problems, pitfalls, limits and how to work around them.`
+// SystemPrompt is the selector's instructions (prompts/selector.md); %d is
+// the most memories it may pick. It is the same for every call of a tenant,
+// so providers cache it.
+var SystemPrompt = strings.TrimSpace(systemPromptText)
 
 // Lines of the selector's request, which the builtin selector reads back.
 const (

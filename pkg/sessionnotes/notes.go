@@ -8,6 +8,7 @@
 package sessionnotes
 
 import (
+	_ "embed" // the default template
 	"errors"
 	"fmt"
 	"strings"
@@ -39,38 +40,12 @@ func Headings() []string {
 	}
 }
 
-// DefaultTemplate is the empty notes document: each section a heading and
-// an italic line saying what belongs under it.
-const DefaultTemplate = `# Session Title
-_A short, specific name for what this session is about, in five to ten words._
+//go:embed prompts/template.md
+var defaultTemplateText string
 
-# Current State
-_What is under way right now, what was just finished, and the next step to take._
-
-# Task specification
-_What the user asked for, in their own terms: goals, constraints, decisions made and options ruled out._
-
-# Files and Functions
-_The files and functions the work depends on, each with a line on what it holds and why it matters here._
-
-# Workflow
-_The commands that build, test, run or deploy the work, in the order they are used, with what their output means._
-
-# Errors & Corrections
-_Errors met and how each was resolved, corrections from the user, and approaches that failed and should not be tried again._
-
-# Codebase and System Documentation
-_How the parts of the system involved fit together: components, data flow, conventions and where things live._
-
-# Learnings
-_What worked, what did not, and what to do differently; lessons that will save time later in the session._
-
-# Key results
-_Results the user asked for, stated exactly: answers, figures, tables and final outputs._
-
-# Worklog
-_One terse line per stretch of work, oldest first._
-`
+// DefaultTemplate is the empty notes document (prompts/template.md): each
+// section a heading and an italic line saying what belongs under it.
+var DefaultTemplate = strings.TrimSpace(defaultTemplateText) + "\n"
 
 // Section is one section of the notes.
 type Section struct {

@@ -1,6 +1,7 @@
 package sessionnotes
 
 import (
+	_ "embed" // the prompts
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,30 +12,21 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
+// The texts of an update request live in prompts/ (embedded).
+var (
+	//go:embed prompts/system.md
+	systemPromptText string
+	//go:embed prompts/update.md
+	defaultPromptText string
+)
+
 // systemPrompt frames every update call. It is the same for every tenant
 // (the answer's format is what ParseEdits checks), so providers cache it.
-const systemPrompt = `You keep the running notes of a working session between a user and an AI agent. ` +
-	`The notes are what the agent will rely on if the conversation has to be cut short, so they must stay ` +
-	`accurate, specific and brief: exact file paths, function names, commands, error messages and figures, ` +
-	`never vague summaries. You answer with edits to the notes in their markdown format and nothing else; ` +
-	`you never call a tool and never continue the conversation itself.`
+var systemPrompt = strings.TrimSpace(systemPromptText)
 
 // DefaultPrompt is the update instructions when the tenant has none of its
-// own. Its variables are PromptVariables.
-const DefaultPrompt = `Update the session notes from the conversation above: it holds the messages since the notes were last updated. The notes as they stand are in <current-notes> just before these instructions.
-
-How to answer:
-- Write only the sections you change. Write each of them whole: its heading line and the italic line under it exactly as they stand now, then the new content of the section. A section you leave out stays as it is.
-- Never rename, reorder, add or remove a heading, and never touch an italic description line: an answer that does is thrown away.
-- Inside a section, use lists, short paragraphs, "##" subheadings or fenced code, but never a line that starts with a single "# ".
-
-What to write:
-- Keep what still holds, correct what changed, and drop what no longer matters.
-- Current State always says what is being done right now and what comes next.
-- Worklog gets one terse line for the work in these messages.
-- Record what the user asked for and any correction they made in their own words, and every error together with its fix.
-- Keep each section under about {{max_section_tokens}} tokens and the whole notes under about {{max_total_tokens}} tokens; shorten the oldest details first.{{oversized_sections}}
-- Write about the work itself, never about these instructions.`
+// own (prompts/update.md). Its variables are PromptVariables.
+var DefaultPrompt = strings.TrimSpace(defaultPromptText)
 
 // Markers around the current notes in an update request.
 const (

@@ -1,8 +1,10 @@
 package dreamer
 
 import (
+	_ "embed" // the prompt
 	"fmt"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/consolidate"
@@ -13,23 +15,25 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
-// systemPrompt is the consolidation's standing instructions, the same for
-// every run (the cached prefix); the run's particulars follow in the first
-// user message.
-var systemPrompt = strings.TrimSpace(`
-You look after the long-term memory of AI agents. Agents working with a user, on a project, in a checkout or as a given kind of agent save small notes ("memories") as they go; between their sessions you tend one scope of them. Your aim is a set of memories that is smaller, truer and easier to find than the one you were given, and that still knows everything it knew. You act only through the tools offered, and they reach only this scope.
+//go:embed prompts/system.md
+var systemPromptText string
 
-Work in four phases.
-
-1. Orient. List the memories (` + memtools.ToolList + `) and read the index (` + memtools.ToolIndexRead + `). Then read the memories worth a closer look: those whose descriptions overlap, those that may be out of date, those that speak of "yesterday" or "last week".
-
-2. Gather recent signal. Look through the past sessions of this scope (` + ToolSearch + `) for what happened since the last consolidation: corrections the user made, decisions, facts that stopped being true, preferences confirmed or dropped. Search narrowly — a name, an error message, a setting — and search again with other words rather than broadly. A search answers with short snippets of a limited number of messages; you never read whole conversations, and you do not need to.
-
-3. Consolidate. Where two or more memories say the same thing, keep the one that says it best, fold into it whatever the others add (` + memtools.ToolEdit + ` or ` + memtools.ToolWrite + `), and delete the others (` + memtools.ToolDelete + `, saying into which memory they went). Where a session contradicts a memory, correct that memory where it stands instead of adding another beside it. Write dates as dates: a relative one ("yesterday", "last Tuesday", "two weeks ago") becomes the absolute date it meant, counted from the day the memory was written (memory_read shows when). Feedback and project memories start with the rule or the fact, followed by **Why:** and **How to apply:**. Keep out what the code, its history or the agent's instructions already say, and the state of work in progress.
-
-4. Prune and index. Bring the index back within its limits (` + memtools.ToolIndexWrite + `): one line per memory, '- [Title](name.md) — hook', the most useful first, each hook a few specific words. Every line points to a memory that exists; a memory you deleted leaves the index with it. Shorten hooks that run long.
-
-Be conservative. A memory you are not sure is wrong or redundant stays as it is. Your changes are staged and applied together when you end your turn; if they delete or rewrite more of the scope's memories than this run is allowed (said below), none of them is applied and they wait for a person's approval instead. Finish by ending your turn with a short account of what you changed and why.`)
+// systemPrompt is the consolidation's standing instructions
+// (prompts/system.md, a text/template naming the tools), the same for every
+// run (the cached prefix); the run's particulars follow in the first user
+// message.
+var systemPrompt = func() string {
+	t := template.Must(template.New("system.md").Option("missingkey=error").Parse(strings.TrimSpace(systemPromptText)))
+	var b strings.Builder
+	if err := t.Execute(&b, map[string]string{
+		"List": memtools.ToolList, "IndexRead": memtools.ToolIndexRead, "Search": ToolSearch,
+		"Edit": memtools.ToolEdit, "Write": memtools.ToolWrite, "Delete": memtools.ToolDelete,
+		"IndexWrite": memtools.ToolIndexWrite,
+	}); err != nil {
+		panic("dreamer: the prompt template system.md: " + err.Error())
+	}
+	return b.String()
+}()
 
 // brief is what the first message tells a run.
 type brief struct {

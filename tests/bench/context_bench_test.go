@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/benchmark"
+	"github.com/mnemos-ai/mnemos/internal/benchmark"
 )
 
 // contextSizes are the session sizes context assembly is measured at.

@@ -1,7 +1,7 @@
 // Package bench measures Mnemos end to end on the machine it runs on, next
 // to the raw speed of the same machine's JetStream and Postgres, so the
 // figures can be read as ratios rather than absolutes. The driving code is
-// pkg/benchmark's, shared with `mnemos bench`.
+// internal/benchmark's, shared with `mnemos bench`.
 package bench
 
 import (
@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/benchmark"
+	"github.com/mnemos-ai/mnemos/internal/benchmark"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"

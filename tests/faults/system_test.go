@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -35,21 +34,7 @@ import (
 // bins are the mnemos binary and nats-server built once for this run.
 var bins proctest.Binaries
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mnemos-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err = proctest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proctest.Main(m, &bins) }
 
 const (
 	tenant = "acme"

@@ -7,8 +7,6 @@
 package hostile_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/mnemos-ai/mnemos/pkg/proctest"
@@ -17,18 +15,4 @@ import (
 // bins are the mnemos binary and nats-server built once for this run.
 var bins proctest.Binaries
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mnemos-hostile-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err = proctest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proctest.Main(m, &bins) }

@@ -1,12 +1,17 @@
-package main
+// Package deploy_test checks the deployment artefacts of deploy/ and the
+// repository root: docker-compose.yml (with deploy/prometheus), the Helm
+// chart (rendered, then validated against the Kubernetes schemas) and the
+// Grafana dashboard. What they are checked against comes from the code: the
+// targets and configuration variables from the binary (deploy-facts), the
+// metrics from the instruments declared in pkg/ and services/.
+package deploy_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,24 +30,21 @@ import (
 )
 
 // repoRoot is the repository, from this package's directory.
-const repoRoot = "../.."
+const repoRoot = ".."
 
-// configNames are the environment variables the configuration reader looks
-// at, found by reading the configuration of every target through a getenv
-// that remembers what it was asked.
-var configNames = sync.OnceValue(func() map[string]bool {
-	names := map[string]bool{}
-	var mu sync.Mutex
-	getenv := func(name string) string {
-		mu.Lock()
-		names[name] = true
-		mu.Unlock()
-		return ""
+// binaryFacts is what the binary says of itself (cmd/mnemos/deployfacts.go):
+// the targets that run as their own process, and the environment variables
+// its configuration reader reads. It is asked once per test process.
+var binaryFacts = sync.OnceValues(func() (facts struct{ Targets, Env []string }, err error) {
+	cmd := exec.Command("go", "run", "-tags", "deployfacts", "./cmd/mnemos", "deploy-facts")
+	cmd.Dir = repoRoot
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return facts, fmt.Errorf("go run -tags deployfacts ./cmd/mnemos deploy-facts: %w: %s", err, stderr.String())
 	}
-	for _, target := range targetNames() {
-		_, _ = configFromEnv(target, getenv) // single targets fail without a NATS URL; the names are what matter
-	}
-	return names
+	err = json.Unmarshal(stdout.Bytes(), &facts)
+	return facts, err
 })
 
 // requireKnownEnv checks that every variable meant for the binary is one its
@@ -50,18 +52,23 @@ var configNames = sync.OnceValue(func() map[string]bool {
 // GOMEMLIMIT, the pod's own name) are not the binary's.
 func requireKnownEnv(t *testing.T, where string, names []string) {
 	t.Helper()
-	known := configNames()
+	facts, err := binaryFacts()
+	require.NoError(t, err)
 	for _, n := range names {
 		ours := strings.HasPrefix(n, "MNEMOS_") || strings.HasPrefix(n, "OTEL_") || strings.HasSuffix(n, "_API_KEY")
 		if ours {
-			require.True(t, known[n], "%s sets %s, which the configuration reader never reads (cmd/mnemos/config.go)", where, n)
+			require.True(t, slices.Contains(facts.Env, n), "%s sets %s, which the configuration reader never reads (cmd/mnemos/config.go)", where, n)
 		}
 	}
 }
 
 // servedTargets are the targets that run as their own process.
-func servedTargets() []string {
-	return slices.DeleteFunc(targetNames(), func(t string) bool { return t == TargetAll })
+func servedTargets(t *testing.T) []string {
+	t.Helper()
+	facts, err := binaryFacts()
+	require.NoError(t, err)
+	require.NotEmpty(t, facts.Targets)
+	return facts.Targets
 }
 
 // ---------------------------------------------------------------------------
@@ -116,7 +123,7 @@ func TestComposeRunsEveryTargetFromOneImage(t *testing.T) {
 	p := loadCompose(t)
 	image := p.Services["gateway"].Image
 	require.NotEmpty(t, image)
-	for _, target := range servedTargets() {
+	for _, target := range servedTargets(t) {
 		svc, ok := p.Services[target]
 		require.True(t, ok, "a service for target %s", target)
 		require.Equal(t, composetypes.ShellCommand{"-target=" + target}, svc.Command, target)
@@ -150,7 +157,7 @@ func TestComposeRunsEveryTargetFromOneImage(t *testing.T) {
 	// port of the services' MNEMOS_ADMIN_ADDR and on no host port.
 	prom, err := os.ReadFile(filepath.Join(repoRoot, "deploy/prometheus/prometheus.yml"))
 	require.NoError(t, err)
-	for _, target := range servedTargets() {
+	for _, target := range servedTargets(t) {
 		admin := p.Services[target].Environment["MNEMOS_ADMIN_ADDR"]
 		require.NotNil(t, admin, "%s sets its operator listener", target)
 		_, port, err := net.SplitHostPort(*admin)
@@ -250,7 +257,7 @@ func TestChartRendersValidManifests(t *testing.T) {
 			}
 
 			var env []string
-			for _, target := range servedTargets() {
+			for _, target := range servedTargets(t) {
 				dep := named(docs, "Deployment", "mnemos-"+target)
 				require.NotNil(t, dep, "a Deployment for %s", target)
 				c := dig(dep, "spec", "template", "spec", "containers", 0)
@@ -421,25 +428,4 @@ func TestSchemaValidationCatchesMistakes(t *testing.T) {
 	}
 	require.NotEmpty(t, errs)
 	require.ErrorContains(t, errs[0], "periodSecond")
-}
-
-// TestHealthcheckCommand is the container health check of the image.
-func TestHealthcheckCommand(t *testing.T) {
-	t.Parallel()
-	ready := true
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		require.Equal(t, "/readyz", r.URL.Path)
-		if !ready {
-			http.Error(w, `{"status":"unavailable"}`, http.StatusServiceUnavailable)
-		}
-	}))
-	defer srv.Close()
-	_, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
-	require.NoError(t, err)
-	vars := map[string]string{"MNEMOS_HTTP_ADDR": ":" + port}
-	var out bytes.Buffer
-	require.NoError(t, run(t.Context(), []string{"healthcheck"}, env(vars), &out, &out))
-	ready = false
-	require.ErrorContains(t, run(t.Context(), []string{"healthcheck"}, env(vars), &out, &out), "503")
-	require.ErrorContains(t, run(t.Context(), []string{"healthcheck", "http://127.0.0.1:1/readyz"}, env(nil), &out, &out), "connection refused")
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/benchmark"
+	"github.com/mnemos-ai/mnemos/internal/benchmark"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 

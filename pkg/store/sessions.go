@@ -397,3 +397,16 @@ func (s *Store) SessionsByState(ctx context.Context) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// SetAutoCompact turns the session's automatic compaction on or off; it
+// returns ErrNotFound for a session that does not exist.
+func (t *Tx) SetAutoCompact(ctx context.Context, sessionID string, enabled bool) error {
+	n, err := t.q.SessionSetAutoCompact(ctx, dbsqlc.SessionSetAutoCompactParams{TenantID: t.tenant, SessionID: sessionID, Enabled: enabled})
+	if err != nil {
+		return fmt.Errorf("store.SetAutoCompact: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store.SetAutoCompact %s: %w", sessionID, ErrNotFound)
+	}
+	return nil
+}

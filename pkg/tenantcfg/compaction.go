@@ -10,6 +10,10 @@ import (
 
 // Compaction holds a tenant's compaction settings (see docs/compaction.md).
 type Compaction struct {
+	// Auto turns automatic compaction on for the tenant's sessions; each
+	// session has its own switch too (PATCH /v1/sessions/{id}), and both
+	// must be on. Manual compactions run either way.
+	Auto bool `json:"auto"`
 	// Instructions are appended to every LLM summary request of the tenant,
 	// unless a manual request brings its own.
 	Instructions string `json:"instructions"`
@@ -61,6 +65,7 @@ type ToolNames struct {
 func DefaultCompaction() Compaction {
 	n := compaction.DefaultToolNames()
 	return Compaction{
+		Auto:                   true,
 		BreakerFailures:        3,
 		BreakerCooldownMinutes: 30,
 		SessionMemory:          KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000, WaitSeconds: 15},

@@ -87,6 +87,8 @@ func (s *Service) Compact(ctx context.Context, tenant, session, id string, progr
 			s.log.Warn("could not release compaction; its lease will run out", "tenant", tenant, "session", session, "compaction", id, "err", rerr)
 		}
 		return fmt.Errorf("compactor: compaction %s of %s/%s: %w", id, tenant, session, err)
+	case res == nil && !autoCompacts(j):
+		return s.end(ctx, j, store.CompactionSkipped, "auto-compaction is off for the session or its tenant")
 	case res == nil:
 		return s.end(ctx, j, store.CompactionSkipped, "the session is below the auto-compact threshold")
 	}
@@ -165,7 +167,7 @@ func (s *Service) compact(ctx context.Context, j job) (*result, error) {
 	sess := j.state.Session
 	limits := accounting.Limits(j.set.Tokens, sess)
 	j.c.PreTokens = sess.TokenCount
-	if j.c.Trigger == events.TriggerAuto && !limits.AboveAutoCompact(sess.TokenCount) {
+	if j.c.Trigger == events.TriggerAuto && (!autoCompacts(j) || !limits.AboveAutoCompact(sess.TokenCount)) {
 		return nil, nil
 	}
 	if j.c.Direction != "" {
@@ -505,6 +507,13 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 		"trigger", c.Trigger, "method", c.Method, "pre_tokens", c.PreTokens, "post_tokens", c.PostTokens,
 		"count", status.Count, "llm_calls", c.LLMCalls)
 	return nil
+}
+
+// autoCompacts reports whether the session compacts by itself: its own
+// switch and its tenant's are both on. A request made before either was
+// turned off is skipped.
+func autoCompacts(j job) bool {
+	return j.set.Compaction.Auto && j.state.Session.AutoCompactEnabled
 }
 
 // circuitOpen reports whether the compaction skips the model: an

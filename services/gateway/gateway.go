@@ -147,6 +147,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	preflightBody := func() int64 { return int64(g.cfg.MaxEventBytes) }
 	mux.Handle("POST /v1/turns", g.auth(g.expensive(g.withBody(eventBody, g.postTurn))))
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
+	mux.Handle("PATCH /v1/sessions/{id}", g.auth(g.patchSession))
 	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.expensive(g.withBody(preflightBody, g.preflight))))
 	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
 	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.expensive(g.getContext)))
@@ -358,10 +359,14 @@ type SessionState struct {
 	Messages           int64             `json:"messages"`
 	Tokens             any               `json:"tokens"`
 	CompactionInFlight bool              `json:"compaction_in_flight"`
-	AutoCompactEnabled bool              `json:"auto_compact_enabled"`
-	CompactRequests    int64             `json:"compact_requests"`
-	ToolCallsTotal     int64             `json:"tool_calls_total"`
-	RejectedTurns      int64             `json:"rejected_turns"`
+	// AutoCompactEnabled is the session's switch (PATCH); AutoCompact
+	// whether it compacts by itself: its switch and its tenant's
+	// compaction.auto both on.
+	AutoCompactEnabled bool  `json:"auto_compact_enabled"`
+	AutoCompact        bool  `json:"auto_compact"`
+	CompactRequests    int64 `json:"compact_requests"`
+	ToolCallsTotal     int64 `json:"tool_calls_total"`
+	RejectedTurns      int64 `json:"rejected_turns"`
 	// SkippedSeqs counts the seqs the session gave up waiting for (the gap
 	// timeout); LastSkipped is the last range given up.
 	SkippedSeqs    int64      `json:"skipped_seqs"`
@@ -400,6 +405,7 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 		AppliedSeq: s.AppliedSeq, Messages: s.MessageCount,
 		Tokens:             accounting.Status(accounting.Limits(set.Tokens, s), s.TokenCount),
 		CompactionInFlight: s.CompactionInFlight, AutoCompactEnabled: s.AutoCompactEnabled,
+		AutoCompact:     s.AutoCompactEnabled && set.Compaction.Auto,
 		CompactRequests: s.CompactRequests, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
 		SkippedSeqs: s.SkippedSeqs, UpdatedAt: s.UpdatedAt,
 	}
@@ -410,6 +416,40 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 		out.LastResponseAt = &s.LastResponseAt
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// SessionPatch changes a session's switches; a field left out stays.
+type SessionPatch struct {
+	AutoCompactEnabled *bool `json:"auto_compact_enabled"`
+}
+
+// patchSession sets a session's switches and answers its state.
+func (g *Gateway) patchSession(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
+		return
+	}
+	var p SessionPatch
+	if err := decodeBody(http.MaxBytesReader(w, r.Body, 4<<10), &p); err != nil {
+		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "session patch: "+err.Error())
+		return
+	}
+	if p.AutoCompactEnabled == nil {
+		writeError(w, http.StatusBadRequest, "schema_violation", `session patch: name what to change ("auto_compact_enabled": true or false)`)
+		return
+	}
+	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
+		return tx.SetAutoCompact(r.Context(), id, *p.AutoCompactEnabled)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return
+	}
+	if err != nil {
+		g.internal(w, "setting the session's switches", err)
+		return
+	}
+	g.getSession(w, r, tenant)
 }
 
 // PreflightRequest asks how a session would stand with messages not yet sent.
@@ -459,6 +499,7 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 			return
 		}
 	}
+	s.AutoCompactEnabled = s.AutoCompactEnabled && set.Compaction.Auto // compact_first only when the session compacts by itself
 	writeJSON(w, http.StatusOK, accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages))
 }
 

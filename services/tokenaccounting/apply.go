@@ -377,7 +377,7 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 			PreviousState: sess.State, Tokens: status, At: now,
 		})
 	}
-	if limits.AboveAutoCompact(count) && next.AutoCompactEnabled && !next.CompactionInFlight {
+	if limits.AboveAutoCompact(count) && next.AutoCompactEnabled && set.Compaction.Auto && !next.CompactionInFlight {
 		next.CompactionInFlight = true
 		next.CompactRequests++
 		plan.outgoing = append(plan.outgoing, events.CompactRequested{

@@ -48,3 +48,8 @@ WHERE tenant_id = @tenant_id AND session_id = @session_id;
 -- Sessions per threshold state, across tenants, for the sessions gauge:
 -- through the owner's function.
 SELECT state::text, sessions::bigint FROM mnemos_sessions_by_state();
+
+-- name: SessionSetAutoCompact :execrows
+-- Turns the session's automatic compaction on or off.
+UPDATE sessions SET auto_compact_enabled = @enabled, updated_at = now()
+WHERE tenant_id = @tenant_id AND session_id = @session_id;

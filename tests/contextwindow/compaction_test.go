@@ -1,7 +1,9 @@
 package contextwindow_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -61,4 +63,83 @@ func TestAutoCompactionBringsTheContextUnderTheThreshold(t *testing.T) {
 	require.Equal(t, 200, status)
 	require.Equal(t, got.Messages[0], after.Messages[0])
 	require.Len(t, after.Messages, len(got.Messages)+2)
+}
+
+// TestAutoCompactionSwitches: a session whose switch is turned off through
+// the API, or whose tenant turned compaction.auto off, grows past the
+// auto-compact threshold without a compaction asked or made, and preflight
+// does not say compact_first; turned on again, the next turn asks for one.
+func TestAutoCompactionSwitches(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil)
+	type state struct {
+		AutoCompactEnabled bool  `json:"auto_compact_enabled"`
+		AutoCompact        bool  `json:"auto_compact"`
+		CompactRequests    int64 `json:"compact_requests"`
+	}
+	patch := func(id string, on bool) state {
+		t.Helper()
+		var got state
+		status, raw := h.call(t, http.MethodPatch, "/v1/sessions/"+id, fmt.Sprintf(`{"auto_compact_enabled": %t}`, on), &got)
+		require.Equal(t, http.StatusOK, status, string(raw))
+		return got
+	}
+	compactFirst := func(id string) bool {
+		t.Helper()
+		var got struct {
+			CompactFirst bool `json:"compact_first"`
+		}
+		status, raw := h.call(t, http.MethodPost, "/v1/sessions/"+id+"/preflight", `{"input_messages": []}`, &got)
+		require.Equal(t, http.StatusOK, status, string(raw))
+		return got.CompactFirst
+	}
+	// past grows a session until its count is past the auto-compact
+	// threshold, checking that nothing compacts it.
+	past := func(c *conversation) {
+		t.Helper()
+		for round := 1; h.session(t, c.id).TokenCount < 168_000; round++ {
+			require.Less(t, round, 100)
+			c.user(fmt.Sprintf("Please look at module %d and tell me what it does.", round))
+			c.respond(t, time.Minute, text("Reading it."), toolUse(fmt.Sprintf("%s-read-%d", c.id, round), "Read", map[string]any{"file_path": fmt.Sprintf("/src/mod%d.go", round)}))
+			c.toolResult(fmt.Sprintf("%s-read-%d", c.id, round), filler(fmt.Sprintf("mod%d", round), 10_000))
+			c.respond(t, time.Minute, text(fmt.Sprintf("Module %d parses configuration.", round)))
+		}
+		s := h.session(t, c.id)
+		require.Zero(t, s.CompactRequests, "no compaction asked")
+		require.Empty(t, s.CompactionID, "none made")
+		require.False(t, compactFirst(c.id), "preflight: nothing compacts first")
+	}
+
+	// The session's switch.
+	c := h.conversation("switched")
+	c.user("Hello.")
+	c.respond(t, time.Minute, text("Hi."))
+	require.Equal(t, state{AutoCompactEnabled: false, AutoCompact: false}, patch(c.id, false))
+	past(c)
+	require.Equal(t, state{AutoCompactEnabled: true, AutoCompact: true}, patch(c.id, true))
+	require.True(t, compactFirst(c.id))
+	c.user("One more thing.")
+	c.respond(t, time.Minute, text("Sure."))
+	require.EqualValues(t, 1, h.session(t, c.id).CompactRequests, "switched on: the next turn asks")
+	require.NotEmpty(t, h.settle(t, c.id).CompactionID, "and the session is compacted")
+
+	status, raw := h.call(t, http.MethodPatch, "/v1/sessions/nope", `{"auto_compact_enabled": false}`, nil)
+	require.Equal(t, http.StatusNotFound, status, string(raw))
+	status, raw = h.call(t, http.MethodPatch, "/v1/sessions/"+c.id, `{}`, nil)
+	require.Equal(t, http.StatusBadRequest, status, string(raw))
+
+	// The tenant's switch (its settings, as `mnemos tenant settings` stores them).
+	require.NoError(t, h.store.SetTenantSettings(context.Background(), tenant, []byte(`{"compaction": {"auto": false}}`)))
+	require.Eventually(t, func() bool {
+		var got state
+		h.get(t, "/v1/sessions/"+c.id, &got)
+		return !got.AutoCompact
+	}, 10*time.Second, 50*time.Millisecond, "the settings cache took the change")
+	other := h.conversation("tenant-off")
+	other.user("Hello.")
+	other.respond(t, time.Minute, text("Hi."))
+	past(other)
+	var got state
+	h.get(t, "/v1/sessions/"+other.id, &got)
+	require.Equal(t, state{AutoCompactEnabled: true, AutoCompact: false}, got, "the session's switch is on, its tenant's off")
 }

@@ -228,6 +228,26 @@ func (q *Queries) SessionProgress(ctx context.Context, arg SessionProgressParams
 	return i, err
 }
 
+const sessionSetAutoCompact = `-- name: SessionSetAutoCompact :execrows
+UPDATE sessions SET auto_compact_enabled = $1, updated_at = now()
+WHERE tenant_id = $2 AND session_id = $3
+`
+
+type SessionSetAutoCompactParams struct {
+	Enabled   bool
+	TenantID  string
+	SessionID string
+}
+
+// Turns the session's automatic compaction on or off.
+func (q *Queries) SessionSetAutoCompact(ctx context.Context, arg SessionSetAutoCompactParams) (int64, error) {
+	result, err := q.db.Exec(ctx, sessionSetAutoCompact, arg.Enabled, arg.TenantID, arg.SessionID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const sessionUpdateAccounting = `-- name: SessionUpdateAccounting :exec
 UPDATE sessions SET
     agent_id = $1,

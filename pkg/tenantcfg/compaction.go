@@ -25,6 +25,11 @@ type Compaction struct {
 	// (half-open), and the answer closes the circuit or a failure opens it
 	// for another cool-down.
 	BreakerCooldownMinutes int `json:"breaker_cooldown_minutes"`
+	// MinSavingPercent is the least share of the session's count a model
+	// summary must save to be used; one that saves less, or leaves the
+	// session at or above auto-compact, is not a success and the funnel
+	// goes on to the extractive summary.
+	MinSavingPercent int `json:"min_saving_percent"`
 	// SessionMemory bounds what session-memory compaction keeps verbatim.
 	SessionMemory KeepSettings `json:"session_memory"`
 	// Restore bounds what is restored after a compaction.
@@ -68,6 +73,7 @@ func DefaultCompaction() Compaction {
 		Auto:                   true,
 		BreakerFailures:        3,
 		BreakerCooldownMinutes: 30,
+		MinSavingPercent:       10,
 		SessionMemory:          KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000, WaitSeconds: 15},
 		Restore:                RestoreSettings{Files: 5, FileTokens: 5_000, TotalTokens: 50_000},
 		Tools:                  ToolNames{Read: n.Read, Edit: n.Edit, Write: n.Write, Shell: n.Shell, Todo: n.Todo},
@@ -82,6 +88,9 @@ func (c Compaction) Validate() error {
 	}
 	if c.BreakerCooldownMinutes < 1 || c.BreakerCooldownMinutes > 7*24*60 {
 		errs = append(errs, fmt.Errorf("compaction: breaker_cooldown_minutes must be within 1 and 10080 (a week), got %d", c.BreakerCooldownMinutes))
+	}
+	if c.MinSavingPercent < 0 || c.MinSavingPercent > 90 {
+		errs = append(errs, fmt.Errorf("compaction: min_saving_percent must be within 0 and 90, got %d", c.MinSavingPercent))
 	}
 	k := c.SessionMemory
 	if k.MinTokens < 0 || k.MinTextMessages < 0 || k.MaxTokens <= 0 || k.MinTokens > k.MaxTokens {

@@ -49,6 +49,8 @@ type result struct {
 	sum      compaction.Summary
 	// llmErr is the failure of an LLM summary that fell back to the extractive one.
 	llmErr error
+	// noProgress says why a model summary that answered was not used.
+	noProgress string
 }
 
 // failure ends a compaction without changing the context: the request was
@@ -185,7 +187,33 @@ func (s *Service) compact(ctx context.Context, j job) (*result, error) {
 	}
 	res.keepFrom = throughOf(j) + 1
 	res.head = s.head(j, res, nil, s.restore(j, nil))
+	if why := noProgress(j, limits, res); why != "" && res.method == events.MethodFull {
+		// Not a success: the funnel goes on to its next step.
+		s.log.Warn("the model summary made no progress; using the extractive summary", "tenant", sess.TenantID,
+			"session", sess.SessionID, "compaction", j.c.ID, "reason", why)
+		s.metrics.noProgress(ctx, events.MethodFull)
+		next := s.extractive(j, j.shown)
+		next.sum, next.noProgress = res.sum, why
+		next.keepFrom = res.keepFrom
+		next.head = s.head(j, next, nil, s.restore(j, nil))
+		res = next
+	}
 	return res, nil
+}
+
+// noProgress says why a compaction's result is not one: still at or above
+// the auto-compact threshold, or saving less than the tenant's
+// compaction.min_saving_percent of the session's count; "" when it is.
+func noProgress(j job, limits tokens.Limits, res *result) string {
+	pre := j.state.Session.TokenCount
+	post := view.Tokens(res.head) + view.Tokens(res.kept)
+	switch {
+	case j.c.Trigger == events.TriggerAuto && post >= limits.AutoCompact:
+		return fmt.Sprintf("the result holds %d tokens, not under auto-compact at %d", post, limits.AutoCompact)
+	case pre > 0 && (pre-post)*100 < pre*int64(j.set.Compaction.MinSavingPercent):
+		return fmt.Sprintf("the result saves %d of %d tokens, under %d%%", max(pre-post, 0), pre, j.set.Compaction.MinSavingPercent)
+	}
+	return ""
 }
 
 // fromNotes is session-memory compaction: the session's notes, cut to the
@@ -225,6 +253,9 @@ func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
 	res.head = s.head(j, res, nil, s.restore(j, res.kept))
 	if n := view.Tokens(res.head) + view.Tokens(res.kept); n >= limits.AutoCompact {
 		return notUsed(fmt.Sprintf("the notes and the kept messages come to %d tokens, not under auto-compact at %d", n, limits.AutoCompact))
+	}
+	if why := noProgress(j, limits, res); why != "" {
+		return notUsed(why)
 	}
 	return res
 }
@@ -348,9 +379,15 @@ func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*r
 		s.log.Warn("LLM compaction failed; using the extractive summary", "tenant", j.state.Session.TenantID,
 			"session", j.state.Session.SessionID, "compaction", j.c.ID, "kind", llm.KindOf(err), "err", err)
 	}
-	res.method = events.MethodExtractive
-	res.summary = compaction.Extractive(msgs, compaction.ExtractLimits{Tools: j.set.Compaction.ToolNames()})
-	return res, nil
+	ex := s.extractive(j, msgs)
+	ex.sum, ex.llmErr = res.sum, res.llmErr
+	return ex, nil
+}
+
+// extractive is the funnel's last step, which never fails: the summary
+// the messages' own text makes.
+func (s *Service) extractive(j job, msgs []view.Message) *result {
+	return &result{method: events.MethodExtractive, summary: compaction.Extractive(msgs, compaction.ExtractLimits{Tools: j.set.Compaction.ToolNames()})}
 }
 
 // restore lists what is restored after the compaction: recently read files
@@ -446,8 +483,11 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 	c.InputTokens, c.OutputTokens = res.sum.Usage.InputTokens, res.sum.Usage.OutputTokens
 	c.CacheReadTokens, c.CacheWriteTokens = res.sum.Usage.CacheReadTokens, res.sum.Usage.CacheWriteTokens
 	br := s.breaker(j, res)
-	if res.llmErr != nil {
+	switch {
+	case res.llmErr != nil:
 		c.Error = res.llmErr.Error()
+	case res.noProgress != "":
+		c.Error = "the model summary was not used: " + res.noProgress
 	}
 
 	var status events.Tokens

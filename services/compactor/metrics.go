@@ -14,6 +14,7 @@ type serviceMetrics struct {
 	compactions metric.Int64Counter
 	saved       metric.Int64Counter
 	circuits    metric.Int64Counter
+	unused      metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -28,7 +29,15 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 	if sm.circuits, err = m.Int64Counter("mnemos.compactions.circuit_opened", metric.WithDescription("Sessions whose LLM compactions failed too often in a row.")); err != nil {
 		return sm, err
 	}
+	if sm.unused, err = m.Int64Counter("mnemos.compactions.no_progress",
+		metric.WithDescription("Summaries not used because they made no progress (still at or above auto-compact, or under min_saving_percent saved), by method; the funnel went on to its next step.")); err != nil {
+		return sm, err
+	}
 	return sm, nil
+}
+
+func (m serviceMetrics) noProgress(ctx context.Context, method string) {
+	m.unused.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method)))
 }
 
 func (m serviceMetrics) completed(ctx context.Context, c store.Compaction, opened bool) {

@@ -2,8 +2,10 @@ package contextwindow_test
 
 import (
 	"context"
+	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,4 +166,37 @@ func TestFailingModelOpensTheCircuitAndFallsBack(t *testing.T) {
 	require.False(t, s.CompactCircuitOpen, "the answer closed the circuit")
 	require.Zero(t, s.CompactFailures)
 	require.True(t, s.CompactCircuitUntil.IsZero())
+}
+
+// TestASummaryThatMakesNoProgressIsNotUsed: a model summary that saves less
+// than compaction.min_saving_percent (10%) of the session's count is not a
+// success: the funnel goes on to the extractive summary, and the
+// compaction says why.
+func TestASummaryThatMakesNoProgressIsNotUsed(t *testing.T) {
+	t.Parallel()
+	// About 18,000 tokens: within what the model may write, and more than
+	// the session it summarizes holds.
+	bloated := "<summary>\n" + strings.Repeat("Everything that happened, at length. ", 2_000) + "\n</summary>"
+	provider, srv := scripted(t, func(llmtest.Request) llmtest.Reply { return llmtest.Text(bloated) })
+	h := setup(t, provider)
+	c := h.conversation("bloated")
+	grow(t, h, c, func(round int) bool { return round == 2 })
+	pre := h.session(t, c.id).TokenCount
+	require.Less(t, pre, int64(20_000))
+
+	var compacted compactAnswer
+	status, raw := h.call(t, http.MethodPost, "/v1/sessions/bloated/compact", `{}`, &compacted)
+	require.Equal(t, 200, status, string(raw))
+	require.Equal(t, 1, srv.Calls(), "the model answered")
+	var got struct {
+		Method     string `json:"method"`
+		Error      string `json:"error"`
+		PostTokens int64  `json:"post_tokens"`
+	}
+	status, raw = h.get(t, "/v1/compactions/"+h.session(t, c.id).CompactionID, &got)
+	require.Equal(t, 200, status, string(raw))
+	require.Equal(t, events.MethodExtractive, got.Method, "the next step of the funnel")
+	require.Contains(t, got.Error, "the model summary was not used: the result saves")
+	require.Less(t, got.PostTokens, int64(18_000), "smaller than what the model wrote")
+	require.Equal(t, int64(1), h.metrics.Sum("mnemos.compactions.no_progress", "method", events.MethodFull))
 }

@@ -305,9 +305,11 @@ func (t *Tx) FinishDream(ctx context.Context, dreamID string, o DreamOutcome) er
 	return nil
 }
 
-func nonNil(s []string) []string {
+// nonNil is s, or an empty slice for nil: a NOT NULL array column takes
+// no NULL.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -40,6 +40,11 @@ type Session struct {
 
 	CompactionInFlight bool
 	CompactRequests    int64
+	// AutoCompactSeqs are the seqs of the turns that asked for the latest
+	// automatic compactions, oldest first; ThrashHeld counts the turns the
+	// thrash guard held a due compaction back.
+	AutoCompactSeqs    []int64
+	ThrashHeld         int64
 	AutoCompactEnabled bool
 	ToolCallsTotal     int64
 	RejectedTurns      int64
@@ -90,6 +95,8 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		State:               r.State,
 		CompactionInFlight:  r.CompactionInFlight,
 		CompactRequests:     r.CompactRequests,
+		AutoCompactSeqs:     r.AutoCompactSeqs,
+		ThrashHeld:          r.ThrashHeld,
 		AutoCompactEnabled:  r.AutoCompactEnabled,
 		ToolCallsTotal:      r.ToolCallsTotal,
 		RejectedTurns:       r.RejectedTurns,
@@ -206,6 +213,8 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		State:              s.State,
 		CompactionInFlight: s.CompactionInFlight,
 		CompactRequests:    s.CompactRequests,
+		AutoCompactSeqs:    nonNil(s.AutoCompactSeqs),
+		ThrashHeld:         s.ThrashHeld,
 		ToolCallsTotal:     s.ToolCallsTotal,
 		RejectedTurns:      s.RejectedTurns,
 		SkippedSeqs:        s.SkippedSeqs,
@@ -410,3 +419,4 @@ func (t *Tx) SetAutoCompact(ctx context.Context, sessionID string, enabled bool)
 	}
 	return nil
 }
+

@@ -30,6 +30,11 @@ type Compaction struct {
 	// session at or above auto-compact, is not a success and the funnel
 	// goes on to the extractive summary.
 	MinSavingPercent int `json:"min_saving_percent"`
+	// ThrashCompactions automatic compactions within ThrashTurns turns of a
+	// session hold the next one back until the oldest falls out of the
+	// window (the thrash guard; 0 turns it off).
+	ThrashCompactions int `json:"thrash_compactions"`
+	ThrashTurns       int `json:"thrash_turns"`
 	// SessionMemory bounds what session-memory compaction keeps verbatim.
 	SessionMemory KeepSettings `json:"session_memory"`
 	// Restore bounds what is restored after a compaction.
@@ -74,6 +79,8 @@ func DefaultCompaction() Compaction {
 		BreakerFailures:        3,
 		BreakerCooldownMinutes: 30,
 		MinSavingPercent:       10,
+		ThrashCompactions:      3,
+		ThrashTurns:            10,
 		SessionMemory:          KeepSettings{MinTokens: 10_000, MinTextMessages: 5, MaxTokens: 40_000, WaitSeconds: 15},
 		Restore:                RestoreSettings{Files: 5, FileTokens: 5_000, TotalTokens: 50_000},
 		Tools:                  ToolNames{Read: n.Read, Edit: n.Edit, Write: n.Write, Shell: n.Shell, Todo: n.Todo},
@@ -91,6 +98,9 @@ func (c Compaction) Validate() error {
 	}
 	if c.MinSavingPercent < 0 || c.MinSavingPercent > 90 {
 		errs = append(errs, fmt.Errorf("compaction: min_saving_percent must be within 0 and 90, got %d", c.MinSavingPercent))
+	}
+	if c.ThrashCompactions < 0 || c.ThrashTurns < 1 || c.ThrashTurns > 10_000 || c.ThrashCompactions > c.ThrashTurns {
+		errs = append(errs, fmt.Errorf("compaction: thrash_compactions must be within 0 and thrash_turns, and thrash_turns within 1 and 10000, got %d and %d", c.ThrashCompactions, c.ThrashTurns))
 	}
 	k := c.SessionMemory
 	if k.MinTokens < 0 || k.MinTextMessages < 0 || k.MaxTokens <= 0 || k.MinTokens > k.MaxTokens {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
@@ -233,6 +234,11 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if plan.staleUsage {
 		s.metrics.staleUsage(ctx)
 	}
+	if plan.thrashHeld {
+		s.metrics.thrashHeld(ctx)
+		s.log.Warn("thrash guard: no automatic compaction asked, too many within the last turns",
+			"tenant", ev.TenantID, "session", ev.SessionID, "seq", ev.Seq, "recent", plan.next.AutoCompactSeqs)
+	}
 	for _, d := range in.decisions {
 		if !d.Recorded {
 			s.metrics.offloaded(ctx, int64(d.SizeChars))
@@ -308,6 +314,9 @@ type turnPlan struct {
 	// staleUsage: the response's usage was measured before the latest
 	// compaction and counted by its estimate instead.
 	staleUsage bool
+	// thrashHeld: the session was due an automatic compaction the thrash
+	// guard held back.
+	thrashHeld bool
 }
 
 // planTurn decides what applying one event does to its session: the
@@ -378,12 +387,18 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 		})
 	}
 	if limits.AboveAutoCompact(count) && next.AutoCompactEnabled && set.Compaction.Auto && !next.CompactionInFlight {
-		next.CompactionInFlight = true
-		next.CompactRequests++
-		plan.outgoing = append(plan.outgoing, events.CompactRequested{
-			Schema: events.SchemaCompactRequested, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
-			Request: next.CompactRequests, Trigger: events.TriggerAuto, Tokens: status, At: now,
-		})
+		if thrashing(next.AutoCompactSeqs, ev.Seq, set.Compaction) {
+			next.ThrashHeld++
+			plan.thrashHeld = true
+		} else {
+			next.CompactionInFlight = true
+			next.CompactRequests++
+			next.AutoCompactSeqs = recentCompactions(next.AutoCompactSeqs, ev.Seq, set.Compaction.ThrashCompactions)
+			plan.outgoing = append(plan.outgoing, events.CompactRequested{
+				Schema: events.SchemaCompactRequested, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
+				Request: next.CompactRequests, Trigger: events.TriggerAuto, Tokens: status, At: now,
+			})
+		}
 	}
 	var offloaded []string
 	for _, d := range in.decisions {
@@ -513,4 +528,28 @@ func contentHash(role string, encoded []byte) []byte {
 	h.Write([]byte{0})
 	h.Write(encoded)
 	return h.Sum(nil)
+}
+
+// thrashing is the thrash guard: a session that asked for
+// ThrashCompactions automatic compactions within its last ThrashTurns turns
+// (seqs, the turns that asked) asks for no more until the oldest of them
+// falls out of that window. Compactions that keep the session above the
+// threshold would otherwise follow one another on every turn.
+func thrashing(seqs []int64, seq int64, set tenantcfg.Compaction) bool {
+	if set.ThrashCompactions <= 0 {
+		return false
+	}
+	within := 0
+	for _, s := range seqs {
+		if seq-s < int64(set.ThrashTurns) {
+			within++
+		}
+	}
+	return within >= set.ThrashCompactions
+}
+
+// recentCompactions is seqs with seq added, keeping the latest keep.
+func recentCompactions(seqs []int64, seq int64, keep int) []int64 {
+	out := append(slices.Clone(seqs), seq)
+	return out[max(len(out)-max(keep, 1), 0):]
 }

@@ -17,6 +17,7 @@ type serviceMetrics struct {
 	offChars metric.Int64Counter
 	gapsSeqs metric.Int64Counter
 	stale    metric.Int64Counter
+	thrash   metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -46,6 +47,10 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 	if sm.stale, err = m.Int64Counter("mnemos.accounting.stale_usage", metric.WithDescription("Responses whose usage came from the context before a compaction, counted by estimate instead.")); err != nil {
 		return sm, err
 	}
+	if sm.thrash, err = m.Int64Counter("mnemos.compactions.thrash_held",
+		metric.WithDescription("Turns past the auto-compact threshold whose compaction the thrash guard held back (too many automatic compactions within the last turns).")); err != nil {
+		return sm, err
+	}
 	return sm, nil
 }
 
@@ -68,3 +73,5 @@ func (m serviceMetrics) offloaded(ctx context.Context, chars int64) {
 func (m serviceMetrics) gapSkipped(ctx context.Context, n int64) { m.gapsSeqs.Add(ctx, n) }
 
 func (m serviceMetrics) staleUsage(ctx context.Context) { m.stale.Add(ctx, 1) }
+
+func (m serviceMetrics) thrashHeld(ctx context.Context) { m.thrash.Add(ctx, 1) }

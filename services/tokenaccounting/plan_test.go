@@ -108,3 +108,30 @@ func TestPlanCountsStaleUsageByItsEstimate(t *testing.T) {
 	require.Less(t, plan.next.TokenCount, int64(25_000), "counted by the estimate of what the turn added")
 	require.EqualValues(t, 100_000, plan.next.StaleUsageAbove, "still waiting for usage measured after the compaction")
 }
+
+// TestPlanThrashGuard: three automatic compactions asked within the last
+// ten turns hold the next one back, counted, until the oldest falls out of
+// the window; the turns that asked are remembered, the latest three.
+func TestPlanThrashGuard(t *testing.T) {
+	t.Parallel()
+	above := &turn.Usage{InputTokens: 170_000, OutputTokens: 100}
+	sess := store.Session{SessionID: "s", State: string(tokens.StateAutoCompact), AutoCompactEnabled: true, CompactRequests: 3,
+		AutoCompactSeqs: []int64{3, 6, 9}}
+
+	held := planOf(t, sess, planEvent(12, "held", above))
+	require.Equal(t, []string{"turn.accounted"}, kinds(held), "3 compactions within turns 3..12: none asked")
+	require.True(t, held.thrashHeld)
+	require.EqualValues(t, 1, held.next.ThrashHeld)
+	require.False(t, held.next.CompactionInFlight)
+	require.Equal(t, []int64{3, 6, 9}, held.next.AutoCompactSeqs)
+
+	asked := planOf(t, sess, planEvent(13, "asked", above))
+	require.Equal(t, []string{"compact.requested", "turn.accounted"}, kinds(asked), "turn 3 fell out of the last ten")
+	require.False(t, asked.thrashHeld)
+	require.Equal(t, []int64{6, 9, 13}, asked.next.AutoCompactSeqs)
+
+	set := tenantcfg.Defaults()
+	set.Compaction.ThrashCompactions = 0
+	require.False(t, thrashing([]int64{10, 11, 12}, 12, set.Compaction), "0 turns the guard off")
+	require.Equal(t, []int64{5}, recentCompactions(nil, 5, 3))
+}

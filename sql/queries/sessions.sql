@@ -34,6 +34,8 @@ UPDATE sessions SET
     state = @state,
     compaction_in_flight = @compaction_in_flight,
     compact_requests = @compact_requests,
+    auto_compact_seqs = @auto_compact_seqs,
+    thrash_held = @thrash_held,
     tool_calls_total = @tool_calls_total,
     rejected_turns = @rejected_turns,
     skipped_seqs = @skipped_seqs,

@@ -311,6 +311,8 @@ type Session struct {
 	LastSkippedFrom     int64
 	LastSkippedTo       int64
 	CompactCircuitUntil pgtype.Timestamptz
+	AutoCompactSeqs     []int64
+	ThrashHeld          int64
 }
 
 type SessionNote struct {

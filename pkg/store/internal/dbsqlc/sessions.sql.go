@@ -43,7 +43,7 @@ func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStat
 }
 
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -88,6 +88,8 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.LastSkippedFrom,
 		&i.LastSkippedTo,
 		&i.CompactCircuitUntil,
+		&i.AutoCompactSeqs,
+		&i.ThrashHeld,
 	)
 	return i, err
 }
@@ -95,7 +97,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held
 `
 
 type SessionLockParams struct {
@@ -143,12 +145,14 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.LastSkippedFrom,
 		&i.LastSkippedTo,
 		&i.CompactCircuitUntil,
+		&i.AutoCompactSeqs,
+		&i.ThrashHeld,
 	)
 	return i, err
 }
 
 const sessionLockWithin = `-- name: SessionLockWithin :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
 `
 
 type SessionLockWithinParams struct {
@@ -202,6 +206,8 @@ func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinPa
 		&i.LastSkippedFrom,
 		&i.LastSkippedTo,
 		&i.CompactCircuitUntil,
+		&i.AutoCompactSeqs,
+		&i.ThrashHeld,
 	)
 	return i, err
 }
@@ -265,15 +271,17 @@ UPDATE sessions SET
     state = $13,
     compaction_in_flight = $14,
     compact_requests = $15,
-    tool_calls_total = $16,
-    rejected_turns = $17,
-    skipped_seqs = $18,
-    last_skipped_from = $19,
-    last_skipped_to = $20,
-    stale_usage_above = $21,
-    last_response_at = $22,
+    auto_compact_seqs = $16,
+    thrash_held = $17,
+    tool_calls_total = $18,
+    rejected_turns = $19,
+    skipped_seqs = $20,
+    last_skipped_from = $21,
+    last_skipped_to = $22,
+    stale_usage_above = $23,
+    last_response_at = $24,
     updated_at = now()
-WHERE tenant_id = $23 AND session_id = $24
+WHERE tenant_id = $25 AND session_id = $26
 `
 
 type SessionUpdateAccountingParams struct {
@@ -292,6 +300,8 @@ type SessionUpdateAccountingParams struct {
 	State              string
 	CompactionInFlight bool
 	CompactRequests    int64
+	AutoCompactSeqs    []int64
+	ThrashHeld         int64
 	ToolCallsTotal     int64
 	RejectedTurns      int64
 	SkippedSeqs        int64
@@ -320,6 +330,8 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 		arg.State,
 		arg.CompactionInFlight,
 		arg.CompactRequests,
+		arg.AutoCompactSeqs,
+		arg.ThrashHeld,
 		arg.ToolCallsTotal,
 		arg.RejectedTurns,
 		arg.SkippedSeqs,

@@ -365,8 +365,11 @@ type SessionState struct {
 	AutoCompactEnabled bool  `json:"auto_compact_enabled"`
 	AutoCompact        bool  `json:"auto_compact"`
 	CompactRequests    int64 `json:"compact_requests"`
-	ToolCallsTotal     int64 `json:"tool_calls_total"`
-	RejectedTurns      int64 `json:"rejected_turns"`
+	// ThrashHeld counts the turns whose automatic compaction the thrash
+	// guard held back.
+	ThrashHeld     int64 `json:"thrash_held"`
+	ToolCallsTotal int64 `json:"tool_calls_total"`
+	RejectedTurns  int64 `json:"rejected_turns"`
 	// SkippedSeqs counts the seqs the session gave up waiting for (the gap
 	// timeout); LastSkipped is the last range given up.
 	SkippedSeqs    int64      `json:"skipped_seqs"`
@@ -406,7 +409,7 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 		Tokens:             accounting.Status(accounting.Limits(set.Tokens, s), s.TokenCount),
 		CompactionInFlight: s.CompactionInFlight, AutoCompactEnabled: s.AutoCompactEnabled,
 		AutoCompact:     s.AutoCompactEnabled && set.Compaction.Auto,
-		CompactRequests: s.CompactRequests, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
+		CompactRequests: s.CompactRequests, ThrashHeld: s.ThrashHeld, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
 		SkippedSeqs: s.SkippedSeqs, UpdatedAt: s.UpdatedAt,
 	}
 	if s.LastSkippedTo > 0 {

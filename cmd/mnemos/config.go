@@ -82,8 +82,16 @@ type Config struct {
 	DevAPIKey string // MNEMOS_DEV_API_KEY; "off": no development tenant
 
 	MaxEventBytes int           // MNEMOS_MAX_EVENT_BYTES
-	Workers       int           // MNEMOS_WORKERS
 	GapTimeout    time.Duration // MNEMOS_GAP_TIMEOUT
+
+	// How each consuming target consumes: MNEMOS_<TARGET>_WORKERS and
+	// MNEMOS_<TARGET>_MAX_DELIVER (the accountant's workers: MNEMOS_WORKERS).
+	TokenAccounting Consumer
+	Compactor       Consumer
+	SessionMemory   Consumer
+	Extractor       Consumer
+	Recall          Consumer
+	Dreamer         Consumer
 	// MaxInflightBytes (MNEMOS_MAX_INFLIGHT_BYTES) is the gateway's budget
 	// of bytes its requests in flight may hold.
 	MaxInflightBytes int64
@@ -137,6 +145,14 @@ type Config struct {
 	// default), for the checks that read several together: Trace is made
 	// of the OTEL_* variables by telemetry.ReadTraceConfig.
 	vars map[string]string
+}
+
+// Consumer is how a target consumes its stream: Workers handle messages at
+// once (the dreamer's run scheduled dreams), and a message that keeps
+// failing is dead-lettered after MaxDeliver deliveries.
+type Consumer struct {
+	Workers    int
+	MaxDeliver int
 }
 
 // configFromEnv reads the environment through configTable; target comes
@@ -226,7 +242,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("namespace", c.Namespace),
 		slog.Int("stream_replicas", c.StreamReplicas),
 		slog.Int("max_event_bytes", c.MaxEventBytes),
-		slog.Int("workers", c.Workers),
+		slog.Int("workers", c.TokenAccounting.Workers),
 		slog.Duration("gap_timeout", c.GapTimeout),
 		slog.String("dev_api_key", mask(c.DevAPIKey)),
 		slog.String("llm_provider", c.LLM.Kind()),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestConfigTableDefaults(t *testing.T) {
 	require.Equal(t, defaultDevAPIKey, cfg.DevAPIKey)
 	require.Equal(t, 8<<20, cfg.MaxEventBytes)
 	require.EqualValues(t, 256<<20, cfg.MaxInflightBytes)
-	require.Equal(t, 16, cfg.Workers)
+	require.Equal(t, 16, cfg.TokenAccounting.Workers)
 	require.Equal(t, 30*time.Second, cfg.GapTimeout)
 	require.Equal(t, slog.LevelInfo, cfg.LogLevel)
 	require.Equal(t, "text", cfg.LogFormat)
@@ -109,4 +110,45 @@ func TestConfigTableReadsTracingThroughIt(t *testing.T) {
 	cfg, err = configFromEnv(TargetAll, env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "true"}))
 	require.NoError(t, err)
 	require.False(t, cfg.Trace.Enabled(), "OTEL_SDK_DISABLED wins")
+}
+
+// consumerVars are the variables of every consuming target's workers and
+// deliveries.
+var consumerVars = []string{
+	"MNEMOS_WORKERS", "MNEMOS_TOKEN_ACCOUNTING_MAX_DELIVER",
+	"MNEMOS_COMPACTOR_WORKERS", "MNEMOS_COMPACTOR_MAX_DELIVER",
+	"MNEMOS_SESSION_MEMORY_WORKERS", "MNEMOS_SESSION_MEMORY_MAX_DELIVER",
+	"MNEMOS_EXTRACTOR_WORKERS", "MNEMOS_EXTRACTOR_MAX_DELIVER",
+	"MNEMOS_RECALL_WORKERS", "MNEMOS_RECALL_MAX_DELIVER",
+	"MNEMOS_DREAMER_WORKERS", "MNEMOS_DREAMER_MAX_DELIVER",
+}
+
+// TestConsumingTargetsTakeWorkersAndMaxDeliver: every target that
+// consumes a stream reads its workers and its deliveries from the
+// environment and hands them to its service.
+func TestConsumingTargetsTakeWorkersAndMaxDeliver(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{}
+	for i, name := range consumerVars {
+		require.True(t, configNames()[name], "%s is read by the configuration", name)
+		vars[name] = strconv.Itoa(i + 2)
+	}
+	cfg, err := configFromEnv(TargetAll, env(vars))
+	require.NoError(t, err)
+	want := func(name string) int { n, _ := strconv.Atoi(vars[name]); return n }
+	ta, co, sm, ex, re, dr := tokenAccountingConfig(cfg), compactorConfig(cfg), sessionMemoryConfig(cfg), extractorConfig(cfg), recallConfig(cfg), dreamerConfig(cfg)
+	for name, got := range map[string]int{
+		"MNEMOS_WORKERS": ta.Workers, "MNEMOS_TOKEN_ACCOUNTING_MAX_DELIVER": ta.MaxDeliver,
+		"MNEMOS_COMPACTOR_WORKERS": co.Workers, "MNEMOS_COMPACTOR_MAX_DELIVER": co.MaxDeliver,
+		"MNEMOS_SESSION_MEMORY_WORKERS": sm.Workers, "MNEMOS_SESSION_MEMORY_MAX_DELIVER": sm.MaxDeliver,
+		"MNEMOS_EXTRACTOR_WORKERS": ex.Workers, "MNEMOS_EXTRACTOR_MAX_DELIVER": ex.MaxDeliver,
+		"MNEMOS_RECALL_WORKERS": re.Workers, "MNEMOS_RECALL_MAX_DELIVER": re.MaxDeliver,
+		"MNEMOS_DREAMER_WORKERS": dr.Workers, "MNEMOS_DREAMER_MAX_DELIVER": dr.MaxDeliver,
+	} {
+		require.Equal(t, want(name), got, "%s reaches its service", name)
+	}
+
+	_, err = configFromEnv(TargetAll, env(map[string]string{"MNEMOS_DREAMER_MAX_DELIVER": "0", "MNEMOS_RECALL_WORKERS": "many"}))
+	require.ErrorContains(t, err, `MNEMOS_DREAMER_MAX_DELIVER="0": want a positive integer`)
+	require.ErrorContains(t, err, `MNEMOS_RECALL_WORKERS="many": want a positive integer`)
 }

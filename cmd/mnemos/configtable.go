@@ -19,9 +19,12 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/dreamer"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/recallprefetch"
 	"github.com/mnemos-ai/mnemos/services/sessionmemory"
+	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
 
 // configVar is one environment variable of the configuration: a row of
@@ -119,8 +122,6 @@ var configTable = []configVar{
 		doc: "the gateway's budget of bytes its requests in flight may hold; past it, 503 `overloaded` ([API](api.md))"},
 	{env: "MNEMOS_CONTEXT_WAIT", def: "30s", field: duration(func(c *Config) *time.Duration { return &c.ContextWait }, 0, "30s"), targets: []string{TargetGateway},
 		doc: "how long a context request at the blocking limit waits for its compaction"},
-	{env: "MNEMOS_WORKERS", def: "16", field: positive(func(c *Config) *int { return &c.Workers }), targets: []string{TargetTokenAccounting},
-		doc: "turn events handled concurrently by the accountant"},
 	{env: "MNEMOS_GAP_TIMEOUT", def: "30s", field: duration(func(c *Config) *time.Duration { return &c.GapTimeout }, time.Nanosecond, "30s"), targets: []string{TargetTokenAccounting},
 		doc: "how long an early event waits for a missing seq; the events of a crashed accountant come back after the ack wait, also 30 s, so a longer gap timeout (a few minutes) keeps a busy install from giving up on them"},
 
@@ -131,6 +132,32 @@ var configTable = []configVar{
 		doc: "the same for a session's notes update and the `turn.accounted` it runs for"},
 	{env: "MNEMOS_EXTRACTOR_LEASE", def: durationText(extractor.DefaultConfig().Lease), field: lease(func(c *Config) *time.Duration { return &c.ExtractorLease }), targets: []string{TargetExtractor},
 		doc: "the same for an extraction run of a memory scope and the `turn.accounted` it runs for"},
+
+	// How each consuming target consumes
+	{env: "MNEMOS_WORKERS", def: strconv.Itoa(tokenaccounting.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.TokenAccounting }), targets: []string{TargetTokenAccounting},
+		doc: "turn events handled concurrently by the accountant"},
+	{env: "MNEMOS_TOKEN_ACCOUNTING_MAX_DELIVER", def: strconv.Itoa(tokenaccounting.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.TokenAccounting }), targets: []string{TargetTokenAccounting},
+		doc: "deliveries of a turn event whose accounting keeps failing, before it is dead-lettered"},
+	{env: "MNEMOS_COMPACTOR_WORKERS", def: strconv.Itoa(compactor.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.Compactor }), targets: []string{TargetCompactor},
+		doc: "compactions run at once (one per session at a time)"},
+	{env: "MNEMOS_COMPACTOR_MAX_DELIVER", def: strconv.Itoa(compactor.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.Compactor }), targets: []string{TargetCompactor},
+		doc: "deliveries of a compaction request that keeps failing, before it is dead-lettered"},
+	{env: "MNEMOS_SESSION_MEMORY_WORKERS", def: strconv.Itoa(sessionmemory.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.SessionMemory }), targets: []string{TargetSessionMemory},
+		doc: "`turn.accounted` events the session-notes service handles at once"},
+	{env: "MNEMOS_SESSION_MEMORY_MAX_DELIVER", def: strconv.Itoa(sessionmemory.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.SessionMemory }), targets: []string{TargetSessionMemory},
+		doc: "deliveries of a `turn.accounted` whose notes update keeps failing, before it is dead-lettered"},
+	{env: "MNEMOS_EXTRACTOR_WORKERS", def: strconv.Itoa(extractor.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.Extractor }), targets: []string{TargetExtractor},
+		doc: "`turn.accounted` events the extractor handles at once"},
+	{env: "MNEMOS_EXTRACTOR_MAX_DELIVER", def: strconv.Itoa(extractor.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.Extractor }), targets: []string{TargetExtractor},
+		doc: "deliveries of a `turn.accounted` whose extraction keeps failing, before it is dead-lettered"},
+	{env: "MNEMOS_RECALL_WORKERS", def: strconv.Itoa(recallprefetch.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.Recall }), targets: []string{TargetRecall},
+		doc: "`turn.accounted` events the recall prefetch handles at once"},
+	{env: "MNEMOS_RECALL_MAX_DELIVER", def: strconv.Itoa(recallprefetch.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.Recall }), targets: []string{TargetRecall},
+		doc: "deliveries of a `turn.accounted` whose prefetch keeps failing, before it is dead-lettered"},
+	{env: "MNEMOS_DREAMER_WORKERS", def: strconv.Itoa(dreamer.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.Dreamer }), targets: []string{TargetDreamer},
+		doc: "scheduled dreams this process runs at once"},
+	{env: "MNEMOS_DREAMER_MAX_DELIVER", def: strconv.Itoa(dreamer.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.Dreamer }), targets: []string{TargetDreamer},
+		doc: "deliveries of a `dream.requested` that keeps failing, before it is dead-lettered"},
 
 	// Every tenant's limits
 	{env: "MNEMOS_LIMIT_EVENTS_PER_SECOND", def: number(limits.DefaultConfig().EventsPerSecond), field: limit(func(c *Config) *float64 { return &c.Limits.EventsPerSecond }), check: limitsWork, targets: limitTargets,
@@ -312,6 +339,14 @@ func duration(get func(c *Config) *time.Duration, least time.Duration, example s
 		},
 		show: func(c *Config) string { return durationText(*get(c)) },
 	}
+}
+
+func workers(get func(c *Config) *Consumer) field {
+	return positive(func(c *Config) *int { return &get(c).Workers })
+}
+
+func maxDeliver(get func(c *Config) *Consumer) field {
+	return positive(func(c *Config) *int { return &get(c).MaxDeliver })
 }
 
 // lease is how long a claim lasts without renewal: at least a second.

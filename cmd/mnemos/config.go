@@ -286,7 +286,7 @@ func loopbackAddr(addr string) error {
 }
 
 // redactURL hides the passwords of a comma-separated list of URLs with
-// credentials (nats://user:pw@host).
+// credentials (nats://user:pw@host, postgres://user@host/db?password=pw).
 func redactURL(raw string) string {
 	if raw == "" {
 		return ""
@@ -300,6 +300,10 @@ func redactURL(raw string) string {
 		}
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		if q := u.Query(); q.Has("password") { // Postgres takes one there too
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
 		}
 		parts[i] = u.String()
 	}

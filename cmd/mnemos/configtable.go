@@ -170,7 +170,7 @@ var configTable = []configVar{
 		doc: "how long a session stays active after its last turn"},
 
 	// The model provider
-	{env: "MNEMOS_LLM_PROVIDER", defDoc: "chosen by the keys", field: oneOf(func(c *Config) *string { return &c.LLM.Provider }, "", "anthropic", "openai", "builtin"), check: providerHasKey, targets: modelTargets(),
+	{env: "MNEMOS_LLM_PROVIDER", defDoc: "chosen by the keys", field: providerField, check: providerHasKey, targets: modelTargets(),
 		doc: "`anthropic`, `openai` or `builtin`; empty: anthropic when an Anthropic key is set, else openai when an OpenAI key or base URL is set, else builtin"},
 	{env: "ANTHROPIC_API_KEY", alias: "MNEMOS_ANTHROPIC_API_KEY", defDoc: "none", secret: true, field: text(func(c *Config) *string { return &c.LLM.Anthropic.APIKey }), targets: modelTargets(),
 		doc: "the Anthropic provider (official SDK; the system prompt is marked for prompt caching)"},
@@ -220,7 +220,7 @@ var configTable = []configVar{
 		doc: "the same, for traces only"},
 	{env: "OTEL_EXPORTER_OTLP_HEADERS", defDoc: "none", secret: true,
 		doc: "read by the OTLP exporter itself, as the OpenTelemetry specification says, like `_CERTIFICATE`, `_TIMEOUT`, `_COMPRESSION` and their `_TRACES_` forms"},
-	{env: "OTEL_SERVICE_NAME", defDoc: "`mnemos` for `all`, else `mnemos-<target>`", field: asRead,
+	{env: "OTEL_SERVICE_NAME", defDoc: "`mnemos` for `all`, else `mnemos-<target>`", field: serviceNameField,
 		doc: "the service in traces"},
 	{env: "OTEL_RESOURCE_ATTRIBUTES", defDoc: "none", field: asRead,
 		doc: "more resource attributes, e.g. `deployment.environment.name=prod`"},
@@ -265,6 +265,16 @@ func text(get func(c *Config) *string) field {
 // asRead keeps the text for a check that reads several variables together
 // (Config.vars holds every variable as read).
 var asRead = field{parse: func(*Config, string) error { return nil }}
+
+// serviceNameField shows the service name tracing uses.
+var serviceNameField = field{parse: asRead.parse, show: func(c *Config) string { return c.Trace.ServiceName }}
+
+// providerField shows the provider the keys chose when none is named.
+var providerField = func() field {
+	f := oneOf(func(c *Config) *string { return &c.LLM.Provider }, "", "anthropic", "openai", "builtin")
+	f.show = func(c *Config) string { return c.LLM.Kind() }
+	return f
+}()
 
 func oneOf(get func(c *Config) *string, allowed ...string) field {
 	words := slices.DeleteFunc(slices.Clone(allowed), func(w string) bool { return w == "" })
@@ -385,15 +395,18 @@ var migrateField = field{
 	show: func(c *Config) string { return strconv.FormatBool(c.Migrate) },
 }
 
+// devKeyOff as MNEMOS_DEV_API_KEY creates no development tenant.
+const devKeyOff = "off"
+
 var devKeyField = field{
 	parse: func(c *Config, v string) error {
-		if v == "off" {
+		if v == devKeyOff {
 			v = "" // no development tenant
 		}
 		c.DevAPIKey = v
 		return nil
 	},
-	show: func(c *Config) string { return cmp.Or(c.DevAPIKey, "off") },
+	show: func(c *Config) string { return cmp.Or(c.DevAPIKey, devKeyOff) },
 }
 
 var logLevelField = field{

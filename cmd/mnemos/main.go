@@ -22,8 +22,10 @@ const usage = `Usage:
   mnemos tenant create ID             create a tenant and print a new API key
   mnemos healthcheck [URL]            exit 0 when this machine's mnemos is ready (container health checks)
   mnemos bench [flags]                measure ingest and context assembly on this machine (mnemos bench -h)
+  mnemos config [-target=NAME]        print the effective configuration, secrets masked
 
-Configuration comes from MNEMOS_* environment variables; see README.md.
+Configuration comes from MNEMOS_* environment variables: mnemos config shows them,
+docs/configuration.md explains them.
 `
 
 func main() {
@@ -50,6 +52,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runHealthcheck(ctx, args[1:], getenv, stderr)
 		case "bench":
 			return runBench(ctx, args[1:], stdout, stderr)
+		case "config":
+			return runConfig(args[1:], getenv, stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("mnemos", flag.ContinueOnError)

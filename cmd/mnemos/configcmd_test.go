@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -92,4 +94,38 @@ func TestConfigCommandShowsTheEffectiveConfiguration(t *testing.T) {
 
 	require.ErrorContains(t, run(context.Background(), []string{"config", "-target=nonsense"}, env(nil), &out, &out), "unknown target")
 	require.ErrorContains(t, run(context.Background(), []string{"config", "extra"}, env(nil), &out, &out), "unexpected argument")
+}
+
+// TestConfigurationPageIsGenerated: the table of docs/configuration.md is
+// what configTable generates, and the page's own prose is outside it.
+func TestConfigurationPageIsGenerated(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs", "configuration.md"))
+	require.NoError(t, err)
+	page := string(raw)
+	begin, end, err := generatedSpan(page)
+	require.NoError(t, err, "docs/configuration.md")
+	if got, want := page[begin:end], configMarkdown(); got != want {
+		gotLines, wantLines := strings.Split(got, "\n"), strings.Split(want, "\n")
+		i := 0
+		for i < min(len(gotLines), len(wantLines)) && gotLines[i] == wantLines[i] {
+			i++
+		}
+		line := func(lines []string) string {
+			if i < len(lines) {
+				return lines[i]
+			}
+			return "(the end)"
+		}
+		t.Fatalf("docs/configuration.md is not what configTable (cmd/mnemos/configtable.go) generates: run `make docs` and commit the page.\nFirst difference, line %d of the table:\n  page:  %s\n  table: %s",
+			i+1, line(gotLines), line(wantLines))
+	}
+	require.Contains(t, page[end:], "\n## Limits\n", "the Limits section (linked as configuration.md#limits) is the page's own, after the table")
+
+	// The markers are required, and updating writes only between them.
+	_, err = spliceGenerated("# A page\n", "| x |\n")
+	require.ErrorContains(t, err, "between the lines")
+	spliced, err := spliceGenerated("intro\n"+markdownBegin+"stale\n"+markdownEnd+"outro\n", "fresh\n")
+	require.NoError(t, err)
+	require.Equal(t, "intro\n"+markdownBegin+"fresh\n"+markdownEnd+"outro\n", spliced)
 }

@@ -18,7 +18,12 @@ import (
 // runMigrate applies the migrations as the schema's owner and makes the
 // services' role able to log in, then exits: the step operators run once per
 // deploy, before the services start.
-func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := commandFlags("migrate", "migrate",
+		"Brings the Postgres schema up to date as its owner (MNEMOS_MIGRATE_DATABASE_URL, else the local\nserver) and gives the services' role (MNEMOS_DATABASE_URL) login, then exits.", stderr)
+	if err := parseArgs(fs, args, 0); err != nil {
+		return err
+	}
 	cfg, err := configFromEnv(TargetAll, getenv)
 	if err != nil {
 		return err

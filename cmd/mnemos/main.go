@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 {
 		switch args[0] {
 		case "migrate":
-			return runMigrate(ctx, getenv, stderr)
+			return runMigrate(ctx, args[1:], getenv, stderr)
 		case "replay":
 			return runReplay(ctx, args[1:], stdout, stderr)
 		case "tenant":

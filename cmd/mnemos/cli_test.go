@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,4 +27,33 @@ func TestMigrateHelpTouchesNoDatabase(t *testing.T) {
 	}
 	var out bytes.Buffer
 	require.ErrorContains(t, run(context.Background(), []string{"migrate", "now"}, vars, &out, &out), `unexpected argument "now"`)
+}
+
+// TestHealthcheckTakesTheURLItsUsageNames: `mnemos healthcheck URL` asks
+// the mnemos at URL (its /readyz when the URL names no path, as in
+// http://host:port), and --help prints the usage.
+func TestHealthcheckTakesTheURLItsUsageNames(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	for _, url := range []string{srv.URL, srv.URL + "/", strings.TrimPrefix(srv.URL, "http://"), srv.URL + "/readyz"} {
+		var out bytes.Buffer
+		require.NoError(t, run(ctx, []string{"healthcheck", url}, env(nil), &out, &out), url)
+		require.Contains(t, out.String(), srv.URL+"/readyz: ready", url)
+	}
+	var out bytes.Buffer
+	require.ErrorContains(t, run(ctx, []string{"healthcheck", srv.URL + "/elsewhere"}, env(nil), &out, &out), "404", "a path given is asked as is")
+
+	for _, arg := range []string{"-h", "--help"} {
+		out.Reset()
+		require.ErrorIs(t, run(ctx, []string{"healthcheck", arg}, env(nil), &out, &out), flag.ErrHelp, arg)
+		require.Contains(t, out.String(), "Usage: mnemos healthcheck [URL]", arg)
+	}
+	require.ErrorContains(t, run(ctx, []string{"healthcheck", srv.URL, "more"}, env(nil), &out, &out), `unexpected argument "more"`)
+	require.ErrorContains(t, run(ctx, []string{"healthcheck", "http://[::1"}, env(nil), &out, &out), "healthcheck")
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -56,4 +57,50 @@ func TestHealthcheckTakesTheURLItsUsageNames(t *testing.T) {
 	}
 	require.ErrorContains(t, run(ctx, []string{"healthcheck", srv.URL, "more"}, env(nil), &out, &out), `unexpected argument "more"`)
 	require.ErrorContains(t, run(ctx, []string{"healthcheck", "http://[::1"}, env(nil), &out, &out), "healthcheck")
+}
+
+// TestTenantSubcommandsHaveTheirOwnHelp: each tenant subcommand's -h shows
+// its own usage and flags.
+func TestTenantSubcommandsHaveTheirOwnHelp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	help := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		require.ErrorIs(t, run(ctx, args, env(nil), &out, &out), flag.ErrHelp, "%v", args)
+		return out.String()
+	}
+	settings := help("tenant", "settings", "-h")
+	require.Contains(t, settings, "Usage: mnemos tenant settings ID [JSON]")
+	require.NotContains(t, settings, "-key", "create's flags are create's")
+	require.NotContains(t, settings, "-name")
+	create := help("tenant", "create", "--help")
+	require.Contains(t, create, "Usage: mnemos tenant create [-name NAME] [-key KEY] ID")
+	require.Contains(t, create, "-key")
+	require.Contains(t, create, "-name")
+	tenant := help("tenant", "-h")
+	require.Contains(t, tenant, "mnemos tenant create")
+	require.Contains(t, tenant, "mnemos tenant settings")
+
+	var out bytes.Buffer
+	require.ErrorContains(t, run(ctx, []string{"tenant", "rename", "acme"}, env(nil), &out, &out), `unknown tenant command "rename"`)
+	require.ErrorContains(t, run(ctx, []string{"tenant", "settings", "acme", "{}", "more"}, env(nil), &out, &out), `unexpected argument "more"`)
+	require.ErrorContains(t, run(ctx, []string{"tenant", "create", "no way"}, env(nil), &out, &out), "letters, digits")
+}
+
+// TestUsageListsEveryCommandAndTarget: `mnemos -h` names every command,
+// every tenant subcommand and every target.
+func TestUsageListsEveryCommandAndTarget(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	require.ErrorIs(t, run(context.Background(), []string{"-h"}, env(nil), &out, &out), flag.ErrHelp)
+	usage := out.String()
+	for _, cmd := range []string{"migrate", "replay", "tenant create", "tenant settings", "healthcheck", "bench", "config"} {
+		require.Contains(t, usage, "\n  mnemos "+cmd+" ", "the usage lists mnemos %s", cmd)
+	}
+	targets := regexp.MustCompile(`(?m)^TARGET is (.*)$`).FindStringSubmatch(usage)
+	require.NotNil(t, targets, "the usage says what -target=TARGET takes:\n%s", usage)
+	for _, target := range targetNames() {
+		require.Regexp(t, `\b`+target+`\b`, targets[1], "the usage lists -target=%s", target)
+	}
 }

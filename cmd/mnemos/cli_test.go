@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -88,14 +90,20 @@ func TestTenantSubcommandsHaveTheirOwnHelp(t *testing.T) {
 	require.ErrorContains(t, run(ctx, []string{"tenant", "create", "no way"}, env(nil), &out, &out), "letters, digits")
 }
 
-// TestUsageListsEveryCommandAndTarget: `mnemos -h` names every command,
-// every tenant subcommand and every target.
+// TestUsageListsEveryCommandAndTarget: `mnemos -h` names every command
+// run dispatches to, every tenant subcommand and every target.
 func TestUsageListsEveryCommandAndTarget(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	require.ErrorIs(t, run(context.Background(), []string{"-h"}, env(nil), &out, &out), flag.ErrHelp)
 	usage := out.String()
-	for _, cmd := range []string{"migrate", "replay", "tenant create", "tenant settings", "healthcheck", "bench", "config"} {
+	names := []string{"tenant create", "tenant settings"}
+	for _, c := range commands {
+		if c.name != "tenant" {
+			names = append(names, c.name)
+		}
+	}
+	for _, cmd := range names {
 		require.Contains(t, usage, "\n  mnemos "+cmd+" ", "the usage lists mnemos %s", cmd)
 	}
 	targets := regexp.MustCompile(`(?m)^TARGET is (.*)$`).FindStringSubmatch(usage)
@@ -103,4 +111,31 @@ func TestUsageListsEveryCommandAndTarget(t *testing.T) {
 	for _, target := range targetNames() {
 		require.Regexp(t, `\b`+target+`\b`, targets[1], "the usage lists -target=%s", target)
 	}
+}
+
+// TestVersionCommand: `mnemos version` (and --version) prints the build:
+// the module's version, the revision it was built from and the Go version.
+func TestVersionCommand(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"version", "--version", "-version"} {
+		var out bytes.Buffer
+		require.NoError(t, run(context.Background(), []string{arg}, env(nil), &out, &out), arg)
+		require.Regexp(t, `^mnemos \S+\n`, out.String(), arg)
+		require.Contains(t, out.String(), runtime.Version(), arg)
+	}
+	var out bytes.Buffer
+	require.ErrorContains(t, run(context.Background(), []string{"version", "now"}, env(nil), &out, &out), `unexpected argument "now"`)
+}
+
+// TestVersionTextNamesTheRevision: the build information's module version,
+// revision, commit time and uncommitted changes are shown, and their
+// absence is said.
+func TestVersionTextNamesTheRevision(t *testing.T) {
+	t.Parallel()
+	info := &debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Path: "github.com/mnemos-ai/mnemos", Version: "v1.2.3"}, Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+		{Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	require.Equal(t, "mnemos v1.2.3\nrevision 0123456789abcdef0123456789abcdef01234567 (2026-01-02T03:04:05Z), with uncommitted changes\ngo1.26.1 "+runtime.GOOS+"/"+runtime.GOARCH+"\n", versionText(info))
+	require.Equal(t, "mnemos (unknown)\nrevision unknown (built without version control information)\n"+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n", versionText(nil))
 }

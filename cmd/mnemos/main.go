@@ -1,7 +1,7 @@
 // Command mnemos is the one Mnemos binary. `mnemos -target=all` runs every
 // service in one process; `mnemos -target=<name>` runs one, so each scales on
 // its own. Its other commands (migrate, replay, tenant, healthcheck, bench,
-// config) are listed in commands.
+// config, version) are listed in commands.
 package main
 
 import (
@@ -48,6 +48,10 @@ var commands = []command{
 		run: func(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 			return runConfig(args, getenv, stdout, stderr)
 		}},
+	{name: "version", usage: [][2]string{{"version", "print the version, the revision it was built from and the Go version"}},
+		run: func(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+			return runVersion(args, stdout, stderr)
+		}},
 }
 
 // printUsage writes mnemos's usage: serving, then every command.
@@ -81,6 +85,9 @@ func main() {
 // run dispatches to a command; it is main without the process around it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
+		if args[0] == "--version" || args[0] == "-version" {
+			args[0] = "version"
+		}
 		for _, c := range commands {
 			if c.name == args[0] {
 				return c.run(ctx, args[1:], getenv, stdout, stderr)

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/debug"
@@ -13,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
 
 // TestMigrateHelpTouchesNoDatabase: `mnemos migrate --help` prints its
@@ -138,4 +143,35 @@ func TestVersionTextNamesTheRevision(t *testing.T) {
 	}}
 	require.Equal(t, "mnemos v1.2.3\nrevision 0123456789abcdef0123456789abcdef01234567 (2026-01-02T03:04:05Z), with uncommitted changes\ngo1.26.1 "+runtime.GOOS+"/"+runtime.GOARCH+"\n", versionText(info))
 	require.Equal(t, "mnemos (unknown)\nrevision unknown (built without version control information)\n"+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n", versionText(nil))
+}
+
+// TestASecondInstanceFailsAtOnceOnItsPort is a second `make run` in the
+// same checkout: with the HTTP or the admin address taken, `mnemos
+// -target=all` fails first, naming the variable to change, before it
+// touches Postgres or starts the embedded NATS (whose store directory is
+// not created).
+func TestASecondInstanceFailsAtOnceOnItsPort(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = taken.Close() })
+	dbURL := pgtest.URL(t)
+	for _, variable := range []string{"MNEMOS_HTTP_ADDR", "MNEMOS_ADMIN_ADDR"} {
+		storeDir := filepath.Join(t.TempDir(), "nats")
+		vars := map[string]string{"MNEMOS_HTTP_ADDR": "127.0.0.1:0", "MNEMOS_ADMIN_ADDR": "127.0.0.1:0", "MNEMOS_DATABASE_URL": dbURL, "MNEMOS_NATS_STORE_DIR": storeDir}
+		vars[variable] = taken.Addr().String()
+		err := run(context.Background(), []string{"-target=all"}, env(vars), io.Discard, io.Discard)
+		require.ErrorContains(t, err, variable, "the error names the variable to change")
+		require.ErrorContains(t, err, "address already in use")
+		require.NoDirExists(t, storeDir, "%s taken: the embedded NATS was not started", variable)
+	}
+	// Nor is a migration tried: the owner's Postgres here answers nothing,
+	// and the port is what is reported.
+	err = run(context.Background(), []string{"-target=all"}, env(map[string]string{
+		"MNEMOS_HTTP_ADDR": taken.Addr().String(), "MNEMOS_ADMIN_ADDR": "127.0.0.1:0",
+		"MNEMOS_MIGRATE_DATABASE_URL": "postgres://owner@127.0.0.1:1/mnemos?sslmode=disable&connect_timeout=1",
+		"MNEMOS_NATS_STORE_DIR":       filepath.Join(t.TempDir(), "nats"),
+	}), io.Discard, io.Discard)
+	require.ErrorContains(t, err, "MNEMOS_HTTP_ADDR")
+	require.ErrorContains(t, err, "address already in use")
 }

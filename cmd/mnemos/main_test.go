@@ -433,6 +433,7 @@ func TestServicesRefuseARoleRowLevelSecurityDoesNotConfine(t *testing.T) {
 		err := run(context.Background(), []string{"-target=all"}, env(map[string]string{
 			"MNEMOS_DATABASE_URL":   c.url,
 			"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
+			"MNEMOS_ADMIN_ADDR":     "127.0.0.1:0",
 			"MNEMOS_NATS_STORE_DIR": t.TempDir(),
 		}), io.Discard, io.Discard)
 		require.ErrorContains(t, err, "refusing to serve", name)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -174,4 +175,32 @@ func TestASecondInstanceFailsAtOnceOnItsPort(t *testing.T) {
 	}), io.Discard, io.Discard)
 	require.ErrorContains(t, err, "MNEMOS_HTTP_ADDR")
 	require.ErrorContains(t, err, "address already in use")
+}
+
+// TestHelpExitsZeroFromTheBinary runs the built binary as a newcomer does:
+// every command's -h/--help exits 0 with its usage, and nothing is
+// started (the database and NATS variables point where nothing answers,
+// and the embedded NATS's store directory stays absent).
+func TestHelpExitsZeroFromTheBinary(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "mnemos")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	storeDir := filepath.Join(t.TempDir(), "nats")
+	for _, args := range [][]string{
+		{"-h"}, {"--help"}, {"migrate", "--help"}, {"healthcheck", "--help"}, {"tenant", "--help"},
+		{"tenant", "create", "--help"}, {"tenant", "settings", "--help"}, {"replay", "--help"},
+		{"bench", "--help"}, {"config", "--help"}, {"version", "--help"}, {"version"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{
+			"MNEMOS_MIGRATE_DATABASE_URL=postgres://owner@127.0.0.1:1/mnemos?sslmode=disable&connect_timeout=1",
+			"MNEMOS_NATS_STORE_DIR=" + storeDir,
+		}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "mnemos %s exits 0: %s", strings.Join(args, " "), out)
+		require.Regexp(t, `Usage|^mnemos `, string(out), "mnemos %s", strings.Join(args, " "))
+	}
+	require.NoDirExists(t, storeDir)
 }

@@ -63,6 +63,10 @@ verify-generate: generate ## fail when committed generated code is stale
 	@git diff --exit-code -- pkg/store/internal/dbsqlc || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- pkg/store/internal/dbsqlc)" || { echo "generated code has untracked files: run 'make generate' and commit"; exit 1; }
 
+.PHONY: docs
+docs: ## write the table of environment variables in docs/configuration.md from cmd/mnemos/configtable.go
+	$(GO) run ./cmd/mnemos config -markdown -update docs/configuration.md
+
 .PHONY: fmt
 fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')

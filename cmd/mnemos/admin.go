@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -18,7 +19,12 @@ import (
 // runMigrate applies the migrations as the schema's owner and makes the
 // services' role able to log in, then exits: the step operators run once per
 // deploy, before the services start.
-func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := commandFlags("migrate", "migrate",
+		"Brings the Postgres schema up to date as its owner (MNEMOS_MIGRATE_DATABASE_URL, else the local\nserver) and gives the services' role (MNEMOS_DATABASE_URL) login, then exits.", stderr)
+	if err := parseArgs(fs, args, 0); err != nil {
+		return err
+	}
 	cfg, err := configFromEnv(TargetAll, getenv)
 	if err != nil {
 		return err
@@ -37,87 +43,132 @@ func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Write
 	return nil
 }
 
+// tenantUsage are the tenant command's lines of mnemos's usage.
+var tenantUsage = [][2]string{
+	{"tenant create [-name NAME] [-key KEY] ID", "create a tenant and print a new API key"},
+	{"tenant settings ID [JSON]", "print a tenant's stored and effective settings; with JSON, replace them first"},
+}
+
 // runTenant manages tenants: `create` makes one and prints a fresh API key;
 // `settings` prints or replaces the settings that override the defaults.
 func runTenant(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	const usageText = "usage: mnemos tenant create [-name NAME] [-key KEY] ID | mnemos tenant settings ID [JSON]"
-	if len(args) == 0 {
-		return errors.New(usageText)
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0]
 	}
-	fs := flag.NewFlagSet("mnemos tenant "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	name := fs.String("name", "", "display name (default: the id)")
-	given := fs.String("key", "", "register this API key instead of generating one (a known key for a development setup; creating again is a no-op)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	switch sub {
+	case "create":
+		return runTenantCreate(ctx, args[1:], getenv, stdout, stderr)
+	case "settings":
+		return runTenantSettings(ctx, args[1:], getenv, stdout, stderr)
 	}
-	if fs.NArg() < 1 || !bus.ValidToken(fs.Arg(0)) {
-		return fmt.Errorf("%s (ID: letters, digits, '_' and '-')", usageText)
+	fmt.Fprintln(stderr, "Usage:")
+	for _, line := range tenantUsage {
+		fmt.Fprintf(stderr, "  mnemos %s\n      %s\n", line[0], line[1])
 	}
+	switch sub {
+	case "-h", "-help", "--help":
+		return flag.ErrHelp
+	case "":
+		return errors.New("tenant: want create or settings")
+	}
+	return fmt.Errorf("unknown tenant command %q: want create or settings", sub)
+}
+
+// tenantID is a tenant command's ID argument.
+func tenantID(fs *flag.FlagSet) (string, error) {
 	id := fs.Arg(0)
+	if id == "" || !bus.ValidToken(id) {
+		fs.Usage()
+		return "", fmt.Errorf("%s: want a tenant ID of letters, digits, '_' and '-'", fs.Name())
+	}
+	return id, nil
+}
+
+// tenantStore opens the services' database for a tenant command.
+func tenantStore(ctx context.Context, getenv func(string) string) (*store.Store, error) {
 	cfg, err := configFromEnv(TargetAll, getenv)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dbs, err := resolveDatabases(ctx, cfg, localDatabaseURL)
 	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, store.Config{URL: dbs.app, MaxConns: 2})
+}
+
+func runTenantCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := commandFlags("tenant create", tenantUsage[0][0], "Creates the tenant ID and prints a new API key for it.", stderr)
+	name := fs.String("name", "", "display name (default: the id)")
+	given := fs.String("key", "", "register this API key instead of generating one (a known key for a development setup; creating again is a no-op)")
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, store.Config{URL: dbs.app, MaxConns: 2})
+	id, err := tenantID(fs)
+	if err != nil {
+		return err
+	}
+	st, err := tenantStore(ctx, getenv)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-
-	switch args[0] {
-	case "create":
-		if fs.NArg() != 1 {
-			return errors.New(usageText)
-		}
-		if *name == "" {
-			*name = id
-		}
-		if err := st.EnsureTenant(ctx, id, *name); err != nil {
-			return err
-		}
-		key := *given
-		if key == "" {
-			secret := make([]byte, 32)
-			if _, err := rand.Read(secret); err != nil {
-				return err
-			}
-			key = "mnm_" + base64.RawURLEncoding.EncodeToString(secret)
-		}
-		if err := st.AddAPIKey(ctx, id, "created by mnemos tenant create", key); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "tenant %s\napi key %s\n", id, key)
-		return nil
-	case "settings":
-		defaults := tenantcfg.Defaults()
-		if fs.NArg() == 2 {
-			doc := []byte(fs.Arg(1))
-			if _, err := tenantcfg.Overlay(defaults, doc); err != nil {
-				return err
-			}
-			if err := st.SetTenantSettings(ctx, id, doc); err != nil {
-				return err
-			}
-		}
-		doc, err := st.TenantSettings(ctx, id)
-		if err != nil {
-			return err
-		}
-		effective, err := tenantcfg.Overlay(defaults, doc)
-		if err != nil {
-			return err
-		}
-		out, err := json.MarshalIndent(map[string]any{"stored": json.RawMessage(doc), "effective": effective}, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, string(out))
-		return nil
+	if err := st.EnsureTenant(ctx, id, cmp.Or(*name, id)); err != nil {
+		return err
 	}
-	return errors.New(usageText)
+	key := *given
+	if key == "" {
+		secret := make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return err
+		}
+		key = "mnm_" + base64.RawURLEncoding.EncodeToString(secret)
+	}
+	if err := st.AddAPIKey(ctx, id, "created by mnemos tenant create", key); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "tenant %s\napi key %s\n", id, key)
+	return nil
+}
+
+func runTenantSettings(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := commandFlags("tenant settings", tenantUsage[1][0],
+		"Prints the settings the tenant ID stored and the effective ones (the defaults under them).\nWith JSON, checks it and stores it in place of the stored settings first.", stderr)
+	if err := parseArgs(fs, args, 2); err != nil {
+		return err
+	}
+	id, err := tenantID(fs)
+	if err != nil {
+		return err
+	}
+	st, err := tenantStore(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	defaults := tenantcfg.Defaults()
+	if fs.NArg() == 2 {
+		doc := []byte(fs.Arg(1))
+		if _, err := tenantcfg.Overlay(defaults, doc); err != nil {
+			return err
+		}
+		if err := st.SetTenantSettings(ctx, id, doc); err != nil {
+			return err
+		}
+	}
+	doc, err := st.TenantSettings(ctx, id)
+	if err != nil {
+		return err
+	}
+	effective, err := tenantcfg.Overlay(defaults, doc)
+	if err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(map[string]any{"stored": json.RawMessage(doc), "effective": effective}, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, string(out))
+	return nil
 }

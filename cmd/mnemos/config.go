@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,18 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
-	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/services/compactor"
-	"github.com/mnemos-ai/mnemos/services/extractor"
-	"github.com/mnemos-ai/mnemos/services/gateway"
-	"github.com/mnemos-ai/mnemos/services/sessionmemory"
 )
 
 // Targets a process can run.
@@ -87,8 +82,16 @@ type Config struct {
 	DevAPIKey string // MNEMOS_DEV_API_KEY; "off": no development tenant
 
 	MaxEventBytes int           // MNEMOS_MAX_EVENT_BYTES
-	Workers       int           // MNEMOS_WORKERS
 	GapTimeout    time.Duration // MNEMOS_GAP_TIMEOUT
+
+	// How each consuming target consumes: MNEMOS_<TARGET>_WORKERS and
+	// MNEMOS_<TARGET>_MAX_DELIVER (the accountant's workers: MNEMOS_WORKERS).
+	TokenAccounting Consumer
+	Compactor       Consumer
+	SessionMemory   Consumer
+	Extractor       Consumer
+	Recall          Consumer
+	Dreamer         Consumer
 	// MaxInflightBytes (MNEMOS_MAX_INFLIGHT_BYTES) is the gateway's budget
 	// of bytes its requests in flight may hold.
 	MaxInflightBytes int64
@@ -137,172 +140,78 @@ type Config struct {
 	// are deleted.
 	CrashAfterCommit  faults.Points
 	CrashAfterPublish faults.Points
+
+	// vars are the variables of configTable as read (the value, else the
+	// default), for the checks that read several together: Trace is made
+	// of the OTEL_* variables by telemetry.ReadTraceConfig.
+	vars map[string]string
 }
 
-// configFromEnv reads the environment; target comes from the flag.
+// Consumer is how a target consumes its stream: Workers handle messages at
+// once (the dreamer's run scheduled dreams), and a message that keeps
+// failing is dead-lettered after MaxDeliver deliveries.
+type Consumer struct {
+	Workers    int
+	MaxDeliver int
+}
+
+// configFromEnv reads the environment through configTable; target comes
+// from the flag.
 func configFromEnv(target string, getenv func(string) string) (Config, error) {
-	cfg := Config{
-		Target:           target,
-		HTTPAddr:         ":8080",
-		AdminAddr:        defaultAdminAddr,
-		DatabaseMaxConns: 20,
-		Migrate:          target == TargetAll,
-		NATSStoreDir:     ".mnemos/nats",
-		StreamReplicas:   1,
-		DevTenant:        "dev",
-		DevAPIKey:        defaultDevAPIKey,
-		MaxEventBytes:    turn.DefaultMaxEventBytes,
-		MaxInflightBytes: gateway.DefaultMaxInflightBytes,
-		Workers:          16,
-		GapTimeout:       30 * time.Second,
-		LogLevel:         slog.LevelInfo,
-		LogFormat:        "text",
-		ContextWait:      30 * time.Second,
-		GaugeInterval:    15 * time.Second,
-		CompactionLease:  compactor.DefaultConfig().Lease,
+	cfg, _, err := readConfig(target, getenv)
+	return cfg, err
+}
 
-		SessionMemoryLease: sessionmemory.DefaultConfig().Lease,
-		ExtractorLease:     extractor.DefaultConfig().Lease,
+// reading is what one variable of configTable was read as.
+type reading struct {
+	*configVar
+	raw  string // the variable's value, else its default
+	from string // the name it was read from; "" when it is the default
+	err  error  // the parser's refusal
+}
 
-		NATSDuplicateWindow: bus.DefaultDuplicateWindow,
-		Limits:              limits.DefaultConfig(),
-	}
+// readConfig reads every variable of configTable, in its order: each is
+// parsed (its value, else its default), then the checks across variables
+// run. Every refusal is reported, not only the first.
+func readConfig(target string, getenv func(string) string) (Config, []reading, error) {
+	cfg := baseConfig(target)
 	if !slices.Contains(targetNames(), target) {
-		return cfg, fmt.Errorf("unknown target %q; want one of %s", target, strings.Join(targetNames(), ", "))
+		return cfg, nil, fmt.Errorf("unknown target %q; want one of %s", target, strings.Join(targetNames(), ", "))
 	}
 	var errs []string
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
-	}
-	num := func(name string, set func(int64)) {
-		if v := getenv(name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				errs = append(errs, fmt.Sprintf("%s=%q: want a positive integer", name, v))
-				return
+	readings := make([]reading, len(configTable))
+	for i := range configTable {
+		r := reading{configVar: &configTable[i]}
+		r.raw, r.from = r.lookup(getenv)
+		cfg.vars[r.env] = r.raw
+		if r.parse != nil {
+			if r.err = r.parse(&cfg, r.raw); r.err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: %v", cmp.Or(r.from, r.env), r.raw, r.err))
 			}
-			set(n)
 		}
+		readings[i] = r
 	}
-	str("MNEMOS_HTTP_ADDR", &cfg.HTTPAddr)
-	str("MNEMOS_ADMIN_ADDR", &cfg.AdminAddr)
-	if _, port, err := net.SplitHostPort(cfg.AdminAddr); err != nil {
-		errs = append(errs, fmt.Sprintf("MNEMOS_ADMIN_ADDR=%q: want host:port, such as 127.0.0.1:9464", cfg.AdminAddr))
-	} else if cfg.AdminAddr == cfg.HTTPAddr && port != "0" {
-		errs = append(errs, fmt.Sprintf("MNEMOS_ADMIN_ADDR=%q is MNEMOS_HTTP_ADDR too: the operator listener needs a port of its own", cfg.AdminAddr))
-	}
-	str("MNEMOS_DATABASE_URL", &cfg.DatabaseURL)
-	str("MNEMOS_MIGRATE_DATABASE_URL", &cfg.MigrateDatabaseURL)
-	num("MNEMOS_DATABASE_MAX_CONNS", func(n int64) { cfg.DatabaseMaxConns = int32(n) })
-	ownerKnown := cfg.MigrateDatabaseURL != "" || cfg.DatabaseURL == ""
-	cfg.Migrate = cfg.Migrate && ownerKnown
-	if v := getenv("MNEMOS_MIGRATE"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("MNEMOS_MIGRATE=%q: want true or false", v))
+	for _, r := range readings {
+		if r.check == nil || r.err != nil {
+			continue
 		}
-		cfg.Migrate = b
-		if b && !ownerKnown {
-			errs = append(errs, "MNEMOS_MIGRATE=true needs MNEMOS_MIGRATE_DATABASE_URL, the schema owner's URL (MNEMOS_DATABASE_URL is the services' role, which may not migrate)")
+		if err := r.check(&cfg); err != nil {
+			errs = append(errs, err.Error())
 		}
-	}
-	str("MNEMOS_NATS_URL", &cfg.NATSURL)
-	str("MNEMOS_NATS_STORE_DIR", &cfg.NATSStoreDir)
-	str("MNEMOS_NATS_LISTEN", &cfg.NATSListen)
-	if cfg.NATSListen != "" {
-		if cfg.NATSURL != "" {
-			errs = append(errs, "MNEMOS_NATS_LISTEN opens a port on the embedded NATS server, which MNEMOS_NATS_URL replaces: set one or the other")
-		} else if err := loopbackAddr(cfg.NATSListen); err != nil {
-			errs = append(errs, fmt.Sprintf("MNEMOS_NATS_LISTEN=%q: %v", cfg.NATSListen, err))
-		}
-	}
-	str("MNEMOS_NAMESPACE", &cfg.Namespace)
-	num("MNEMOS_STREAM_REPLICAS", func(n int64) {
-		if n > 5 {
-			errs = append(errs, fmt.Sprintf("MNEMOS_STREAM_REPLICAS=%d: at most 5", n))
-		}
-		cfg.StreamReplicas = int(n)
-	})
-	str("MNEMOS_DEV_TENANT", &cfg.DevTenant)
-	str("MNEMOS_DEV_API_KEY", &cfg.DevAPIKey)
-	if cfg.DevAPIKey == "off" {
-		cfg.DevAPIKey = "" // no development tenant
-	}
-	num("MNEMOS_MAX_EVENT_BYTES", func(n int64) { cfg.MaxEventBytes = int(n) })
-	num("MNEMOS_MAX_INFLIGHT_BYTES", func(n int64) { cfg.MaxInflightBytes = n })
-	num("MNEMOS_WORKERS", func(n int64) { cfg.Workers = int(n) })
-	if v := getenv("MNEMOS_GAP_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Sprintf("MNEMOS_GAP_TIMEOUT=%q: want a duration such as 30s", v))
-		}
-		cfg.GapTimeout = d
-	}
-	if v := getenv("MNEMOS_LOG_LEVEL"); v != "" {
-		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			errs = append(errs, fmt.Sprintf("MNEMOS_LOG_LEVEL=%q: want debug, info, warn or error", v))
-		}
-	}
-	str("MNEMOS_LOG_FORMAT", &cfg.LogFormat)
-	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		errs = append(errs, fmt.Sprintf("MNEMOS_LOG_FORMAT=%q: want text or json", cfg.LogFormat))
-	}
-	if v := getenv("MNEMOS_GAUGE_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Sprintf("MNEMOS_GAUGE_INTERVAL=%q: want a duration such as 15s", v))
-		}
-		cfg.GaugeInterval = d
-	}
-	var traceErrs []string
-	cfg.Trace, traceErrs = telemetry.ReadTraceConfig(getenv, serviceName(target))
-	errs = append(errs, traceErrs...)
-	errs = append(errs, llmFromEnv(&cfg.LLM, getenv)...)
-	if v := getenv("MNEMOS_CONTEXT_WAIT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			errs = append(errs, fmt.Sprintf("MNEMOS_CONTEXT_WAIT=%q: want a duration such as 30s", v))
-		}
-		cfg.ContextWait = d
-	}
-	lease := func(name string, dst *time.Duration) {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < time.Second {
-				errs = append(errs, fmt.Sprintf("%s=%q: want a duration of at least 1s, such as 2m", name, v))
-			}
-			*dst = d
-		}
-	}
-	lease("MNEMOS_COMPACTION_LEASE", &cfg.CompactionLease)
-	lease("MNEMOS_SESSION_MEMORY_LEASE", &cfg.SessionMemoryLease)
-	lease("MNEMOS_EXTRACTOR_LEASE", &cfg.ExtractorLease)
-	if v := getenv("MNEMOS_NATS_DUPLICATE_WINDOW"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 100*time.Millisecond {
-			errs = append(errs, fmt.Sprintf("MNEMOS_NATS_DUPLICATE_WINDOW=%q: want a duration of at least 100ms, such as 2m", v))
-		}
-		cfg.NATSDuplicateWindow = d
-	}
-	errs = append(errs, limitsFromEnv(&cfg.Limits, getenv)...)
-	hook := func(name string, dst *faults.Points) {
-		p, err := faults.Parse(getenv(name))
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
-		}
-		*dst = p
-	}
-	hook("MNEMOS_FAULT_CRASH_AFTER_COMMIT", &cfg.CrashAfterCommit)
-	hook("MNEMOS_FAULT_CRASH_AFTER_PUBLISH", &cfg.CrashAfterPublish)
-	if cfg.NATSURL == "" && target != TargetAll {
-		errs = append(errs, fmt.Sprintf("MNEMOS_NATS_URL is required for -target=%s (only -target=all embeds NATS)", target))
 	}
 	if len(errs) > 0 {
-		return cfg, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+		return cfg, readings, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
-	return cfg, nil
+	return cfg, readings, nil
+}
+
+// baseConfig is what configTable's parsers fill: the target, and what
+// no variable sets.
+func baseConfig(target string) Config {
+	cfg := Config{Target: target, Limits: limits.DefaultConfig(), vars: map[string]string{}}
+	models := llm.Models{} // MNEMOS_LLM_MODEL_<TASK>, the same for every provider
+	cfg.LLM.Anthropic.Models, cfg.LLM.OpenAI.Models = models, models
+	return cfg
 }
 
 // LogValue logs the effective configuration once, secrets masked.
@@ -333,7 +242,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("namespace", c.Namespace),
 		slog.Int("stream_replicas", c.StreamReplicas),
 		slog.Int("max_event_bytes", c.MaxEventBytes),
-		slog.Int("workers", c.Workers),
+		slog.Int("workers", c.TokenAccounting.Workers),
 		slog.Duration("gap_timeout", c.GapTimeout),
 		slog.String("dev_api_key", mask(c.DevAPIKey)),
 		slog.String("llm_provider", c.LLM.Kind()),
@@ -377,7 +286,7 @@ func loopbackAddr(addr string) error {
 }
 
 // redactURL hides the passwords of a comma-separated list of URLs with
-// credentials (nats://user:pw@host).
+// credentials (nats://user:pw@host, postgres://user@host/db?password=pw).
 func redactURL(raw string) string {
 	if raw == "" {
 		return ""
@@ -392,32 +301,13 @@ func redactURL(raw string) string {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
+		if q := u.Query(); q.Has("password") { // Postgres takes one there too
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")
-}
-
-// limitsFromEnv reads the process's default limits; 0 turns one off.
-func limitsFromEnv(l *limits.Config, getenv func(string) string) []string {
-	var errs []string
-	nonNegative := func(name string, set func(float64)) {
-		if v := getenv(name); v != "" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f < 0 {
-				errs = append(errs, fmt.Sprintf("%s=%q: want 0 (no limit) or a positive number", name, v))
-				return
-			}
-			set(f)
-		}
-	}
-	nonNegative("MNEMOS_LIMIT_EVENTS_PER_SECOND", func(f float64) { l.EventsPerSecond = f })
-	nonNegative("MNEMOS_LIMIT_EVENTS_BURST", func(f float64) { l.EventsBurst = int(f) })
-	nonNegative("MNEMOS_LIMIT_ACTIVE_SESSIONS", func(f float64) { l.ActiveSessions = int(f) })
-	nonNegative("MNEMOS_LIMIT_ACTIVE_MINUTES", func(f float64) { l.ActiveMinutes = int(f) })
-	if err := l.Validate(); err != nil {
-		errs = append(errs, "MNEMOS_LIMIT_*: "+err.Error())
-	}
-	return errs
 }
 
 // serviceName is a target's default service.name in traces: "mnemos" for
@@ -427,49 +317,6 @@ func serviceName(target string) string {
 		return "mnemos"
 	}
 	return "mnemos-" + target
-}
-
-// llmFromEnv reads the model provider's settings.
-func llmFromEnv(cfg *providers.Config, getenv func(string) string) []string {
-	var errs []string
-	first := func(names ...string) string {
-		for _, n := range names {
-			if v := getenv(n); v != "" {
-				return v
-			}
-		}
-		return ""
-	}
-	cfg.Provider = getenv("MNEMOS_LLM_PROVIDER")
-	switch cfg.Provider {
-	case "", "anthropic", "openai", "builtin":
-	default:
-		errs = append(errs, fmt.Sprintf("MNEMOS_LLM_PROVIDER=%q: want anthropic, openai or builtin", cfg.Provider))
-	}
-	cfg.Anthropic.APIKey = first("MNEMOS_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
-	cfg.Anthropic.BaseURL = getenv("MNEMOS_ANTHROPIC_BASE_URL")
-	cfg.OpenAI.APIKey = first("MNEMOS_OPENAI_API_KEY", "OPENAI_API_KEY")
-	cfg.OpenAI.BaseURL = getenv("MNEMOS_OPENAI_BASE_URL")
-	model := getenv("MNEMOS_LLM_MODEL")
-	cfg.Anthropic.Model, cfg.OpenAI.Model = model, model
-	models := llm.Models{}
-	for _, task := range llm.Tasks {
-		if v := getenv("MNEMOS_LLM_MODEL_" + strings.ToUpper(string(task))); v != "" {
-			models[task] = v
-		}
-	}
-	cfg.Anthropic.Models, cfg.OpenAI.Models = models, models
-	if v := getenv("MNEMOS_LLM_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Sprintf("MNEMOS_LLM_TIMEOUT=%q: want a duration such as 2m", v))
-		}
-		cfg.Anthropic.Timeout, cfg.OpenAI.Timeout = d, d
-	}
-	if cfg.Provider == "anthropic" && cfg.Anthropic.APIKey == "" {
-		errs = append(errs, "MNEMOS_LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")
-	}
-	return errs
 }
 
 func maskOptional(secret string) string {

@@ -1,7 +1,7 @@
 // Command mnemos is the one Mnemos binary. `mnemos -target=all` runs every
 // service in one process; `mnemos -target=<name>` runs one, so each scales on
-// its own. `mnemos migrate`, `mnemos replay`, `mnemos tenant` and `mnemos
-// bench` are its other commands.
+// its own. Its other commands (migrate, replay, tenant, healthcheck, bench,
+// config, version) are listed in commands.
 package main
 
 import (
@@ -13,18 +13,64 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"text/tabwriter"
 )
 
-const usage = `Usage:
-  mnemos [-target=all|gateway|token-accounting|compactor|session-memory|extractor|dreamer]
-  mnemos migrate                      bring the Postgres schema up to date
-  mnemos replay [flags] FILE.jsonl    replay a Claude Code transcript (mnemos replay -h)
-  mnemos tenant create ID             create a tenant and print a new API key
-  mnemos healthcheck [URL]            exit 0 when this machine's mnemos is ready (container health checks)
-  mnemos bench [flags]                measure ingest and context assembly on this machine (mnemos bench -h)
+// command is one of mnemos's commands: `mnemos <name> args...`.
+type command struct {
+	name string
+	// usage are its lines of mnemos's usage: what follows "mnemos ", and
+	// what it does.
+	usage [][2]string
+	run   func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+}
 
-Configuration comes from MNEMOS_* environment variables; see README.md.
-`
+// commands are mnemos's commands besides serving, in the usage's order.
+var commands = []command{
+	{name: "migrate", usage: [][2]string{{"migrate", "bring the Postgres schema up to date"}},
+		run: func(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
+			return runMigrate(ctx, args, getenv, stderr)
+		}},
+	{name: "replay", usage: [][2]string{{"replay [flags] FILE.jsonl", "replay a Claude Code transcript"}},
+		run: func(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+			return runReplay(ctx, args, stdout, stderr)
+		}},
+	{name: "tenant", usage: tenantUsage, run: runTenant},
+	{name: "healthcheck", usage: [][2]string{{"healthcheck [URL]", "exit 0 when this machine's mnemos is ready (container health checks)"}},
+		run: func(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
+			return runHealthcheck(ctx, args, getenv, stderr)
+		}},
+	{name: "bench", usage: [][2]string{{"bench [flags]", "measure ingest and context assembly on this machine"}},
+		run: func(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+			return runBench(ctx, args, stdout, stderr)
+		}},
+	{name: "config", usage: [][2]string{{"config [-target=NAME]", "print the effective configuration, secrets masked"}},
+		run: func(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+			return runConfig(args, getenv, stdout, stderr)
+		}},
+	{name: "version", usage: [][2]string{{"version", "print the version, the revision it was built from and the Go version"}},
+		run: func(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+			return runVersion(args, stdout, stderr)
+		}},
+}
+
+// printUsage writes mnemos's usage: serving, then every command.
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "Usage:")
+	tw := tabwriter.NewWriter(w, 0, 0, 4, ' ', 0)
+	fmt.Fprintf(tw, "  mnemos [-target=TARGET]\trun the services\n")
+	for _, c := range commands {
+		for _, line := range c.usage {
+			fmt.Fprintf(tw, "  mnemos %s\t%s\n", line[0], line[1])
+		}
+	}
+	_ = tw.Flush() // the terminal's: nothing to do if it fails
+	fmt.Fprintf(w, `
+TARGET is %s (every service in one process, the default) or one service: %s.
+mnemos COMMAND -h prints a command's flags. Configuration comes from environment variables:
+mnemos config shows them, docs/configuration.md explains them.
+`, TargetAll, orList(targetNames()[1:]))
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -39,22 +85,18 @@ func main() {
 // run dispatches to a command; it is main without the process around it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
-		switch args[0] {
-		case "migrate":
-			return runMigrate(ctx, getenv, stderr)
-		case "replay":
-			return runReplay(ctx, args[1:], stdout, stderr)
-		case "tenant":
-			return runTenant(ctx, args[1:], getenv, stdout, stderr)
-		case "healthcheck":
-			return runHealthcheck(ctx, args[1:], getenv, stderr)
-		case "bench":
-			return runBench(ctx, args[1:], stdout, stderr)
+		if args[0] == "--version" || args[0] == "-version" {
+			args[0] = "version"
+		}
+		for _, c := range commands {
+			if c.name == args[0] {
+				return c.run(ctx, args[1:], getenv, stdout, stderr)
+			}
 		}
 	}
 	fs := flag.NewFlagSet("mnemos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() { printUsage(stderr) }
 	target := fs.String("target", TargetAll, "what to run")
 	if err := fs.Parse(args); err != nil {
 		return err

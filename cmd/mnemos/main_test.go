@@ -222,7 +222,8 @@ func lastRecordOf(records []claudecode.Record, first string) string {
 }
 
 // TestTargetsRunAsSeparateProcesses runs the gateway and the accountant as
-// two targets sharing one NATS and one Postgres, and the other targets too.
+// two targets sharing one NATS and one Postgres, and every other target too
+// (servedTargets checks none is left out).
 func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.URL(t)
@@ -239,7 +240,7 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 	gw := start(t, base, "-target=gateway")
 	start(t, base, "-target=token-accounting")
 	var wg sync.WaitGroup
-	for target, want := range map[string]string{"compactor": "running", "session-memory": "running", "extractor": "running", "dreamer": "running"} {
+	for target, want := range map[string]string{"compactor": "running", "session-memory": "running", "extractor": "running", "recall": "running", "dreamer": "running"} {
 		wg.Go(func() {
 			p := start(t, base, "-target="+target)
 			var health struct {
@@ -251,6 +252,10 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	started := map[string]bool{"gateway": true, "token-accounting": true, "compactor": true, "session-memory": true, "extractor": true, "recall": true, "dreamer": true}
+	for _, target := range servedTargets() {
+		require.True(t, started[target], "target %s is started by this test", target)
+	}
 
 	path := claudecodetest.Path(t, "tool_heavy.jsonl")
 	require.NoError(t, run(context.Background(), []string{"replay", "--url", gw.http, "--api-key", key[1], "--session", "split", path}, env(nil), io.Discard, io.Discard))
@@ -428,6 +433,7 @@ func TestServicesRefuseARoleRowLevelSecurityDoesNotConfine(t *testing.T) {
 		err := run(context.Background(), []string{"-target=all"}, env(map[string]string{
 			"MNEMOS_DATABASE_URL":   c.url,
 			"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
+			"MNEMOS_ADMIN_ADDR":     "127.0.0.1:0",
 			"MNEMOS_NATS_STORE_DIR": t.TempDir(),
 		}), io.Discard, io.Discard)
 		require.ErrorContains(t, err, "refusing to serve", name)

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,6 +52,21 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	log := newLogger(cfg)
 	log.Info("starting mnemos", "config", cfg)
 	banner := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
+
+	// The listen addresses first: a second instance (a second `make run`)
+	// fails here, before it migrates or opens the embedded NATS's store.
+	lns, err := listenAll(ctx, []listener{
+		{"admin", cfg.AdminAddr, "MNEMOS_ADMIN_ADDR"},
+		{"http", cfg.HTTPAddr, "MNEMOS_HTTP_ADDR"},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close() // served ones are closed already; the others were never used
+		}
+	}()
 	applyMemoryLimit(log)
 
 	// =========================================================================
@@ -145,13 +161,12 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		},
 	}
 	health.Register(d.mux, checks, status)
-	servers, err := listen(ctx, []listener{
-		{"admin", cfg.AdminAddr, "MNEMOS_ADMIN_ADDR", adminMux(metrics.Handler(), checks, status), "(/metrics, /debug/pprof/, /healthz, /readyz)"},
-		{"http", cfg.HTTPAddr, "MNEMOS_HTTP_ADDR", telemetry.HTTPHandler(d.mux, tp, metrics.MeterProvider()), "(API, /healthz, /readyz)"},
-	}, banner)
-	if err != nil {
-		return err
+	servers := []server{
+		{"admin", httpServer(adminMux(metrics.Handler(), checks, status)), lns[0]},
+		{"http", httpServer(telemetry.HTTPHandler(d.mux, tp, metrics.MeterProvider())), lns[1]},
 	}
+	banner("%-13s http://%s %s", "admin", displayAddr(lns[0].Addr()), "(/metrics, /debug/pprof/, /healthz, /readyz)")
+	banner("%-13s http://%s %s", "http", displayAddr(lns[1].Addr()), "(API, /healthz, /readyz)")
 	for _, name := range sortedKeys(status) {
 		banner("target        %-16s %s", name, status[name])
 	}
@@ -331,11 +346,10 @@ func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store
 	return d, err
 }
 
-// listener is one HTTP listener of the process.
+// listener is one HTTP listen address of the process, and the variable
+// that sets it.
 type listener struct {
 	name, addr, envVar string
-	handler            http.Handler
-	serves             string
 }
 
 // server is a listener opened and its server, not serving yet.
@@ -345,20 +359,26 @@ type server struct {
 	ln   net.Listener
 }
 
-// listen opens every listener, or none: a port already taken fails the
-// start before anything is served.
-func listen(ctx context.Context, ls []listener, banner func(string, ...any)) ([]server, error) {
-	var out []server
+func httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// listenAll opens every listener, or none: an address in use fails the
+// start before anything else is done.
+func listenAll(ctx context.Context, ls []listener) ([]net.Listener, error) {
+	var out []net.Listener
 	for _, l := range ls {
 		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", l.addr)
 		if err != nil {
-			for _, s := range out {
-				_ = s.ln.Close() // not served yet: nothing else to release
+			for _, o := range out {
+				_ = o.Close() // not served yet: nothing else to release
+			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("%s=%s is in use by another process (a mnemos already running?): stop it, or set %s to another address: %w", l.envVar, l.addr, l.envVar, err)
 			}
 			return nil, fmt.Errorf("listen on %s (set %s to use another address): %w", l.addr, l.envVar, err)
 		}
-		out = append(out, server{l.name, &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second}, ln})
-		banner("%-13s http://%s %s", l.name, displayAddr(ln.Addr()), l.serves)
+		out = append(out, ln)
 	}
 	return out, nil
 }

@@ -88,10 +88,49 @@ func targetNames() []string {
 
 func (d *deps) logFor(name string) *slog.Logger { return d.log.With("service", name) }
 
-func startTokenAccounting(d *deps) (func(context.Context) error, error) {
+// The services' configurations: their defaults, and what the process's
+// configuration sets.
+
+func tokenAccountingConfig(c Config) tokenaccounting.Config {
 	cfg := tokenaccounting.DefaultConfig()
-	cfg.MaxEventBytes, cfg.Workers, cfg.GapTimeout = d.cfg.MaxEventBytes, d.cfg.Workers, d.cfg.GapTimeout
-	cfg.SessionsCountInterval = d.cfg.GaugeInterval
+	cfg.MaxEventBytes, cfg.GapTimeout = c.MaxEventBytes, c.GapTimeout
+	cfg.Workers, cfg.MaxDeliver = c.TokenAccounting.Workers, c.TokenAccounting.MaxDeliver
+	cfg.SessionsCountInterval = c.GaugeInterval
+	return cfg
+}
+
+func compactorConfig(c Config) compactor.Config {
+	cfg := compactor.DefaultConfig()
+	cfg.Workers, cfg.MaxDeliver, cfg.Lease = c.Compactor.Workers, c.Compactor.MaxDeliver, c.CompactionLease
+	return cfg
+}
+
+func sessionMemoryConfig(c Config) sessionmemory.Config {
+	cfg := sessionmemory.DefaultConfig()
+	cfg.Workers, cfg.MaxDeliver, cfg.Lease = c.SessionMemory.Workers, c.SessionMemory.MaxDeliver, c.SessionMemoryLease
+	return cfg
+}
+
+func extractorConfig(c Config) extractor.Config {
+	cfg := extractor.DefaultConfig()
+	cfg.Workers, cfg.MaxDeliver, cfg.Lease = c.Extractor.Workers, c.Extractor.MaxDeliver, c.ExtractorLease
+	return cfg
+}
+
+func recallConfig(c Config) recallprefetch.Config {
+	cfg := recallprefetch.DefaultConfig()
+	cfg.Workers, cfg.MaxDeliver = c.Recall.Workers, c.Recall.MaxDeliver
+	return cfg
+}
+
+func dreamerConfig(c Config) dreamer.Config {
+	cfg := dreamer.DefaultConfig()
+	cfg.Workers, cfg.MaxDeliver = c.Dreamer.Workers, c.Dreamer.MaxDeliver
+	return cfg
+}
+
+func startTokenAccounting(d *deps) (func(context.Context) error, error) {
+	cfg := tokenAccountingConfig(d.cfg)
 	cfg.Limits = d.limiter
 	cfg.Heavy = d.heavy
 	svc, err := tokenaccounting.New(cfg, d.store, d.bus, d.settings, d.logFor(TargetTokenAccounting), d.metrics.Meter(TargetTokenAccounting))
@@ -102,9 +141,7 @@ func startTokenAccounting(d *deps) (func(context.Context) error, error) {
 }
 
 func startCompactor(d *deps) (func(context.Context) error, error) {
-	cfg := compactor.DefaultConfig()
-	cfg.Lease = d.cfg.CompactionLease
-	svc, err := compactor.New(cfg, d.store, d.bus, d.settings, d.provider, d.logFor(TargetCompactor), d.metrics.Meter(TargetCompactor))
+	svc, err := compactor.New(compactorConfig(d.cfg), d.store, d.bus, d.settings, d.provider, d.logFor(TargetCompactor), d.metrics.Meter(TargetCompactor))
 	if err != nil {
 		return nil, err
 	}
@@ -112,9 +149,7 @@ func startCompactor(d *deps) (func(context.Context) error, error) {
 }
 
 func startSessionMemory(d *deps) (func(context.Context) error, error) {
-	cfg := sessionmemory.DefaultConfig()
-	cfg.Lease = d.cfg.SessionMemoryLease
-	svc, err := sessionmemory.New(cfg, d.store, d.bus, d.settings, d.provider, d.logFor(TargetSessionMemory), d.metrics.Meter(TargetSessionMemory))
+	svc, err := sessionmemory.New(sessionMemoryConfig(d.cfg), d.store, d.bus, d.settings, d.provider, d.logFor(TargetSessionMemory), d.metrics.Meter(TargetSessionMemory))
 	if err != nil {
 		return nil, err
 	}
@@ -122,9 +157,7 @@ func startSessionMemory(d *deps) (func(context.Context) error, error) {
 }
 
 func startExtractor(d *deps) (func(context.Context) error, error) {
-	cfg := extractor.DefaultConfig()
-	cfg.Lease = d.cfg.ExtractorLease
-	svc, err := extractor.New(cfg, d.store, d.bus, d.settings, d.provider, d.logFor(TargetExtractor), d.metrics.Meter(TargetExtractor))
+	svc, err := extractor.New(extractorConfig(d.cfg), d.store, d.bus, d.settings, d.provider, d.logFor(TargetExtractor), d.metrics.Meter(TargetExtractor))
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +165,7 @@ func startExtractor(d *deps) (func(context.Context) error, error) {
 }
 
 func startRecall(d *deps) (func(context.Context) error, error) {
-	svc, err := recallprefetch.New(recallprefetch.DefaultConfig(), d.bus, d.recaller, d.logFor(TargetRecall))
+	svc, err := recallprefetch.New(recallConfig(d.cfg), d.bus, d.recaller, d.logFor(TargetRecall))
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +173,7 @@ func startRecall(d *deps) (func(context.Context) error, error) {
 }
 
 func startDreamer(d *deps) (func(context.Context) error, error) {
-	svc, err := dreamer.New(dreamer.DefaultConfig(), d.store, d.bus, d.settings, d.provider, d.logFor(TargetDreamer), d.metrics.Meter(TargetDreamer), dreamer.Options{})
+	svc, err := dreamer.New(dreamerConfig(d.cfg), d.store, d.bus, d.settings, d.provider, d.logFor(TargetDreamer), d.metrics.Meter(TargetDreamer), dreamer.Options{})
 	if err != nil {
 		return nil, err
 	}

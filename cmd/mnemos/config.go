@@ -95,6 +95,9 @@ type Config struct {
 	// MaxInflightBytes (MNEMOS_MAX_INFLIGHT_BYTES) is the gateway's budget
 	// of bytes its requests in flight may hold.
 	MaxInflightBytes int64
+	// ContextCacheBytes (MNEMOS_CONTEXT_CACHE_BYTES) bounds the gateway's
+	// cache of decoded messages.
+	ContextCacheBytes int64
 
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
 	LogFormat string     // MNEMOS_LOG_FORMAT: text or json

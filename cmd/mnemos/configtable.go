@@ -120,8 +120,10 @@ var configTable = []configVar{
 		doc: "largest turn event (also bounded by the NATS server's max payload)"},
 	{env: "MNEMOS_MAX_INFLIGHT_BYTES", def: strconv.FormatInt(gateway.DefaultMaxInflightBytes, 10), field: positive(func(c *Config) *int64 { return &c.MaxInflightBytes }), targets: []string{TargetGateway},
 		doc: "the gateway's budget of bytes its requests in flight may hold; past it, 503 `overloaded` ([API](api.md))"},
+	{env: "MNEMOS_CONTEXT_CACHE_BYTES", def: strconv.FormatInt(gateway.DefaultConfig().ContextCacheBytes, 10), field: positive(func(c *Config) *int64 { return &c.ContextCacheBytes }), targets: []string{TargetGateway},
+		doc: "bytes of decoded messages the gateway keeps between context reads, so a session read again fetches only what was stored since (the least recently read session is dropped first)"},
 	{env: "MNEMOS_CONTEXT_WAIT", def: "30s", field: duration(func(c *Config) *time.Duration { return &c.ContextWait }, 0, "30s"), targets: []string{TargetGateway},
-		doc: "how long a context request at the blocking limit waits for its compaction"},
+		doc: "how long a context request waits for the compaction its session is due (at or above auto-compact, or at the blocking limit); `?compaction_wait_ms=` overrides it per request"},
 	{env: "MNEMOS_GAP_TIMEOUT", def: "30s", field: duration(func(c *Config) *time.Duration { return &c.GapTimeout }, time.Nanosecond, "30s"), targets: []string{TargetTokenAccounting},
 		doc: "how long an early event waits for a missing seq; the events of a crashed accountant come back after the ack wait, also 30 s, so a longer gap timeout (a few minutes) keeps a busy install from giving up on them"},
 

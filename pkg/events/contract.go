@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 )
 
@@ -70,7 +71,17 @@ type Trigger = string
 const (
 	TriggerAuto   Trigger = "auto"
 	TriggerManual Trigger = "manual"
+	// TriggerPreflight: a caller asked, before its next model call, for the
+	// compaction the input it is about to send makes due.
+	TriggerPreflight Trigger = "preflight"
 )
+
+// AutoCompactionID names the compaction of a session's automatic request
+// number request, so a redelivered request, or a caller joining it, finds
+// the compaction it made.
+func AutoCompactionID(tenant, session string, request int64) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, fmt.Appendf(nil, "mnemos:compaction:%s/%s/%d", tenant, session, request)).String()
+}
 
 // Direction of a partial compaction around a pivot message.
 type Direction = string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
@@ -262,4 +263,30 @@ func (s *Store) ReleaseCompaction(ctx context.Context, tenant, id string) error 
 		}
 		return nil
 	})
+}
+
+// RequestAutoCompaction marks the session's next automatic compaction in
+// flight and returns its request number, with seqs as the turns that asked
+// for the latest ones; ok is false when a compaction is in flight already.
+func (t *Tx) RequestAutoCompaction(ctx context.Context, sessionID string, seqs []int64) (request int64, ok bool, err error) {
+	n, err := t.q.SessionRequestAutoCompaction(ctx, dbsqlc.SessionRequestAutoCompactionParams{
+		TenantID: t.tenant, SessionID: sessionID, AutoCompactSeqs: nonNil(seqs),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store.RequestAutoCompaction: %w", err)
+	}
+	return n, true, nil
+}
+
+// UnfinishedCompaction is the session's latest compaction not ended yet;
+// ErrNotFound when there is none.
+func (t *Tx) UnfinishedCompaction(ctx context.Context, sessionID string) (Compaction, error) {
+	r, err := t.q.CompactionUnfinished(ctx, dbsqlc.CompactionUnfinishedParams{TenantID: t.tenant, SessionID: sessionID})
+	if err != nil {
+		return Compaction{}, fmt.Errorf("store.UnfinishedCompaction: %w", notFound(err))
+	}
+	return toCompaction(r), nil
 }

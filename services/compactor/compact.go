@@ -557,12 +557,14 @@ func autoCompacts(j job) bool {
 }
 
 // circuitOpen reports whether the compaction skips the model: an
-// automatic one of a session whose circuit is open and still cooling down.
+// automatic one (or one asked before a call) of a session whose circuit is
+// open and still cooling down.
 // Past the cool-down the circuit is half-open: the model is tried once
 // more. A manual compaction always tries the model.
 func (s *Service) circuitOpen(j job) bool {
 	sess := j.state.Session
-	return j.c.Trigger == events.TriggerAuto && sess.CompactCircuitOpen && s.now().Before(sess.CompactCircuitUntil)
+	automatic := j.c.Trigger == events.TriggerAuto || j.c.Trigger == events.TriggerPreflight
+	return automatic && sess.CompactCircuitOpen && s.now().Before(sess.CompactCircuitUntil)
 }
 
 // circuit is a session's breaker after a compaction: its consecutive LLM

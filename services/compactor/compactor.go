@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
@@ -138,5 +137,5 @@ func (s *Service) abandon(ctx context.Context, tenant, session, id string, cause
 // AutoCompactionID names the compaction of an automatic request, so a
 // redelivered request finds the compaction it made.
 func AutoCompactionID(tenant, session string, request int64) string {
-	return uuid.NewSHA1(uuid.NameSpaceURL, fmt.Appendf(nil, "mnemos:compaction:%s/%s/%d", tenant, session, request)).String()
+	return events.AutoCompactionID(tenant, session, request)
 }

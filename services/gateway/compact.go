@@ -14,6 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // CompactRequest is the body of POST /v1/sessions/{id}/compact. Every field
@@ -197,6 +198,50 @@ func (g *Gateway) awaitCompaction(ctx context.Context, tenant, id string, timeou
 		case <-time.After(g.cfg.PollInterval):
 		}
 	}
+}
+
+// compactBeforeCall compacts a session before its caller's next model
+// call: it joins the compaction in flight, or asks for one (trigger
+// preflight: the input the caller is about to send makes it due, so the
+// compactor does not check the stored count against the threshold), and
+// waits for it at most wait. The compaction it answers may still be
+// running when the wait ran out.
+func (g *Gateway) compactBeforeCall(ctx context.Context, tenant, id string, wait time.Duration) (store.Compaction, error) {
+	c := store.Compaction{ID: uuid.NewString(), SessionID: id, Trigger: events.TriggerPreflight}
+	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		sess, err := tx.LockSession(ctx, id, turn.MainAgent)
+		if err != nil {
+			return err
+		}
+		if sess.CompactionInFlight {
+			running, err := tx.UnfinishedCompaction(ctx, id)
+			if !errors.Is(err, store.ErrNotFound) {
+				c = running
+				return err
+			}
+			// An automatic request the compactor has not taken yet: its
+			// compaction, made now, is the one the compactor takes.
+			c, err = tx.RequestCompaction(ctx, store.Compaction{
+				ID: events.AutoCompactionID(tenant, id, sess.CompactRequests), SessionID: id,
+				Request: sess.CompactRequests, Trigger: events.TriggerAuto,
+			})
+			return err
+		}
+		if c, err = tx.RequestCompaction(ctx, c); err != nil {
+			return err
+		}
+		if err := tx.MarkCompactionRequested(ctx, id); err != nil {
+			return err
+		}
+		return outbox.Enqueue(ctx, tx, events.CompactRequested{
+			Schema: events.SchemaCompactRequested, TenantID: tenant, SessionID: id, Seq: sess.AppliedSeq,
+			CompactionID: c.ID, Trigger: events.TriggerPreflight, At: time.Now().UTC(),
+		})
+	})
+	if err != nil {
+		return store.Compaction{}, err
+	}
+	return g.awaitCompaction(ctx, tenant, c.ID, wait)
 }
 
 func (g *Gateway) getCompaction(w http.ResponseWriter, r *http.Request, tenant string) {

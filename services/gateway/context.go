@@ -20,6 +20,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -75,7 +76,7 @@ func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant stri
 	if !ok {
 		return
 	}
-	wait, err := waitParam(r, g.cfg.ContextWait)
+	wait, err := contextWait(r, g.cfg.ContextWait)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_wait", err.Error())
 		return
@@ -91,6 +92,7 @@ func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	defer release()
 	deadline := time.Now().Add(wait)
+	asked := false
 	for {
 		body, parts, blocked, err := g.assemble(ctx, tenant, id, set)
 		if errors.Is(err, store.ErrNotFound) {
@@ -103,13 +105,30 @@ func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant stri
 			}
 			return
 		}
+		// A session at or above auto-compact is compacted before the call:
+		// the compaction in flight is joined, or one is asked for, and the
+		// request waits for it (at most wait) rather than serve the
+		// context the next call should not send.
+		due := body.Tokens.AutoCompact > 0 && body.Tokens.Count >= body.Tokens.AutoCompact
+		if due && !body.CompactionInFlight && !asked && wait > 0 {
+			asked = true
+			if ok, err := g.askAutoCompaction(ctx, tenant, id, set); err != nil {
+				g.internal(w, "asking for a compaction", err)
+				return
+			} else if ok {
+				continue
+			}
+		}
+		inTime := time.Now().Before(deadline)
 		switch {
+		case body.CompactionInFlight && (blocked || due) && inTime:
+			// wait below, then read again
 		case !blocked:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
 			_ = parts.write(w) // a failed write means the client went away
 			return
-		case !body.CompactionInFlight || !time.Now().Before(deadline):
+		default:
 			// Over the blocking limit with nothing coming to fix it, or not
 			// fixed in time: an over-limit context would only fail at the model.
 			g.metrics.contextBlocked.Add(ctx, 1)
@@ -125,6 +144,54 @@ func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant stri
 		case <-time.After(g.cfg.PollInterval):
 		}
 	}
+}
+
+// contextWait is how long a context request waits for a compaction:
+// ?compaction_wait_ms= (milliseconds), else ?wait= (a Go duration or
+// seconds), else def; at most maxContextWait, 0 for not at all.
+func contextWait(r *http.Request, def time.Duration) (time.Duration, error) {
+	v := r.URL.Query().Get("compaction_wait_ms")
+	if v == "" {
+		return waitParam(r, def)
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > maxContextWait {
+		return 0, fmt.Errorf("compaction_wait_ms=%q: want whole milliseconds between 0 and %d", v, maxContextWait.Milliseconds())
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// askAutoCompaction asks for the automatic compaction a session at or
+// above auto-compact is due, as the accountant would have: unless one is in
+// flight, the session or its tenant turned automatic compaction off, or
+// the thrash guard holds it back. ok reports that one was asked for.
+func (g *Gateway) askAutoCompaction(ctx context.Context, tenant, id string, set tenantcfg.Settings) (ok bool, err error) {
+	err = g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		ok = false
+		sess, err := tx.LockSession(ctx, id, turn.MainAgent)
+		if err != nil {
+			return err
+		}
+		limits := accounting.Limits(set.Tokens, sess)
+		c := set.Compaction
+		if sess.CompactionInFlight || !limits.AboveAutoCompact(sess.TokenCount) || !sess.AutoCompactEnabled || !c.Auto ||
+			accounting.Thrashing(sess.AutoCompactSeqs, sess.AppliedSeq, c.ThrashCompactions, c.ThrashTurns) {
+			return nil
+		}
+		request, asked, err := tx.RequestAutoCompaction(ctx, id, accounting.RecentCompactions(sess.AutoCompactSeqs, sess.AppliedSeq, c.ThrashCompactions))
+		if err != nil || !asked {
+			return err
+		}
+		ok = true
+		return outbox.Enqueue(ctx, tx, events.CompactRequested{
+			Schema: events.SchemaCompactRequested, TenantID: tenant, SessionID: id, Seq: sess.AppliedSeq,
+			Request: request, Trigger: events.TriggerAuto, Tokens: accounting.Status(limits, sess.TokenCount), At: time.Now().UTC(),
+		})
+	})
+	if err != nil {
+		return false, fmt.Errorf("ask for the compaction of %s/%s: %w", tenant, id, err)
+	}
+	return ok, nil
 }
 
 // waitParam reads ?wait= (a Go duration or seconds), bounded by maxContextWait.

@@ -461,6 +461,20 @@ type PreflightRequest struct {
 	Model           string         `json:"model,omitempty"`
 	ContextWindow   int64          `json:"context_window,omitempty"`
 	MaxOutputTokens int64          `json:"max_output_tokens,omitempty"`
+	// Compact asks for the compaction the messages make due, before the
+	// answer: when compact_first, the session is compacted (a compaction
+	// in flight is joined) within CompactionWaitMs (default the gateway's
+	// context wait), and the answer counts the messages on the compacted
+	// session.
+	Compact          bool   `json:"compact,omitempty"`
+	CompactionWaitMs *int64 `json:"compaction_wait_ms,omitempty"`
+}
+
+// PreflightBody is the answer to a preflight: the count as it would be,
+// and the compaction it made first, when asked to.
+type PreflightBody struct {
+	accounting.Preflight
+	Compaction *CompactionBody `json:"compaction,omitempty"`
 }
 
 func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -503,7 +517,40 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 		}
 	}
 	s.AutoCompactEnabled = s.AutoCompactEnabled && set.Compaction.Auto // compact_first only when the session compacts by itself
-	writeJSON(w, http.StatusOK, accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages))
+	out := PreflightBody{Preflight: accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages)}
+	if req.Compact && out.CompactFirst && !s.CreatedAt.IsZero() {
+		wait := g.cfg.ContextWait
+		if req.CompactionWaitMs != nil {
+			if *req.CompactionWaitMs < 0 || time.Duration(*req.CompactionWaitMs)*time.Millisecond > maxContextWait {
+				writeError(w, http.StatusBadRequest, "bad_wait", fmt.Sprintf("compaction_wait_ms %d: want whole milliseconds between 0 and %d", *req.CompactionWaitMs, maxContextWait.Milliseconds()))
+				return
+			}
+			wait = time.Duration(*req.CompactionWaitMs) * time.Millisecond
+		}
+		c, err := g.compactBeforeCall(r.Context(), tenant, id, wait)
+		if err != nil {
+			g.internal(w, "compacting before the call", err)
+			return
+		}
+		body := g.compactionBody(c)
+		out.Compaction = &body
+		if s, err = g.store.GetSession(r.Context(), tenant, id); err != nil {
+			g.internal(w, "reading session", err)
+			return
+		}
+		if req.Model != "" {
+			s.Model = req.Model
+		}
+		if req.ContextWindow != 0 {
+			s.ContextWindow = req.ContextWindow
+		}
+		if req.MaxOutputTokens != 0 {
+			s.MaxOutputTokens = req.MaxOutputTokens
+		}
+		s.AutoCompactEnabled = s.AutoCompactEnabled && set.Compaction.Auto
+		out.Preflight = accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // ToolResultBody is the answer to GET /v1/tool-results/{id}.

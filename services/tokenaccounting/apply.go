@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
@@ -387,13 +386,13 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 		})
 	}
 	if limits.AboveAutoCompact(count) && next.AutoCompactEnabled && set.Compaction.Auto && !next.CompactionInFlight {
-		if thrashing(next.AutoCompactSeqs, ev.Seq, set.Compaction) {
+		if accounting.Thrashing(next.AutoCompactSeqs, ev.Seq, set.Compaction.ThrashCompactions, set.Compaction.ThrashTurns) {
 			next.ThrashHeld++
 			plan.thrashHeld = true
 		} else {
 			next.CompactionInFlight = true
 			next.CompactRequests++
-			next.AutoCompactSeqs = recentCompactions(next.AutoCompactSeqs, ev.Seq, set.Compaction.ThrashCompactions)
+			next.AutoCompactSeqs = accounting.RecentCompactions(next.AutoCompactSeqs, ev.Seq, set.Compaction.ThrashCompactions)
 			plan.outgoing = append(plan.outgoing, events.CompactRequested{
 				Schema: events.SchemaCompactRequested, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
 				Request: next.CompactRequests, Trigger: events.TriggerAuto, Tokens: status, At: now,
@@ -528,28 +527,4 @@ func contentHash(role string, encoded []byte) []byte {
 	h.Write([]byte{0})
 	h.Write(encoded)
 	return h.Sum(nil)
-}
-
-// thrashing is the thrash guard: a session that asked for
-// ThrashCompactions automatic compactions within its last ThrashTurns turns
-// (seqs, the turns that asked) asks for no more until the oldest of them
-// falls out of that window. Compactions that keep the session above the
-// threshold would otherwise follow one another on every turn.
-func thrashing(seqs []int64, seq int64, set tenantcfg.Compaction) bool {
-	if set.ThrashCompactions <= 0 {
-		return false
-	}
-	within := 0
-	for _, s := range seqs {
-		if seq-s < int64(set.ThrashTurns) {
-			within++
-		}
-	}
-	return within >= set.ThrashCompactions
-}
-
-// recentCompactions is seqs with seq added, keeping the latest keep.
-func recentCompactions(seqs []int64, seq int64, keep int) []int64 {
-	out := append(slices.Clone(seqs), seq)
-	return out[max(len(out)-max(keep, 1), 0):]
 }

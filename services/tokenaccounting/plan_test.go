@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -130,8 +131,6 @@ func TestPlanThrashGuard(t *testing.T) {
 	require.False(t, asked.thrashHeld)
 	require.Equal(t, []int64{6, 9, 13}, asked.next.AutoCompactSeqs)
 
-	set := tenantcfg.Defaults()
-	set.Compaction.ThrashCompactions = 0
-	require.False(t, thrashing([]int64{10, 11, 12}, 12, set.Compaction), "0 turns the guard off")
-	require.Equal(t, []int64{5}, recentCompactions(nil, 5, 3))
+	require.False(t, accounting.Thrashing([]int64{10, 11, 12}, 12, 0, 10), "0 turns the guard off")
+	require.Equal(t, []int64{5}, accounting.RecentCompactions(nil, 5, 3))
 }

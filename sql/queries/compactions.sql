@@ -126,3 +126,21 @@ SELECT * FROM llm_usage WHERE tenant_id = @tenant_id ORDER BY day, task, provide
 -- Gives a running compaction back, to be taken again by the next delivery.
 UPDATE compactions SET status = 'requested', lease_until = NULL
 WHERE tenant_id = @tenant_id AND id = @id AND status = 'running';
+
+-- name: SessionRequestAutoCompaction :one
+-- Asks for the session's next automatic compaction unless one is in
+-- flight: it marks it in flight, numbers the request and records the turn
+-- that asked (the thrash guard's window). No row: one is in flight.
+UPDATE sessions SET
+    compaction_in_flight = true,
+    compact_requests = compact_requests + 1,
+    auto_compact_seqs = @auto_compact_seqs,
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND NOT compaction_in_flight
+RETURNING compact_requests;
+
+-- name: CompactionUnfinished :one
+-- The session's latest compaction not ended yet (requested or running).
+SELECT * FROM compactions
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND status IN ('requested', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1;

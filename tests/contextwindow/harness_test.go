@@ -193,8 +193,9 @@ type contextBody struct {
 		ID     string `json:"id"`
 		Method string `json:"method"`
 	} `json:"compaction"`
-	Epoch       int64  `json:"epoch"`
-	LLMProvider string `json:"llm_provider"`
+	CompactionInFlight bool   `json:"compaction_in_flight"`
+	Epoch              int64  `json:"epoch"`
+	LLMProvider        string `json:"llm_provider"`
 }
 
 // conversation makes a session's turn events, one API round each, with
@@ -269,6 +270,20 @@ func (c *conversation) respond(t *testing.T, idle time.Duration, blocks ...turn.
 	c.pending = nil
 	require.NoError(t, c.h.accountant.Apply(context.Background(), ev))
 	return resp.UUID
+}
+
+// send applies the next round's input alone, before its model call: a turn
+// without a response, counted by the estimate of what it adds.
+func (c *conversation) send(t *testing.T) {
+	t.Helper()
+	c.seq++
+	ev := turn.Event{
+		Schema: turn.SchemaV1, EventID: c.uuid("e"), TenantID: tenant, SessionID: c.id, Seq: c.seq,
+		Model: "claude-sonnet-4-5", ContextWindow: c.window, MaxOutputTokens: c.maxOutput, MemoryScope: c.scope,
+		InputMessages: c.pending, OccurredAt: c.at,
+	}
+	c.pending = nil
+	require.NoError(t, c.h.accountant.Apply(context.Background(), ev))
 }
 
 func text(s string) turn.Block { return turn.Block{Type: turn.BlockText, Text: s} }

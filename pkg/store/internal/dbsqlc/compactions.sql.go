@@ -376,6 +376,54 @@ func (q *Queries) CompactionStart(ctx context.Context, arg CompactionStartParams
 	return i, err
 }
 
+const compactionUnfinished = `-- name: CompactionUnfinished :one
+SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at FROM compactions
+WHERE tenant_id = $1 AND session_id = $2 AND status IN ('requested', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1
+`
+
+type CompactionUnfinishedParams struct {
+	TenantID  string
+	SessionID string
+}
+
+// The session's latest compaction not ended yet (requested or running).
+func (q *Queries) CompactionUnfinished(ctx context.Context, arg CompactionUnfinishedParams) (Compaction, error) {
+	row := q.db.QueryRow(ctx, compactionUnfinished, arg.TenantID, arg.SessionID)
+	var i Compaction
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.SessionID,
+		&i.Request,
+		&i.Trigger,
+		&i.Direction,
+		&i.PivotUuid,
+		&i.Instructions,
+		&i.Status,
+		&i.LeaseUntil,
+		&i.Method,
+		&i.PreTokens,
+		&i.PostTokens,
+		&i.ThroughPosition,
+		&i.KeepFrom,
+		&i.Head,
+		&i.Summary,
+		&i.LlmCalls,
+		&i.LlmRetries,
+		&i.LlmModel,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CacheReadTokens,
+		&i.CacheWriteTokens,
+		&i.Error,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+	)
+	return i, err
+}
+
 const contextSnapshotGet = `-- name: ContextSnapshotGet :one
 SELECT tenant_id, session_id, epoch, prefix_len, prefix_hash, assembled_at FROM context_snapshots WHERE tenant_id = $1 AND session_id = $2
 `
@@ -646,4 +694,30 @@ type SessionMarkCompactionRequestedParams struct {
 func (q *Queries) SessionMarkCompactionRequested(ctx context.Context, arg SessionMarkCompactionRequestedParams) error {
 	_, err := q.db.Exec(ctx, sessionMarkCompactionRequested, arg.TenantID, arg.SessionID)
 	return err
+}
+
+const sessionRequestAutoCompaction = `-- name: SessionRequestAutoCompaction :one
+UPDATE sessions SET
+    compaction_in_flight = true,
+    compact_requests = compact_requests + 1,
+    auto_compact_seqs = $1,
+    updated_at = now()
+WHERE tenant_id = $2 AND session_id = $3 AND NOT compaction_in_flight
+RETURNING compact_requests
+`
+
+type SessionRequestAutoCompactionParams struct {
+	AutoCompactSeqs []int64
+	TenantID        string
+	SessionID       string
+}
+
+// Asks for the session's next automatic compaction unless one is in
+// flight: it marks it in flight, numbers the request and records the turn
+// that asked (the thrash guard's window). No row: one is in flight.
+func (q *Queries) SessionRequestAutoCompaction(ctx context.Context, arg SessionRequestAutoCompactionParams) (int64, error) {
+	row := q.db.QueryRow(ctx, sessionRequestAutoCompaction, arg.AutoCompactSeqs, arg.TenantID, arg.SessionID)
+	var compact_requests int64
+	err := row.Scan(&compact_requests)
+	return compact_requests, err
 }

@@ -24,22 +24,44 @@ func BuiltinSummarizer(ctx context.Context, req llm.Request) (llm.Response, erro
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, fmt.Errorf("compaction: builtin summary: %w", err)
 	}
+	msgs, custom := recoverMessages(req.Messages)
 	text := "<analysis>" + builtinAnalysis + "</analysis>\n<summary>\n" +
-		Extractive(recoverMessages(req.Messages), ExtractLimits{}) + "\n</summary>"
+		Extractive(msgs, ExtractLimits{Focus: custom}) + "\n</summary>"
 	return llm.Response{Text: text, StopReason: "end_turn", Model: "builtin"}, nil
 }
 
 // recoverMessages undoes what requestMessages added (see
-// RecoverConversation), when the last block is the summary instructions.
-func recoverMessages(msgs []llm.Message) []view.Message {
+// RecoverConversation), when the last block is the summary instructions,
+// and returns the custom instructions they carried.
+func recoverMessages(msgs []llm.Message) ([]view.Message, string) {
 	tail := 0
 	if n := len(msgs); n > 0 {
 		if c := msgs[n-1].Content; len(c) > 0 && strings.HasPrefix(c[len(c)-1].Text, instructionsLead) {
 			tail = 1
 		}
 	}
-	conv, _ := RecoverConversation(msgs, tail)
-	return conv
+	conv, taken := RecoverConversation(msgs, tail)
+	var custom string
+	if len(taken) > 0 {
+		custom = customInstructions(taken[len(taken)-1].Text)
+	}
+	return conv, custom
+}
+
+// customInstructions takes the custom instructions back out of the text
+// instructions(custom) wrote: what follows the marker the template puts
+// before them.
+func customInstructions(text string) string {
+	const probe = "\x00"
+	marker := strings.TrimSuffix(strings.TrimPrefix(instructions(probe), instructions("")), probe)
+	if marker == "" {
+		return ""
+	}
+	_, custom, ok := strings.Cut(text, marker)
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(custom)
 }
 
 // RecoverConversation undoes what Conversation wrote, for builtin handlers

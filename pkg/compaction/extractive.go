@@ -29,6 +29,9 @@ type ExtractLimits struct {
 	TotalChars int
 	// Tools maps the tenant's tool names.
 	Tools ToolNames
+	// Focus is the compaction's instructions: the lines that name what they
+	// ask to keep are kept in a section of their own (focus.go).
+	Focus string
 }
 
 // Default extractive limits.
@@ -86,8 +89,9 @@ func Extractive(msgs []view.Message, lim ExtractLimits) string {
 		HeadingCurrentWork:    labelled("The agent's latest message:", Clip(f.LastAssistant, lim.MessageChars)),
 		HeadingNextStep:       labelled("Continue with the user's latest request, quoted:", quote(Clip(last(f.UserTexts), lim.MessageChars))),
 	}
+	focus := focusSection(msgs, lim)
 	// The user messages get what the rest leaves of the total.
-	used := len(extractiveNote) + 1
+	used := len(extractiveNote) + len(focus) + 1
 	for i, h := range Headings() {
 		used += 1 + len(sectionTitle(i+1, h)) + 1 + len(body[h]) + 1
 	}
@@ -96,6 +100,7 @@ func Extractive(msgs []view.Message, lim ExtractLimits) string {
 
 	var b strings.Builder
 	b.WriteString(extractiveNote)
+	b.WriteString(focus)
 	b.WriteString("\n")
 	for i, h := range Headings() {
 		b.WriteString("\n")

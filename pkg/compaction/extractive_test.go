@@ -302,16 +302,17 @@ func TestBuiltinSummarizer(t *testing.T) {
 	t.Parallel()
 
 	// Through Summarize, the builtin answer is the extractive summary of
-	// the same messages.
+	// the same messages, focused on the request's instructions.
 	msgs := workSession()
 	// No two messages of one role in a row: the request would merge them.
 	msgs = append(msgs[:7:7], msgs[8:]...)
 	msgs[6].Content = turn.Content{toolError("b1", "FAIL"), toolResult("td2", "ok"), text("Also handle quoted fields.")}
 	p := &fakeProvider{fn: compaction.BuiltinSummarizer}
-	sum, err := compaction.Summarize(t.Context(), p, compaction.SummaryInput{Messages: msgs, Instructions: "ignored"})
+	sum, err := compaction.Summarize(t.Context(), p, compaction.SummaryInput{Messages: msgs, Instructions: "Keep the quoted fields."})
 	require.NoError(t, err)
 	require.Equal(t, "builtin", sum.Model)
-	require.Equal(t, compaction.Extractive(msgs, compaction.ExtractLimits{}), sum.Text)
+	require.Equal(t, compaction.Extractive(msgs, compaction.ExtractLimits{Focus: "Keep the quoted fields."}), sum.Text)
+	require.Contains(t, sum.Text, "- Also handle quoted fields.")
 
 	// Starting with the assistant and an orphan result: the stand-ins the
 	// request adds are not taken for user messages.
@@ -328,7 +329,8 @@ func TestBuiltinSummarizer(t *testing.T) {
 
 	// Recovering a request gives back the transcript.
 	req := compaction.RequestMessages(tail, "x")
-	back := compaction.RecoverMessages(req)
+	back, custom := compaction.RecoverMessages(req)
+	require.Equal(t, "x", custom, "the custom instructions come back too")
 	require.Len(t, back, 4)
 	require.Equal(t, "assistant", back[0].Role)
 	orphan := toolError("", "orphan failure")

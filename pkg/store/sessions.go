@@ -43,8 +43,11 @@ type Session struct {
 	// AutoCompactSeqs are the seqs of the turns that asked for the latest
 	// automatic compactions, oldest first; ThrashHeld counts the turns the
 	// thrash guard held a due compaction back.
-	AutoCompactSeqs    []int64
-	ThrashHeld         int64
+	AutoCompactSeqs []int64
+	ThrashHeld      int64
+	// Pins are the texts pinned to the session, carried verbatim after
+	// every compaction.
+	Pins               []string
 	AutoCompactEnabled bool
 	ToolCallsTotal     int64
 	RejectedTurns      int64
@@ -97,6 +100,7 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		CompactRequests:     r.CompactRequests,
 		AutoCompactSeqs:     r.AutoCompactSeqs,
 		ThrashHeld:          r.ThrashHeld,
+		Pins:                r.Pins,
 		AutoCompactEnabled:  r.AutoCompactEnabled,
 		ToolCallsTotal:      r.ToolCallsTotal,
 		RejectedTurns:       r.RejectedTurns,
@@ -420,3 +424,15 @@ func (t *Tx) SetAutoCompact(ctx context.Context, sessionID string, enabled bool)
 	return nil
 }
 
+// SetPins replaces the texts pinned to the session; it returns ErrNotFound
+// for a session that does not exist.
+func (t *Tx) SetPins(ctx context.Context, sessionID string, pins []string) error {
+	n, err := t.q.SessionSetPins(ctx, dbsqlc.SessionSetPinsParams{TenantID: t.tenant, SessionID: sessionID, Pins: nonNil(pins)})
+	if err != nil {
+		return fmt.Errorf("store.SetPins: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store.SetPins %s: %w", sessionID, ErrNotFound)
+	}
+	return nil
+}

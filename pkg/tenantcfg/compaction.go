@@ -3,6 +3,7 @@ package tenantcfg
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
@@ -35,6 +36,10 @@ type Compaction struct {
 	// window (the thrash guard; 0 turns it off).
 	ThrashCompactions int `json:"thrash_compactions"`
 	ThrashTurns       int `json:"thrash_turns"`
+	// Pinned are texts carried verbatim after every compaction of the
+	// tenant's sessions, outside the summary, before each session's own
+	// pins (PUT /v1/sessions/{id}/pins).
+	Pinned []string `json:"pinned,omitempty"`
 	// SessionMemory bounds what session-memory compaction keeps verbatim.
 	SessionMemory KeepSettings `json:"session_memory"`
 	// Restore bounds what is restored after a compaction.
@@ -102,6 +107,9 @@ func (c Compaction) Validate() error {
 	if c.ThrashCompactions < 0 || c.ThrashTurns < 1 || c.ThrashTurns > 10_000 || c.ThrashCompactions > c.ThrashTurns {
 		errs = append(errs, fmt.Errorf("compaction: thrash_compactions must be within 0 and thrash_turns, and thrash_turns within 1 and 10000, got %d and %d", c.ThrashCompactions, c.ThrashTurns))
 	}
+	if err := CheckPins(c.Pinned); err != nil {
+		errs = append(errs, fmt.Errorf("compaction: pinned: %w", err))
+	}
 	k := c.SessionMemory
 	if k.MinTokens < 0 || k.MinTextMessages < 0 || k.MaxTokens <= 0 || k.MinTokens > k.MaxTokens {
 		errs = append(errs, fmt.Errorf("compaction: session_memory needs 0 <= min_tokens <= max_tokens, max_tokens > 0 and min_text_messages >= 0, got %+v", k))
@@ -140,6 +148,29 @@ type LLM struct {
 func (l LLM) Validate() error {
 	if l.DailyTokenBudget < 0 {
 		return fmt.Errorf("llm: daily_token_budget must not be negative, got %d", l.DailyTokenBudget)
+	}
+	return nil
+}
+
+// Bounds of pinned texts, a tenant's and a session's each.
+const (
+	MaxPins     = 20
+	MaxPinBytes = 4_000
+)
+
+// CheckPins reports pinned texts out of bounds: more than MaxPins, an empty
+// one, or one longer than MaxPinBytes.
+func CheckPins(pins []string) error {
+	if len(pins) > MaxPins {
+		return fmt.Errorf("%d texts, at most %d", len(pins), MaxPins)
+	}
+	for i, p := range pins {
+		switch {
+		case strings.TrimSpace(p) == "":
+			return fmt.Errorf("text %d is empty", i)
+		case len(p) > MaxPinBytes:
+			return fmt.Errorf("text %d is %d bytes, at most %d", i, len(p), MaxPinBytes)
+		}
 	}
 	return nil
 }

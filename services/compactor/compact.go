@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,8 +179,13 @@ func (s *Service) compact(ctx context.Context, j job) (*result, error) {
 	if len(j.shown) == 0 {
 		return nil, failure{"the session has no messages to compact"}
 	}
-	if res := s.fromNotes(j, limits); res != nil {
-		return res, nil
+	// Notes cannot follow instructions: a compaction that brings its own
+	// goes to a summary that can (the model's, or the extractive one's
+	// focus).
+	if j.c.Instructions == "" {
+		if res := s.fromNotes(j, limits); res != nil {
+			return res, nil
+		}
 	}
 	res, err := s.summarize(ctx, j, j.shown)
 	if err != nil {
@@ -359,11 +365,11 @@ func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 // extractively. Only the end of ctx is an error.
 func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*result, error) {
 	res := &result{}
+	instructions := j.c.Instructions
+	if instructions == "" {
+		instructions = j.set.Compaction.Instructions
+	}
 	if !s.circuitOpen(j) {
-		instructions := j.c.Instructions
-		if instructions == "" {
-			instructions = j.set.Compaction.Instructions
-		}
 		sum, err := compaction.Summarize(ctx, s.provider, compaction.SummaryInput{
 			Tenant: j.state.Session.TenantID, Messages: msgs, Instructions: instructions,
 		})
@@ -385,9 +391,14 @@ func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*r
 }
 
 // extractive is the funnel's last step, which never fails: the summary
-// the messages' own text makes.
+// the messages' own text makes, with the lines that name what the
+// compaction's instructions ask to keep.
 func (s *Service) extractive(j job, msgs []view.Message) *result {
-	return &result{method: events.MethodExtractive, summary: compaction.Extractive(msgs, compaction.ExtractLimits{Tools: j.set.Compaction.ToolNames()})}
+	focus := j.c.Instructions
+	if focus == "" {
+		focus = j.set.Compaction.Instructions
+	}
+	return &result{method: events.MethodExtractive, summary: compaction.Extractive(msgs, compaction.ExtractLimits{Tools: j.set.Compaction.ToolNames(), Focus: focus})}
 }
 
 // restore lists what is restored after the compaction: recently read files
@@ -411,8 +422,28 @@ func (s *Service) head(j job, res *result, prefix []view.Message, restored []tur
 		{Type: turn.BlockText, Text: Boundary(j.c, res.method)},
 		{Type: turn.BlockText, Text: SummaryText(res.method, len(res.kept) > 0, res.summary)},
 	}
+	if pinned := PinnedText(j.set.Compaction.Pinned, j.state.Session.Pins); pinned != "" {
+		content = append(content, turn.Block{Type: turn.BlockText, Text: pinned})
+	}
 	content = append(content, restored...)
 	return append(out, sessionctx.HeadMessage("user", content))
+}
+
+// PinnedText carries the texts pinned by the tenant, then by the session,
+// verbatim after a compaction's summary ("" when none is pinned).
+func PinnedText(tenant, session []string) string {
+	pins := append(slices.Clone(tenant), session...)
+	if len(pins) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("These texts were pinned to this session, to be kept word for word whatever was summarized:")
+	for _, p := range pins {
+		b.WriteString("\n<pinned>\n")
+		b.WriteString(p)
+		b.WriteString("\n</pinned>")
+	}
+	return b.String()
 }
 
 // Boundary is the marker that starts a compacted context.

@@ -148,6 +148,8 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/turns", g.auth(g.expensive(g.withBody(eventBody, g.postTurn))))
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
 	mux.Handle("PATCH /v1/sessions/{id}", g.auth(g.patchSession))
+	mux.Handle("GET /v1/sessions/{id}/pins", g.auth(g.getPins))
+	mux.Handle("PUT /v1/sessions/{id}/pins", g.auth(g.putPins))
 	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.expensive(g.withBody(preflightBody, g.preflight))))
 	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
 	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.expensive(g.getContext)))
@@ -453,6 +455,66 @@ func (g *Gateway) patchSession(w http.ResponseWriter, r *http.Request, tenant st
 		return
 	}
 	g.getSession(w, r, tenant)
+}
+
+// PinsBody is a session's pinned texts (PUT replaces them): carried word
+// for word after every compaction, outside the summary, after the
+// tenant's own (TenantPinned, read-only here).
+type PinsBody struct {
+	Pins         []string `json:"pins"`
+	TenantPinned []string `json:"tenant_pinned,omitempty"`
+}
+
+func (g *Gateway) getPins(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
+		return
+	}
+	s, err := g.store.GetSession(r.Context(), tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return
+	}
+	if err != nil {
+		g.internal(w, "reading session", err)
+		return
+	}
+	set, err := g.settings.For(r.Context(), tenant)
+	if err != nil {
+		g.internal(w, "reading tenant settings", err)
+		return
+	}
+	pins := s.Pins
+	if pins == nil {
+		pins = []string{}
+	}
+	writeJSON(w, http.StatusOK, PinsBody{Pins: pins, TenantPinned: set.Compaction.Pinned})
+}
+
+func (g *Gateway) putPins(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, ok := g.pathID(w, r, sessionIDs)
+	if !ok {
+		return
+	}
+	var body PinsBody
+	if err := decodeBody(http.MaxBytesReader(w, r.Body, 2*tenantcfg.MaxPins*tenantcfg.MaxPinBytes), &body); err != nil {
+		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "pins: "+err.Error())
+		return
+	}
+	if err := tenantcfg.CheckPins(body.Pins); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_pins", "pins: "+err.Error())
+		return
+	}
+	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error { return tx.SetPins(r.Context(), id, body.Pins) })
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return
+	}
+	if err != nil {
+		g.internal(w, "storing pins", err)
+		return
+	}
+	g.getPins(w, r, tenant)
 }
 
 // PreflightRequest asks how a session would stand with messages not yet sent.

@@ -55,3 +55,8 @@ SELECT state::text, sessions::bigint FROM mnemos_sessions_by_state();
 -- Turns the session's automatic compaction on or off.
 UPDATE sessions SET auto_compact_enabled = @enabled, updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
+-- name: SessionSetPins :execrows
+-- Replaces the texts pinned to the session.
+UPDATE sessions SET pins = @pins, updated_at = now()
+WHERE tenant_id = @tenant_id AND session_id = @session_id;

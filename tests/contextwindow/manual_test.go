@@ -1,8 +1,10 @@
 package contextwindow_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -27,13 +29,15 @@ func manualSession(t *testing.T, h *harness, id string) []string {
 }
 
 type compactAnswer struct {
-	ID        string `json:"id"`
-	Status    string `json:"status"`
-	Trigger   string `json:"trigger"`
-	Method    string `json:"method"`
-	Direction string `json:"direction"`
-	Summary   string `json:"summary"`
-	Error     string `json:"error"`
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	Trigger    string `json:"trigger"`
+	Method     string `json:"method"`
+	Direction  string `json:"direction"`
+	Summary    string `json:"summary"`
+	Error      string `json:"error"`
+	PreTokens  int64  `json:"pre_tokens"`
+	PostTokens int64  `json:"post_tokens"`
 }
 
 func TestManualCompactionWaitsForItsResult(t *testing.T) {
@@ -160,4 +164,55 @@ func wireOf(t *testing.T, c contextBody) []string {
 		out[i] = string(b)
 	}
 	return out
+}
+
+// TestPinnedTextsSurviveEveryCompaction: texts the tenant and the session
+// pin are carried word for word after every compaction, outside the
+// summary, and count in the context.
+func TestPinnedTextsSurviveEveryCompaction(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil)
+	require.NoError(t, h.store.SetTenantSettings(context.Background(), tenant,
+		[]byte(`{"compaction": {"pinned": ["Never push to main without a review."]}}`)))
+	c := h.conversation("pinned")
+	c.user("Hello.")
+	c.respond(t, time.Minute, text("Hi."))
+
+	pin := "Deploys go through `make release`, never by hand.\nAsk before deleting a branch."
+	var pins struct {
+		Pins         []string `json:"pins"`
+		TenantPinned []string `json:"tenant_pinned"`
+	}
+	body, err := json.Marshal(map[string]any{"pins": []string{pin}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		status, raw := h.call(t, http.MethodPut, "/v1/sessions/pinned/pins", string(body), &pins)
+		require.Equal(t, 200, status, string(raw))
+		return len(pins.TenantPinned) == 1
+	}, 10*time.Second, 50*time.Millisecond, "the tenant's settings were read")
+	require.Equal(t, []string{pin}, pins.Pins)
+
+	for i := 1; i <= 2; i++ {
+		grow(t, h, c, func(int) bool {
+			return h.session(t, c.id).CompactRequests == int64(i) && !h.session(t, c.id).CompactionInFlight
+		})
+		got := h.context(t, c.id)
+		require.NotNil(t, got.body.Compaction, "compaction %d", i)
+		head := got.body.Messages[0].Content
+		var pinned string
+		for _, b := range head {
+			if strings.Contains(b.Text, "<pinned>") {
+				pinned = b.Text
+			}
+		}
+		require.Contains(t, pinned, "<pinned>\nNever push to main without a review.\n</pinned>", "compaction %d: the tenant's pin", i)
+		require.Contains(t, pinned, "<pinned>\n"+pin+"\n</pinned>", "compaction %d: the session's, word for word", i)
+		require.NotContains(t, head[1].Text, "make release", "outside the summary")
+	}
+
+	status, raw := h.call(t, http.MethodPut, "/v1/sessions/pinned/pins", `{"pins": [""]}`, nil)
+	require.Equal(t, http.StatusBadRequest, status, string(raw))
+	require.Contains(t, string(raw), "bad_pins")
+	status, raw = h.call(t, http.MethodGet, "/v1/sessions/nope/pins", "", nil)
+	require.Equal(t, http.StatusNotFound, status, string(raw))
 }

@@ -233,3 +233,33 @@ func TestNotesAPI(t *testing.T) {
 	status, _ = h.get(t, "/v1/sessions/bad.id/notes", nil)
 	require.Equal(t, 400, status)
 }
+
+// TestACompactionWithInstructionsFollowsThem: a manual compaction that
+// brings instructions is not answered with the session's notes, which
+// cannot follow them: the summary is one that can — here the builtin
+// provider's, whose extractive summary keeps the lines that name what the
+// instructions ask for — and the compaction records the instructions.
+func TestACompactionWithInstructionsFollowsThem(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil)
+	lastCovered, _ := notesSession(t, h, "asked")
+	c := h.conversation("asked")
+	c.seq, c.n = 60, 1000
+	c.user("Also: the gamma toolchain migration needs the flag --no-cache on step 3.")
+	c.respond(t, time.Minute, text("Noted, step 3 of the gamma toolchain migration runs with --no-cache."))
+	h.writeNotes(t, "asked", notesDoc(t, map[string]string{sessionnotes.HeadingState: "Files 1 to 20 were read and are fine."}), lastCovered)
+
+	var got compactAnswer
+	status, raw := h.call(t, "POST", "/v1/sessions/asked/compact", `{"instructions": "Keep everything about the gamma toolchain migration."}`, &got)
+	require.Equal(t, 200, status, string(raw))
+	require.Equal(t, "completed", got.Status, got.Error)
+	require.Equal(t, events.MethodFull, got.Method, "not the notes")
+	require.Contains(t, got.Summary, "The compaction's instructions: > Keep everything about the gamma toolchain migration.")
+	require.Contains(t, got.Summary, "- Noted, step 3 of the gamma toolchain migration runs with --no-cache.")
+	require.Less(t, got.PostTokens, got.PreTokens)
+	var stored struct {
+		Instructions string `json:"instructions"`
+	}
+	h.get(t, "/v1/compactions/"+got.ID, &stored)
+	require.Equal(t, "Keep everything about the gamma toolchain migration.", stored.Instructions)
+}

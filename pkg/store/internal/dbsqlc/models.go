@@ -313,6 +313,7 @@ type Session struct {
 	CompactCircuitUntil pgtype.Timestamptz
 	AutoCompactSeqs     []int64
 	ThrashHeld          int64
+	Pins                []string
 }
 
 type SessionNote struct {

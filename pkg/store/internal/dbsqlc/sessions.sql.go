@@ -43,7 +43,7 @@ func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStat
 }
 
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -90,6 +90,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.CompactCircuitUntil,
 		&i.AutoCompactSeqs,
 		&i.ThrashHeld,
+		&i.Pins,
 	)
 	return i, err
 }
@@ -97,7 +98,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins
 `
 
 type SessionLockParams struct {
@@ -147,12 +148,13 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.CompactCircuitUntil,
 		&i.AutoCompactSeqs,
 		&i.ThrashHeld,
+		&i.Pins,
 	)
 	return i, err
 }
 
 const sessionLockWithin = `-- name: SessionLockWithin :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
 `
 
 type SessionLockWithinParams struct {
@@ -208,6 +210,7 @@ func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinPa
 		&i.CompactCircuitUntil,
 		&i.AutoCompactSeqs,
 		&i.ThrashHeld,
+		&i.Pins,
 	)
 	return i, err
 }
@@ -248,6 +251,26 @@ type SessionSetAutoCompactParams struct {
 // Turns the session's automatic compaction on or off.
 func (q *Queries) SessionSetAutoCompact(ctx context.Context, arg SessionSetAutoCompactParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sessionSetAutoCompact, arg.Enabled, arg.TenantID, arg.SessionID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const sessionSetPins = `-- name: SessionSetPins :execrows
+UPDATE sessions SET pins = $1, updated_at = now()
+WHERE tenant_id = $2 AND session_id = $3
+`
+
+type SessionSetPinsParams struct {
+	Pins      []string
+	TenantID  string
+	SessionID string
+}
+
+// Replaces the texts pinned to the session.
+func (q *Queries) SessionSetPins(ctx context.Context, arg SessionSetPinsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, sessionSetPins, arg.Pins, arg.TenantID, arg.SessionID)
 	if err != nil {
 		return 0, err
 	}

@@ -17,7 +17,7 @@ import (
 // seconds) in _seconds.
 func declaredMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	decl := regexp.MustCompile(`(Int64Counter|Float64Counter|Float64Histogram|Int64ObservableGauge)\("(mnemos\.[a-z0-9_.]+)"(.*)`)
+	decl := regexp.MustCompile(`(Int64Counter|Float64Counter|Float64Histogram|Int64ObservableGauge|Int64ObservableCounter)\("(mnemos\.[a-z0-9_.]+)"(.*)`)
 	names := map[string]bool{}
 	for _, dir := range []string{"pkg", "services"} {
 		err := filepath.WalkDir(filepath.Join(repoRoot, dir), func(path string, d fs.DirEntry, err error) error {
@@ -31,7 +31,7 @@ func declaredMetrics(t *testing.T) map[string]bool {
 			for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
 				name := strings.ReplaceAll(m[2], ".", "_")
 				switch m[1] {
-				case "Int64Counter", "Float64Counter":
+				case "Int64Counter", "Float64Counter", "Int64ObservableCounter":
 					names[name+"_total"] = true
 				case "Float64Histogram":
 					if strings.HasSuffix(strings.TrimSpace(m[3]), ")") && !strings.Contains(m[3], "WithUnit") {

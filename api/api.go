@@ -1,17 +1,21 @@
 // Package api holds Mnemos's contracts: the OpenAPI 3.1 document of the
 // HTTP API (openapi.yaml, served as JSON at GET /openapi.json) and the JSON
-// Schemas of the events Mnemos publishes on the bus.
+// Schemas of the events Mnemos publishes on the bus (events/*.schema.json).
+// The turn event's schema lives with its decoder, in pkg/turn.
 //
 // The tests hold the code to them: api/apitest walks the gateway's routes
-// against the document and validates every answer the API tests receive.
+// against the document and validates every answer the API tests receive,
+// and every event the system tests publish, against these files.
 package api
 
 import (
 	"bytes"
-	_ "embed" // the document
+	"embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +25,9 @@ import (
 
 //go:embed openapi.yaml
 var openapiYAML []byte
+
+//go:embed events/*.schema.json
+var eventFiles embed.FS
 
 // OpenAPIYAML is the OpenAPI document as written.
 func OpenAPIYAML() []byte { return bytes.Clone(openapiYAML) }
@@ -50,6 +57,29 @@ func Handler() http.Handler {
 		_, _ = w.Write(doc) // the client went away; nothing left to tell it
 	})
 }
+
+// EventSchemas returns the JSON Schema of every event Mnemos publishes,
+// by file name ("mnemos.turn_accounted.v1.schema.json"), shared
+// definitions included.
+func EventSchemas() map[string][]byte {
+	out := map[string][]byte{}
+	entries, err := fs.ReadDir(eventFiles, "events")
+	if err != nil {
+		panic(err) // embedded at build time: cannot fail
+	}
+	for _, e := range entries {
+		b, err := eventFiles.ReadFile(path.Join("events", e.Name()))
+		if err != nil {
+			panic(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+// EventSchemaFile is the file name of the schema of events with the given
+// schema name ("mnemos.dream.v1" → "mnemos.dream.v1.schema.json").
+func EventSchemaFile(schema string) string { return schema + ".schema.json" }
 
 // YAMLToJSON converts a YAML document to JSON, keeping the order of keys.
 // Only what JSON can say is accepted: string keys, no anchors or aliases.

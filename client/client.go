@@ -76,6 +76,10 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
+// ErrBadAnswer is in the chain of the error of a success answer whose
+// body does not decode as the document says.
+var ErrBadAnswer = errors.New("the answer does not decode")
+
 // IsNotFound reports whether err is a 404 answer.
 func IsNotFound(err error) bool {
 	e, ok := AsError(err)
@@ -190,7 +194,7 @@ func (c *Client) call(ctx context.Context, r request, out any) (int, http.Header
 		return 0, nil, err
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return 0, nil, fmt.Errorf("mnemos: %s %s: decode the %d answer: %w", r.method, r.path, status, err)
+		return 0, nil, fmt.Errorf("mnemos: %s %s: %w (%d): %w", r.method, r.path, ErrBadAnswer, status, err)
 	}
 	return status, h, nil
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api/apitest"
+	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
@@ -102,18 +104,26 @@ func start(t *testing.T, vars map[string]string, args ...string) *process {
 	}
 }
 
+// getJSON GETs url with key and decodes the answer into out (when not
+// nil), the answer validated against api/openapi.yaml.
 func getJSON(t *testing.T, url, key string, out any) int {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apitest.Client(t).Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	if out != nil {
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
 	}
 	return resp.StatusCode
+}
+
+// apiOf is a client of the process's API with key, every answer validated
+// against api/openapi.yaml.
+func apiOf(t *testing.T, p *process, key string) *client.Client {
+	return client.New(p.http, key, client.WithHTTPClient(apitest.Client(t)))
 }
 
 // metricsOf reads the process's /metrics page, on its operator listener.
@@ -154,13 +164,14 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 	}
 	p := start(t, vars, "-target=all")
 
-	status := getJSON(t, p.http+"/readyz", "", nil)
-	require.Equal(t, http.StatusOK, status)
+	ctx := context.Background()
+	_, err := apiOf(t, p, "").Readyz(ctx)
+	require.NoError(t, err)
 	require.Contains(t, p.banner, "nats          in-process (embedded, JetStream store "+vars["MNEMOS_NATS_STORE_DIR"]+")", "the embedded NATS opens no port")
 
 	for _, name := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"} {
 		path := claudecodetest.Path(t, name)
-		require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", path}, env(nil), io.Discard, io.Discard))
+		require.NoError(t, run(ctx, []string{"replay", "--url", p.http, "--api-key", "test-dev-key", path}, env(nil), io.Discard, io.Discard))
 		f, err := os.Open(path)
 		require.NoError(t, err)
 		records, err := claudecode.Parse(f)
@@ -186,16 +197,12 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 				}
 			}
 		}
+		api := apiOf(t, p, "test-dev-key")
 		for session, seq := range lastSeq {
-			var state struct {
-				AppliedSeq int64 `json:"applied_seq"`
-				Tokens     struct {
-					Count int64  `json:"count"`
-					State string `json:"state"`
-				} `json:"tokens"`
-			}
+			var state client.Session
 			require.Eventually(t, func() bool {
-				return getJSON(t, p.http+"/v1/sessions/"+session, "test-dev-key", &state) == http.StatusOK && state.AppliedSeq == seq
+				state, err = api.GetSession(ctx, session)
+				return err == nil && state.AppliedSeq == seq
 			}, 30*time.Second, 50*time.Millisecond, "%s: session %s applied through seq %d", name, session, seq)
 			require.Equal(t, want[session], state.Tokens.Count, "%s: session %s count", name, session)
 			require.Equal(t, "ok", state.Tokens.State)
@@ -243,12 +250,11 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 	for target, want := range map[string]string{"compactor": "running", "session-memory": "running", "extractor": "running", "recall": "running", "dreamer": "running"} {
 		wg.Go(func() {
 			p := start(t, base, "-target="+target)
-			var health struct {
-				Targets map[string]string `json:"targets"`
-			}
-			require.Equal(t, http.StatusOK, getJSON(t, p.http+"/healthz", "", &health))
+			health, err := apiOf(t, p, "").Healthz(context.Background())
+			require.NoError(t, err)
 			require.Equal(t, want, health.Targets[target], "target %s reports healthy and %s", target, want)
-			require.Equal(t, http.StatusOK, getJSON(t, p.http+"/readyz", "", nil))
+			_, err = apiOf(t, p, "").Readyz(context.Background())
+			require.NoError(t, err)
 		})
 	}
 	wg.Wait()
@@ -265,13 +271,11 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 			want = l.Count
 		}
 	}
-	var state struct {
-		Tokens struct {
-			Count int64 `json:"count"`
-		} `json:"tokens"`
-	}
+	var state client.Session
 	require.Eventually(t, func() bool {
-		return getJSON(t, gw.http+"/v1/sessions/split", key[1], &state) == http.StatusOK && state.Tokens.Count == want
+		var err error
+		state, err = apiOf(t, gw, key[1]).GetSession(context.Background(), "split")
+		return err == nil && state.Tokens.Count == want
 	}, 30*time.Second, 50*time.Millisecond, "the accountant target applied what the gateway target accepted (want %d, have %d)", want, state.Tokens.Count)
 }
 
@@ -485,8 +489,10 @@ func TestMigrateSetsUpTheServicesRole(t *testing.T) {
 		"MNEMOS_NATS_STORE_DIR": t.TempDir(),
 		"MNEMOS_DEV_API_KEY":    "test-dev-key",
 	}, "-target=all")
-	require.Equal(t, http.StatusOK, getJSON(t, p.http+"/readyz", "", nil))
-	require.Equal(t, http.StatusNotFound, getJSON(t, p.http+"/v1/sessions/none", "test-dev-key", nil), "the dev tenant's key is verified through the owner's function")
+	_, err = apiOf(t, p, "").Readyz(ctx)
+	require.NoError(t, err)
+	_, err = apiOf(t, p, "test-dev-key").GetSession(ctx, "none")
+	require.True(t, client.IsNotFound(err), "the dev tenant's key is verified through the owner's function: %v", err)
 }
 
 func withDB(t *testing.T, u, name string) string {
@@ -554,25 +560,20 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	path := longUntilItsCompaction(t)
 	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "long", "--repeat", "2", path}, env(nil), io.Discard, io.Discard))
 
-	type compaction struct {
-		Status     string `json:"status"`
-		Method     string `json:"method"`
-		LLMCalls   int    `json:"llm_calls"`
-		PreTokens  int64  `json:"pre_tokens"`
-		PostTokens int64  `json:"post_tokens"`
-	}
-	var list struct {
-		Compactions []compaction `json:"compactions"`
-	}
-	var session struct {
-		AppliedSeq         int64 `json:"applied_seq"`
-		CompactionInFlight bool  `json:"compaction_in_flight"`
-	}
+	api := apiOf(t, p, "test-dev-key")
+	ctx := context.Background()
+	var list client.CompactionList
+	var session client.Session
 	require.Eventually(t, func() bool {
 		// The session first: a compaction it no longer has in flight is
 		// ended in the list read after it.
-		getJSON(t, p.http+"/v1/sessions/long", "test-dev-key", &session)
-		getJSON(t, p.http+"/v1/sessions/long/compactions", "test-dev-key", &list)
+		var err error
+		if session, err = api.GetSession(ctx, "long"); err != nil {
+			return false
+		}
+		if list, err = api.ListCompactions(ctx, "long"); err != nil {
+			return false
+		}
 		// The two reads are not one snapshot: the first compaction itself must have ended.
 		ended := len(list.Compactions) > 0 && list.Compactions[0].Status != "requested" && list.Compactions[0].Status != "running"
 		return ended && !session.CompactionInFlight
@@ -583,11 +584,8 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	require.Zero(t, first.LLMCalls, "no model call in the compaction")
 	t.Logf("session-memory compaction: %d tokens before, %d after", first.PreTokens, first.PostTokens)
 
-	var notes struct {
-		Content string `json:"content"`
-		Version int64  `json:"version"`
-	}
-	require.Equal(t, http.StatusOK, getJSON(t, p.http+"/v1/sessions/long/notes", "test-dev-key", &notes))
+	notes, err := api.GetNotes(ctx, "long")
+	require.NoError(t, err)
 	require.Contains(t, notes.Content, "# Current State\n")
 	require.Greater(t, notes.Version, int64(1))
 
@@ -597,31 +595,17 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	require.Regexp(t, `mnemos_session_notes_updates_total\{[^}]*outcome="updated"[^}]*\} [1-9]`, body)
 	require.Regexp(t, `mnemos_compactions_total\{[^}]*method="session_memory"[^}]*\} [1-9]`, body)
 
-	var ctx struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"messages"`
-		Tokens struct {
-			Count       int64 `json:"count"`
-			AutoCompact int64 `json:"autocompact_threshold"`
-		} `json:"tokens"`
-		ContextTokens int64  `json:"context_tokens"`
-		LLMProvider   string `json:"llm_provider"`
-	}
-	require.Equal(t, http.StatusOK, getJSON(t, p.http+"/v1/sessions/long/context", "test-dev-key", &ctx))
-	require.Equal(t, "builtin", ctx.LLMProvider)
-	require.Less(t, ctx.Tokens.Count, ctx.Tokens.AutoCompact)
-	require.Less(t, ctx.ContextTokens, ctx.Tokens.AutoCompact)
-	require.GreaterOrEqual(t, len(ctx.Messages[0].Content), 2)
-	require.True(t, strings.HasPrefix(ctx.Messages[0].Content[0].Text, "<mnemos:compact-boundary"), ctx.Messages[0].Content[0].Text)
-	require.Contains(t, ctx.Messages[0].Content[0].Text, `method="session_memory"`)
-	require.Contains(t, ctx.Messages[0].Content[1].Text, "running notes kept during the session")
-	require.Contains(t, ctx.Messages[0].Content[1].Text, "# Session Title\n")
-	require.Greater(t, len(ctx.Messages), 5, "the messages after the notes' last one are kept")
+	cx, err := api.GetContext(ctx, "long", client.ContextOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "builtin", cx.LLMProvider)
+	require.Less(t, cx.Tokens.Count, cx.Tokens.AutoCompact)
+	require.Less(t, cx.ContextTokens, cx.Tokens.AutoCompact)
+	require.GreaterOrEqual(t, len(cx.Messages[0].Content), 2)
+	require.True(t, strings.HasPrefix(cx.Messages[0].Content[0].Text, "<mnemos:compact-boundary"), cx.Messages[0].Content[0].Text)
+	require.Contains(t, cx.Messages[0].Content[0].Text, `method="session_memory"`)
+	require.Contains(t, cx.Messages[0].Content[1].Text, "running notes kept during the session")
+	require.Contains(t, cx.Messages[0].Content[1].Text, "# Session Title\n")
+	require.Greater(t, len(cx.Messages), 5, "the messages after the notes' last one are kept")
 }
 
 func TestBenchCommandPrintsItsTables(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // runReplay reads a transcript and either accounts it in-process (--dry-run)
@@ -62,5 +63,18 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	events := replay.Events(records, opts)
 	stats, err := replay.Send(ctx, events, replay.SendOptions{URL: *url, APIKey: *apiKey})
 	fmt.Fprintf(stderr, "sent %d of %d turn events to %s (%d retries)\n", stats.Sent, len(events), *url, stats.Retries)
+	if err != nil {
+		return err
+	}
+	return printSessions(ctx, stderr, events, replay.SendOptions{URL: *url, APIKey: *apiKey})
+}
+
+// printSessions prints the state of the sessions replayed, as the server
+// has it now.
+func printSessions(ctx context.Context, w io.Writer, events []turn.Event, opts replay.SendOptions) error {
+	sessions, err := replay.ReadSessions(ctx, events, opts)
+	for _, s := range sessions {
+		fmt.Fprintf(w, "session %s: applied through seq %d, %d tokens (%s)\n", s.SessionID, s.AppliedSeq, s.Tokens.Count, s.Tokens.State)
+	}
 	return err
 }

@@ -12,9 +12,15 @@ import (
 // Check reports whether a dependency is usable.
 type Check func(context.Context) error
 
+// Mux is what Register adds its routes to: an *http.ServeMux, or a wrapper
+// that records them.
+type Mux interface {
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
 // Register adds GET /healthz (the process is alive, and what its targets
 // are doing) and GET /readyz (every check passes) to mux.
-func Register(mux *http.ServeMux, checks map[string]Check, targets map[string]string) {
+func Register(mux Mux, checks map[string]Check, targets map[string]string) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		write(w, http.StatusOK, map[string]any{"status": "ok", "targets": targets})
 	})

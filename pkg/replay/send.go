@@ -1,17 +1,15 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -63,8 +61,8 @@ func (e *SendError) Error() string {
 		e.EventID, e.Session, e.Seq, e.Status, http.StatusText(e.Status), e.Message)
 }
 
-// Send posts each event, in order, to <URL>/v1/turns and expects 202 Accepted
-// (200 is taken too) with a body {"event_id": …} naming the event. A 429 or
+// Send posts each event, in order, to <URL>/v1/turns through the API's
+// client and expects 202 Accepted with a body {"event_id": …} naming the event. A 429 or
 // 5xx answer, or a transport error, is retried with backoff; any other answer
 // stops the replay with a *SendError naming the event and the server's
 // message. Events already accepted stay counted in the stats.
@@ -76,11 +74,11 @@ func Send(ctx context.Context, events []turn.Event, opts SendOptions) (SendStats
 	if opts.APIKey == "" {
 		return stats, errors.New("replay: send: an API key is required")
 	}
-	endpoint := strings.TrimRight(opts.URL, "/") + TurnsPath
-	s := sender{opts: opts, endpoint: endpoint, client: opts.Client}
-	if s.client == nil {
-		s.client = &http.Client{Timeout: 30 * time.Second}
+	hc := opts.Client
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
 	}
+	s := sender{opts: opts, api: client.New(opts.URL, opts.APIKey, client.WithHTTPClient(hc))}
 	if s.opts.MaxAttempts <= 0 {
 		s.opts.MaxAttempts = 5
 	}
@@ -102,9 +100,8 @@ func Send(ctx context.Context, events []turn.Event, opts SendOptions) (SendStats
 }
 
 type sender struct {
-	opts     SendOptions
-	endpoint string
-	client   *http.Client
+	opts SendOptions
+	api  *client.Client
 }
 
 // send delivers one event and returns how many requests it repeated.
@@ -153,13 +150,10 @@ func retryable(status int) bool {
 	return status == http.StatusTooManyRequests || status >= 500
 }
 
-// maxBody bounds what is read of a server answer.
-const maxBody = 1 << 20
-
 // answer is the server's answer to one request.
 type answer struct {
 	status int
-	// accepted: 200 or 202 with a body naming the event.
+	// accepted: 202 with a body naming the event.
 	accepted bool
 	// message is the server's reason when not accepted.
 	message string
@@ -170,37 +164,22 @@ type answer struct {
 // post sends the event once. An error means no answer came.
 func (s *sender) post(ctx context.Context, body []byte, eventID string) (answer, error) {
 	ans := answer{retryAfter: -1}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return ans, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return ans, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return ans, fmt.Errorf("read answer %d: %w", resp.StatusCode, err)
-	}
-	ans.status = resp.StatusCode
-	if v := resp.Header.Get("Retry-After"); v != "" {
-		if secs, perr := strconv.Atoi(strings.TrimSpace(v)); perr == nil && secs >= 0 {
-			ans.retryAfter = time.Duration(secs) * time.Second
+	ack, err := s.api.PostTurnJSON(ctx, body)
+	if e, ok := client.AsError(err); ok {
+		ans.status, ans.retryAfter = e.Status, e.RetryAfter
+		ans.message = e.Code + ": " + e.Message
+		if e.Code == "" { // no error body of the API: whatever the body says
+			ans.message = serverMessage([]byte(e.Message))
 		}
-	}
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		ans.message = serverMessage(data)
 		return ans, nil
 	}
-	var ack struct {
-		EventID string `json:"event_id"`
+	if err != nil && !errors.Is(err, client.ErrBadAnswer) {
+		return ans, err // no answer came
 	}
-	switch err := json.Unmarshal(data, &ack); {
+	ans.status = http.StatusAccepted
+	switch {
 	case err != nil:
-		ans.message = fmt.Sprintf("answer is not {\"event_id\": …}: %s", snippet(data))
+		ans.message = fmt.Sprintf("answer is not {\"event_id\": …}: %v", err)
 	case ack.EventID != eventID:
 		ans.message = fmt.Sprintf("answer names event %q", ack.EventID)
 	default:
@@ -237,4 +216,33 @@ func snippet(data []byte) string {
 		s = s[:limit] + "…"
 	}
 	return s
+}
+
+// ReadSessions reads the state of each session events name, in the order
+// they first appear, as the server has it now (the accountant applies
+// events after the gateway took them, so the last may not be in yet). A
+// session the server does not have yet is left out.
+func ReadSessions(ctx context.Context, events []turn.Event, opts SendOptions) ([]client.Session, error) {
+	hc := opts.Client
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	api := client.New(opts.URL, opts.APIKey, client.WithHTTPClient(hc))
+	var out []client.Session
+	seen := map[string]bool{}
+	for _, ev := range events {
+		if seen[ev.SessionID] {
+			continue
+		}
+		seen[ev.SessionID] = true
+		s, err := api.GetSession(ctx, ev.SessionID)
+		if client.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("replay: read session %s: %w", ev.SessionID, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

@@ -259,3 +259,34 @@ func TestSendNeedsURLAndKey(t *testing.T) {
 	_, err = replay.Send(context.Background(), nil, replay.SendOptions{URL: "http://x"})
 	require.ErrorContains(t, err, "API key")
 }
+
+func TestReadSessionsReadsEachSessionOnce(t *testing.T) {
+	t.Parallel()
+
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		require.Equal(t, "Bearer key-123", r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != "/v1/sessions/main" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no session"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"session_id":"main","applied_seq":2,"tokens":{"count":900,"state":"ok"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	events := []turn.Event{{SessionID: "main", Seq: 1}, {SessionID: "main-agent-x", Seq: 1}, {SessionID: "main", Seq: 2}}
+	sessions, err := replay.ReadSessions(context.Background(), events, replay.SendOptions{URL: srv.URL, APIKey: "key-123"})
+	require.NoError(t, err)
+	require.Len(t, sessions, 1, "a session the server does not have yet is left out")
+	require.Equal(t, int64(900), sessions[0].Tokens.Count)
+	require.Equal(t, []string{"/v1/sessions/main", "/v1/sessions/main-agent-x"}, asked, "each session once, in order")
+
+	srv.Close()
+	_, err = replay.ReadSessions(context.Background(), events, replay.SendOptions{URL: srv.URL, APIKey: "key-123"})
+	require.ErrorContains(t, err, "read session main")
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/events"
@@ -82,6 +83,7 @@ func setup(t *testing.T, settings string) *harness {
 	h.store = st
 	h.busCfg = bustest.Config(t)
 	h.bus = bustest.Connect(t, h.busCfg)
+	apitest.CheckBusEvents(t, h.bus)
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
 	require.NoError(t, st.AddAPIKey(ctx, tenant, "test", apiKey))
 	if settings != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/events"
@@ -67,6 +68,7 @@ func setup(t *testing.T, settings string) *harness {
 	cfg := bustest.Config(t)
 	cfg.Meter = metrics.Meter() // the bus counts every consumer's deliveries
 	b := bustest.Connect(t, cfg)
+	apitest.CheckBusEvents(t, b, bus.KindMemorySaved) // the tests publish the turns it reads
 	ctx := context.Background()
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
 	if settings != "" {

@@ -39,7 +39,7 @@ func (h *harness) send(t *testing.T, method, path, key string, r io.Reader, size
 		req.ContentLength = size
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var out gateway.ErrorBody

@@ -10,7 +10,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 )
 
-func (g *Gateway) registerDreams(mux *http.ServeMux) {
+func (g *Gateway) registerDreams(mux Mux) {
 	mux.Handle("POST /v1/scopes/{scope}/dream", g.auth(g.postDream))
 	mux.Handle("GET /v1/scopes/{scope}/dreams", g.auth(g.listDreams))
 	mux.Handle("GET /v1/dreams/{id}", g.auth(g.getDream))

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
@@ -140,8 +141,17 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	return g, nil
 }
 
-// Register adds the API's routes to mux.
-func (g *Gateway) Register(mux *http.ServeMux) {
+// Mux is what Register adds the routes to: an *http.ServeMux, or a wrapper
+// that records each pattern (the route walk in api/apitest compares them
+// with the OpenAPI document, so a route missing from either fails a test).
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// Register adds the API's routes to mux. Each route is described in
+// api/openapi.yaml, which GET /openapi.json serves.
+func (g *Gateway) Register(mux Mux) {
 	// The expensive routes are admitted (admission.go) before any body is read.
 	eventBody := func() int64 { return g.eventLimit() }
 	preflightBody := func() int64 { return int64(g.cfg.MaxEventBytes) }
@@ -160,6 +170,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.expensive(g.postRecall)))
 	g.registerMemories(mux)
 	g.registerDreams(mux)
+	mux.Handle("GET /openapi.json", api.Handler())
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
@@ -31,6 +32,8 @@ type harness struct {
 	store   *store.Store
 	bus     *bus.Bus
 	metrics *telemetrytest.Reader
+	// client validates every answer against api/openapi.yaml.
+	client *http.Client
 }
 
 func setup(t *testing.T) *harness {
@@ -67,7 +70,7 @@ func setupWith(t *testing.T, change func(*gateway.Config)) *harness {
 	gw.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &harness{gw: gw, srv: srv, store: st, bus: b, metrics: metrics}
+	return &harness{gw: gw, srv: srv, store: st, bus: b, metrics: metrics, client: apitest.Client(t)}
 }
 
 func (h *harness) do(t *testing.T, method, path, key string, body []byte) (int, map[string]any) {
@@ -77,7 +80,7 @@ func (h *harness) do(t *testing.T, method, path, key string, body []byte) (int, 
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var out map[string]any

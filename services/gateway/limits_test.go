@@ -25,7 +25,7 @@ func (h *harness) postTurn(t *testing.T, key, session string, seq int64) (int, s
 	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/turns", bytes.NewReader(encode(t, event(session, seq))))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var out struct {

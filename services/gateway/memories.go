@@ -34,7 +34,7 @@ const (
 	maxIndexBody = 1 << 20
 )
 
-func (g *Gateway) registerMemories(mux *http.ServeMux) {
+func (g *Gateway) registerMemories(mux Mux) {
 	mux.Handle("GET /v1/scopes/{scope}/memories", g.auth(g.listMemories))
 	mux.Handle("GET /v1/scopes/{scope}/memories/{name}", g.auth(g.getMemory))
 	mux.Handle("PUT /v1/scopes/{scope}/memories/{name}", g.auth(g.putMemory))

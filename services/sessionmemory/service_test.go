@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/events"
@@ -53,6 +54,7 @@ func setup(t *testing.T) *harness {
 	cfg := bustest.Config(t)
 	cfg.Meter = metrics.Meter() // the bus counts every consumer's deliveries
 	b := bustest.Connect(t, cfg)
+	apitest.CheckBusEvents(t, b, bus.KindSessionMemoryUpdated) // the tests publish the turns it reads, bad ones too
 	require.NoError(t, st.EnsureTenant(context.Background(), tenant, "Acme"))
 	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
@@ -45,6 +46,7 @@ func setup(t *testing.T, mutate ...func(*tokenaccounting.Config)) *harness {
 	bcfg := bustest.Config(t)
 	bcfg.Meter = metrics.Meter() // the bus counts the deliveries
 	b := bustest.Connect(t, bcfg)
+	apitest.CheckBusEvents(t, b)
 	log := bustest.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))

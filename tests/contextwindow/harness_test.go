@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
@@ -53,6 +54,8 @@ type harness struct {
 	key        string
 	// clock is the gateway's time (unix nanoseconds); zero means the wall clock.
 	clock atomic.Int64
+	// client validates every answer against api/openapi.yaml.
+	client *http.Client
 	// selector answers recall's selections (recall.Builtin unless a test
 	// sets another).
 	selector atomic.Pointer[builtin.Handler]
@@ -68,6 +71,7 @@ func setup(t *testing.T, provider llm.Provider) *harness {
 	t.Helper()
 	st := pgtest.New(t)
 	b := bustest.New(t)
+	apitest.CheckBusEvents(t, b)
 	log := bustest.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
@@ -88,7 +92,7 @@ func setup(t *testing.T, provider llm.Provider) *harness {
 	gcfg := gateway.DefaultConfig()
 	gcfg.PollInterval = 20 * time.Millisecond
 	gcfg.LLMProvider = provider.Name()
-	h := &harness{}
+	h := &harness{client: apitest.Client(t)}
 	gcfg.Now = func() time.Time {
 		if n := h.clock.Load(); n != 0 {
 			return time.Unix(0, n)
@@ -164,7 +168,7 @@ func (h *harness) call(t *testing.T, method, path, body string, out any) (int, [
 	req, err := http.NewRequest(method, h.api.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+h.key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)

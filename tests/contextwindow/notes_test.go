@@ -222,7 +222,7 @@ func TestNotesAPI(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+h.key)
 	req.Header.Set("Accept", "text/markdown")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	md, err := io.ReadAll(resp.Body)

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -74,6 +75,7 @@ func startSystem(t *testing.T, maxConns int32) *system {
 		require.NoError(t, st.SetTenantSettings(ctx, tenant, []byte(settingsDoc)))
 	}
 	b := bustest.New(t)
+	apitest.CheckBusEvents(t, b)
 	log := bustest.Logger(t)
 	meter := telemetrytest.New(t).Meter()
 	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
@@ -125,6 +127,8 @@ type workload struct {
 	ownersMu sync.Mutex
 	owners   map[string]string
 	counts   sync.Map // request kind → *atomic.Int64
+	// client validates every answer against api/openapi.yaml.
+	client *http.Client
 }
 
 type session struct {
@@ -162,7 +166,7 @@ func (w *workload) call(tenant, method, path string, body any) (int, []byte) {
 	req, err := http.NewRequest(method, w.sys.api.URL+path, r)
 	require.NoError(w.t, err)
 	req.Header.Set("Authorization", "Bearer key-"+tenant)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := w.client.Do(req)
 	require.NoError(w.t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -389,7 +393,7 @@ func (w *workload) run(n, workers int, seed uint64) {
 }
 
 func newWorkload(t *testing.T, sys *system) *workload {
-	return &workload{t: t, sys: sys, sessions: map[string]*session{}, owners: map[string]string{}}
+	return &workload{t: t, sys: sys, sessions: map[string]*session{}, owners: map[string]string{}, client: apitest.Client(t)}
 }
 
 // foreignMarkers reads every row of every tenant table as the administrator

@@ -241,6 +241,35 @@ func (c *Client) GetSession(ctx context.Context, id string) (Session, error) {
 	return out, err
 }
 
+// PatchSession sets a session's switches and returns the session.
+func (c *Client) PatchSession(ctx context.Context, id string, patch SessionPatch) (Session, error) {
+	var out Session
+	r, err := send(http.MethodPatch, "/v1/sessions/"+segment(id), patch, http.StatusOK)
+	if err != nil {
+		return out, err
+	}
+	_, _, err = c.call(ctx, r, &out)
+	return out, err
+}
+
+// GetPins reads the texts pinned to a session.
+func (c *Client) GetPins(ctx context.Context, id string) (Pins, error) {
+	var out Pins
+	_, _, err := c.call(ctx, get("/v1/sessions/"+segment(id)+"/pins"), &out)
+	return out, err
+}
+
+// PutPins replaces the texts pinned to a session.
+func (c *Client) PutPins(ctx context.Context, id string, pins []string) (Pins, error) {
+	var out Pins
+	r, err := send(http.MethodPut, "/v1/sessions/"+segment(id)+"/pins", Pins{Pins: pins}, http.StatusOK)
+	if err != nil {
+		return out, err
+	}
+	_, _, err = c.call(ctx, r, &out)
+	return out, err
+}
+
 // Preflight counts the session as it would be with req's messages added.
 func (c *Client) Preflight(ctx context.Context, id string, req PreflightRequest) (Preflight, error) {
 	var out Preflight

@@ -48,13 +48,19 @@ type Session struct {
 	Tokens             Tokens            `json:"tokens"`
 	CompactionInFlight bool              `json:"compaction_in_flight"`
 	AutoCompactEnabled bool              `json:"auto_compact_enabled"`
-	CompactRequests    int64             `json:"compact_requests"`
-	ToolCallsTotal     int64             `json:"tool_calls_total"`
-	RejectedTurns      int64             `json:"rejected_turns"`
-	SkippedSeqs        int64             `json:"skipped_seqs"`
-	LastSkipped        *SeqRange         `json:"last_skipped,omitempty"`
-	LastResponseAt     *time.Time        `json:"last_response_at,omitempty"`
-	UpdatedAt          time.Time         `json:"updated_at"`
+	// AutoCompact: the session compacts by itself (its switch and its
+	// tenant's both on).
+	AutoCompact     bool  `json:"auto_compact"`
+	CompactRequests int64 `json:"compact_requests"`
+	// ThrashHeld counts the turns whose automatic compaction the thrash
+	// guard held back.
+	ThrashHeld     int64      `json:"thrash_held"`
+	ToolCallsTotal int64      `json:"tool_calls_total"`
+	RejectedTurns  int64      `json:"rejected_turns"`
+	SkippedSeqs    int64      `json:"skipped_seqs"`
+	LastSkipped    *SeqRange  `json:"last_skipped,omitempty"`
+	LastResponseAt *time.Time `json:"last_response_at,omitempty"`
+	UpdatedAt      time.Time  `json:"updated_at"`
 }
 
 // PreflightRequest asks how a session would stand with messages not yet sent.
@@ -63,6 +69,21 @@ type PreflightRequest struct {
 	Model           string         `json:"model,omitempty"`
 	ContextWindow   int64          `json:"context_window,omitempty"`
 	MaxOutputTokens int64          `json:"max_output_tokens,omitempty"`
+	// Compact asks for the compaction the messages make due first, waiting
+	// at most CompactionWaitMs.
+	Compact          bool   `json:"compact,omitempty"`
+	CompactionWaitMs *int64 `json:"compaction_wait_ms,omitempty"`
+}
+
+// SessionPatch sets a session's switches; a field left nil stays.
+type SessionPatch struct {
+	AutoCompactEnabled *bool `json:"auto_compact_enabled,omitempty"`
+}
+
+// Pins are the texts pinned to a session, and the tenant's.
+type Pins struct {
+	Pins         []string `json:"pins"`
+	TenantPinned []string `json:"tenant_pinned,omitempty"`
 }
 
 // Preflight is the count, state and thresholds with the messages added.
@@ -73,6 +94,8 @@ type Preflight struct {
 	// Blocked: the call would reach the blocking limit.
 	Blocked            bool `json:"blocked"`
 	CompactionInFlight bool `json:"compaction_in_flight"`
+	// Compaction is the compaction a preflight with Compact made first.
+	Compaction *Compaction `json:"compaction,omitempty"`
 }
 
 // ToolResult is an offloaded tool result, whole.

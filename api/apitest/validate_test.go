@@ -16,7 +16,7 @@ import (
 const session = `{"session_id":"s1","agent_id":"main","model":"claude-sonnet-4-5","applied_seq":3,"messages":7,` +
 	`"tokens":{"count":1200,"state":"ok","percent_left":99.3,"window":200000,"effective_window":180000,"warning_threshold":147000,` +
 	`"error_threshold":147000,"autocompact_threshold":167000,"blocking_threshold":177000},"compaction_in_flight":false,` +
-	`"auto_compact_enabled":true,"compact_requests":0,"tool_calls_total":2,"rejected_turns":0,"skipped_seqs":0,"updated_at":"2026-11-22T10:00:00Z"}`
+	`"auto_compact_enabled":true,"auto_compact":true,"compact_requests":0,"thrash_held":0,"tool_calls_total":2,"rejected_turns":0,"skipped_seqs":0,"updated_at":"2026-11-22T10:00:00Z"}`
 
 const notFound = `{"error":{"code":"not_found","message":"no session s1"}}`
 
@@ -72,8 +72,8 @@ func TestValidatorHoldsAnswersToTheDocument(t *testing.T) {
 			body: `{"error":{"code":"too_many_key_failures","message":"retry later"}}`, wrong: "Retry-After"},
 		{name: "a path the document does not list, 404", req: httptest.NewRequest(http.MethodGet, "http://mnemos/v1/nothing", nil),
 			status: 404, ctype: "application/json", body: `{"error":{"code":"not_found","message":"no route for GET /v1/nothing"}}`},
-		{name: "a method the document does not list, 405", req: httptest.NewRequest(http.MethodPatch, "http://mnemos/v1/sessions/s1", nil),
-			status: 405, ctype: "application/json", body: `{"error":{"code":"method_not_allowed","message":"PATCH is not allowed"}}`},
+		{name: "a method the document does not list, 405", req: httptest.NewRequest(http.MethodDelete, "http://mnemos/v1/sessions/s1", nil),
+			status: 405, ctype: "application/json", body: `{"error":{"code":"method_not_allowed","message":"DELETE is not allowed"}}`},
 		{name: "a path the document does not list, 200", req: httptest.NewRequest(http.MethodGet, "http://mnemos/v1/nothing", nil),
 			status: 200, ctype: "application/json", body: `{}`, wrong: "not 404 or 405"},
 		{name: "a path the document does not list, no Error body", req: httptest.NewRequest(http.MethodGet, "http://mnemos/v1/nothing", nil),

@@ -210,3 +210,35 @@ func TestMinRetentionMovesTheFunnelOn(t *testing.T) {
 		require.JSONEq(t, string(w), string(b), session)
 	}
 }
+
+// TestPartialCompactionsAreScoredOnWhatTheyReplace: an "up_to" compaction
+// is scored on the messages up to the pivot, a "from" one on those after it.
+func TestPartialCompactionsAreScoredOnWhatTheyReplace(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil)
+	for _, tc := range []struct {
+		direction string
+		pivot     int // the pivot is this request's message (0-based)
+		detail    map[string]retention.Tally
+	}{
+		// Requests 1 to 8; the files of rounds 1 to 7 (round 8's Read comes after its request).
+		{events.DirectionUpTo, 7, map[string]retention.Tally{retention.LastRequest: {Found: 1, Total: 1}, retention.Files: {Found: 7, Total: 7}}},
+		// Requests 5 to 12, the files of rounds 4 to 12.
+		{events.DirectionFrom, 3, map[string]retention.Tally{retention.LastRequest: {Found: 1, Total: 1}, retention.Files: {Found: 9, Total: 9}}},
+	} {
+		session := "partial-" + tc.direction
+		users := manualSession(t, h, session)
+		var done compactAnswer
+		status, raw := h.call(t, http.MethodPost, "/v1/sessions/"+session+"/compact", fmt.Sprintf(`{"pivot_uuid":%q,"direction":%q}`, users[tc.pivot], tc.direction), &done)
+		require.Equal(t, 200, status, string(raw))
+		require.Equal(t, "completed", done.Status, done.Error)
+		var got retentionBody
+		h.get(t, "/v1/compactions/"+done.ID, &got)
+		want := map[string]retention.Tally{}
+		for _, c := range retention.Categories() {
+			want[c] = tc.detail[c]
+		}
+		require.Equal(t, want, got.RetentionDetail, tc.direction)
+		require.Equal(t, 1.0, *got.Retention, tc.direction)
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -55,9 +56,14 @@ type Compaction struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	Error            string
-	CreatedAt        time.Time
-	StartedAt        time.Time
-	FinishedAt       time.Time
+	// Retention is the share of what must survive the replaced messages
+	// that the compaction kept (pkg/retention), nil when not measured;
+	// RetentionDetail its per-category tallies as JSON.
+	Retention       *float64
+	RetentionDetail json.RawMessage
+	CreatedAt       time.Time
+	StartedAt       time.Time
+	FinishedAt      time.Time
 }
 
 func toCompaction(r dbsqlc.Compaction) Compaction {
@@ -69,6 +75,7 @@ func toCompaction(r dbsqlc.Compaction) Compaction {
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CacheReadTokens: r.CacheReadTokens,
 		CacheWriteTokens: r.CacheWriteTokens, Error: r.Error, CreatedAt: r.CreatedAt.Time,
 		StartedAt: r.StartedAt.Time, FinishedAt: r.FinishedAt.Time,
+		Retention: r.Retention, RetentionDetail: r.RetentionDetail,
 	}
 	if r.Request != nil {
 		c.Request = *r.Request
@@ -158,6 +165,7 @@ func (t *Tx) CompleteCompaction(ctx context.Context, c Compaction) error {
 		LlmCalls: int32(c.LLMCalls), LlmRetries: int32(c.LLMRetries), LlmModel: c.LLMModel,
 		InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens,
 		CacheWriteTokens: c.CacheWriteTokens, Error: c.Error,
+		Retention: c.Retention, RetentionDetail: c.RetentionDetail,
 	})
 	if err != nil {
 		return fmt.Errorf("store.CompleteCompaction: %w", err)

@@ -31,6 +31,11 @@ type Compaction struct {
 	// session at or above auto-compact, is not a success and the funnel
 	// goes on to the extractive summary.
 	MinSavingPercent int `json:"min_saving_percent"`
+	// MinRetention is the least retention score (pkg/retention: the share of
+	// what must survive the replaced messages that the result keeps) a
+	// session-notes or model summary must reach to be used; one below it is
+	// not a success and the funnel goes on to its next step. 0 turns it off.
+	MinRetention float64 `json:"min_retention"`
 	// ThrashCompactions automatic compactions within ThrashTurns turns of a
 	// session hold the next one back until the oldest falls out of the
 	// window (the thrash guard; 0 turns it off).
@@ -103,6 +108,9 @@ func (c Compaction) Validate() error {
 	}
 	if c.MinSavingPercent < 0 || c.MinSavingPercent > 90 {
 		errs = append(errs, fmt.Errorf("compaction: min_saving_percent must be within 0 and 90, got %d", c.MinSavingPercent))
+	}
+	if !(c.MinRetention >= 0 && c.MinRetention <= 1) {
+		errs = append(errs, fmt.Errorf("compaction: min_retention must be within 0 and 1, got %v", c.MinRetention))
 	}
 	if c.ThrashCompactions < 0 || c.ThrashTurns < 1 || c.ThrashTurns > 10_000 || c.ThrashCompactions > c.ThrashTurns {
 		errs = append(errs, fmt.Errorf("compaction: thrash_compactions must be within 0 and thrash_turns, and thrash_turns within 1 and 10000, got %d and %d", c.ThrashCompactions, c.ThrashTurns))

@@ -26,6 +26,11 @@ func TestOverlayChangesOnlyWhatIsNamed(t *testing.T) {
 	want.Offload.ThresholdChars = 20_000
 	require.Equal(t, want, s)
 
+	s, err = tenantcfg.Overlay(defaults, []byte(`{"compaction": {"min_retention": 0.75}}`))
+	require.NoError(t, err)
+	require.Zero(t, defaults.Compaction.MinRetention, "off by default")
+	require.Equal(t, 0.75, s.Compaction.MinRetention)
+
 	for _, empty := range []string{"", "  ", "{}"} {
 		s, err := tenantcfg.Overlay(defaults, []byte(empty))
 		require.NoError(t, err)
@@ -47,6 +52,8 @@ func TestOverlayRefusesWhatCannotWork(t *testing.T) {
 		`{"limits": {"events_per_second": -5}}`: "events_per_second",
 		`{"limits": {"events_burst": 0}}`:       "events_burst",
 		`{"limits": {"active_sessions": 10, "active_minutes": 0}}`: "active_minutes",
+		`{"compaction": {"min_retention": 1.5}}`:                   "min_retention",
+		`{"compaction": {"min_retention": -0.1}}`:                  "min_retention",
 	} {
 		_, err := tenantcfg.Overlay(defaults, []byte(doc))
 		require.ErrorContains(t, err, want, doc)

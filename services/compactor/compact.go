@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/lease"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/retention"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -48,10 +49,34 @@ type result struct {
 	keepFrom int64
 	kept     []view.Message
 	sum      compaction.Summary
+	// span are the messages the result replaces, score what it kept of
+	// what must survive them.
+	span  []view.Message
+	score retention.Score
 	// llmErr is the failure of an LLM summary that fell back to the extractive one.
 	llmErr error
 	// noProgress says why a model summary that answered was not used.
 	noProgress string
+	// notesUnused says why the session's notes were not used, when they
+	// kept too little (under compaction.min_retention).
+	notesUnused string
+}
+
+// shape is where a summary goes: the messages it replaces (span), a prefix
+// kept before it (a partial "from"), the messages kept after it, what is
+// restored, and the first position kept.
+type shape struct {
+	span, prefix, kept []view.Message
+	restored           []turn.Block
+	keepFrom           int64
+}
+
+// place puts res in its shape: its head, what it keeps, and its retention
+// score.
+func (s *Service) place(j job, res *result, sh shape) {
+	res.span, res.kept, res.keepFrom = sh.span, sh.kept, sh.keepFrom
+	res.head = s.head(j, res, sh.prefix, sh.restored)
+	res.score = retention.Of(sh.span, res.head, sh.kept, j.set.Compaction.ToolNames())
 }
 
 // failure ends a compaction without changing the context: the request was
@@ -182,8 +207,10 @@ func (s *Service) compact(ctx context.Context, j job) (*result, error) {
 	// Notes cannot follow instructions: a compaction that brings its own
 	// goes to a summary that can (the model's, or the extractive one's
 	// focus).
+	var notesUnused string
 	if j.c.Instructions == "" {
-		if res := s.fromNotes(j, limits); res != nil {
+		var res *result
+		if res, notesUnused = s.fromNotes(ctx, j, limits); res != nil {
 			return res, nil
 		}
 	}
@@ -191,20 +218,60 @@ func (s *Service) compact(ctx context.Context, j job) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.keepFrom = throughOf(j) + 1
-	res.head = s.head(j, res, nil, s.restore(j, nil))
-	if why := noProgress(j, limits, res); why != "" && res.method == events.MethodFull {
-		// Not a success: the funnel goes on to its next step.
-		s.log.Warn("the model summary made no progress; using the extractive summary", "tenant", sess.TenantID,
-			"session", sess.SessionID, "compaction", j.c.ID, "reason", why)
-		s.metrics.noProgress(ctx, events.MethodFull)
-		next := s.extractive(j, j.shown)
-		next.sum, next.noProgress = res.sum, why
-		next.keepFrom = res.keepFrom
-		next.head = s.head(j, next, nil, s.restore(j, nil))
-		res = next
-	}
+	res = s.vet(ctx, j, res, shape{span: j.shown, restored: s.restore(j, nil), keepFrom: throughOf(j) + 1},
+		func(res *result) string { return noProgress(j, limits, res) })
+	res.notesUnused = notesUnused
 	return res, nil
+}
+
+// vet places a summary and, when it is the model's, uses it only if it
+// makes progress (by progress, when not nil) and keeps at least the
+// tenant's compaction.min_retention; otherwise the funnel goes on to its
+// next step, the extractive summary of the same messages, and the result
+// says why.
+func (s *Service) vet(ctx context.Context, j job, res *result, sh shape, progress func(*result) string) *result {
+	s.place(j, res, sh)
+	if res.method != events.MethodFull {
+		return res
+	}
+	why := ""
+	if progress != nil {
+		if why = progress(res); why != "" {
+			s.metrics.noProgress(ctx, events.MethodFull)
+		}
+	}
+	if why == "" {
+		if why = lowRetention(j, res.score); why != "" {
+			s.metrics.lowRetention(ctx, events.MethodFull)
+		}
+	}
+	if why == "" {
+		return res
+	}
+	// Not a success: the funnel goes on to its next step.
+	s.log.Warn("the model summary was not used; using the extractive summary", "tenant", j.state.Session.TenantID,
+		"session", j.state.Session.SessionID, "compaction", j.c.ID, "reason", why)
+	next := s.extractive(j, sh.span)
+	next.sum, next.noProgress = res.sum, why
+	s.place(j, next, sh)
+	return next
+}
+
+// lowRetention says why a result keeps too little of what must survive the
+// messages it replaces: its retention score is under the tenant's
+// compaction.min_retention; "" when it is not, or the floor is off.
+func lowRetention(j job, score retention.Score) string {
+	floor := j.set.Compaction.MinRetention
+	if floor <= 0 || score.Overall >= floor {
+		return ""
+	}
+	var short []string
+	for _, c := range retention.Categories() {
+		if t := score.Categories[c]; t.Found < t.Total {
+			short = append(short, fmt.Sprintf("%s %d/%d", c, t.Found, t.Total))
+		}
+	}
+	return fmt.Sprintf("its retention is %.3f (%s), under compaction.min_retention %.3g", score.Overall, strings.Join(short, ", "), floor)
 }
 
 // noProgress says why a compaction's result is not one: still at or above
@@ -226,11 +293,14 @@ func noProgress(j job, limits tokens.Limits, res *result) string {
 // tenant's section and total limits, are the summary and the messages after
 // the last one they cover stay. It returns nil to fall through to the next
 // method: no notes, notes that are only the empty template, notes that end
-// before the context starts, or a result still above auto-compact.
-func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
-	notUsed := func(reason any) *result {
+// before the context starts, a result still above auto-compact or saving
+// too little, or one that keeps less than the tenant's
+// compaction.min_retention of what must survive the messages it replaces
+// (then with the reason, for the compaction's record).
+func (s *Service) fromNotes(ctx context.Context, j job, limits tokens.Limits) (*result, string) {
+	notUsed := func(reason any) (*result, string) {
 		s.log.Info("session notes not used for compaction", "tenant", j.state.Session.TenantID, "session", j.state.Session.SessionID, "compaction", j.c.ID, "reason", reason)
-		return nil
+		return nil, ""
 	}
 	if j.notes == nil {
 		return notUsed("the session has no notes yet")
@@ -251,19 +321,25 @@ func (s *Service) fromNotes(j job, limits tokens.Limits) *result {
 	if err != nil {
 		return notUsed(err) // the notes end before the context does: they cannot replace it
 	}
-	res := &result{method: events.MethodSessionMemory, summary: summary, kept: stored[i:]}
-	res.keepFrom = throughOf(j) + 1
-	if len(res.kept) > 0 {
-		res.keepFrom = res.kept[0].Position
+	kept := stored[i:]
+	sh := shape{span: j.shown[:len(j.state.Head)+i], kept: kept, restored: s.restore(j, kept), keepFrom: throughOf(j) + 1}
+	if len(kept) > 0 {
+		sh.keepFrom = kept[0].Position
 	}
-	res.head = s.head(j, res, nil, s.restore(j, res.kept))
+	res := &result{method: events.MethodSessionMemory, summary: summary}
+	s.place(j, res, sh)
 	if n := view.Tokens(res.head) + view.Tokens(res.kept); n >= limits.AutoCompact {
 		return notUsed(fmt.Sprintf("the notes and the kept messages come to %d tokens, not under auto-compact at %d", n, limits.AutoCompact))
 	}
 	if why := noProgress(j, limits, res); why != "" {
 		return notUsed(why)
 	}
-	return res
+	if why := lowRetention(j, res.score); why != "" {
+		s.metrics.lowRetention(ctx, events.MethodSessionMemory)
+		notUsed(why)
+		return nil, why
+	}
+	return res, ""
 }
 
 // awaitNotes gives the session's notes a moment to catch up before a
@@ -337,13 +413,11 @@ func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.kept = after
-		res.keepFrom = throughOf(j) + 1
+		sh := shape{span: before, kept: after, restored: s.restore(j, after), keepFrom: throughOf(j) + 1}
 		if len(after) > 0 {
-			res.keepFrom = after[0].Position
+			sh.keepFrom = after[0].Position
 		}
-		res.head = s.head(j, res, nil, s.restore(j, after))
-		return res, nil
+		return s.vet(ctx, j, res, sh, nil), nil
 	case events.DirectionFrom:
 		if len(after) == 0 {
 			return nil, failure{fmt.Sprintf("nothing follows pivot message %q to summarize", j.c.PivotUUID)}
@@ -352,9 +426,7 @@ func (s *Service) partial(ctx context.Context, j job) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.keepFrom = throughOf(j) + 1
-		res.head = s.head(j, res, before, nil)
-		return res, nil
+		return s.vet(ctx, j, res, shape{span: after, prefix: before, keepFrom: throughOf(j) + 1}, nil), nil
 	default:
 		return nil, failure{fmt.Sprintf("unknown direction %q (want %q or %q)", j.c.Direction, events.DirectionFrom, events.DirectionUpTo)}
 	}
@@ -513,13 +585,22 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 	c.LLMRetries = max(res.sum.Attempts-1, 0)
 	c.InputTokens, c.OutputTokens = res.sum.Usage.InputTokens, res.sum.Usage.OutputTokens
 	c.CacheReadTokens, c.CacheWriteTokens = res.sum.Usage.CacheReadTokens, res.sum.Usage.CacheWriteTokens
+	if c.RetentionDetail, err = res.score.Detail(); err != nil {
+		return err
+	}
+	c.Retention = &res.score.Overall
 	br := s.breaker(j, res)
+	var why []string
+	if res.notesUnused != "" {
+		why = append(why, "the session notes were not used: "+res.notesUnused)
+	}
 	switch {
 	case res.llmErr != nil:
-		c.Error = res.llmErr.Error()
+		why = append(why, res.llmErr.Error())
 	case res.noProgress != "":
-		c.Error = "the model summary was not used: " + res.noProgress
+		why = append(why, "the model summary was not used: "+res.noProgress)
 	}
+	c.Error = strings.Join(why, "; ")
 
 	var status events.Tokens
 	err = s.store.InTx(ctx, sess.TenantID, func(tx *store.Tx) error {
@@ -573,10 +654,10 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 	trace.SpanFromContext(ctx).SetAttributes(
 		attribute.String("mnemos.compaction.id", c.ID), attribute.String("mnemos.compaction.trigger", c.Trigger),
 		attribute.String("mnemos.compaction.method", c.Method), attribute.Int64("mnemos.compaction.pre_tokens", c.PreTokens),
-		attribute.Int64("mnemos.compaction.post_tokens", c.PostTokens))
+		attribute.Int64("mnemos.compaction.post_tokens", c.PostTokens), attribute.Float64("mnemos.compaction.retention", res.score.Overall))
 	s.log.InfoContext(ctx, "session compacted", "tenant", sess.TenantID, "session", sess.SessionID, "compaction", c.ID,
 		"trigger", c.Trigger, "method", c.Method, "pre_tokens", c.PreTokens, "post_tokens", c.PostTokens,
-		"count", status.Count, "llm_calls", c.LLMCalls)
+		"count", status.Count, "llm_calls", c.LLMCalls, "retention", res.score.Overall)
 	return nil
 }
 

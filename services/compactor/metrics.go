@@ -15,6 +15,8 @@ type serviceMetrics struct {
 	saved       metric.Int64Counter
 	circuits    metric.Int64Counter
 	unused      metric.Int64Counter
+	retention   metric.Float64Histogram
+	lowKept     metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -33,7 +35,20 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 		metric.WithDescription("Summaries not used because they made no progress (still at or above auto-compact, or under min_saving_percent saved), by method; the funnel went on to its next step.")); err != nil {
 		return sm, err
 	}
+	if sm.retention, err = m.Float64Histogram("mnemos.compactions.retention",
+		metric.WithDescription("Retention score of each completed compaction (0 to 1: the share of what must survive the replaced messages that it kept), by method."),
+		metric.WithExplicitBucketBoundaries(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)); err != nil {
+		return sm, err
+	}
+	if sm.lowKept, err = m.Int64Counter("mnemos.compactions.low_retention",
+		metric.WithDescription("Session-notes and model summaries not used because their retention score was under compaction.min_retention, by method; the funnel went on to its next step.")); err != nil {
+		return sm, err
+	}
 	return sm, nil
+}
+
+func (m serviceMetrics) lowRetention(ctx context.Context, method string) {
+	m.lowKept.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method)))
 }
 
 func (m serviceMetrics) noProgress(ctx context.Context, method string) {
@@ -42,6 +57,9 @@ func (m serviceMetrics) noProgress(ctx context.Context, method string) {
 
 func (m serviceMetrics) completed(ctx context.Context, c store.Compaction, opened bool) {
 	m.compactions.Add(ctx, 1, metric.WithAttributes(attribute.String("trigger", c.Trigger), attribute.String("method", c.Method), attribute.String("outcome", store.CompactionCompleted)))
+	if c.Retention != nil {
+		m.retention.Record(ctx, *c.Retention, metric.WithAttributes(attribute.String("method", c.Method)))
+	}
 	if c.PreTokens > c.PostTokens {
 		m.saved.Add(ctx, c.PreTokens-c.PostTokens, metric.WithAttributes(attribute.String("method", c.Method)))
 	}

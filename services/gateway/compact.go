@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,27 +36,32 @@ type CompactRequest struct {
 
 // CompactionBody describes a compaction: POST …/compact, GET /v1/compactions/{id}.
 type CompactionBody struct {
-	ID           string     `json:"id"`
-	SessionID    string     `json:"session_id"`
-	Status       string     `json:"status"`
-	Trigger      string     `json:"trigger"`
-	Method       string     `json:"method,omitempty"`
-	Direction    string     `json:"direction,omitempty"`
-	PivotUUID    string     `json:"pivot_uuid,omitempty"`
-	PreTokens    int64      `json:"pre_tokens"`
-	PostTokens   int64      `json:"post_tokens"`
-	Summary      string     `json:"summary,omitempty"`
-	LLMProvider  string     `json:"llm_provider"`
-	LLMModel     string     `json:"llm_model,omitempty"`
-	LLMCalls     int        `json:"llm_calls"`
-	LLMRetries   int        `json:"llm_retries"`
-	Usage        UsageBody  `json:"usage"`
-	Error        string     `json:"error,omitempty"`
-	CreatedAt    time.Time  `json:"created_at"`
-	FinishedAt   *time.Time `json:"finished_at,omitempty"`
-	StatusURL    string     `json:"status_url"`
-	ContextURL   string     `json:"context_url"`
-	Instructions string     `json:"instructions,omitempty"`
+	ID          string    `json:"id"`
+	SessionID   string    `json:"session_id"`
+	Status      string    `json:"status"`
+	Trigger     string    `json:"trigger"`
+	Method      string    `json:"method,omitempty"`
+	Direction   string    `json:"direction,omitempty"`
+	PivotUUID   string    `json:"pivot_uuid,omitempty"`
+	PreTokens   int64     `json:"pre_tokens"`
+	PostTokens  int64     `json:"post_tokens"`
+	Summary     string    `json:"summary,omitempty"`
+	LLMProvider string    `json:"llm_provider"`
+	LLMModel    string    `json:"llm_model,omitempty"`
+	LLMCalls    int       `json:"llm_calls"`
+	LLMRetries  int       `json:"llm_retries"`
+	Usage       UsageBody `json:"usage"`
+	// Retention is the share of what must survive the replaced messages
+	// that a completed compaction kept (0 to 1), RetentionDetail each
+	// category's {"found", "total"} (see docs/compaction.md#retention).
+	Retention       *float64        `json:"retention,omitempty"`
+	RetentionDetail json.RawMessage `json:"retention_detail,omitempty"`
+	Error           string          `json:"error,omitempty"`
+	CreatedAt       time.Time       `json:"created_at"`
+	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
+	StatusURL       string          `json:"status_url"`
+	ContextURL      string          `json:"context_url"`
+	Instructions    string          `json:"instructions,omitempty"`
 }
 
 // UsageBody is an LLM usage.
@@ -71,7 +77,8 @@ func (g *Gateway) compactionBody(c store.Compaction) CompactionBody {
 		ID: c.ID, SessionID: c.SessionID, Status: c.Status, Trigger: c.Trigger, Method: c.Method,
 		Direction: c.Direction, PivotUUID: c.PivotUUID, PreTokens: c.PreTokens, PostTokens: c.PostTokens,
 		Summary: c.Summary, LLMProvider: g.cfg.LLMProvider, LLMModel: c.LLMModel, LLMCalls: c.LLMCalls, LLMRetries: c.LLMRetries,
-		Usage: UsageBody{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens, CacheWriteTokens: c.CacheWriteTokens},
+		Usage:     UsageBody{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens, CacheWriteTokens: c.CacheWriteTokens},
+		Retention: c.Retention, RetentionDetail: c.RetentionDetail,
 		Error: c.Error, CreatedAt: c.CreatedAt.UTC(), Instructions: c.Instructions,
 		StatusURL: "/v1/compactions/" + c.ID, ContextURL: "/v1/sessions/" + c.SessionID + "/context",
 	}

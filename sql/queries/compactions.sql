@@ -39,7 +39,7 @@ UPDATE compactions SET
     llm_calls = @llm_calls, llm_retries = @llm_retries, llm_model = @llm_model,
     input_tokens = @input_tokens, output_tokens = @output_tokens,
     cache_read_tokens = @cache_read_tokens, cache_write_tokens = @cache_write_tokens,
-    error = @error
+    error = @error, retention = @retention, retention_detail = @retention_detail
 WHERE tenant_id = @tenant_id AND id = @id AND status = 'running';
 
 -- name: CompactionEnd :execrows

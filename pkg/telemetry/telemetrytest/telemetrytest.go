@@ -103,6 +103,25 @@ func (r *Reader) Gauge(name, key, value string) (int64, bool) {
 	return 0, false
 }
 
+// Histogram returns the count and sum of a float histogram's data points
+// whose attributes include key=value (every point when key is empty).
+func (r *Reader) Histogram(name, key, value string) (count uint64, sum float64) {
+	r.t.Helper()
+	for _, m := range r.collect(name) {
+		h, ok := m.Data.(metricdata.Histogram[float64])
+		if !ok {
+			r.t.Fatalf("telemetrytest: %s is not a float histogram", name)
+		}
+		for _, dp := range h.DataPoints {
+			if key == "" || matches(dp.Attributes, key, value) {
+				count += dp.Count
+				sum += dp.Sum
+			}
+		}
+	}
+	return count, sum
+}
+
 func matches(set attribute.Set, key, value string) bool {
 	v, ok := set.Value(attribute.Key(key))
 	return ok && v.AsString() == value

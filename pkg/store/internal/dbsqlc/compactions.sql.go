@@ -19,8 +19,8 @@ UPDATE compactions SET
     llm_calls = $8, llm_retries = $9, llm_model = $10,
     input_tokens = $11, output_tokens = $12,
     cache_read_tokens = $13, cache_write_tokens = $14,
-    error = $15
-WHERE tenant_id = $16 AND id = $17 AND status = 'running'
+    error = $15, retention = $16, retention_detail = $17
+WHERE tenant_id = $18 AND id = $19 AND status = 'running'
 `
 
 type CompactionCompleteParams struct {
@@ -39,6 +39,8 @@ type CompactionCompleteParams struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	Error            string
+	Retention        *float64
+	RetentionDetail  []byte
 	TenantID         string
 	ID               string
 }
@@ -60,6 +62,8 @@ func (q *Queries) CompactionComplete(ctx context.Context, arg CompactionComplete
 		arg.CacheReadTokens,
 		arg.CacheWriteTokens,
 		arg.Error,
+		arg.Retention,
+		arg.RetentionDetail,
 		arg.TenantID,
 		arg.ID,
 	)
@@ -121,7 +125,7 @@ func (q *Queries) CompactionExpireStale(ctx context.Context, arg CompactionExpir
 }
 
 const compactionGet = `-- name: CompactionGet :one
-SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at FROM compactions WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at, retention, retention_detail FROM compactions WHERE tenant_id = $1 AND id = $2
 `
 
 type CompactionGetParams struct {
@@ -161,6 +165,8 @@ func (q *Queries) CompactionGet(ctx context.Context, arg CompactionGetParams) (C
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Retention,
+		&i.RetentionDetail,
 	)
 	return i, err
 }
@@ -170,7 +176,7 @@ INSERT INTO compactions (tenant_id, id, session_id, request, trigger, direction,
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (tenant_id, session_id, request) WHERE request IS NOT NULL
 DO UPDATE SET request = compactions.request
-RETURNING tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at
+RETURNING tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at, retention, retention_detail
 `
 
 type CompactionInsertParams struct {
@@ -227,12 +233,14 @@ func (q *Queries) CompactionInsert(ctx context.Context, arg CompactionInsertPara
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Retention,
+		&i.RetentionDetail,
 	)
 	return i, err
 }
 
 const compactionListBySession = `-- name: CompactionListBySession :many
-SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at FROM compactions WHERE tenant_id = $1 AND session_id = $2 ORDER BY created_at, id
+SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at, retention, retention_detail FROM compactions WHERE tenant_id = $1 AND session_id = $2 ORDER BY created_at, id
 `
 
 type CompactionListBySessionParams struct {
@@ -278,6 +286,8 @@ func (q *Queries) CompactionListBySession(ctx context.Context, arg CompactionLis
 			&i.CreatedAt,
 			&i.StartedAt,
 			&i.FinishedAt,
+			&i.Retention,
+			&i.RetentionDetail,
 		); err != nil {
 			return nil, err
 		}
@@ -328,7 +338,7 @@ const compactionStart = `-- name: CompactionStart :one
 UPDATE compactions SET status = 'running', lease_until = $1, started_at = now()
 WHERE tenant_id = $2 AND id = $3
   AND (status = 'requested' OR (status = 'running' AND lease_until < now()))
-RETURNING tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at
+RETURNING tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at, retention, retention_detail
 `
 
 type CompactionStartParams struct {
@@ -372,6 +382,8 @@ func (q *Queries) CompactionStart(ctx context.Context, arg CompactionStartParams
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Retention,
+		&i.RetentionDetail,
 	)
 	return i, err
 }

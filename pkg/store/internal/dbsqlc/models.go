@@ -60,6 +60,8 @@ type Compaction struct {
 	CreatedAt        pgtype.Timestamptz
 	StartedAt        pgtype.Timestamptz
 	FinishedAt       pgtype.Timestamptz
+	Retention        *float64
+	RetentionDetail  []byte
 }
 
 type ContentReplacement struct {

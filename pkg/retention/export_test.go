@@ -1,0 +1,6 @@
+package retention
+
+var (
+	IsInstruction = isInstruction
+	IsPath        = isPath
+)

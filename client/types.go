@@ -192,6 +192,17 @@ type Compaction struct {
 	StatusURL    string     `json:"status_url"`
 	ContextURL   string     `json:"context_url"`
 	Instructions string     `json:"instructions,omitempty"`
+	// Retention is the share of what must survive the replaced messages
+	// that a completed compaction kept; RetentionDetail each category's
+	// found and total.
+	Retention       *float64                  `json:"retention,omitempty"`
+	RetentionDetail map[string]RetentionTally `json:"retention_detail,omitempty"`
+}
+
+// RetentionTally is one category of a retention score.
+type RetentionTally struct {
+	Found int `json:"found"`
+	Total int `json:"total"`
 }
 
 // Ended reports whether the compaction is over (completed, failed or skipped).

@@ -28,17 +28,27 @@ func declaredMetrics(t *testing.T) map[string]bool {
 			if err != nil {
 				return err
 			}
-			for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
+			for _, at := range decl.FindAllStringSubmatchIndex(string(src), -1) {
+				m := []string{"", string(src[at[2]:at[3]]), string(src[at[4]:at[5]]), string(src[at[6]:at[7]])}
 				name := strings.ReplaceAll(m[2], ".", "_")
+				// The whole declaration, its options on the lines after it too.
+				stmt := string(src[at[0]:])
+				if end := strings.Index(stmt, "err != nil"); end >= 0 {
+					stmt = stmt[:end]
+				}
 				switch m[1] {
 				case "Int64Counter", "Float64Counter", "Int64ObservableCounter":
 					names[name+"_total"] = true
 				case "Float64Histogram":
-					if strings.HasSuffix(strings.TrimSpace(m[3]), ")") && !strings.Contains(m[3], "WithUnit") {
+					switch {
+					case strings.HasSuffix(strings.TrimSpace(m[3]), ")") && !strings.Contains(m[3], "WithUnit"):
 						continue // the no-op fallback of an instrument declared above
+					case strings.Contains(stmt, "WithUnit"):
+						require.Contains(t, stmt, `metric.WithUnit("s")`, "%s: %s is a histogram in seconds, or has no unit", path, m[2])
+						names[name+"_seconds"] = true
+					default:
+						names[name] = true // a score without a unit
 					}
-					require.Contains(t, m[3], `metric.WithUnit("s")`, "%s: %s is a histogram in seconds", path, m[2])
-					names[name+"_seconds"] = true
 				default:
 					names[name] = true
 				}
@@ -98,8 +108,8 @@ func TestDashboardQueriesKnownMetrics(t *testing.T) {
 			for _, m := range series.FindAllString(tg.Expr, -1) {
 				family := m
 				for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-					if strings.HasSuffix(m, "_seconds"+suffix) {
-						family = strings.TrimSuffix(m, suffix)
+					if base := strings.TrimSuffix(m, suffix); base != m && known[base] {
+						family = base // a histogram's series
 					}
 				}
 				require.True(t, known[family], "panel %q queries %s, which nothing declares", p.Title, m)

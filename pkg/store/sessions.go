@@ -419,4 +419,3 @@ func (t *Tx) SetAutoCompact(ctx context.Context, sessionID string, enabled bool)
 	}
 	return nil
 }
-

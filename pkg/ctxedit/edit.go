@@ -132,10 +132,12 @@ func pairs(msgs []view.Message) []pair {
 }
 
 func (e ToolUses) decide(c Context) Cut {
+	if e.Trigger.Unit == UnitInputTokens && c.InputTokens <= e.Trigger.Value {
+		return Cut{} // before reading the messages: most requests end here
+	}
 	ps := pairs(c.Messages)
 	resultCleared := func(id string) bool { return c.Cleared[id] || c.Cuts.ToolUses[id] }
-	switch e.Trigger.Unit {
-	case UnitToolUses:
+	if e.Trigger.Unit == UnitToolUses {
 		live := 0
 		for _, p := range ps {
 			if !resultCleared(p.id) {
@@ -143,10 +145,6 @@ func (e ToolUses) decide(c Context) Cut {
 			}
 		}
 		if int64(live) <= e.Trigger.Value {
-			return Cut{}
-		}
-	default:
-		if c.InputTokens <= e.Trigger.Value {
 			return Cut{}
 		}
 	}

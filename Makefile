@@ -35,7 +35,8 @@ FUZZ_TARGETS := \
 	./pkg/memory:FuzzScopePath \
 	./pkg/memory:FuzzParseDocument \
 	./pkg/memory:FuzzIndex \
-	./pkg/sessionnotes:FuzzSubstitute
+	./pkg/sessionnotes:FuzzSubstitute \
+	./pkg/ctxedit:FuzzParse
 FUZZTIME ?= 30s
 .PHONY: fuzz-short
 fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each

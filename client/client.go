@@ -306,6 +306,22 @@ func (c *Client) GetContext(ctx context.Context, id string, opts ContextOptions)
 	return out, err
 }
 
+// PostContext reads what to send the model next after the
+// context-management edits of management ({"edits": [...]}, Anthropic's
+// shape), which Mnemos records so the next request makes the same cut.
+func (c *Client) PostContext(ctx context.Context, id string, management any, opts ContextOptions) (Context, error) {
+	var out Context
+	r, err := send(http.MethodPost, "/v1/sessions/"+segment(id)+"/context", map[string]any{"context_management": management}, http.StatusOK)
+	if err != nil {
+		return out, err
+	}
+	if opts.Wait != "" {
+		r.query = url.Values{"wait": {opts.Wait}}
+	}
+	_, _, err = c.call(ctx, r, &out)
+	return out, err
+}
+
 // Compact requests a manual compaction: the compaction when it ended in
 // time, else as it stands (see Compaction.Ended).
 func (c *Client) Compact(ctx context.Context, id string, req CompactRequest) (Compaction, error) {

@@ -148,6 +148,24 @@ type Context struct {
 	CompactionInFlight bool           `json:"compaction_in_flight"`
 	Epoch              int64          `json:"epoch"`
 	LLMProvider        string         `json:"llm_provider"`
+	// ContextManagement is what a PostContext's edits applied.
+	ContextManagement *ContextManagement `json:"context_management,omitempty"`
+}
+
+// ContextManagement is what context-management edits applied to a context.
+type ContextManagement struct {
+	AppliedEdits []AppliedEdit `json:"applied_edits"`
+}
+
+// AppliedEdit is one edit's effect on the context answered.
+type AppliedEdit struct {
+	Type                 string `json:"type"`
+	ClearedToolUses      int    `json:"cleared_tool_uses,omitempty"`
+	ClearedThinkingTurns int    `json:"cleared_thinking_turns,omitempty"`
+	ClearedInputTokens   int64  `json:"cleared_input_tokens"`
+	CompactionID         string `json:"compaction_id,omitempty"`
+	Status               string `json:"status,omitempty"`
+	Paused               bool   `json:"paused,omitempty"`
 }
 
 // CompactRequest is the body of Compact; every field is optional.

@@ -10,6 +10,7 @@ package assembly
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -18,8 +19,32 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
-// ClearedText replaces the content of a tool result that micro-compaction cleared.
+// ClearedText replaces the content of a tool result that micro-compaction
+// or a context-management edit cleared.
 const ClearedText = "[Old tool result content cleared]"
+
+// ClearedInput replaces the input of a tool_use a context-management edit
+// cleared: the empty object, the one input every tool takes as JSON.
+const ClearedInput = "{}"
+
+// Cuts are the recorded decisions of context-management edits (see
+// pkg/ctxedit): what of the stored messages a context shows less of. Like
+// micro-compaction's, they are recorded once and only ever grow.
+type Cuts struct {
+	// ToolUses holds the tool_use ids whose tool_result content is cleared
+	// to ClearedText.
+	ToolUses map[string]bool
+	// Inputs holds the tool_use ids whose tool_use input is cleared to
+	// ClearedInput.
+	Inputs map[string]bool
+	// Thinking holds the uuids of assistant messages whose thinking and
+	// redacted_thinking blocks are dropped. A message that holds nothing
+	// else keeps them (an empty message is not a message the API takes).
+	Thinking map[string]bool
+}
+
+// Empty reports whether c cuts nothing.
+func (c Cuts) Empty() bool { return len(c.ToolUses) == 0 && len(c.Inputs) == 0 && len(c.Thinking) == 0 }
 
 // Input is what a session's context is rendered from.
 type Input struct {
@@ -35,6 +60,9 @@ type Input struct {
 	// Cleared holds the tool_use ids whose tool_result content a recorded
 	// micro-compaction decision cleared. It applies to Messages only.
 	Cleared map[string]bool
+	// Cuts are the recorded decisions of context-management edits. They
+	// apply to Messages only.
+	Cuts Cuts
 	// Beside holds, by the uuid of a message of Messages, blocks rendered
 	// after that message's own: the memories recall surfaced for a user
 	// message. They are recorded once and never change, like Cleared.
@@ -102,14 +130,14 @@ func Render(in Input) Context {
 		Breakpoints: []Breakpoint{},
 	}
 	for _, b := range in.System {
-		b = renderBlock(b, nil)
+		b = renderBlock(b, cut{})
 		c.System = append(c.System, b)
 		c.Tokens += tokens.EstimateBlock(b)
 	}
-	add := func(m view.Message, uuid string, cleared map[string]bool) {
+	add := func(m view.Message, uuid string, k cut) {
 		var ref memoRef
 		if m.Memo != nil {
-			ref = memoRef{memo: m.Memo, variant: variant(m, cleared, len(in.Beside[uuid]))}
+			ref = memoRef{memo: m.Memo, variant: variant(m, k, len(in.Beside[uuid]))}
 			if r, ok := m.Memo.Get(ref.variant); ok {
 				c.Messages = append(c.Messages, Wire{Role: m.Role, Content: r.Content})
 				c.UUIDs = append(c.UUIDs, uuid)
@@ -118,9 +146,9 @@ func Render(in Input) Context {
 				return
 			}
 		}
-		content := renderContent(m.Content, cleared)
+		content := renderContent(m.Content, k)
 		if extra := in.Beside[uuid]; uuid != "" && len(extra) > 0 {
-			content = append(slices.Clip(content), renderContent(extra, nil)...)
+			content = append(slices.Clip(content), renderContent(extra, cut{})...)
 		}
 		n := tokens.EstimateContent(content)
 		c.Messages = append(c.Messages, Wire{Role: m.Role, Content: content})
@@ -131,88 +159,156 @@ func Render(in Input) Context {
 	}
 	for _, m := range in.Head {
 		m.Memo = nil
-		add(m, "", nil)
+		add(m, "", cut{})
 	}
 	for _, m := range in.Messages {
-		add(m, m.UUID, in.Cleared)
+		add(m, m.UUID, cutOf(m, in.Cleared, in.Cuts))
 	}
 	c.Breakpoints = breakpoints(c, len(in.Head))
 	return c
 }
 
 // Shown returns stored messages as Render shows them: cleared tool results
-// replaced by ClearedText, cache_control dropped, Tokens estimated again.
-// msgs is not changed. The compactor summarizes what the context shows.
-func Shown(msgs []view.Message, cleared map[string]bool) []view.Message {
+// replaced by ClearedText, the cuts applied, cache_control dropped, Tokens
+// estimated again. msgs is not changed. The compactor summarizes what the
+// context shows.
+func Shown(msgs []view.Message, cleared map[string]bool, cuts Cuts) []view.Message {
 	out := make([]view.Message, len(msgs))
 	for i, m := range msgs {
-		m.Content = renderContent(m.Content, cleared)
+		m.Content = renderContent(m.Content, cutOf(m, cleared, cuts))
 		m.Tokens = tokens.EstimateContent(m.Content)
 		out[i] = m
 	}
 	return out
 }
 
+// cut is what one message is rendered without: the tool results cleared
+// (by micro-compaction or an edit), the tool_use inputs cleared, and
+// whether its thinking is dropped.
+type cut struct {
+	cleared, edited map[string]bool
+	inputs          map[string]bool
+	thinking        bool
+}
+
+func cutOf(m view.Message, cleared map[string]bool, cuts Cuts) cut {
+	return cut{cleared: cleared, edited: cuts.ToolUses, inputs: cuts.Inputs, thinking: m.UUID != "" && cuts.Thinking[m.UUID]}
+}
+
+// result reports whether the result of tool use id is cleared.
+func (k cut) result(id string) bool { return k.cleared[id] || k.edited[id] }
+
+// dropsThinking reports whether rendering c drops its thinking blocks:
+// when k says so and c holds something else.
+func (k cut) dropsThinking(c turn.Content) bool {
+	if !k.thinking {
+		return false
+	}
+	var thinking, other bool
+	for _, b := range c {
+		if isThinking(b) {
+			thinking = true
+		} else {
+			other = true
+		}
+	}
+	return thinking && other
+}
+
+func isThinking(b turn.Block) bool {
+	return b.Type == turn.BlockThinking || b.Type == turn.BlockRedactedThinking
+}
+
 // variant is what a stored message's rendering depends on besides the
-// message: how many of its tool results were cleared and how many blocks
-// recall put beside it. Both only ever grow (a decision to clear, like
-// what recall showed, is recorded once and kept), so a rendering made for
-// the same variant is the same.
-func variant(m view.Message, cleared map[string]bool, beside int) uint64 {
+// message: how many of its blocks a decision changed (tool results
+// cleared, tool_use inputs cleared, thinking dropped) and how many blocks
+// recall put beside it. Both only ever grow (a decision, like what recall
+// showed, is recorded once and kept), so a rendering made for the same
+// variant is the same.
+func variant(m view.Message, k cut, beside int) uint64 {
 	var n uint64
 	for _, b := range m.Content {
-		if b.Type == turn.BlockToolResult && cleared[b.ToolUseID] {
+		switch {
+		case b.Type == turn.BlockToolResult && k.result(b.ToolUseID):
+			n++
+		case b.Type == turn.BlockToolUse && k.inputs[b.ID]:
 			n++
 		}
+	}
+	if k.dropsThinking(m.Content) {
+		n++
 	}
 	return n<<32 | uint64(uint32(beside))
 }
 
-// renderContent returns c with cleared tool results replaced and
-// cache_control dropped: c itself when that changes nothing, a copy
-// otherwise. It never returns nil, so empty content is written the same
-// way whatever was stored.
-func renderContent(c turn.Content, cleared map[string]bool) turn.Content {
-	if len(c) > 0 && unchanged(c, cleared) {
+// renderContent returns c with the cut applied and cache_control dropped:
+// c itself when that changes nothing, a copy otherwise. It never returns
+// nil, so empty content is written the same way whatever was stored.
+func renderContent(c turn.Content, k cut) turn.Content {
+	drop := k.dropsThinking(c)
+	if len(c) > 0 && !drop && unchanged(c, k) {
 		return c
 	}
 	out := make(turn.Content, 0, len(c))
 	for _, b := range c {
-		out = append(out, renderBlock(b, cleared))
+		if drop && isThinking(b) {
+			continue
+		}
+		out = append(out, renderBlock(b, k))
 	}
 	return out
 }
 
-// unchanged reports whether rendering c changes nothing: no block carries
-// cache_control, at the top or in a tool result, and no tool result is
-// cleared.
-func unchanged(c turn.Content, cleared map[string]bool) bool {
+// unchanged reports whether rendering c changes no block: none carries
+// cache_control, at the top or in a tool result, no tool result is
+// cleared and no tool_use input is.
+func unchanged(c turn.Content, k cut) bool {
 	for _, b := range c {
 		if b.CacheControl != nil {
 			return false
 		}
-		if b.Type != turn.BlockToolResult {
-			continue
-		}
-		if cleared[b.ToolUseID] || (b.Content != nil && !unchanged(*b.Content, nil)) {
-			return false
+		switch b.Type {
+		case turn.BlockToolUse:
+			if k.inputs[b.ID] {
+				return false
+			}
+		case turn.BlockToolResult:
+			if k.result(b.ToolUseID) || (b.Content != nil && !unchanged(*b.Content, cut{})) {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-func renderBlock(b turn.Block, cleared map[string]bool) turn.Block {
+func renderBlock(b turn.Block, k cut) turn.Block {
 	b.CacheControl = nil
-	if b.Type != turn.BlockToolResult {
+	switch b.Type {
+	case turn.BlockToolUse:
+		if k.inputs[b.ID] {
+			b.Input = json.RawMessage(ClearedInput)
+		}
+		return b
+	case turn.BlockToolResult:
+	default:
 		return b
 	}
-	if cleared[b.ToolUseID] {
+	if k.result(b.ToolUseID) {
 		return clearedBlock(b)
 	}
 	if b.Content != nil {
-		nested := renderContent(*b.Content, nil)
+		nested := renderContent(*b.Content, cut{})
 		b.Content = &nested
 	}
+	return b
+}
+
+// ClearedBlock is tool result b as a decision to clear it shows it.
+func ClearedBlock(b turn.Block) turn.Block { return clearedBlock(b) }
+
+// ClearedInputBlock is tool_use b as a decision to clear its input shows it.
+func ClearedInputBlock(b turn.Block) turn.Block {
+	b.Input = json.RawMessage(ClearedInput)
 	return b
 }
 

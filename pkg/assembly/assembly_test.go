@@ -262,7 +262,7 @@ func TestShownMatchesRender(t *testing.T) {
 		{UUID: "u", Position: 1, Role: "user", Content: turn.Content{{Type: turn.BlockToolResult, ToolUseID: "t1", Content: &inner}}, Tokens: 1_000},
 	}
 	cleared := map[string]bool{"t1": true}
-	shown := assembly.Shown(msgs, cleared)
+	shown := assembly.Shown(msgs, cleared, assembly.Cuts{})
 	rendered := assembly.Render(assembly.Input{Messages: msgs, Cleared: cleared})
 	for i := range shown {
 		require.Equal(t, rendered.Messages[i].Content, shown[i].Content)

@@ -1,7 +1,7 @@
 // Package sessionctx loads a session's current context from the store: the
 // head its latest compaction made, the stored messages after the kept point,
-// and the frozen micro-compaction decisions. The gateway renders it and the
-// compactor summarizes it.
+// and the frozen decisions of micro-compaction and context-management
+// edits. The gateway renders it and the compactor summarizes it.
 package sessionctx
 
 import (
@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -27,6 +28,8 @@ type State struct {
 	Messages []view.Message
 	// Cleared holds the tool_use ids micro-compaction cleared.
 	Cleared map[string]bool
+	// Cuts are the recorded decisions of context-management edits.
+	Cuts assembly.Cuts
 }
 
 // Load reads a session's context in tx. It returns store.ErrNotFound when
@@ -79,7 +82,8 @@ func LoadAll(ctx context.Context, tx *store.Tx, sessionID string) (State, []view
 }
 
 // withMessages completes a State around its stored messages: the latest
-// compaction's head and the frozen micro-compaction decisions.
+// compaction's head and the frozen decisions of micro-compaction and of
+// context-management edits, read together.
 func withMessages(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message) (State, error) {
 	st := State{Session: sess, Messages: msgs, Cleared: map[string]bool{}}
 	if sess.CompactionID != "" {
@@ -92,12 +96,23 @@ func withMessages(ctx context.Context, tx *store.Tx, sess store.Session, msgs []
 		}
 		st.Compaction = c
 	}
-	cleared, err := tx.ReplacementsOfKind(ctx, sess.SessionID, store.ReplaceMicrocompact)
+	decided, err := tx.ReplacementsOfKinds(ctx, sess.SessionID, store.ReplaceMicrocompact,
+		store.ReplaceClearToolUses, store.ReplaceClearToolInput, store.ReplaceClearThinking)
 	if err != nil {
 		return State{}, err
 	}
-	for _, r := range cleared {
-		st.Cleared[r.ToolUseID] = true
+	st.Cuts = assembly.Cuts{ToolUses: map[string]bool{}, Inputs: map[string]bool{}, Thinking: map[string]bool{}}
+	for _, r := range decided {
+		switch r.Kind {
+		case store.ReplaceMicrocompact:
+			st.Cleared[r.ToolUseID] = true
+		case store.ReplaceClearToolUses:
+			st.Cuts.ToolUses[r.ToolUseID] = true
+		case store.ReplaceClearToolInput:
+			st.Cuts.Inputs[r.ToolUseID] = true
+		case store.ReplaceClearThinking:
+			st.Cuts.Thinking[r.ToolUseID] = true
+		}
 	}
 	return st, nil
 }

@@ -21,6 +21,19 @@ func (t *Tx) ReplacementsOfKind(ctx context.Context, sessionID, kind string) ([]
 	return out, nil
 }
 
+// ReplacementsOfKinds lists a session's decisions of any of the kinds, in the order made.
+func (t *Tx) ReplacementsOfKinds(ctx context.Context, sessionID string, kinds ...string) ([]Replacement, error) {
+	rows, err := t.q.ReplacementsOfKinds(ctx, dbsqlc.ReplacementsOfKindsParams{TenantID: t.tenant, SessionID: sessionID, Kinds: kinds})
+	if err != nil {
+		return nil, fmt.Errorf("store.ReplacementsOfKinds: %w", err)
+	}
+	out := make([]Replacement, len(rows))
+	for i, r := range rows {
+		out[i] = toReplacement(r)
+	}
+	return out, nil
+}
+
 // ContextBreak records that decisions changed a session's rendered context:
 // the epoch moves on, and the tokens they saved leave the count.
 func (t *Tx) ContextBreak(ctx context.Context, sessionID string, saved, count int64, state string) error {

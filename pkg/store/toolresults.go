@@ -47,6 +47,13 @@ func (t *Tx) ToolResult(ctx context.Context, id string) (ToolResult, error) {
 const (
 	ReplaceOffload      = "offload"
 	ReplaceMicrocompact = "microcompact"
+	// The decisions of context-management edits (pkg/ctxedit): a tool
+	// result cleared and a tool_use's input cleared, by tool_use id, and an
+	// assistant message's thinking dropped, by the message's uuid (held in
+	// ToolUseID).
+	ReplaceClearToolUses  = "clear_tool_uses"
+	ReplaceClearToolInput = "clear_tool_input"
+	ReplaceClearThinking  = "clear_thinking"
 )
 
 // Replacement is a frozen decision to show other content for a tool result.

@@ -171,7 +171,7 @@ func (s *Service) claim(ctx context.Context, tenant, session, id string, set ten
 		return job{}, false, err
 	}
 	if !done {
-		j.shown = append(append([]view.Message(nil), j.state.Head...), assembly.Shown(j.state.Messages, j.state.Cleared)...)
+		j.shown = append(append([]view.Message(nil), j.state.Head...), assembly.Shown(j.state.Messages, j.state.Cleared, j.state.Cuts)...)
 	}
 	return j, done, nil
 }

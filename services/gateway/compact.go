@@ -211,10 +211,12 @@ func (g *Gateway) awaitCompaction(ctx context.Context, tenant, id string, timeou
 // call: it joins the compaction in flight, or asks for one (trigger
 // preflight: the input the caller is about to send makes it due, so the
 // compactor does not check the stored count against the threshold), and
-// waits for it at most wait. The compaction it answers may still be
-// running when the wait ran out.
-func (g *Gateway) compactBeforeCall(ctx context.Context, tenant, id string, wait time.Duration) (store.Compaction, error) {
-	c := store.Compaction{ID: uuid.NewString(), SessionID: id, Trigger: events.TriggerPreflight}
+// waits for it at most wait. instructions, when not empty, replace the
+// tenant's summary instructions of a compaction it asks for (one it joins
+// keeps its own). The compaction it answers may still be running when the
+// wait ran out.
+func (g *Gateway) compactBeforeCall(ctx context.Context, tenant, id string, wait time.Duration, instructions string) (store.Compaction, error) {
+	c := store.Compaction{ID: uuid.NewString(), SessionID: id, Trigger: events.TriggerPreflight, Instructions: instructions}
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		sess, err := tx.LockSession(ctx, id, turn.MainAgent)
 		if err != nil {

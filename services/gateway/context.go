@@ -54,6 +54,9 @@ type ContextBody struct {
 	// LLMProvider is the provider summaries come from ("builtin" when no
 	// model is configured).
 	LLMProvider string `json:"llm_provider"`
+	// ContextManagement answers the edits of a POST: what they clear in
+	// this context, and the compaction the compaction edit made.
+	ContextManagement *ContextManagementBody `json:"context_management,omitempty"`
 }
 
 // CompactionRef names the compaction a context starts with.
@@ -71,11 +74,17 @@ type CompactionRef struct {
 const maxContextWait = 2 * time.Minute
 
 func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant string) {
-	ctx := r.Context()
 	id, ok := g.pathID(w, r, sessionIDs)
 	if !ok {
 		return
 	}
+	g.serveContext(w, r, tenant, id, nil)
+}
+
+// serveContext answers a context request: GET's, or with m a POST's with
+// its context-management edits.
+func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, id string, m *management) {
+	ctx := r.Context()
 	wait, err := contextWait(r, g.cfg.ContextWait)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_wait", err.Error())
@@ -92,9 +101,12 @@ func (g *Gateway) getContext(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	defer release()
 	deadline := time.Now().Add(wait)
+	if m != nil && !g.compactForEdit(w, r, tenant, id, m, wait) {
+		return
+	}
 	asked := false
 	for {
-		body, parts, blocked, err := g.assemble(ctx, tenant, id, set)
+		body, parts, blocked, err := g.assemble(ctx, tenant, id, set, m)
 		if errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, "not_found", "no session "+id)
 			return
@@ -217,14 +229,15 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // assemble renders a session's context — the memory section as frozen for
 // the session's compaction, then its messages, with the memories recall
 // surfaced beside its user messages — first recording any micro-compaction
-// now due and deciding what is shown beside each user message (waiting,
-// boundedly, for the prefetch of the latest one), and accounts for cache
-// breaks. blocked reports a count at or above the blocking limit.
-func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings) (ContextBody, encodedContext, bool, error) {
+// now due, and the cut m's edits make, and deciding what is shown beside
+// each user message (waiting, boundedly, for the prefetch of the latest
+// one), and accounts for cache breaks. blocked reports a count at or above
+// the blocking limit.
+func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management) (ContextBody, encodedContext, bool, error) {
 	var st sessionctx.State
 	var section []string
 	var beside recall.Beside
-	for micro := false; ; {
+	for micro, edited := false, false; ; {
 		err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 			var err error
 			if st, err = g.contexts.Load(ctx, tx, id); err != nil {
@@ -255,6 +268,12 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 				return ContextBody{}, encodedContext{}, false, err
 			}
 			continue // read again: the messages a newer turn added are decided for too
+		case !edited && m != nil && !m.edits.Decide(editContext(st)).Empty():
+			edited = true
+			if err := g.cutContext(ctx, tenant, id, set, m.edits); err != nil {
+				return ContextBody{}, encodedContext{}, false, err
+			}
+			continue
 		}
 		break
 	}
@@ -263,7 +282,7 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	for i, text := range section {
 		blocks[i] = turn.Block{Type: turn.BlockText, Text: text}
 	}
-	rendered := assembly.Render(assembly.Input{System: blocks, Head: st.Head, Messages: st.Messages, Cleared: st.Cleared, Beside: beside.Blocks})
+	rendered := assembly.Render(assembly.Input{System: blocks, Head: st.Head, Messages: st.Messages, Cleared: st.Cleared, Cuts: st.Cuts, Beside: beside.Blocks})
 	system, messages, err := rendered.EncodeParts()
 	if err != nil {
 		return ContextBody{}, encodedContext{}, false, err
@@ -276,6 +295,9 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 		CacheBreakpoints: rendered.Breakpoints, Tokens: accounting.Status(limits, st.Session.TokenCount),
 		ContextTokens: rendered.Tokens, ClearedToolResults: len(st.Cleared),
 		CompactionInFlight: st.Session.CompactionInFlight, Epoch: st.Session.ContextEpoch, LLMProvider: g.cfg.LLMProvider,
+	}
+	if m != nil {
+		body.ContextManagement = m.answer(editContext(st))
 	}
 	if c := st.Compaction; c.ID != "" {
 		body.Compaction = &CompactionRef{ID: c.ID, Trigger: c.Trigger, Method: c.Method, Direction: c.Direction,
@@ -422,8 +444,9 @@ func (g *Gateway) awaitPrefetch(ctx context.Context, tenant, id string, b recall
 
 // accountCacheBreak compares the rendered prefix with the session's last one.
 // A prefix that no longer starts with the last one is a cache break:
-// expected when a compaction or micro-compaction was recorded since, else
-// unexpected, and counted either way.
+// expected when a compaction, a micro-compaction or an edit's cut was
+// recorded since (each moves the session's epoch), else unexpected, and
+// counted either way.
 // The prefix is the system and messages parts one after the other
 // (assembly.Join), hashed as they are rather than joined.
 func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, system, messages [][]byte) error {

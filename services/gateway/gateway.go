@@ -163,6 +163,7 @@ func (g *Gateway) Register(mux Mux) {
 	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.expensive(g.withBody(preflightBody, g.preflight))))
 	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
 	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.expensive(g.getContext)))
+	mux.Handle("POST /v1/sessions/{id}/context", g.auth(g.expensive(g.postContext)))
 	mux.Handle("POST /v1/sessions/{id}/compact", g.auth(g.expensive(g.postCompact)))
 	mux.Handle("GET /v1/sessions/{id}/compactions", g.auth(g.listCompactions))
 	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
@@ -600,7 +601,7 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 			}
 			wait = time.Duration(*req.CompactionWaitMs) * time.Millisecond
 		}
-		c, err := g.compactBeforeCall(r.Context(), tenant, id, wait)
+		c, err := g.compactBeforeCall(r.Context(), tenant, id, wait, "")
 		if err != nil {
 			g.internal(w, "compacting before the call", err)
 			return
@@ -692,6 +693,8 @@ type gatewayMetrics struct {
 	cacheBreaks       metric.Int64Counter
 	manualCompactions metric.Int64Counter
 	requestsRefused   metric.Int64Counter
+	edits             metric.Int64Counter
+	editsSaved        metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (gatewayMetrics, error) {
@@ -719,6 +722,12 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 		return gm, err
 	}
 	if gm.requestsRefused, err = m.Int64Counter("mnemos.requests.refused", metric.WithDescription("Requests the gateway refused for a bad id, header or credential, by error code.")); err != nil {
+		return gm, err
+	}
+	if gm.edits, err = m.Int64Counter("mnemos.context.edits", metric.WithDescription("What context-management edits cut, by kind: tool_result, tool_input, thinking (assistant messages).")); err != nil {
+		return gm, err
+	}
+	if gm.editsSaved, err = m.Int64Counter("mnemos.context.edits.tokens_saved", metric.WithDescription("Tokens context-management edits took out of contexts.")); err != nil {
 		return gm, err
 	}
 	return gm, nil

@@ -33,6 +33,7 @@ var everyRoute = []route{
 	{"POST", "/v1/sessions/{id}/preflight", `{"input_messages":[]}`},
 	{"GET", "/v1/tool-results/{id}", ""},
 	{"GET", "/v1/sessions/{id}/context", ""},
+	{"POST", "/v1/sessions/{id}/context", `{"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]}}`},
 	{"POST", "/v1/sessions/{id}/compact", `{"wait":false}`},
 	{"GET", "/v1/sessions/{id}/compactions", ""},
 	{"GET", "/v1/compactions/{id}", ""},

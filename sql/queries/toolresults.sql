@@ -29,3 +29,9 @@ ORDER BY decided_at, tool_use_id;
 SELECT * FROM content_replacements
 WHERE tenant_id = @tenant_id AND session_id = @session_id AND kind = @kind
 ORDER BY decided_at, tool_use_id;
+
+-- name: ReplacementsOfKinds :many
+-- The decisions a context is rendered with, every kind in one read.
+SELECT * FROM content_replacements
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND kind = ANY(@kinds::text[])
+ORDER BY decided_at, tool_use_id;

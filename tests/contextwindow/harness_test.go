@@ -216,6 +216,9 @@ type conversation struct {
 	window, maxOutput int64
 	// scope is the events' memory_scope.
 	scope map[string]string
+	// input, when above zero, is the input tokens the next response's
+	// usage reports instead of what the context holds (then back to zero).
+	input int64
 }
 
 func (h *harness) conversation(id string) *conversation {
@@ -263,6 +266,9 @@ func (c *conversation) respond(t *testing.T, idle time.Duration, blocks ...turn.
 	var added int64
 	for _, m := range c.pending {
 		added += tokens.EstimateMessage(m)
+	}
+	if c.input > 0 {
+		before, added, c.input = c.input, 0, 0
 	}
 	ev := turn.Event{
 		Schema: turn.SchemaV1, EventID: c.uuid("e"), TenantID: tenant, SessionID: c.id, Seq: c.seq,

@@ -389,7 +389,7 @@ func (q *Queries) CompactionStart(ctx context.Context, arg CompactionStartParams
 }
 
 const compactionUnfinished = `-- name: CompactionUnfinished :one
-SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at FROM compactions
+SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at, retention, retention_detail FROM compactions
 WHERE tenant_id = $1 AND session_id = $2 AND status IN ('requested', 'running')
 ORDER BY created_at DESC, id DESC LIMIT 1
 `
@@ -432,6 +432,8 @@ func (q *Queries) CompactionUnfinished(ctx context.Context, arg CompactionUnfini
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Retention,
+		&i.RetentionDetail,
 	)
 	return i, err
 }

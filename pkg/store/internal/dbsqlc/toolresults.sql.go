@@ -165,6 +165,47 @@ func (q *Queries) ReplacementsOfKind(ctx context.Context, arg ReplacementsOfKind
 	return items, nil
 }
 
+const replacementsOfKinds = `-- name: ReplacementsOfKinds :many
+SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements
+WHERE tenant_id = $1 AND session_id = $2 AND kind = ANY($3::text[])
+ORDER BY decided_at, tool_use_id
+`
+
+type ReplacementsOfKindsParams struct {
+	TenantID  string
+	SessionID string
+	Kinds     []string
+}
+
+// The decisions a context is rendered with, every kind in one read.
+func (q *Queries) ReplacementsOfKinds(ctx context.Context, arg ReplacementsOfKindsParams) ([]ContentReplacement, error) {
+	rows, err := q.db.Query(ctx, replacementsOfKinds, arg.TenantID, arg.SessionID, arg.Kinds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ContentReplacement{}
+	for rows.Next() {
+		var i ContentReplacement
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.ToolUseID,
+			&i.Kind,
+			&i.ToolResultID,
+			&i.Replacement,
+			&i.DecidedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const toolResultGet = `-- name: ToolResultGet :one
 SELECT tenant_id, id, session_id, message_uuid, tool_use_id, content, size_chars, created_at FROM tool_results WHERE tenant_id = $1 AND id = $2
 `

@@ -58,9 +58,15 @@ const clearedResult = "[Old tool result content cleared]"
 //   - the most recently read files, at most lim.Files, each from the latest
 //     successful result of a read tool call naming it (input file_path, path
 //     or notebook_path), cut to lim.FileTokens, lim.TotalTokens in all; a file
-//     whose latest read result is still in kept is skipped; oldest read first;
+//     whose latest read result is still in kept is skipped, and so are
+//     instruction files (CLAUDE.md, AGENTS.md, …) and plan files, never
+//     restored as files (restore_more.go); oldest read first;
 //   - the latest todo list (the input of the latest todo tool call), unless
 //     that call is still in kept or the list is empty;
+//   - the latest plan (the input of the latest ExitPlanMode call), unless
+//     that call is still in kept;
+//   - every skill loaded (a Skill call and its result), each its latest
+//     load, unless that result is still in kept;
 //   - the latest restorable attachment of each name (a user text block
 //     starting with <mnemos:attachment restorable="true" and ending with
 //     </mnemos:attachment>, as is), unless the same text is in kept; in the
@@ -80,6 +86,14 @@ func Restore(all, kept []view.Message, lim RestoreLimits, names ToolNames) []tur
 	if todo := seen.todo; todo != nil && !k.calls[todo.ID] {
 		if text, ok := renderTodos(todo.Input, int(lim.FileTokens*4)); ok {
 			out = append(out, textBlock(text))
+		}
+	}
+	if plan := seen.plan; plan != nil && !k.calls[plan.ID] {
+		out = append(out, textBlock(renderPlan(planOf(*plan), int(lim.FileTokens*4))))
+	}
+	for _, sk := range seen.skills {
+		if !k.results[sk.callID] {
+			out = append(out, textBlock(renderSkill(sk.name, sk.body, int(lim.FileTokens*4))))
 		}
 	}
 	for _, a := range seen.attachmentsInOrder() {
@@ -131,12 +145,20 @@ type transcriptScan struct {
 	reads       map[string]*fileRead // path → its latest successful read
 	changed     map[string]int       // path → seq of its latest edit or write
 	todo        *turn.Block          // the latest todo tool call
+	plan        *turn.Block          // the latest plan tool call
+	skills      []loadedSkill        // the skills loaded, each its latest load, in load order
 	attachments map[string]attachment
+}
+
+// loadedSkill is a skill a skill tool call loaded, with what its result said.
+type loadedSkill struct {
+	name, callID, body string
 }
 
 func scanTranscript(all []view.Message, names ToolNames) transcriptScan {
 	s := transcriptScan{reads: map[string]*fileRead{}, changed: map[string]int{}, attachments: map[string]attachment{}}
 	readCalls := map[string]string{} // tool_use id → path
+	skillCalls := map[string]string{} // tool_use id → skill
 	seq := 0
 	for _, m := range all {
 		for _, b := range m.Content {
@@ -145,14 +167,23 @@ func scanTranscript(all []view.Message, names ToolNames) transcriptScan {
 			case turn.BlockToolUse:
 				path := inputPath(b.Input)
 				switch {
-				case path != "" && isOneOf(b.Name, names.Read):
+				case path != "" && isOneOf(b.Name, names.Read) && !neverRestored(path):
 					readCalls[b.ID] = path
 				case path != "" && (isOneOf(b.Name, names.Edit) || isOneOf(b.Name, names.Write)):
 					s.changed[path] = seq
 				case isOneOf(b.Name, names.Todo):
 					s.todo = &b
+				case b.Name == planTool && planOf(b) != "":
+					s.plan = &b
+				case b.Name == skillTool && skillOf(b) != "":
+					skillCalls[b.ID] = skillOf(b)
 				}
 			case turn.BlockToolResult:
+				if name, ok := skillCalls[b.ToolUseID]; ok && !b.IsError {
+					s.skills = slices.DeleteFunc(s.skills, func(l loadedSkill) bool { return l.name == name })
+					s.skills = append(s.skills, loadedSkill{name: name, callID: b.ToolUseID, body: resultText(b.Content)})
+					continue
+				}
 				path, ok := readCalls[b.ToolUseID]
 				text := resultText(b.Content)
 				if !ok || b.IsError || strings.TrimSpace(text) == "" || text == clearedResult {

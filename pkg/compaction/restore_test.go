@@ -320,3 +320,46 @@ func TestRestoreOrderAndFixtures(t *testing.T) {
 	}
 	require.Positive(t, restored)
 }
+
+// TestRestorePlanSkillsAndNotInstructionFiles: a compaction restores the
+// latest plan and every skill loaded (each its latest load), unless still
+// kept, and never restores an instruction file or a plan file as a file.
+func TestRestorePlanSkillsAndNotInstructionFiles(t *testing.T) {
+	t.Parallel()
+	all := numbered(
+		readOf(1, "r1", "/repo/CLAUDE.md", "Always run make lint.")[0],
+		readOf(1, "r1", "/repo/CLAUDE.md", "Always run make lint.")[1],
+		readOf(3, "r2", "/home/u/.claude/plans/refactor.md", "1. split the loader")[0],
+		readOf(3, "r2", "/home/u/.claude/plans/refactor.md", "1. split the loader")[1],
+		readOf(5, "r3", "/repo/src/AGENTS.md", "Use tabs.")[0],
+		readOf(5, "r3", "/repo/src/AGENTS.md", "Use tabs.")[1],
+		readOf(7, "r4", "/repo/main.go", "package main")[0],
+		readOf(7, "r4", "/repo/main.go", "package main")[1],
+		assistant(9, toolUse("s1", "Skill", map[string]any{"command": "pdf"})),
+		user(10, toolResult("s1", "Old pdf instructions.")),
+		assistant(11, toolUse("p1", "ExitPlanMode", map[string]any{"plan": "1. Split the loader.\n2. Test it."})),
+		user(12, toolResult("p1", "approved")),
+		assistant(13, toolUse("s2", "Skill", map[string]any{"command": "pdf"})),
+		user(14, toolResult("s2", "Read PDFs with pdftotext.")),
+		assistant(15, toolUse("s3", "Skill", map[string]any{"skill": "xlsx"})),
+		user(16, toolResult("s3", "Open spreadsheets with openpyxl.")),
+	)
+	got := compaction.Restore(all, nil, compaction.RestoreLimits{}, compaction.ToolNames{})
+	require.Equal(t, []string{"/repo/main.go"}, paths(restoredFiles(t, got)), "instruction and plan files are not restored as files")
+	var rest []string
+	for _, b := range got[1:] {
+		rest = append(rest, b.Text)
+	}
+	require.Equal(t, []string{
+		"<restored-plan>\nThe plan the agent last set out:\n1. Split the loader.\n2. Test it.\n</restored-plan>",
+		"<restored-skill name=\"pdf\">\nThe skill was loaded before the compaction; its instructions still apply:\nRead PDFs with pdftotext.\n</restored-skill>",
+		"<restored-skill name=\"xlsx\">\nThe skill was loaded before the compaction; its instructions still apply:\nOpen spreadsheets with openpyxl.\n</restored-skill>",
+	}, rest)
+
+	// Still kept: the plan call and the latest pdf load are not restored.
+	kept := compaction.Restore(all, all[10:14], compaction.RestoreLimits{}, compaction.ToolNames{})
+	for _, b := range kept {
+		require.NotContains(t, b.Text, "restored-plan")
+		require.NotContains(t, b.Text, "pdftotext")
+	}
+}

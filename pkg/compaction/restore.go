@@ -157,7 +157,7 @@ type loadedSkill struct {
 
 func scanTranscript(all []view.Message, names ToolNames) transcriptScan {
 	s := transcriptScan{reads: map[string]*fileRead{}, changed: map[string]int{}, attachments: map[string]attachment{}}
-	readCalls := map[string]string{} // tool_use id → path
+	readCalls := map[string]string{}  // tool_use id → path
 	skillCalls := map[string]string{} // tool_use id → skill
 	seq := 0
 	for _, m := range all {

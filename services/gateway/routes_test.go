@@ -51,3 +51,40 @@ func TestSessionRoutesAnswer404ForASessionThatDoesNotExist(t *testing.T) {
 	require.Equal(t, "not_found", code)
 	require.Contains(t, msg, "has no notes yet")
 }
+
+// TestAWrongMethodIs405WithAllow: a path the API serves, asked with a
+// method it does not serve there, answers 405 method_not_allowed with an
+// Allow header listing the methods it does serve; a path it does not serve
+// stays 404 not_found, whatever the method.
+func TestAWrongMethodIs405WithAllow(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	for _, c := range []struct{ method, path, allow string }{
+		{"DELETE", "/v1/sessions/x", "GET, HEAD, PATCH"},
+		{"GET", "/v1/turns", "POST"},
+		{"PUT", "/v1/sessions/x/compact", "POST"},
+		{"POST", "/v1/scopes/user:u-42/memories/a", "GET, HEAD, PUT, DELETE"},
+		{"PATCH", "/v1/scopes/user:u-42/index", "GET, HEAD, PUT"},
+		{"DELETE", "/v1/dreams/d-1/kill", "POST"},
+	} {
+		status, hdr, raw := h.call(t, c.method, c.path, "key-acme", "", nil)
+		require.Equal(t, http.StatusMethodNotAllowed, status, "%s %s: %s", c.method, c.path, raw)
+		require.Equal(t, c.allow, hdr.Get("Allow"), "%s %s", c.method, c.path)
+		code, msg := apiError(t, raw)
+		require.Equal(t, "method_not_allowed", code)
+		require.Contains(t, msg, c.method+" "+c.path)
+		require.Contains(t, msg, c.allow)
+	}
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/v1/nothing"},
+		{"DELETE", "/v1/nothing/here"},
+		{"GET", "/v1/sessions/x/unknown"},
+		{"GET", "/v1/"},
+	} {
+		status, hdr, raw := h.call(t, c.method, c.path, "key-acme", "", nil)
+		require.Equal(t, http.StatusNotFound, status, "%s %s: %s", c.method, c.path, raw)
+		require.Empty(t, hdr.Get("Allow"))
+		code, _ := apiError(t, raw)
+		require.Equal(t, "not_found", code)
+	}
+}

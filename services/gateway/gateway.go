@@ -160,6 +160,8 @@ func (g *Gateway) Register(mux Mux) {
 	eventBody := func() int64 { return g.eventLimit() }
 	preflightBody := func() int64 { return int64(g.cfg.MaxEventBytes) }
 	mux.Handle("POST /v1/turns", g.auth(g.expensive(g.withBody(eventBody, g.postTurn))))
+	mux.Handle("GET /v1/sessions", g.auth(g.listSessions))
+	mux.Handle("GET /v1/scopes", g.auth(g.listScopes))
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
 	mux.Handle("PATCH /v1/sessions/{id}", g.auth(g.patchSession))
 	mux.Handle("GET /v1/sessions/{id}/pins", g.auth(g.getPins))
@@ -419,6 +421,7 @@ type SessionState struct {
 	SkippedSeqs    int64      `json:"skipped_seqs"`
 	LastSkipped    *SeqRange  `json:"last_skipped,omitempty"`
 	LastResponseAt *time.Time `json:"last_response_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
 }
 
@@ -447,21 +450,7 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 		g.internal(w, "reading tenant settings", err)
 		return
 	}
-	out := SessionState{
-		SessionID: s.SessionID, AgentID: s.AgentID, Model: s.Model, MemoryScope: s.MemoryScope,
-		AppliedSeq: s.AppliedSeq, Messages: s.MessageCount,
-		Tokens:             accounting.Status(accounting.Limits(set.Tokens, s), s.TokenCount),
-		CompactionInFlight: s.CompactionInFlight, AutoCompactEnabled: s.AutoCompactEnabled,
-		AutoCompact:     s.AutoCompactEnabled && set.Compaction.Auto,
-		CompactRequests: s.CompactRequests, ThrashHeld: s.ThrashHeld, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
-		SkippedSeqs: s.SkippedSeqs, UpdatedAt: s.UpdatedAt,
-	}
-	if s.LastSkippedTo > 0 {
-		out.LastSkipped = &SeqRange{From: s.LastSkippedFrom, To: s.LastSkippedTo}
-	}
-	if !s.LastResponseAt.IsZero() {
-		out.LastResponseAt = &s.LastResponseAt
-	}
+	out := sessionState(set, s)
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -28,6 +28,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	window := fs.Int64("window", 0, "context window in tokens, overriding the model table")
 	maxOutput := fs.Int64("max-output", 0, "max output tokens, overriding the model table")
 	repeat := fs.Int("repeat", 1, "replay the transcript this many times into one session (fresh ids, usage carried on): a long session from a short transcript")
+	untilCompact := fs.Bool("until-compact", false, "stop at the transcript's first compaction (its /compact): repeated, the session then grows past the threshold without the client's compaction bringing it down first")
 	scope := map[string]string{}
 	fs.Func("scope", "memory scope of the session, kind=id (kinds user, project, local, agent); repeat it or comma-separate: -scope project=repo-x,user=u-42. Without one nothing is extracted, recalled or dreamed", func(v string) error {
 		return replay.AddScope(scope, v)
@@ -63,6 +64,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := replay.AddScope(scope, "agent="+*agent); err != nil {
 			return fmt.Errorf("-agent: %w", err)
 		}
+	}
+	if *untilCompact {
+		records = replay.UntilCompaction(records)
 	}
 	records = replay.Repeat(records, *repeat)
 	opts := replay.Options{Window: *window, MaxOutput: *maxOutput, Session: *session}

@@ -15,6 +15,12 @@ help: ## list the targets
 run: ## start everything in one process: embedded NATS, local Postgres, HTTP on :8080
 	$(GO) run ./cmd/mnemos -target=all
 
+DEMO_URL ?= http://127.0.0.1:8080
+DEMO_KEY ?= mnemos-dev-key
+.PHONY: demo
+demo: ## the README's five-minute tour against a running server (make run): DEMO_URL, DEMO_KEY
+	$(GO) run ./cmd/mnemos demo --url $(DEMO_URL) --api-key $(DEMO_KEY)
+
 .PHONY: build
 build: ## build bin/mnemos
 	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos

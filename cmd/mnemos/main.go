@@ -1,7 +1,7 @@
 // Command mnemos is the one Mnemos binary. `mnemos -target=all` runs every
 // service in one process; `mnemos -target=<name>` runs one, so each scales on
 // its own. Its other commands (migrate, replay, tenant, healthcheck, bench,
-// config, version) are listed in commands.
+// config, version, demo) are listed in commands.
 package main
 
 import (
@@ -48,6 +48,7 @@ var commands = []command{
 		run: func(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 			return runConfig(args, getenv, stdout, stderr)
 		}},
+	{name: "demo", usage: [][2]string{{"demo [flags]", "the README's tour against a running server (make demo)"}}, run: runDemo},
 	{name: "version", usage: [][2]string{{"version", "print the version, the revision it was built from and the Go version"}},
 		run: func(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
 			return runVersion(args, stdout, stderr)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -26,6 +28,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	window := fs.Int64("window", 0, "context window in tokens, overriding the model table")
 	maxOutput := fs.Int64("max-output", 0, "max output tokens, overriding the model table")
 	repeat := fs.Int("repeat", 1, "replay the transcript this many times into one session (fresh ids, usage carried on): a long session from a short transcript")
+	untilCompact := fs.Bool("until-compact", false, "stop at the transcript's first compaction (its /compact): repeated, the session then grows past the threshold without the client's compaction bringing it down first")
+	scope := map[string]string{}
+	fs.Func("scope", "memory scope of the session, kind=id (kinds user, project, local, agent); repeat it or comma-separate: -scope project=repo-x,user=u-42. Without one nothing is extracted, recalled or dreamed", func(v string) error {
+		return replay.AddScope(scope, v)
+	})
+	agent := fs.String("agent", "", "agent type of the session: its agent:TYPE memory scope (as -scope agent=TYPE); the events stay the main agent's, so extraction runs")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: mnemos replay [flags] FILE.jsonl")
 		fs.PrintDefaults()
@@ -52,8 +60,19 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *repeat < 1 || *repeat > 1000 {
 		return fmt.Errorf("--repeat %d: want 1 to 1000", *repeat)
 	}
+	if *agent != "" {
+		if err := replay.AddScope(scope, "agent="+*agent); err != nil {
+			return fmt.Errorf("-agent: %w", err)
+		}
+	}
+	if *untilCompact {
+		records = replay.UntilCompaction(records)
+	}
 	records = replay.Repeat(records, *repeat)
 	opts := replay.Options{Window: *window, MaxOutput: *maxOutput, Session: *session}
+	if len(scope) > 0 {
+		opts.MemoryScope = scope
+	}
 	if *dryRun {
 		return replay.DryRun(stdout, records, opts)
 	}
@@ -66,15 +85,43 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	return printSessions(ctx, stderr, events, replay.SendOptions{URL: *url, APIKey: *apiKey})
+	return printSessions(ctx, stdout, events, opts.MemoryScope, replay.SendOptions{URL: *url, APIKey: *apiKey})
 }
 
-// printSessions prints the state of the sessions replayed, as the server
-// has it now.
-func printSessions(ctx context.Context, w io.Writer, events []turn.Event, opts replay.SendOptions) error {
-	sessions, err := replay.ReadSessions(ctx, events, opts)
-	for _, s := range sessions {
-		fmt.Fprintf(w, "session %s: applied through seq %d, %d tokens (%s)\n", s.SessionID, s.AppliedSeq, s.Tokens.Count, s.Tokens.State)
+// printSessions says which sessions a replay sent, with what memory scope
+// and how far the server has accounted each now (the accountant applies
+// the last events a moment after the gateway took them), and how to look
+// at the first (the main agent's) next.
+func printSessions(ctx context.Context, w io.Writer, events []turn.Event, scope map[string]string, opts replay.SendOptions) error {
+	sent := replay.Sessions(events)
+	if len(sent) == 0 {
+		fmt.Fprintln(w, "the transcript holds no API round: no session was sent")
+		return nil
+	}
+	states, err := replay.ReadSessions(ctx, events, opts)
+	var scopes []string
+	for _, sc := range memory.ScopesOf(scope) {
+		scopes = append(scopes, sc.String())
+	}
+	for _, s := range sent {
+		fmt.Fprintf(w, "session %s: %d turn events of agent %s", s.ID, s.Events, s.Agent)
+		if len(scopes) > 0 {
+			fmt.Fprintf(w, ", memory scope %s", strings.Join(scopes, " "))
+		}
+		read := "; not accounted yet"
+		for _, st := range states {
+			if st.SessionID == s.ID {
+				read = fmt.Sprintf("; applied through seq %d, %d tokens (%s)", st.AppliedSeq, st.Tokens.Count, st.Tokens.State)
+			}
+		}
+		fmt.Fprintln(w, read)
+	}
+	base := strings.TrimRight(opts.URL, "/") + "/v1/sessions/" + sent[0].ID
+	auth := `-H "Authorization: Bearer $MNEMOS_API_KEY"`
+	fmt.Fprintf(w, "next: curl -s %s %s | jq .tokens\n", auth, base)
+	fmt.Fprintf(w, "      curl -s %s %s/context | jq '{context_tokens, compaction}'\n", auth, base)
+	if len(scopes) == 0 {
+		fmt.Fprintln(w, "no memory scope: nothing of this session is extracted, recalled or dreamed; replay with -scope project=<id> for that")
 	}
 	return err
 }

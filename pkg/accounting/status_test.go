@@ -98,7 +98,7 @@ func TestStatus(t *testing.T) {
 		got := accounting.Status(l, tt.count)
 		percentLeft := 0.0
 		if tt.count < l.AutoCompact {
-			percentLeft = float64(l.AutoCompact-tt.count) / float64(l.AutoCompact)
+			percentLeft = 100 * float64(l.AutoCompact-tt.count) / float64(l.AutoCompact)
 		}
 		require.Equal(t, events.Tokens{
 			Count: tt.count, State: string(tt.state), PercentLeft: percentLeft,
@@ -106,7 +106,7 @@ func TestStatus(t *testing.T) {
 			AutoCompact: l.AutoCompact, Blocking: l.Blocking,
 		}, got, "count %d", tt.count)
 	}
-	require.Equal(t, 1.0, accounting.Status(l, 0).PercentLeft)
+	require.Equal(t, 100.0, accounting.Status(l, 0).PercentLeft, "a percentage, 0 to 100")
 }
 
 func TestPreflightFor(t *testing.T) {
@@ -143,7 +143,7 @@ func TestPreflightFor(t *testing.T) {
 		require.Equal(t, want, p.Count)
 		require.Equal(t, w.window, p.Window)
 		require.Equal(t, w.autoCompact, p.AutoCompact)
-		require.InDelta(t, float64(w.autoCompact-want)/float64(w.autoCompact), p.PercentLeft, 1e-12)
+		require.InDelta(t, 100*float64(w.autoCompact-want)/float64(w.autoCompact), p.PercentLeft, 1e-9)
 	})
 
 	t.Run("no messages", func(t *testing.T) {

@@ -23,8 +23,10 @@ const (
 
 // Tokens is a session's token state as the accountant sees it.
 type Tokens struct {
-	Count       int64   `json:"count"`
-	State       string  `json:"state"`
+	Count int64  `json:"count"`
+	State string `json:"state"`
+	// PercentLeft is the percentage (0 to 100) of the auto-compact
+	// threshold still free.
 	PercentLeft float64 `json:"percent_left"`
 	Window      int64   `json:"window"`
 	Effective   int64   `json:"effective_window"`

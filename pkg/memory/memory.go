@@ -124,3 +124,7 @@ func Refuse(reason Reason, format string, args ...any) *Error {
 // ErrNotFound is returned for a memory, revision or session that does not
 // exist (or belongs to another tenant, which is the same to the caller).
 var ErrNotFound = store.ErrNotFound
+
+// ErrDeleted is the ErrNotFound of a memory that exists but is deleted
+// (a rollback brings it back).
+var ErrDeleted = fmt.Errorf("deleted: %w", ErrNotFound)

@@ -230,7 +230,7 @@ func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microseco
 func (s *Store) Get(ctx context.Context, tenant string, scope Scope, name Name) (Memory, error) {
 	m, err := s.GetAny(ctx, tenant, scope, name)
 	if err == nil && m.Deleted() {
-		return Memory{}, fmt.Errorf("memory.Get %s %s: deleted: %w", scope, name, ErrNotFound)
+		return Memory{}, fmt.Errorf("memory.Get %s %s: %w", scope, name, ErrDeleted)
 	}
 	return m, err
 }
@@ -347,8 +347,11 @@ func (s *Store) Delete(ctx context.Context, tenant string, scope Scope, name Nam
 // deleteMemory is the change of a deletion.
 func deleteMemory(scope Scope, name Name) changeFunc {
 	return func(cur store.Memory, exists bool, now time.Time) (store.Memory, Op, int64, error) {
-		if !exists || !cur.DeletedAt.IsZero() {
+		if !exists {
 			return cur, "", 0, fmt.Errorf("memory.Delete %s %s: %w", scope, name, ErrNotFound)
+		}
+		if !cur.DeletedAt.IsZero() {
+			return cur, "", 0, fmt.Errorf("memory.Delete %s %s: %w", scope, name, ErrDeleted)
 		}
 		next := cur
 		next.Revision, next.DeletedAt, next.UpdatedAt = cur.Revision+1, now, now

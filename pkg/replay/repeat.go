@@ -84,3 +84,17 @@ func renameCalls(content turn.Content, renamed func(string) string) turn.Content
 	}
 	return out
 }
+
+// UntilCompaction returns the records before the transcript's first compact
+// boundary of the main session (all of them when it has none): the
+// conversation up to the client's own compaction. Replayed with Repeat, its
+// copies grow the context without a client compaction that could bring the
+// count down before Mnemos compacts.
+func UntilCompaction(records []claudecode.Record) []claudecode.Record {
+	for i := range records {
+		if records[i].IsBoundary() && !records[i].IsSidechain {
+			return records[:i]
+		}
+	}
+	return records
+}

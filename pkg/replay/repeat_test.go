@@ -1,7 +1,9 @@
 package replay_test
 
 import (
+	"cmp"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,4 +54,40 @@ func TestRepeatMakesOneLongerSession(t *testing.T) {
 	require.Greater(t, lines[2*n-1].Count, lines[n-1].Count)
 	require.Greater(t, lines[3*n-1].Count, lines[2*n-1].Count)
 	require.Same(t, &records[0], &replay.Repeat(records, 1)[0], "one copy is the transcript itself")
+}
+
+// TestUntilCompactionStopsAtTheClientsCompaction: long.jsonl cut at its
+// /compact holds no boundary and peaks at 155,686 tokens; twice (Repeat)
+// it crosses the 167,000-token auto-compact threshold and its count never
+// comes down. A transcript without a compaction is kept whole.
+func TestUntilCompactionStopsAtTheClientsCompaction(t *testing.T) {
+	t.Parallel()
+	parse := func(name string) []claudecode.Record {
+		f, err := os.Open(claudecodetest.Path(t, name))
+		require.NoError(t, err)
+		defer f.Close()
+		records, err := claudecode.Parse(f)
+		require.NoError(t, err)
+		return records
+	}
+	records := parse("long.jsonl")
+	cut := replay.UntilCompaction(records)
+	require.Less(t, len(cut), len(records))
+	for _, r := range cut {
+		require.False(t, r.IsBoundary())
+	}
+	once, err := replay.Account(cut, replay.Options{})
+	require.NoError(t, err)
+	require.EqualValues(t, 155_686, slices.MaxFunc(once, func(a, b replay.Line) int { return cmp.Compare(a.Count, b.Count) }).Count)
+	lines, err := replay.Account(replay.Repeat(cut, 2), replay.Options{})
+	require.NoError(t, err)
+	peak, crossed := int64(0), false
+	for _, l := range lines {
+		require.GreaterOrEqual(t, l.Count, peak/2, "no compaction brings the count down")
+		peak = max(peak, l.Count)
+		crossed = crossed || l.Compact
+	}
+	require.True(t, crossed, "the second copy crosses the auto-compact threshold (peak %d)", peak)
+	whole := parse("tool_heavy.jsonl")
+	require.Len(t, replay.UntilCompaction(whole), len(whole))
 }

@@ -25,6 +25,10 @@ type Options struct {
 	Session string
 	// Tenant is written as tenant_id on every event when set.
 	Tenant string
+	// MemoryScope is written as memory_scope on every event when set: the
+	// scopes whose memories the session reads and extraction writes (see
+	// AddScope). A transcript names none.
+	MemoryScope map[string]string
 	// Config holds the thresholds; the zero Config means tokens.DefaultConfig().
 	Config tokens.Config
 }
@@ -44,6 +48,7 @@ func Events(records []claudecode.Record, opts Options) []turn.Event {
 	rounds := claudecode.Group(records, claudecode.GroupOptions{Session: opts.Session})
 	return claudecode.Events(rounds, claudecode.EventOptions{
 		Tenant:          opts.Tenant,
+		MemoryScope:     opts.MemoryScope,
 		ContextWindow:   opts.Window,
 		MaxOutputTokens: opts.MaxOutput,
 	})

@@ -23,8 +23,8 @@ type Dreaming struct {
 	// being renewed: after that another dreamer may take the scope over.
 	LeaseStaleSeconds float64 `json:"lease_stale_seconds"`
 	// MaxChangePercent is the share of a scope's live memories one run may
-	// delete or rewrite; a run that would change more records a proposal
-	// for approval and applies nothing.
+	// delete or rewrite (at least one, see AllowedChanges); a run that would
+	// change more records a proposal for approval and applies nothing.
 	MaxChangePercent float64 `json:"max_change_percent"`
 	// MaxTurns bounds the model calls of one consolidation.
 	MaxTurns int `json:"max_turns"`
@@ -57,9 +57,16 @@ func (d Dreaming) ScanInterval() time.Duration { return seconds(d.ScanIntervalSe
 // LeaseStale is LeaseStaleSeconds as a duration.
 func (d Dreaming) LeaseStale() time.Duration { return seconds(d.LeaseStaleSeconds) }
 
-// AllowedChanges is how many of live memories one run may delete or rewrite.
+// AllowedChanges is how many of live memories one run may delete or
+// rewrite: MaxChangePercent of them rounded down, but at least one when
+// there are any and MaxChangePercent is above 0 — else a small scope (20%
+// of 4 is 0.8) could never lose a memory without approval. 0% keeps every
+// change for approval.
 func (d Dreaming) AllowedChanges(live int) int {
-	return int(float64(live) * d.MaxChangePercent / 100)
+	if live <= 0 || d.MaxChangePercent <= 0 {
+		return 0
+	}
+	return max(1, int(float64(live)*d.MaxChangePercent/100))
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -178,6 +178,12 @@ func TestDreamingSettings(t *testing.T) {
 	require.Equal(t, time.Hour, d.LeaseStale())
 	require.Equal(t, 2, d.AllowedChanges(10), "20% of 10")
 	require.Equal(t, 1, d.AllowedChanges(9), "rounded down")
+	require.Equal(t, 1, d.AllowedChanges(4), "at least one of a scope with memories: 20% of 4 is 0.8")
+	require.Equal(t, 1, d.AllowedChanges(1))
+	require.Equal(t, 0, d.AllowedChanges(0), "nothing to change")
+	off := d
+	off.MaxChangePercent = 0
+	require.Equal(t, 0, off.AllowedChanges(4), "0% keeps every change for approval")
 	require.Equal(t, 50, d.SearchMaxHits)
 
 	s, err := tenantcfg.Overlay(defaults, []byte(`{"dreaming": {"min_hours": 0.5, "lease_stale_seconds": 2, "max_change_percent": 50}}`))

@@ -217,11 +217,12 @@ func (l Limits) AboveAutoCompact(count int64) bool {
 	return count >= l.AutoCompact
 }
 
-// PercentLeft is the share of the auto-compact threshold still free,
-// (auto-compact − count) / auto-compact, floored at 0.
+// PercentLeft is the percentage of the auto-compact threshold still free,
+// 100 · (auto-compact − count) / auto-compact: 100 for an empty session,
+// 0 at the threshold and beyond.
 func (l Limits) PercentLeft(count int64) float64 {
 	if l.AutoCompact <= 0 || count >= l.AutoCompact {
 		return 0
 	}
-	return float64(l.AutoCompact-count) / float64(l.AutoCompact)
+	return 100 * float64(l.AutoCompact-count) / float64(l.AutoCompact)
 }

@@ -139,8 +139,9 @@ func TestPercentLeft(t *testing.T) {
 	t.Parallel()
 
 	l := tokens.DefaultConfig().Limits("claude-opus-4-6", 0, 0)
-	require.InDelta(t, 1.0, l.PercentLeft(0), 1e-12)
-	require.InDelta(t, 0.5, l.PercentLeft(83_500), 1e-12)
+	require.InDelta(t, 100.0, l.PercentLeft(0), 1e-12, "a percentage, 0 to 100")
+	require.InDelta(t, 50.0, l.PercentLeft(83_500), 1e-12)
+	require.InDelta(t, 10.0, l.PercentLeft(150_300), 1e-12)
 	require.Zero(t, l.PercentLeft(167_000))
 	require.Zero(t, l.PercentLeft(300_000))
 	require.Zero(t, tokens.Limits{}.PercentLeft(10))

@@ -115,6 +115,35 @@ func TestDeletingTooMuchEndsAsAProposal(t *testing.T) {
 	require.Contains(t, ix.Content, "m-3.md")
 }
 
+// TestASmallScopeMayLoseOneMemoryWithoutApproval: 20% of a scope of 4
+// memories is 0.8; the guard allows at least one deletion or rewrite of a
+// scope with memories (while max_change_percent is above 0), so a dream
+// that deletes one of 4 applies it instead of asking for approval.
+func TestASmallScopeMayLoseOneMemoryWithoutApproval(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "")
+	ctx := context.Background()
+	for i := range 4 {
+		h.seed(fmt.Sprintf("m-%d", i), fmt.Sprintf("memory number %d", i), fmt.Sprintf("body %d", i))
+	}
+	provider, srv := scripted(t, llmtest.Sequence(
+		llmtest.Reply{ToolCalls: []llm.ToolCall{toolCall(memtools.ToolDelete, map[string]string{"name": "m-1", "reason": "duplicate of m-2"})}},
+		llmtest.Text("Deleted one duplicate."),
+	))
+	h.service(fast("small"), provider, dreamer.Options{})
+	var body gateway.DreamBody
+	require.Equal(t, http.StatusAccepted, h.call(http.MethodPost, "/v1/scopes/user:u-42/dream", &body))
+	d := h.dream(body.ID, "completed")
+	require.Equal(t, 4, d.MemoriesLive)
+	require.Equal(t, 1, d.ChangesAllowed, "at least one of a small scope")
+	require.Equal(t, 1, d.ChangesDestructive)
+	require.Equal(t, []string{"m-1"}, d.Deleted)
+	live, err := h.memories.List(ctx, tenant, scope, memory.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, live, 3, "the deletion was applied")
+	require.Contains(t, lastUserText(srv.Requests()[0]), "this run may delete or rewrite at most 1 of them without approval")
+}
+
 // TestAStaleProposalIsRefused: a proposal whose memories changed since it
 // was made is refused (409 proposal_stale) and applies nothing; a second
 // dream of the scope supersedes it.

@@ -282,10 +282,17 @@ func (g *Gateway) listCompactions(w http.ResponseWriter, r *http.Request, tenant
 	}
 	var cs []store.Compaction
 	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
+		if _, err := tx.Session(r.Context(), id); err != nil {
+			return err // a session that does not exist has no empty list
+		}
 		var err error
 		cs, err = tx.Compactions(r.Context(), id)
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return
+	}
 	if err != nil {
 		g.internal(w, "listing compactions", err)
 		return

@@ -13,6 +13,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -147,6 +148,9 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 type Mux interface {
 	Handle(pattern string, handler http.Handler)
 	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+	// Handler finds the route of a request, as http.ServeMux's does: the
+	// catch-all asks it which methods a path takes.
+	Handler(r *http.Request) (h http.Handler, pattern string)
 }
 
 // Register adds the API's routes to mux. Each route is described in
@@ -156,6 +160,8 @@ func (g *Gateway) Register(mux Mux) {
 	eventBody := func() int64 { return g.eventLimit() }
 	preflightBody := func() int64 { return int64(g.cfg.MaxEventBytes) }
 	mux.Handle("POST /v1/turns", g.auth(g.expensive(g.withBody(eventBody, g.postTurn))))
+	mux.Handle("GET /v1/sessions", g.auth(g.listSessions))
+	mux.Handle("GET /v1/scopes", g.auth(g.listScopes))
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
 	mux.Handle("PATCH /v1/sessions/{id}", g.auth(g.patchSession))
 	mux.Handle("GET /v1/sessions/{id}/pins", g.auth(g.getPins))
@@ -172,9 +178,35 @@ func (g *Gateway) Register(mux Mux) {
 	g.registerMemories(mux)
 	g.registerDreams(mux)
 	mux.Handle("GET /openapi.json", api.Handler())
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(catchAll, func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			list := strings.Join(allow, ", ")
+			w.Header().Set("Allow", list)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: this path takes %s", r.Method, r.URL.Path, list))
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
+}
+
+// catchAll is the pattern that answers every /v1 request no route takes.
+const catchAll = "/v1/"
+
+// probedMethods are the methods a path is probed with for an Allow header.
+var probedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowedMethods lists the methods some route of mux other than the
+// catch-all takes for r's path: the catch-all matches every method, so the
+// mux never answers 405 itself. nil when no route has the path.
+func allowedMethods(mux Mux, r *http.Request) []string {
+	var out []string
+	for _, m := range probedMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != catchAll {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // auth resolves the API key to a tenant, or answers 401. Two
@@ -389,6 +421,7 @@ type SessionState struct {
 	SkippedSeqs    int64      `json:"skipped_seqs"`
 	LastSkipped    *SeqRange  `json:"last_skipped,omitempty"`
 	LastResponseAt *time.Time `json:"last_response_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
 }
 
@@ -417,21 +450,7 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 		g.internal(w, "reading tenant settings", err)
 		return
 	}
-	out := SessionState{
-		SessionID: s.SessionID, AgentID: s.AgentID, Model: s.Model, MemoryScope: s.MemoryScope,
-		AppliedSeq: s.AppliedSeq, Messages: s.MessageCount,
-		Tokens:             accounting.Status(accounting.Limits(set.Tokens, s), s.TokenCount),
-		CompactionInFlight: s.CompactionInFlight, AutoCompactEnabled: s.AutoCompactEnabled,
-		AutoCompact:     s.AutoCompactEnabled && set.Compaction.Auto,
-		CompactRequests: s.CompactRequests, ThrashHeld: s.ThrashHeld, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
-		SkippedSeqs: s.SkippedSeqs, UpdatedAt: s.UpdatedAt,
-	}
-	if s.LastSkippedTo > 0 {
-		out.LastSkipped = &SeqRange{From: s.LastSkippedFrom, To: s.LastSkippedTo}
-	}
-	if !s.LastResponseAt.IsZero() {
-		out.LastResponseAt = &s.LastResponseAt
-	}
+	out := sessionState(set, s)
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -213,6 +213,7 @@ func TestSessionReadsAreTenantScoped(t *testing.T) {
 	require.EqualValues(t, 150_000, tokens["count"])
 	require.Equal(t, "error", tokens["state"])
 	require.EqualValues(t, 167_000, tokens["autocompact_threshold"])
+	require.InDelta(t, 100*17_000/167_000.0, tokens["percent_left"], 1e-9, "a percentage of the auto-compact threshold, 0 to 100")
 
 	status, _ = h.do(t, "GET", "/v1/sessions/shared-name", "key-globex", nil)
 	require.Equal(t, http.StatusNotFound, status, "another tenant's key never sees the session")
@@ -235,6 +236,7 @@ func TestPreflight(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	require.EqualValues(t, 161_000, body["count"])
 	require.Equal(t, false, body["compact_first"])
+	require.InDelta(t, 100*6_000/167_000.0, body["percent_left"], 1e-9, "a percentage, 0 to 100")
 
 	big := map[string]any{"input_messages": []turn.Message{{UUID: "p1", Role: "user", Content: turn.Content{{Type: "text", Text: strings.Repeat("a", 40_000)}}}}}
 	status, body = h.do(t, "POST", "/v1/sessions/s1/preflight", "key-acme", encode(t, big))

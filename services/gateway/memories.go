@@ -184,8 +184,10 @@ type memoryRequest struct {
 	tenant string
 	scope  memory.Scope
 	name   memory.Name
-	change memory.Change
-	expect memory.Expect
+	// revision is the revision the request names, when it names one.
+	revision int64
+	change   memory.Change
+	expect   memory.Expect
 }
 
 // readMemoryRequest parses the path, the change headers and the
@@ -303,14 +305,16 @@ func (g *Gateway) refuseMemory(w http.ResponseWriter, r *http.Request, actor mem
 	if actor == "" {
 		actor = memory.ActorAPI
 	}
-	g.memoryFailure(w, g.memories.Refused(r.Context(), actor, err))
+	g.memoryFailure(w, memoryRequest{}, g.memories.Refused(r.Context(), actor, err))
 }
 
 // memoryFailure answers an error of the memory store (which counted its
-// refusals): 404, 412, 413, 400 with the refusal's reason, or 500.
-func (g *Gateway) memoryFailure(w http.ResponseWriter, err error) {
+// refusals): 404, 412, 413, 400 with the refusal's reason, or 500. The 404's
+// message says what req named that is missing; the store's error text is
+// for the log, not the client.
+func (g *Gateway) memoryFailure(w http.ResponseWriter, req memoryRequest, err error) {
 	if errors.Is(err, memory.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		writeError(w, http.StatusNotFound, "not_found", req.notFound(err))
 		return
 	}
 	e, ok := memory.AsError(err)
@@ -328,6 +332,20 @@ func (g *Gateway) memoryFailure(w http.ResponseWriter, err error) {
 	writeError(w, status, string(e.Reason), e.Detail)
 }
 
+// notFound is the public message of a memory store's ErrNotFound for the
+// request: a revision it named, a deleted memory, or a memory never written.
+func (req memoryRequest) notFound(err error) string {
+	switch {
+	case req.name == "":
+		return "not found"
+	case req.revision > 0:
+		return fmt.Sprintf("memory %s of scope %s has no revision %d", req.name, req.scope, req.revision)
+	case errors.Is(err, memory.ErrDeleted):
+		return fmt.Sprintf("memory %s of scope %s is deleted; GET its revisions and POST …/revisions/{rev}/restore to bring it back", req.name, req.scope)
+	}
+	return fmt.Sprintf("no memory %s in scope %s", req.name, req.scope)
+}
+
 func (g *Gateway) listMemories(w http.ResponseWriter, r *http.Request, tenant string) {
 	req, ok := g.readMemoryRequest(w, r, tenant, false)
 	if !ok {
@@ -336,7 +354,7 @@ func (g *Gateway) listMemories(w http.ResponseWriter, r *http.Request, tenant st
 	deleted := r.URL.Query().Get("deleted") == "true"
 	list, err := g.memories.List(r.Context(), tenant, req.scope, memory.ListOptions{IncludeDeleted: deleted})
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	out := MemoryList{Scope: req.scope.String(), Memories: make([]MemoryBody, len(list))}
@@ -353,7 +371,7 @@ func (g *Gateway) getMemory(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	m, err := g.memories.Get(r.Context(), tenant, req.scope, req.name)
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	if wantsMarkdown(r) {
@@ -399,7 +417,7 @@ func (g *Gateway) putMemory(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	res, err := g.memories.Write(ctx, tenant, req.scope, doc, req.change, req.expect)
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	status := http.StatusOK
@@ -417,7 +435,7 @@ func (g *Gateway) deleteMemory(w http.ResponseWriter, r *http.Request, tenant st
 	}
 	res, err := g.memories.Delete(r.Context(), tenant, req.scope, req.name, req.change, req.expect)
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	writeStableJSON(w, http.StatusOK, resultBody(res))
@@ -430,7 +448,7 @@ func (g *Gateway) listRevisions(w http.ResponseWriter, r *http.Request, tenant s
 	}
 	revs, err := g.memories.Revisions(r.Context(), tenant, req.scope, req.name)
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	out := RevisionList{Scope: req.scope.String(), Name: string(req.name), Revisions: make([]RevisionBody, len(revs))}
@@ -459,9 +477,10 @@ func (g *Gateway) getRevision(w http.ResponseWriter, r *http.Request, tenant str
 		g.refuseMemory(w, r, req.change.Actor, err)
 		return
 	}
+	req.revision = n
 	rev, err := g.memories.Revision(r.Context(), tenant, req.scope, req.name, n)
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	if wantsMarkdown(r) {
@@ -482,9 +501,10 @@ func (g *Gateway) restoreRevision(w http.ResponseWriter, r *http.Request, tenant
 		g.refuseMemory(w, r, req.change.Actor, err)
 		return
 	}
+	req.revision = n
 	res, err := g.memories.Rollback(r.Context(), tenant, req.scope, req.name, n, req.change, req.expect)
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	w.Header().Set("ETag", etag(res.Memory.Revision))
@@ -510,7 +530,7 @@ func (g *Gateway) diffRevisions(w http.ResponseWriter, r *http.Request, tenant s
 	} else {
 		m, err := g.memories.GetAny(ctx, tenant, req.scope, req.name)
 		if err != nil {
-			g.memoryFailure(w, err)
+			g.memoryFailure(w, req, err)
 			return
 		}
 		to = m.Revision
@@ -523,12 +543,16 @@ func (g *Gateway) diffRevisions(w http.ResponseWriter, r *http.Request, tenant s
 	} else {
 		from = max(to-1, 1)
 	}
-	diff, err := g.memories.Diff(ctx, tenant, req.scope, req.name, from, to)
-	if err != nil {
-		g.memoryFailure(w, err)
-		return
+	// Each revision read on its own, so a 404 names the one that is missing.
+	var revs [2]memory.Revision
+	for i, n := range []int64{from, to} {
+		if revs[i], err = g.memories.Revision(ctx, tenant, req.scope, req.name, n); err != nil {
+			req.revision = n
+			g.memoryFailure(w, req, err)
+			return
+		}
 	}
-	writeStableJSON(w, http.StatusOK, DiffBody{Scope: req.scope.String(), Name: string(req.name), From: from, To: to, Diff: diff})
+	writeStableJSON(w, http.StatusOK, DiffBody{Scope: req.scope.String(), Name: string(req.name), From: from, To: to, Diff: memory.DiffRevisions(revs[0], revs[1])})
 }
 
 func (g *Gateway) getIndex(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -539,7 +563,7 @@ func (g *Gateway) getIndex(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	ix, limits, err := g.indexWithLimits(ctx, tenant, req.scope)
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	if wantsMarkdown(r) {
@@ -578,7 +602,7 @@ func (g *Gateway) putIndex(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	res, err := g.memories.PutIndex(ctx, tenant, req.scope, string(raw), req.change, req.expect.Revision)
 	if err != nil {
-		g.memoryFailure(w, err)
+		g.memoryFailure(w, req, err)
 		return
 	}
 	limits, err := g.memories.Limits(ctx, tenant)

@@ -330,3 +330,39 @@ func TestContextStartsWithTheMemorySection(t *testing.T) {
 	_, _, raw = h.call(t, "GET", "/v1/sessions/without/context", "key-acme", "", nil)
 	require.True(t, bytes.HasPrefix(raw, []byte(`{"system":[],`)), "no scope, no memory section: %s", raw[:40])
 }
+
+// TestMissingMemoriesAre404WithAPublicMessage: a memory that is deleted,
+// was never written, or lacks the revision asked for answers 404 not_found
+// with a message for the client — what is missing and, for a deleted
+// memory, how to bring it back — and none of the store's own error text
+// (function names, "not found" wrapped in them).
+func TestMissingMemoriesAre404WithAPublicMessage(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	status, _, raw := h.call(t, "PUT", memPath+"gone", "key-acme", memoryMarkdown("gone", "soon deleted", "x"), nil)
+	require.Equal(t, http.StatusCreated, status, string(raw))
+	status, _, raw = h.call(t, "DELETE", memPath+"gone", "key-acme", "", nil)
+	require.Equal(t, http.StatusOK, status, string(raw))
+
+	deleted := "memory gone of scope user:u-42 is deleted; GET its revisions and POST …/revisions/{rev}/restore to bring it back"
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", memPath + "gone", deleted},
+		{"GET", memPath + "gone.md", deleted},
+		{"DELETE", memPath + "gone", deleted},
+		{"GET", memPath + "never", "no memory never in scope user:u-42"},
+		{"DELETE", memPath + "never", "no memory never in scope user:u-42"},
+		{"GET", memPath + "never/revisions", "no memory never in scope user:u-42"},
+		{"GET", memPath + "gone/revisions/9", "memory gone of scope user:u-42 has no revision 9"},
+		{"POST", memPath + "gone/revisions/9/restore", "memory gone of scope user:u-42 has no revision 9"},
+		{"POST", memPath + "never/revisions/1/restore", "memory never of scope user:u-42 has no revision 1"},
+		{"GET", memPath + "gone/diff?from=1&to=9", "memory gone of scope user:u-42 has no revision 9"},
+	} {
+		status, _, raw := h.call(t, c.method, c.path, "key-acme", "", nil)
+		require.Equal(t, http.StatusNotFound, status, "%s %s: %s", c.method, c.path, raw)
+		code, msg := apiError(t, raw)
+		require.Equal(t, "not_found", code)
+		require.Equal(t, c.want, msg, "%s %s", c.method, c.path)
+		require.NotContains(t, msg, "memory.", "no internal names")
+		require.NotContains(t, msg, "store.", "no internal names")
+	}
+}

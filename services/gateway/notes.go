@@ -38,11 +38,24 @@ func (g *Gateway) getNotes(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	var n store.Notes
+	sessionExists := true
 	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
 		var err error
 		n, err = tx.Notes(r.Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			// No notes: tell a session without notes from no session.
+			if _, serr := tx.Session(r.Context(), id); errors.Is(serr, store.ErrNotFound) {
+				sessionExists = false
+			} else if serr != nil {
+				return serr
+			}
+		}
 		return err
 	})
+	if !sessionExists {
+		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && n.Content == "") {
 		writeError(w, http.StatusNotFound, "not_found", "session "+id+" has no notes yet (they are first written when it reaches the tenant's session_memory.init_tokens)")
 		return

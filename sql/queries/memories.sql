@@ -96,3 +96,24 @@ RETURNING *;
 
 -- name: AgentMemoryWriteGet :one
 SELECT * FROM agent_memory_writes WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
+-- name: ScopeList :many
+-- A page of the tenant's scopes that hold memories (live or deleted), in
+-- scope order strictly after after_scope, whose names start with both
+-- prefixes (an empty prefix: any): how many memories each holds live and deleted, when
+-- one last changed, and when the scope was last consolidated.
+WITH page AS (
+    SELECT m.scope,
+           count(*) FILTER (WHERE m.deleted_at IS NULL)::bigint AS live,
+           count(*) FILTER (WHERE m.deleted_at IS NOT NULL)::bigint AS deleted,
+           max(m.updated_at)::timestamptz AS updated_at
+    FROM memories m
+    WHERE m.tenant_id = @tenant_id AND m.scope > @after_scope::text
+      AND starts_with(m.scope, @kind_prefix::text) AND starts_with(m.scope, @prefix::text)
+    GROUP BY m.scope
+    ORDER BY m.scope
+    LIMIT @max_rows
+)
+SELECT p.scope, p.live, p.deleted, p.updated_at, d.last_consolidated_at
+FROM page p LEFT JOIN dream_scopes d ON d.tenant_id = @tenant_id AND d.scope = p.scope
+ORDER BY p.scope;

@@ -60,3 +60,19 @@ WHERE tenant_id = @tenant_id AND session_id = @session_id;
 -- Replaces the texts pinned to the session.
 UPDATE sessions SET pins = @pins, updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
+-- name: SessionList :many
+-- A page of the tenant's sessions, newest first, strictly after the
+-- (before_created_at, before_session_id) key (+infinity for the first
+-- page), that match the filters: a state among states (all when empty),
+-- updated after updated_after (-infinity: any), the agent (all when empty),
+-- a memory_scope holding scope_filter (an empty object: any).
+SELECT * FROM sessions
+WHERE tenant_id = @tenant_id
+  AND (created_at, session_id) < (@before_created_at::timestamptz, @before_session_id::text)
+  AND (cardinality(@states::text[]) = 0 OR state = ANY(@states::text[]))
+  AND updated_at > @updated_after::timestamptz
+  AND (@agent_id::text = '' OR agent_id = @agent_id::text)
+  AND memory_scope @> @scope_filter::jsonb
+ORDER BY created_at DESC, session_id DESC
+LIMIT @max_rows;

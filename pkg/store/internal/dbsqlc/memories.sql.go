@@ -570,3 +570,73 @@ func (q *Queries) MemorySectionPut(ctx context.Context, arg MemorySectionPutPara
 	}
 	return result.RowsAffected(), nil
 }
+
+const scopeList = `-- name: ScopeList :many
+WITH page AS (
+    SELECT m.scope,
+           count(*) FILTER (WHERE m.deleted_at IS NULL)::bigint AS live,
+           count(*) FILTER (WHERE m.deleted_at IS NOT NULL)::bigint AS deleted,
+           max(m.updated_at)::timestamptz AS updated_at
+    FROM memories m
+    WHERE m.tenant_id = $1 AND m.scope > $2::text
+      AND starts_with(m.scope, $3::text) AND starts_with(m.scope, $4::text)
+    GROUP BY m.scope
+    ORDER BY m.scope
+    LIMIT $5
+)
+SELECT p.scope, p.live, p.deleted, p.updated_at, d.last_consolidated_at
+FROM page p LEFT JOIN dream_scopes d ON d.tenant_id = $1 AND d.scope = p.scope
+ORDER BY p.scope
+`
+
+type ScopeListParams struct {
+	TenantID   string
+	AfterScope string
+	KindPrefix string
+	Prefix     string
+	MaxRows    int32
+}
+
+type ScopeListRow struct {
+	Scope              string
+	Live               int64
+	Deleted            int64
+	UpdatedAt          pgtype.Timestamptz
+	LastConsolidatedAt pgtype.Timestamptz
+}
+
+// A page of the tenant's scopes that hold memories (live or deleted), in
+// scope order strictly after after_scope, whose names start with both
+// prefixes (an empty prefix: any): how many memories each holds live and deleted, when
+// one last changed, and when the scope was last consolidated.
+func (q *Queries) ScopeList(ctx context.Context, arg ScopeListParams) ([]ScopeListRow, error) {
+	rows, err := q.db.Query(ctx, scopeList,
+		arg.TenantID,
+		arg.AfterScope,
+		arg.KindPrefix,
+		arg.Prefix,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ScopeListRow{}
+	for rows.Next() {
+		var i ScopeListRow
+		if err := rows.Scan(
+			&i.Scope,
+			&i.Live,
+			&i.Deleted,
+			&i.UpdatedAt,
+			&i.LastConsolidatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -95,6 +95,100 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 	return i, err
 }
 
+const sessionList = `-- name: SessionList :many
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins FROM sessions
+WHERE tenant_id = $1
+  AND (created_at, session_id) < ($2::timestamptz, $3::text)
+  AND (cardinality($4::text[]) = 0 OR state = ANY($4::text[]))
+  AND updated_at > $5::timestamptz
+  AND ($6::text = '' OR agent_id = $6::text)
+  AND memory_scope @> $7::jsonb
+ORDER BY created_at DESC, session_id DESC
+LIMIT $8
+`
+
+type SessionListParams struct {
+	TenantID        string
+	BeforeCreatedAt pgtype.Timestamptz
+	BeforeSessionID string
+	States          []string
+	UpdatedAfter    pgtype.Timestamptz
+	AgentID         string
+	ScopeFilter     []byte
+	MaxRows         int32
+}
+
+// A page of the tenant's sessions, newest first, strictly after the
+// (before_created_at, before_session_id) key (+infinity for the first
+// page), that match the filters: a state among states (all when empty),
+// updated after updated_after (-infinity: any), the agent (all when empty),
+// a memory_scope holding scope_filter (an empty object: any).
+func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Session, error) {
+	rows, err := q.db.Query(ctx, sessionList,
+		arg.TenantID,
+		arg.BeforeCreatedAt,
+		arg.BeforeSessionID,
+		arg.States,
+		arg.UpdatedAfter,
+		arg.AgentID,
+		arg.ScopeFilter,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Session{}
+	for rows.Next() {
+		var i Session
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.AgentID,
+			&i.Model,
+			&i.ContextWindow,
+			&i.MaxOutputTokens,
+			&i.MemoryScope,
+			&i.AppliedSeq,
+			&i.WaitingTurns,
+			&i.MessageCount,
+			&i.BaselineTokens,
+			&i.HasUsage,
+			&i.PendingTokens,
+			&i.TokenCount,
+			&i.State,
+			&i.CompactionInFlight,
+			&i.CompactRequests,
+			&i.AutoCompactEnabled,
+			&i.ToolCallsTotal,
+			&i.RejectedTurns,
+			&i.LastResponseAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CompactionID,
+			&i.KeepFrom,
+			&i.CompactFailures,
+			&i.CompactCircuitOpen,
+			&i.StaleUsageAbove,
+			&i.ContextEpoch,
+			&i.SkippedSeqs,
+			&i.LastSkippedFrom,
+			&i.LastSkippedTo,
+			&i.CompactCircuitUntil,
+			&i.AutoCompactSeqs,
+			&i.ThrashHeld,
+			&i.Pins,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at

@@ -241,6 +241,24 @@ func (c *Client) GetSession(ctx context.Context, id string) (Session, error) {
 	return out, err
 }
 
+// ListSessions reads a page of the tenant's sessions, newest first.
+func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (SessionList, error) {
+	var out SessionList
+	r := get("/v1/sessions")
+	r.query = opts.query()
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
+// ListScopes reads a page of the scopes that hold the tenant's memories.
+func (c *Client) ListScopes(ctx context.Context, opts ListOptions) (ScopeList, error) {
+	var out ScopeList
+	r := get("/v1/scopes")
+	r.query = opts.query()
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
 // PatchSession sets a session's switches and returns the session.
 func (c *Client) PatchSession(ctx context.Context, id string, patch SessionPatch) (Session, error) {
 	var out Session

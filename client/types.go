@@ -1,6 +1,8 @@
 package client
 
 import (
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -60,7 +62,54 @@ type Session struct {
 	SkippedSeqs    int64      `json:"skipped_seqs"`
 	LastSkipped    *SeqRange  `json:"last_skipped,omitempty"`
 	LastResponseAt *time.Time `json:"last_response_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+// SessionList is a page of sessions; NextCursor is "" on the last page.
+type SessionList struct {
+	Items      []Session `json:"items"`
+	NextCursor string    `json:"next_cursor"`
+}
+
+// ScopeSummary is a scope that holds memories.
+type ScopeSummary struct {
+	Scope              string     `json:"scope"`
+	Kind               string     `json:"kind"`
+	ID                 string     `json:"id"`
+	Memories           int64      `json:"memories"`
+	DeletedMemories    int64      `json:"deleted_memories"`
+	UpdatedAt          time.Time  `json:"updated_at"`
+	LastConsolidatedAt *time.Time `json:"last_consolidated_at,omitempty"`
+}
+
+// ScopeList is a page of scopes; NextCursor is "" on the last page.
+type ScopeList struct {
+	Items      []ScopeSummary `json:"items"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// ListOptions pages a listing: Limit (0: the server's default) items from
+// Cursor ("" for the first page), with the listing's filters (sessions:
+// state, updated_after, agent, scope; scopes: kind, prefix).
+type ListOptions struct {
+	Limit   int
+	Cursor  string
+	Filters map[string]string
+}
+
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	for k, v := range o.Filters {
+		q.Set(k, v)
+	}
+	return q
 }
 
 // PreflightRequest asks how a session would stand with messages not yet sent.

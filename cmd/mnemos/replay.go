@@ -111,7 +111,10 @@ func printSessions(ctx context.Context, w io.Writer, events []turn.Event, scope 
 		read := "; not accounted yet"
 		for _, st := range states {
 			if st.SessionID == s.ID {
-				read = fmt.Sprintf("; applied through seq %d, %d tokens (%s)", st.AppliedSeq, st.Tokens.Count, st.Tokens.State)
+				read = fmt.Sprintf("; applied through seq %d, %d tokens (%s), %d automatic compactions asked", st.AppliedSeq, st.Tokens.Count, st.Tokens.State, st.CompactRequests)
+				if st.ThrashHeld > 0 {
+					read += fmt.Sprintf(", %d held back by the thrash guard", st.ThrashHeld)
+				}
 			}
 		}
 		fmt.Fprintln(w, read)

@@ -34,7 +34,7 @@ func TestReplayNamesTheSessionAndItsMemoryScope(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	// The state read back is the server's at that moment: the accountant
 	// may not have applied the last events, or any.
-	readBack := `; (applied through seq \d+, \d+ tokens \(\w+\)|not accounted yet)$`
+	readBack := `; (applied through seq \d+, \d+ tokens \(\w+\), \d+ automatic compactions asked|not accounted yet)$`
 	require.Regexp(t, `^session rp: 6 turn events of agent main, memory scope user:u-1 project:replayed agent:explore`+readBack, lines[0])
 	require.Equal(t, `next: curl -s -H "Authorization: Bearer $MNEMOS_API_KEY" `+p.http+"/v1/sessions/rp | jq .tokens", lines[1])
 	require.Contains(t, lines[2], p.http+"/v1/sessions/rp/context")

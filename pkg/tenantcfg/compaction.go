@@ -3,10 +3,12 @@ package tenantcfg
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 // Compaction holds a tenant's compaction settings (see docs/compaction.md).
@@ -181,4 +183,40 @@ func CheckPins(pins []string) error {
 		}
 	}
 	return nil
+}
+
+// Compacts reports whether a session compacts by itself: its own switch
+// (PATCH /v1/sessions/{id}) and the tenant's (Auto) both on.
+func (c Compaction) Compacts(s store.Session) bool { return c.Auto && s.AutoCompactEnabled }
+
+// AutoDecision is whether a turn asks for an automatic compaction.
+type AutoDecision struct {
+	// Ask: the turn asks; Seqs are then the session's AutoCompactSeqs with
+	// it. Held: the thrash guard held a due compaction back.
+	Ask, Held bool
+	Seqs      []int64
+}
+
+// AutoCompaction decides for turn seq of session s, whose count is above
+// its auto-compact threshold (above), whether the turn asks for an
+// automatic compaction: the session compacts by itself, none is in flight,
+// and the thrash guard lets it — a session that asked ThrashCompactions
+// times within its last ThrashTurns turns asks for no more until the oldest
+// falls out of that window (0 compactions turns the guard off). The
+// accountant decides with it after each turn, the gateway before a call.
+func (c Compaction) AutoCompaction(s store.Session, seq int64, above bool) AutoDecision {
+	if !above || !c.Compacts(s) || s.CompactionInFlight {
+		return AutoDecision{}
+	}
+	within := 0
+	for _, asked := range s.AutoCompactSeqs {
+		if seq-asked < int64(c.ThrashTurns) {
+			within++
+		}
+	}
+	if c.ThrashCompactions > 0 && within >= c.ThrashCompactions {
+		return AutoDecision{Held: true}
+	}
+	seqs := append(slices.Clone(s.AutoCompactSeqs), seq)
+	return AutoDecision{Ask: true, Seqs: seqs[max(len(seqs)-max(c.ThrashCompactions, 1), 0):]}
 }

@@ -665,7 +665,7 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 // switch and its tenant's are both on. A request made before either was
 // turned off is skipped.
 func autoCompacts(j job) bool {
-	return j.set.Compaction.Auto && j.state.Session.AutoCompactEnabled
+	return j.set.Compaction.Compacts(j.state.Session)
 }
 
 // circuitOpen reports whether the compaction skips the model: an

@@ -185,12 +185,11 @@ func (g *Gateway) askAutoCompaction(ctx context.Context, tenant, id string, set 
 			return err
 		}
 		limits := accounting.Limits(set.Tokens, sess)
-		c := set.Compaction
-		if sess.CompactionInFlight || !limits.AboveAutoCompact(sess.TokenCount) || !sess.AutoCompactEnabled || !c.Auto ||
-			accounting.Thrashing(sess.AutoCompactSeqs, sess.AppliedSeq, c.ThrashCompactions, c.ThrashTurns) {
+		auto := set.Compaction.AutoCompaction(sess, sess.AppliedSeq, limits.AboveAutoCompact(sess.TokenCount))
+		if !auto.Ask {
 			return nil
 		}
-		request, asked, err := tx.RequestAutoCompaction(ctx, id, accounting.RecentCompactions(sess.AutoCompactSeqs, sess.AppliedSeq, c.ThrashCompactions))
+		request, asked, err := tx.RequestAutoCompaction(ctx, id, auto.Seqs)
 		if err != nil || !asked {
 			return err
 		}

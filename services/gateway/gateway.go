@@ -609,7 +609,7 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 			return
 		}
 	}
-	s.AutoCompactEnabled = s.AutoCompactEnabled && set.Compaction.Auto // compact_first only when the session compacts by itself
+	s.AutoCompactEnabled = set.Compaction.Compacts(s) // compact_first only when the session compacts by itself
 	out := PreflightBody{Preflight: accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages)}
 	if req.Compact && out.CompactFirst && !s.CreatedAt.IsZero() {
 		wait := g.cfg.ContextWait
@@ -640,7 +640,7 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 		if req.MaxOutputTokens != 0 {
 			s.MaxOutputTokens = req.MaxOutputTokens
 		}
-		s.AutoCompactEnabled = s.AutoCompactEnabled && set.Compaction.Auto
+		s.AutoCompactEnabled = set.Compaction.Compacts(s)
 		out.Preflight = accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages)
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -223,7 +223,7 @@ func sessionState(set tenantcfg.Settings, s store.Session) SessionState {
 		AppliedSeq: s.AppliedSeq, Messages: s.MessageCount,
 		Tokens:             accounting.Status(accounting.Limits(set.Tokens, s), s.TokenCount),
 		CompactionInFlight: s.CompactionInFlight, AutoCompactEnabled: s.AutoCompactEnabled,
-		AutoCompact:     s.AutoCompactEnabled && set.Compaction.Auto,
+		AutoCompact:     set.Compaction.Compacts(s),
 		CompactRequests: s.CompactRequests, ThrashHeld: s.ThrashHeld, ToolCallsTotal: s.ToolCallsTotal, RejectedTurns: s.RejectedTurns,
 		SkippedSeqs: s.SkippedSeqs, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}

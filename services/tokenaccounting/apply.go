@@ -385,19 +385,18 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 			PreviousState: sess.State, Tokens: status, At: now,
 		})
 	}
-	if limits.AboveAutoCompact(count) && next.AutoCompactEnabled && set.Compaction.Auto && !next.CompactionInFlight {
-		if accounting.Thrashing(next.AutoCompactSeqs, ev.Seq, set.Compaction.ThrashCompactions, set.Compaction.ThrashTurns) {
-			next.ThrashHeld++
-			plan.thrashHeld = true
-		} else {
-			next.CompactionInFlight = true
-			next.CompactRequests++
-			next.AutoCompactSeqs = accounting.RecentCompactions(next.AutoCompactSeqs, ev.Seq, set.Compaction.ThrashCompactions)
-			plan.outgoing = append(plan.outgoing, events.CompactRequested{
-				Schema: events.SchemaCompactRequested, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
-				Request: next.CompactRequests, Trigger: events.TriggerAuto, Tokens: status, At: now,
-			})
-		}
+	switch auto := set.Compaction.AutoCompaction(*next, ev.Seq, limits.AboveAutoCompact(count)); {
+	case auto.Held:
+		next.ThrashHeld++
+		plan.thrashHeld = true
+	case auto.Ask:
+		next.CompactionInFlight = true
+		next.CompactRequests++
+		next.AutoCompactSeqs = auto.Seqs
+		plan.outgoing = append(plan.outgoing, events.CompactRequested{
+			Schema: events.SchemaCompactRequested, TenantID: ev.TenantID, SessionID: ev.SessionID, Seq: ev.Seq,
+			Request: next.CompactRequests, Trigger: events.TriggerAuto, Tokens: status, At: now,
+		})
 	}
 	var offloaded []string
 	for _, d := range in.decisions {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -131,6 +130,9 @@ func TestPlanThrashGuard(t *testing.T) {
 	require.False(t, asked.thrashHeld)
 	require.Equal(t, []int64{6, 9, 13}, asked.next.AutoCompactSeqs)
 
-	require.False(t, accounting.Thrashing([]int64{10, 11, 12}, 12, 0, 10), "0 turns the guard off")
-	require.Equal(t, []int64{5}, accounting.RecentCompactions(nil, 5, 3))
+	set := tenantcfg.Defaults().Compaction
+	set.ThrashCompactions = 0
+	busy := store.Session{AutoCompactEnabled: true, AutoCompactSeqs: []int64{10, 11, 12}}
+	require.Equal(t, tenantcfg.AutoDecision{Ask: true, Seqs: []int64{13}}, set.AutoCompaction(busy, 13, true), "0 turns the guard off (and keeps only the latest turn that asked)")
+	require.Equal(t, tenantcfg.AutoDecision{}, set.AutoCompaction(busy, 13, false), "below the threshold: nothing")
 }

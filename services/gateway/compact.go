@@ -113,23 +113,10 @@ func (g *Gateway) postCompact(w http.ResponseWriter, r *http.Request, tenant str
 		if err != nil {
 			return err
 		}
-		if c, err = tx.RequestCompaction(ctx, c); err != nil {
-			return err
-		}
-		if err := tx.MarkCompactionRequested(ctx, id); err != nil {
-			return err
-		}
-		return outbox.Enqueue(ctx, tx, events.CompactRequested{
-			Schema: events.SchemaCompactRequested, TenantID: tenant, SessionID: id, Seq: sess.AppliedSeq,
-			CompactionID: c.ID, Trigger: events.TriggerManual, At: time.Now().UTC(),
-		})
+		c, err = requestCompaction(ctx, tx, sess, c)
+		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
-		return
-	}
-	if err != nil {
-		g.internal(w, "requesting compaction", err)
+	if g.sessionFailed(w, r, id, "requesting compaction", err) {
 		return
 	}
 	g.metrics.manualCompactions.Add(ctx, 1)
@@ -236,21 +223,30 @@ func (g *Gateway) compactBeforeCall(ctx context.Context, tenant, id string, wait
 			})
 			return err
 		}
-		if c, err = tx.RequestCompaction(ctx, c); err != nil {
-			return err
-		}
-		if err := tx.MarkCompactionRequested(ctx, id); err != nil {
-			return err
-		}
-		return outbox.Enqueue(ctx, tx, events.CompactRequested{
-			Schema: events.SchemaCompactRequested, TenantID: tenant, SessionID: id, Seq: sess.AppliedSeq,
-			CompactionID: c.ID, Trigger: events.TriggerPreflight, At: time.Now().UTC(),
-		})
+		c, err = requestCompaction(ctx, tx, sess, c)
+		return err
 	})
 	if err != nil {
 		return store.Compaction{}, err
 	}
 	return g.awaitCompaction(ctx, tenant, c.ID, wait)
+}
+
+// requestCompaction makes compaction c of session sess (read or locked in
+// tx), marks the session's compaction in flight and asks the compactor for
+// it, through the outbox.
+func requestCompaction(ctx context.Context, tx *store.Tx, sess store.Session, c store.Compaction) (store.Compaction, error) {
+	c, err := tx.RequestCompaction(ctx, c)
+	if err != nil {
+		return c, err
+	}
+	if err := tx.MarkCompactionRequested(ctx, sess.SessionID); err != nil {
+		return c, err
+	}
+	return c, outbox.Enqueue(ctx, tx, events.CompactRequested{
+		Schema: events.SchemaCompactRequested, TenantID: sess.TenantID, SessionID: sess.SessionID, Seq: sess.AppliedSeq,
+		CompactionID: c.ID, Trigger: c.Trigger, At: time.Now().UTC(),
+	})
 }
 
 func (g *Gateway) getCompaction(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -289,12 +285,7 @@ func (g *Gateway) listCompactions(w http.ResponseWriter, r *http.Request, tenant
 		cs, err = tx.Compactions(r.Context(), id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
-		return
-	}
-	if err != nil {
-		g.internal(w, "listing compactions", err)
+	if g.sessionFailed(w, r, id, "listing compactions", err) {
 		return
 	}
 	out := make([]CompactionBody, len(cs))

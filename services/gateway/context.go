@@ -107,14 +107,7 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 	asked := false
 	for {
 		body, parts, blocked, err := g.assemble(ctx, tenant, id, set, m)
-		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusNotFound, "not_found", "no session "+id)
-			return
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				g.internal(w, "assembling context", err)
-			}
+		if g.sessionFailed(w, r, id, "assembling context", err) {
 			return
 		}
 		// A session at or above auto-compact is compacted before the call:
@@ -167,8 +160,21 @@ func contextWait(r *http.Request, def time.Duration) (time.Duration, error) {
 		return waitParam(r, def)
 	}
 	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > maxContextWait {
+	if err != nil {
 		return 0, fmt.Errorf("compaction_wait_ms=%q: want whole milliseconds between 0 and %d", v, maxContextWait.Milliseconds())
+	}
+	d, err := waitMillis(ms)
+	if err != nil {
+		return 0, fmt.Errorf("compaction_wait_ms=%q: %w", v, err)
+	}
+	return d, nil
+}
+
+// waitMillis is a wait for a compaction given in milliseconds, 0 to
+// maxContextWait.
+func waitMillis(ms int64) (time.Duration, error) {
+	if ms < 0 || ms > maxContextWait.Milliseconds() {
+		return 0, fmt.Errorf("%d: want whole milliseconds between 0 and %d", ms, maxContextWait.Milliseconds())
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

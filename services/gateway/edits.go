@@ -170,14 +170,7 @@ func (g *Gateway) compactForEdit(w http.ResponseWriter, r *http.Request, tenant,
 	}
 	var err error
 	m.compaction, err = g.compactionEdit(r.Context(), tenant, id, c, wait)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
-		return false
-	case err != nil:
-		if r.Context().Err() == nil {
-			g.internal(w, "compacting for the compaction edit", err)
-		}
+	if g.sessionFailed(w, r, id, "compacting for the compaction edit", err) {
 		return false
 	}
 	return true

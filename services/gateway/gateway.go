@@ -432,26 +432,43 @@ type SeqRange struct {
 }
 
 func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
+	if s, set, ok := g.readSession(w, r, tenant); ok {
+		writeJSON(w, http.StatusOK, sessionState(set, s))
+	}
+}
+
+// readSession reads the session of the request's path and its tenant's
+// settings; ok false means an answer was written (400, 404 or 500).
+func (g *Gateway) readSession(w http.ResponseWriter, r *http.Request, tenant string) (store.Session, tenantcfg.Settings, bool) {
 	id, ok := g.pathID(w, r, sessionIDs)
 	if !ok {
-		return
+		return store.Session{}, tenantcfg.Settings{}, false
 	}
 	s, err := g.store.GetSession(r.Context(), tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
-		return
-	}
-	if err != nil {
-		g.internal(w, "reading session", err)
-		return
+	if g.sessionFailed(w, r, id, "reading session", err) {
+		return store.Session{}, tenantcfg.Settings{}, false
 	}
 	set, err := g.settings.For(r.Context(), tenant)
 	if err != nil {
 		g.internal(w, "reading tenant settings", err)
-		return
+		return store.Session{}, tenantcfg.Settings{}, false
 	}
-	out := sessionState(set, s)
-	writeJSON(w, http.StatusOK, out)
+	return s, set, true
+}
+
+// sessionFailed answers a request whose work on session id failed with
+// err: 404 when the session does not exist, 500 otherwise, nothing when
+// the client went away. It reports whether err was a failure.
+func (g *Gateway) sessionFailed(w http.ResponseWriter, r *http.Request, id, doing string, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
+	case r.Context().Err() == nil:
+		g.internal(w, doing, err)
+	}
+	return true
 }
 
 // SessionPatch changes a session's switches; a field left out stays.
@@ -477,15 +494,9 @@ func (g *Gateway) patchSession(w http.ResponseWriter, r *http.Request, tenant st
 	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
 		return tx.SetAutoCompact(r.Context(), id, *p.AutoCompactEnabled)
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
-		return
+	if !g.sessionFailed(w, r, id, "setting the session's switches", err) {
+		g.getSession(w, r, tenant)
 	}
-	if err != nil {
-		g.internal(w, "setting the session's switches", err)
-		return
-	}
-	g.getSession(w, r, tenant)
 }
 
 // PinsBody is a session's pinned texts (PUT replaces them): carried word
@@ -497,22 +508,8 @@ type PinsBody struct {
 }
 
 func (g *Gateway) getPins(w http.ResponseWriter, r *http.Request, tenant string) {
-	id, ok := g.pathID(w, r, sessionIDs)
+	s, set, ok := g.readSession(w, r, tenant)
 	if !ok {
-		return
-	}
-	s, err := g.store.GetSession(r.Context(), tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
-		return
-	}
-	if err != nil {
-		g.internal(w, "reading session", err)
-		return
-	}
-	set, err := g.settings.For(r.Context(), tenant)
-	if err != nil {
-		g.internal(w, "reading tenant settings", err)
 		return
 	}
 	pins := s.Pins
@@ -537,15 +534,9 @@ func (g *Gateway) putPins(w http.ResponseWriter, r *http.Request, tenant string)
 		return
 	}
 	err := g.store.InTx(r.Context(), tenant, func(tx *store.Tx) error { return tx.SetPins(r.Context(), id, body.Pins) })
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no session "+id)
-		return
+	if !g.sessionFailed(w, r, id, "storing pins", err) {
+		g.getPins(w, r, tenant)
 	}
-	if err != nil {
-		g.internal(w, "storing pins", err)
-		return
-	}
-	g.getPins(w, r, tenant)
 }
 
 // PreflightRequest asks how a session would stand with messages not yet sent.
@@ -561,6 +552,21 @@ type PreflightRequest struct {
 	// session.
 	Compact          bool   `json:"compact,omitempty"`
 	CompactionWaitMs *int64 `json:"compaction_wait_ms,omitempty"`
+}
+
+// on is session s with the model, window and output the request names in
+// place of the session's own.
+func (req PreflightRequest) on(s store.Session) store.Session {
+	if req.Model != "" {
+		s.Model = req.Model
+	}
+	if req.ContextWindow != 0 {
+		s.ContextWindow = req.ContextWindow
+	}
+	if req.MaxOutputTokens != 0 {
+		s.MaxOutputTokens = req.MaxOutputTokens
+	}
+	return s
 }
 
 // PreflightBody is the answer to a preflight: the count as it would be,
@@ -580,46 +586,41 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "preflight body: "+err.Error())
 		return
 	}
-	s, err := g.store.GetSession(r.Context(), tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		s = store.Session{TenantID: tenant, SessionID: id, AutoCompactEnabled: true, State: string(tokens.StateOK)}
-	} else if err != nil {
-		g.internal(w, "reading session", err)
-		return
-	}
-	if req.Model != "" {
-		s.Model = req.Model
+	wait := g.cfg.ContextWait
+	if req.CompactionWaitMs != nil {
+		var err error
+		if wait, err = waitMillis(*req.CompactionWaitMs); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_wait", "compaction_wait_ms: "+err.Error())
+			return
+		}
 	}
 	set, err := g.settings.For(r.Context(), tenant)
 	if err != nil {
 		g.internal(w, "reading tenant settings", err)
 		return
 	}
+	stored, err := g.store.GetSession(r.Context(), tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		stored = store.Session{TenantID: tenant, SessionID: id, AutoCompactEnabled: true, State: string(tokens.StateOK)}
+	} else if err != nil {
+		g.internal(w, "reading session", err)
+		return
+	}
+	s := req.on(stored)
 	if req.ContextWindow != 0 || req.MaxOutputTokens != 0 {
 		// Checked only when the request names one: a session's own
 		// numbers came with its turns.
-		if req.ContextWindow != 0 {
-			s.ContextWindow = req.ContextWindow
-		}
-		if req.MaxOutputTokens != 0 {
-			s.MaxOutputTokens = req.MaxOutputTokens
-		}
 		if werr := set.Tokens.CheckWindow(s.Model, s.ContextWindow, s.MaxOutputTokens); werr != nil {
 			g.refuseRequest(w, r, http.StatusBadRequest, "bad_"+werr.Field, werr.Error())
 			return
 		}
 	}
-	s.AutoCompactEnabled = set.Compaction.Compacts(s) // compact_first only when the session compacts by itself
-	out := PreflightBody{Preflight: accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages)}
-	if req.Compact && out.CompactFirst && !s.CreatedAt.IsZero() {
-		wait := g.cfg.ContextWait
-		if req.CompactionWaitMs != nil {
-			if *req.CompactionWaitMs < 0 || time.Duration(*req.CompactionWaitMs)*time.Millisecond > maxContextWait {
-				writeError(w, http.StatusBadRequest, "bad_wait", fmt.Sprintf("compaction_wait_ms %d: want whole milliseconds between 0 and %d", *req.CompactionWaitMs, maxContextWait.Milliseconds()))
-				return
-			}
-			wait = time.Duration(*req.CompactionWaitMs) * time.Millisecond
-		}
+	count := func(s store.Session) accounting.Preflight {
+		s.AutoCompactEnabled = set.Compaction.Compacts(s) // compact_first only when the session compacts by itself
+		return accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages)
+	}
+	out := PreflightBody{Preflight: count(s)}
+	if req.Compact && out.CompactFirst && !stored.CreatedAt.IsZero() {
 		c, err := g.compactBeforeCall(r.Context(), tenant, id, wait, "")
 		if err != nil {
 			g.internal(w, "compacting before the call", err)
@@ -627,21 +628,11 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 		}
 		body := g.compactionBody(c)
 		out.Compaction = &body
-		if s, err = g.store.GetSession(r.Context(), tenant, id); err != nil {
+		if stored, err = g.store.GetSession(r.Context(), tenant, id); err != nil {
 			g.internal(w, "reading session", err)
 			return
 		}
-		if req.Model != "" {
-			s.Model = req.Model
-		}
-		if req.ContextWindow != 0 {
-			s.ContextWindow = req.ContextWindow
-		}
-		if req.MaxOutputTokens != 0 {
-			s.MaxOutputTokens = req.MaxOutputTokens
-		}
-		s.AutoCompactEnabled = set.Compaction.Compacts(s)
-		out.Preflight = accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages)
+		out.Preflight = count(req.on(stored))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

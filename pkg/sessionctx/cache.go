@@ -85,7 +85,7 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (
 		return LoadFor(ctx, tx, sess)
 	}
 	key := cacheKey{sess.TenantID, sess.SessionID}
-	held, from, end := c.get(key, sess.KeepFrom)
+	held, heldCost, from, end := c.get(key, sess.KeepFrom)
 	rows, err := tx.MessagesFrom(ctx, sess.SessionID, end)
 	if err != nil {
 		return State{}, err
@@ -102,48 +102,52 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (
 		msgs = make([]view.Message, 0, len(held)+len(added))
 		msgs = append(append(msgs, held...), added...)
 		end = added[len(added)-1].Position + 1
-		c.put(key, from, end, msgs, rows)
+		cost := heldCost
+		for _, m := range added {
+			cost += messageCost(m)
+		}
+		c.put(key, from, end, msgs, cost, len(rows))
 	}
 	// The full slice expression makes an append by the reader copy instead
 	// of writing into the cache's array.
 	return withMessages(ctx, tx, sess, msgs[:len(msgs):len(msgs)])
 }
 
-// get returns the cached messages of key from position keepFrom on, and
-// the range [from, end) they cover: end is where the store read starts. A
-// session not cached, or cached from a later position than keepFrom, starts
-// from keepFrom with nothing held.
-func (c *Cache) get(key cacheKey, keepFrom int64) (held []view.Message, from, end int64) {
+// get returns the cached messages of key from position keepFrom on, what
+// they cost, and the range [from, end) they cover: end is where the store
+// read starts. A session not cached, or cached from a later position than
+// keepFrom, starts from keepFrom with nothing held.
+func (c *Cache) get(key cacheKey, keepFrom int64) (held []view.Message, cost, from, end int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.sessions[key]
 	if !ok {
 		c.misses++
-		return nil, keepFrom, keepFrom
+		return nil, 0, keepFrom, keepFrom
 	}
 	e := el.Value.(*cached)
 	if keepFrom < e.from {
 		c.misses++
-		return nil, keepFrom, keepFrom
+		return nil, 0, keepFrom, keepFrom
 	}
 	c.hits++
 	c.lru.MoveToFront(el)
 	// Positions have no holes, but the search does not rely on it.
 	i := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].Position >= keepFrom })
-	return e.msgs[i:], keepFrom, max(e.end, keepFrom)
+	cost = e.cost
+	for _, m := range e.msgs[:i] { // the kept point moved on: what lies before it leaves
+		cost -= messageCost(m)
+	}
+	return e.msgs[i:], cost, keepFrom, max(e.end, keepFrom)
 }
 
-// put stores msgs as key's messages [from, end), the rows just fetched
-// counted as read, and drops the sessions read longest ago past maxBytes.
-// A session bigger than the whole cache is not kept.
-func (c *Cache) put(key cacheKey, from, end int64, msgs []view.Message, fetched []store.Message) {
-	var cost int64
-	for _, m := range msgs {
-		cost += messageCost(m)
-	}
+// put stores msgs, which cost cost, as key's messages [from, end), the
+// fetched rows just read counted, and drops the sessions read longest ago
+// past maxBytes. A session bigger than the whole cache is not kept.
+func (c *Cache) put(key cacheKey, from, end int64, msgs []view.Message, cost int64, fetched int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.fetched += int64(len(fetched))
+	c.fetched += int64(fetched)
 	if el, ok := c.sessions[key]; ok {
 		old := el.Value.(*cached)
 		if old.end >= end && old.from <= from {

@@ -116,6 +116,9 @@ func TestCacheReadsOnlyWhatWasStoredSince(t *testing.T) {
 	require.Len(t, plain.Messages, 10)
 	require.Equal(t, plain.Messages, withoutMemos(cached.Messages))
 	require.EqualValues(t, 10, c.Stats().Fetched)
+	fresh := sessionctx.NewCache(64 << 20)
+	e.load(t, fresh, "s1")
+	require.Equal(t, fresh.Stats().Bytes, c.Stats().Bytes, "the cost grown read by read is the cost counted at once")
 
 	// A reader appending to what it got does not write into the cache.
 	_ = append(cached.Messages, view.Message{UUID: "intruder"})

@@ -298,3 +298,13 @@ func (t *Tx) UnfinishedCompaction(ctx context.Context, sessionID string) (Compac
 	}
 	return toCompaction(r), nil
 }
+
+// LatestCompaction is the session's latest compaction, whatever its
+// status; ErrNotFound when it has none.
+func (t *Tx) LatestCompaction(ctx context.Context, sessionID string) (Compaction, error) {
+	r, err := t.q.CompactionLatest(ctx, dbsqlc.CompactionLatestParams{TenantID: t.tenant, SessionID: sessionID})
+	if err != nil {
+		return Compaction{}, fmt.Errorf("store.LatestCompaction: %w", notFound(err))
+	}
+	return toCompaction(r), nil
+}

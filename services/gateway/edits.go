@@ -224,9 +224,12 @@ func askedSinceLastMessage(ctx context.Context, tx *store.Tx, sess store.Session
 	if err != nil || len(last) == 0 {
 		return len(last) == 0, err
 	}
-	all, err := tx.Compactions(ctx, sess.SessionID)
-	if err != nil || len(all) == 0 {
+	latest, err := tx.LatestCompaction(ctx, sess.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
 		return false, err
 	}
-	return !all[len(all)-1].CreatedAt.Before(last[len(last)-1].CreatedAt), nil
+	return !latest.CreatedAt.Before(last[len(last)-1].CreatedAt), nil
 }

@@ -144,3 +144,9 @@ RETURNING compact_requests;
 SELECT * FROM compactions
 WHERE tenant_id = @tenant_id AND session_id = @session_id AND status IN ('requested', 'running')
 ORDER BY created_at DESC, id DESC LIMIT 1;
+
+-- name: CompactionLatest :one
+-- The session's latest compaction, whatever its status.
+SELECT * FROM compactions
+WHERE tenant_id = @tenant_id AND session_id = @session_id
+ORDER BY created_at DESC, id DESC LIMIT 1;

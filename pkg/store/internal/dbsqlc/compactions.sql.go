@@ -239,6 +239,56 @@ func (q *Queries) CompactionInsert(ctx context.Context, arg CompactionInsertPara
 	return i, err
 }
 
+const compactionLatest = `-- name: CompactionLatest :one
+SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at, retention, retention_detail FROM compactions
+WHERE tenant_id = $1 AND session_id = $2
+ORDER BY created_at DESC, id DESC LIMIT 1
+`
+
+type CompactionLatestParams struct {
+	TenantID  string
+	SessionID string
+}
+
+// The session's latest compaction, whatever its status.
+func (q *Queries) CompactionLatest(ctx context.Context, arg CompactionLatestParams) (Compaction, error) {
+	row := q.db.QueryRow(ctx, compactionLatest, arg.TenantID, arg.SessionID)
+	var i Compaction
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.SessionID,
+		&i.Request,
+		&i.Trigger,
+		&i.Direction,
+		&i.PivotUuid,
+		&i.Instructions,
+		&i.Status,
+		&i.LeaseUntil,
+		&i.Method,
+		&i.PreTokens,
+		&i.PostTokens,
+		&i.ThroughPosition,
+		&i.KeepFrom,
+		&i.Head,
+		&i.Summary,
+		&i.LlmCalls,
+		&i.LlmRetries,
+		&i.LlmModel,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CacheReadTokens,
+		&i.CacheWriteTokens,
+		&i.Error,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.Retention,
+		&i.RetentionDetail,
+	)
+	return i, err
+}
+
 const compactionListBySession = `-- name: CompactionListBySession :many
 SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at, retention, retention_detail FROM compactions WHERE tenant_id = $1 AND session_id = $2 ORDER BY created_at, id
 `

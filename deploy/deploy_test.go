@@ -57,7 +57,7 @@ func requireKnownEnv(t *testing.T, where string, names []string) {
 	for _, n := range names {
 		ours := strings.HasPrefix(n, "MNEMOS_") || strings.HasPrefix(n, "OTEL_") || strings.HasSuffix(n, "_API_KEY")
 		if ours {
-			require.True(t, slices.Contains(facts.Env, n), "%s sets %s, which the configuration reader never reads (cmd/mnemos/config.go)", where, n)
+			require.True(t, slices.Contains(facts.Env, n), "%s sets %s, which the configuration table (cmd/mnemos/configtable.go) does not hold", where, n)
 		}
 	}
 }

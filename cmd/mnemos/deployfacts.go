@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync"
 )
 
 // Built with the deployfacts tag, `mnemos deploy-facts` prints, as JSON, what
 // the tests of deploy/ check the Helm chart and docker-compose.yml against:
 // the targets that run as their own process, and every environment variable
-// the configuration reader reads. Those tests run it with
+// of the configuration table (configtable.go). Those tests run it with
 // `go run -tags deployfacts ./cmd/mnemos deploy-facts`; the binary built
 // without the tag (every other build) has no such command.
 func init() {
@@ -27,8 +26,8 @@ func init() {
 	os.Exit(0)
 }
 
-// deployFacts finds the variables by reading the configuration of every
-// target through a getenv that remembers what it was asked.
+// deployFacts lists the targets of the target table and the variables of
+// the configuration table, names and aliases.
 func deployFacts() any {
 	var facts struct {
 		Targets []string `json:"targets"`
@@ -37,18 +36,13 @@ func deployFacts() any {
 	for _, t := range targetTable {
 		facts.Targets = append(facts.Targets, t.name)
 	}
-	var mu sync.Mutex
-	getenv := func(name string) string {
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Contains(facts.Env, name) {
-			facts.Env = append(facts.Env, name)
+	for _, v := range configTable {
+		facts.Env = append(facts.Env, v.env)
+		if v.alias != "" {
+			facts.Env = append(facts.Env, v.alias)
 		}
-		return ""
-	}
-	for _, target := range targetNames() {
-		_, _ = configFromEnv(target, getenv) // single targets fail without a NATS URL; the names are what matter
 	}
 	slices.Sort(facts.Env)
+	facts.Env = slices.Compact(facts.Env)
 	return facts
 }

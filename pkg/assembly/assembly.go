@@ -432,14 +432,15 @@ func (c Context) EncodeParts() (system, messages [][]byte, err error) {
 		if i < len(c.memos) {
 			ref = c.memos[i]
 		}
-		if r, ok := ref.memo.Get(ref.variant); ok && r.Data != nil {
+		r, memo := ref.memo.Get(ref.variant)
+		if memo && r.Data != nil {
 			messages[i] = r.Data
 			continue
 		}
 		if messages[i], err = m.MarshalJSON(); err != nil {
 			return nil, nil, fmt.Errorf("assembly: encode message %d: %w", i, err)
 		}
-		if r, ok := ref.memo.Get(ref.variant); ok {
+		if memo { // Render kept this message's rendering: keep its encoding with it
 			r.Data = messages[i]
 			ref.memo.Put(r)
 		}

@@ -28,23 +28,21 @@ func declaredMetrics(t *testing.T) map[string]bool {
 			if err != nil {
 				return err
 			}
-			for _, at := range decl.FindAllStringSubmatchIndex(string(src), -1) {
-				m := []string{"", string(src[at[2]:at[3]]), string(src[at[4]:at[5]]), string(src[at[6]:at[7]])}
-				name := strings.ReplaceAll(m[2], ".", "_")
+			text := string(src)
+			for _, at := range decl.FindAllStringSubmatchIndex(text, -1) {
+				kind, declared, rest := text[at[2]:at[3]], text[at[4]:at[5]], text[at[6]:at[7]]
+				name := strings.ReplaceAll(declared, ".", "_")
 				// The whole declaration, its options on the lines after it too.
-				stmt := string(src[at[0]:])
-				if end := strings.Index(stmt, "err != nil"); end >= 0 {
-					stmt = stmt[:end]
-				}
-				switch m[1] {
+				stmt, _, _ := strings.Cut(text[at[0]:], "err != nil")
+				switch kind {
 				case "Int64Counter", "Float64Counter", "Int64ObservableCounter":
 					names[name+"_total"] = true
 				case "Float64Histogram":
 					switch {
-					case strings.HasSuffix(strings.TrimSpace(m[3]), ")") && !strings.Contains(m[3], "WithUnit"):
+					case strings.HasSuffix(strings.TrimSpace(rest), ")") && !strings.Contains(rest, "WithUnit"):
 						continue // the no-op fallback of an instrument declared above
 					case strings.Contains(stmt, "WithUnit"):
-						require.Contains(t, stmt, `metric.WithUnit("s")`, "%s: %s is a histogram in seconds, or has no unit", path, m[2])
+						require.Contains(t, stmt, `metric.WithUnit("s")`, "%s: %s is a histogram in seconds, or has no unit", path, declared)
 						names[name+"_seconds"] = true
 					default:
 						names[name] = true // a score without a unit

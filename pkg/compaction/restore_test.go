@@ -326,15 +326,12 @@ func TestRestoreOrderAndFixtures(t *testing.T) {
 // kept, and never restores an instruction file or a plan file as a file.
 func TestRestorePlanSkillsAndNotInstructionFiles(t *testing.T) {
 	t.Parallel()
-	all := numbered(
-		readOf(1, "r1", "/repo/CLAUDE.md", "Always run make lint.")[0],
-		readOf(1, "r1", "/repo/CLAUDE.md", "Always run make lint.")[1],
-		readOf(3, "r2", "/home/u/.claude/plans/refactor.md", "1. split the loader")[0],
-		readOf(3, "r2", "/home/u/.claude/plans/refactor.md", "1. split the loader")[1],
-		readOf(5, "r3", "/repo/src/AGENTS.md", "Use tabs.")[0],
-		readOf(5, "r3", "/repo/src/AGENTS.md", "Use tabs.")[1],
-		readOf(7, "r4", "/repo/main.go", "package main")[0],
-		readOf(7, "r4", "/repo/main.go", "package main")[1],
+	var msgs []view.Message
+	msgs = append(msgs, readOf(1, "r1", "/repo/CLAUDE.md", "Always run make lint.")...)
+	msgs = append(msgs, readOf(3, "r2", "/home/u/.claude/plans/refactor.md", "1. split the loader")...)
+	msgs = append(msgs, readOf(5, "r3", "/repo/src/AGENTS.md", "Use tabs.")...)
+	msgs = append(msgs, readOf(7, "r4", "/repo/main.go", "package main")...)
+	all := numbered(append(msgs,
 		assistant(9, toolUse("s1", "Skill", map[string]any{"command": "pdf"})),
 		user(10, toolResult("s1", "Old pdf instructions.")),
 		assistant(11, toolUse("p1", "ExitPlanMode", map[string]any{"plan": "1. Split the loader.\n2. Test it."})),
@@ -343,7 +340,7 @@ func TestRestorePlanSkillsAndNotInstructionFiles(t *testing.T) {
 		user(14, toolResult("s2", "Read PDFs with pdftotext.")),
 		assistant(15, toolUse("s3", "Skill", map[string]any{"skill": "xlsx"})),
 		user(16, toolResult("s3", "Open spreadsheets with openpyxl.")),
-	)
+	)...)
 	got := compaction.Restore(all, nil, compaction.RestoreLimits{}, compaction.ToolNames{})
 	require.Equal(t, []string{"/repo/main.go"}, paths(restoredFiles(t, got)), "instruction and plan files are not restored as files")
 	var rest []string

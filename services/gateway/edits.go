@@ -170,10 +170,7 @@ func (g *Gateway) compactForEdit(w http.ResponseWriter, r *http.Request, tenant,
 	}
 	var err error
 	m.compaction, err = g.compactionEdit(r.Context(), tenant, id, c, wait)
-	if g.sessionFailed(w, r, id, "compacting for the compaction edit", err) {
-		return false
-	}
-	return true
+	return !g.sessionFailed(w, r, id, "compacting for the compaction edit", err)
 }
 
 // compactionEdit runs the compaction edit c: a session whose count is

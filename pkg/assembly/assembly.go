@@ -67,7 +67,15 @@ type Input struct {
 	// after that message's own: the memories recall surfaced for a user
 	// message. They are recorded once and never change, like Cleared.
 	Beside map[string]turn.Content
+	// Pause, when set, is called after every pauseEvery messages rendered
+	// or encoded afresh (not those a memo holds): a heavy request's
+	// render rests there (limits.Pacer). It must not change anything.
+	Pause func() `json:"-"`
 }
+
+// pauseEvery is how many messages Render and EncodeParts do between calls
+// of Input.Pause: about a millisecond of work.
+const pauseEvery = 500
 
 // Wire is one message exactly as the Anthropic Messages API takes it: no
 // uuid or any other field, which the API would refuse.
@@ -106,6 +114,22 @@ type Context struct {
 	// memos is parallel to Messages: the memo of a stored message that
 	// carries one (nil otherwise), with the variant it was rendered as.
 	memos []memoRef
+	pause pauser
+}
+
+// pauser calls a pause function after every pauseEvery steps of work.
+type pauser struct {
+	pause func()
+	steps int
+}
+
+func (p *pauser) step() {
+	if p.pause == nil {
+		return
+	}
+	if p.steps++; p.steps%pauseEvery == 0 {
+		p.pause()
+	}
 }
 
 type memoRef struct {
@@ -128,6 +152,7 @@ func Render(in Input) Context {
 		Messages:    make([]Wire, 0, n),
 		UUIDs:       make([]string, 0, n),
 		Breakpoints: []Breakpoint{},
+		pause:       pauser{pause: in.Pause},
 	}
 	for _, b := range in.System {
 		b = renderBlock(b, cut{})
@@ -146,6 +171,7 @@ func Render(in Input) Context {
 				return
 			}
 		}
+		c.pause.step()
 		content := renderContent(m.Content, k)
 		if extra := in.Beside[uuid]; uuid != "" && len(extra) > 0 {
 			content = append(slices.Clip(content), renderContent(extra, cut{})...)
@@ -437,6 +463,7 @@ func (c Context) EncodeParts() (system, messages [][]byte, err error) {
 			messages[i] = r.Data
 			continue
 		}
+		c.pause.step()
 		if messages[i], err = m.MarshalJSON(); err != nil {
 			return nil, nil, fmt.Errorf("assembly: encode message %d: %w", i, err)
 		}

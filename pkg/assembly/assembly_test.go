@@ -2,6 +2,7 @@ package assembly_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -293,4 +294,35 @@ func TestBesideBlocksFollowTheirMessage(t *testing.T) {
 
 	in.Messages = append(in.Messages, stored("u2", 5, "user", text("thanks")))
 	require.True(t, assembly.IsPrefix(c.Prefix(), assembly.Render(in).Prefix()))
+}
+
+// TestRenderPausesBetweenBatchesOfWork: a render with Pause set calls it
+// after every 500 messages rendered and every 500 encoded, and only for
+// work done: a second render of messages whose memos hold their rendering
+// and encoding does not pause. The pauses change nothing in the output.
+func TestRenderPausesBetweenBatchesOfWork(t *testing.T) {
+	t.Parallel()
+	msgs := make([]view.Message, 1_200)
+	for i := range msgs {
+		msgs[i] = stored(fmt.Sprintf("u%d", i), int64(i), "user", text(fmt.Sprintf("message %d", i)))
+		msgs[i].Memo = &view.Memo{}
+	}
+	pauses := 0
+	in := assembly.Input{Messages: msgs, Pause: func() { pauses++ }}
+
+	first := assembly.Render(in)
+	_, parts, err := first.EncodeParts()
+	require.NoError(t, err)
+	require.Equal(t, 4, pauses, "two pauses rendering 1,200 messages, two encoding them")
+
+	plain := assembly.Render(assembly.Input{Messages: msgs})
+	_, plainParts, err := plain.EncodeParts()
+	require.NoError(t, err)
+	require.Equal(t, plainParts, parts, "pausing changes nothing in the output")
+
+	pauses = 0
+	again := assembly.Render(in)
+	_, _, err = again.EncodeParts()
+	require.NoError(t, err)
+	require.Zero(t, pauses, "what the memos hold costs no pause")
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/pkg/view"
@@ -86,16 +87,9 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (
 	}
 	key := cacheKey{sess.TenantID, sess.SessionID}
 	held, heldCost, from, end := c.get(key, sess.KeepFrom)
-	rows, err := tx.MessagesFrom(ctx, sess.SessionID, end)
+	added, err := fetchSince(ctx, tx, sess.SessionID, end)
 	if err != nil {
 		return State{}, err
-	}
-	added, err := Messages(rows)
-	if err != nil {
-		return State{}, fmt.Errorf("sessionctx.Load: %w", err)
-	}
-	for i := range added {
-		added[i].Memo = &view.Memo{}
 	}
 	msgs := held
 	if len(added) > 0 {
@@ -106,11 +100,44 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (
 		for _, m := range added {
 			cost += messageCost(m)
 		}
-		c.put(key, from, end, msgs, cost, len(rows))
+		c.put(key, from, end, msgs, cost, len(added))
 	}
 	// The full slice expression makes an append by the reader copy instead
 	// of writing into the cache's array.
 	return withMessages(ctx, tx, sess, msgs[:len(msgs):len(msgs)])
+}
+
+// pageRows is how many messages a read fetches at once: a session read
+// whole comes a page at a time, so the rows Postgres sends and pgx holds
+// are bounded, and a paced read (limits.Pacer) can rest between pages.
+const pageRows = 2_000
+
+// fetchSince fetches and decodes the session's messages from position on,
+// a page at a time, pausing between pages when ctx carries a pacer.
+func fetchSince(ctx context.Context, tx *store.Tx, sessionID string, position int64) ([]view.Message, error) {
+	pacer := limits.PacerFrom(ctx)
+	var out []view.Message
+	for {
+		rows, err := tx.MessagesPage(ctx, sessionID, position, pageRows)
+		if err != nil {
+			return nil, err
+		}
+		page, err := Messages(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sessionctx.Load: %w", err)
+		}
+		for i := range page {
+			page[i].Memo = &view.Memo{}
+		}
+		out = append(out, page...)
+		if len(rows) < pageRows {
+			return out, nil
+		}
+		position = rows[len(rows)-1].Position + 1
+		if err := pacer.Pause(ctx); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // get returns the cached messages of key from position keepFrom on, what

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -204,4 +205,42 @@ func TestRenderingThroughMemosIsTheSame(t *testing.T) {
 	// The stored messages themselves are as they were read.
 	cached, plain := e.load(t, c, "s")
 	require.Equal(t, plain.Messages, withoutMemos(cached.Messages))
+}
+
+// TestCacheReadsALargeSessionAPageAtATime: a session of more messages than
+// a page (2,000) is read whole, in order, page by page; a paced read rests
+// between its pages and reads the same.
+func TestCacheReadsALargeSessionAPageAtATime(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const n = 4_500 // two full pages and a part
+	msgs := make([]turn.Message, n)
+	for i := range msgs {
+		msgs[i] = turn.Message{UUID: fmt.Sprintf("m%d", i), Role: []string{"user", "assistant"}[i%2], Content: turn.Content{{Type: turn.BlockText, Text: fmt.Sprintf("message %d", i)}}}
+	}
+	require.NoError(t, e.acc.Apply(context.Background(), turn.Event{
+		Schema: turn.SchemaV1, EventID: "big-e1", TenantID: tenant, SessionID: "big", Seq: 1,
+		Model: "claude-sonnet-4-5", OccurredAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+		InputMessages: msgs[:n-1], Response: &msgs[n-1],
+	}))
+
+	pacer := limits.NewPacer(0, time.Millisecond) // rest at every pause
+	ctx := limits.WithPacer(context.Background(), pacer)
+	c := sessionctx.NewCache(64 << 20)
+	var cached, plain sessionctx.State
+	require.NoError(t, e.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		var err error
+		if cached, err = c.Load(ctx, tx, "big"); err != nil {
+			return err
+		}
+		plain, err = sessionctx.Load(ctx, tx, "big")
+		return err
+	}))
+	require.Len(t, cached.Messages, n)
+	for i, m := range cached.Messages {
+		require.Equal(t, fmt.Sprintf("m%d", i), m.UUID)
+	}
+	require.Equal(t, plain.Messages, withoutMemos(cached.Messages))
+	require.EqualValues(t, n, c.Stats().Fetched)
+	require.Equal(t, 2*time.Millisecond, pacer.Rested(), "a rest after each full page")
 }

@@ -253,6 +253,20 @@ func (t *Tx) MessagesFrom(ctx context.Context, sessionID string, position int64)
 	return out, nil
 }
 
+// MessagesPage lists at most limit of a session's messages from position
+// on, in order.
+func (t *Tx) MessagesPage(ctx context.Context, sessionID string, position int64, limit int32) ([]Message, error) {
+	rows, err := t.q.MessagePage(ctx, dbsqlc.MessagePageParams{TenantID: t.tenant, SessionID: sessionID, FromPosition: position, MaxRows: limit})
+	if err != nil {
+		return nil, fmt.Errorf("store.MessagesPage: %w", err)
+	}
+	out := make([]Message, len(rows))
+	for i, r := range rows {
+		out[i] = toMessage(r)
+	}
+	return out, nil
+}
+
 // MessageTokensAfter is the estimate of the session's messages after position.
 func (t *Tx) MessageTokensAfter(ctx context.Context, sessionID string, position int64) (int64, error) {
 	n, err := t.q.MessageTokensAfter(ctx, dbsqlc.MessageTokensAfterParams{TenantID: t.tenant, SessionID: sessionID, AfterPosition: position})

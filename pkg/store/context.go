@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
 )
@@ -88,6 +91,9 @@ type ContextSize struct {
 // admits a render by it. A session that does not exist is empty.
 func (t *Tx) ContextSize(ctx context.Context, sessionID string) (ContextSize, error) {
 	row, err := t.q.ContextSize(ctx, dbsqlc.ContextSizeParams{TenantID: t.tenant, SessionID: sessionID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ContextSize{}, nil
+	}
 	if err != nil {
 		return ContextSize{}, fmt.Errorf("store.ContextSize: %w", err)
 	}

@@ -21,7 +21,17 @@ type Message struct {
 	EstimateTokens int64
 	IsResponse     bool
 	StopReason     string
-	CreatedAt      time.Time
+	// BytesThrough is the running total of MessageSize over the session's
+	// messages up to and including this one (ContextSize reads it).
+	BytesThrough int64
+	CreatedAt    time.Time
+}
+
+// MessageSize is what a message counts towards the size of a context: the
+// length of its content, or four bytes per estimated token when that is
+// more (content that holds more than its JSON shows).
+func MessageSize(content []byte, estimateTokens int64) int64 {
+	return max(int64(len(content)), 4*estimateTokens)
 }
 
 // MessageHashes returns the content hashes of those of uuids the session holds.
@@ -52,6 +62,7 @@ func (t *Tx) InsertMessage(ctx context.Context, m Message) (bool, error) {
 		EstimateTokens: m.EstimateTokens,
 		IsResponse:     m.IsResponse,
 		StopReason:     m.StopReason,
+		BytesThrough:   m.BytesThrough,
 	})
 	if err != nil {
 		return false, fmt.Errorf("store.InsertMessage %s: %w", m.UUID, err)
@@ -76,6 +87,6 @@ func toMessage(r dbsqlc.Message) Message {
 	return Message{
 		SessionID: r.SessionID, UUID: r.Uuid, Position: r.Position, Seq: r.Seq, Role: r.Role,
 		Content: r.Content, ContentHash: r.ContentHash, EstimateTokens: r.EstimateTokens,
-		IsResponse: r.IsResponse, StopReason: r.StopReason, CreatedAt: r.CreatedAt.Time,
+		IsResponse: r.IsResponse, StopReason: r.StopReason, BytesThrough: r.BytesThrough, CreatedAt: r.CreatedAt.Time,
 	}
 }

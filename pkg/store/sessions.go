@@ -24,9 +24,12 @@ type Session struct {
 	MemoryScope     map[string]string
 
 	// AppliedSeq is the highest seq applied (or skipped); MessageCount the
-	// number of messages stored, which is also the next message's position.
+	// number of messages stored, which is also the next message's position;
+	// MessageBytes the total of their sizes (MessageSize), which is also
+	// the last one's BytesThrough.
 	AppliedSeq   int64
 	MessageCount int64
+	MessageBytes int64
 	// WaitingTurns counts events kept until a missing predecessor arrives.
 	WaitingTurns int64
 
@@ -91,6 +94,7 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		AppliedSeq:          r.AppliedSeq,
 		WaitingTurns:        r.WaitingTurns,
 		MessageCount:        r.MessageCount,
+		MessageBytes:        r.MessageBytes,
 		BaselineTokens:      r.BaselineTokens,
 		HasUsage:            r.HasUsage,
 		PendingTokens:       r.PendingTokens,
@@ -210,6 +214,7 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		AppliedSeq:         s.AppliedSeq,
 		WaitingTurns:       s.WaitingTurns,
 		MessageCount:       s.MessageCount,
+		MessageBytes:       s.MessageBytes,
 		BaselineTokens:     s.BaselineTokens,
 		HasUsage:           s.HasUsage,
 		PendingTokens:      s.PendingTokens,

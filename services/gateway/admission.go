@@ -194,8 +194,9 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, cost int64, what
 
 // admitRender admits the render of a session's context by its stored size
 // (admitCost). release gives back what was taken; ok false means an answer
-// was written.
-func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id string) (release func(), ok bool) {
+// was written. A heavy render's ctx carries the pacer it renders by
+// (Config.HeavyWork, HeavyRest).
+func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id string) (_ context.Context, release func(), ok bool) {
 	ctx := r.Context()
 	var size store.ContextSize
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
@@ -207,9 +208,14 @@ func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id
 		if ctx.Err() == nil {
 			g.internal(w, "sizing the context", err)
 		}
-		return nil, false
+		return nil, nil, false
 	}
-	return g.admitCost(w, r, renderCost(size), fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", id, size.Messages, size.Bytes>>10))
+	cost := renderCost(size)
+	release, ok = g.admitCost(w, r, cost, fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", id, size.Messages, size.Bytes>>10))
+	if ok && g.admission.heavy != nil && cost >= g.admission.heavyAt && g.cfg.HeavyRest > 0 {
+		ctx = limits.WithPacer(ctx, limits.NewPacer(g.cfg.HeavyWork, g.cfg.HeavyRest))
+	}
+	return ctx, release, ok
 }
 
 // admitCost admits a request expected to hold cost bytes: a heavy one

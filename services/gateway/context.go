@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/recall"
@@ -95,7 +96,7 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 		g.internal(w, "reading tenant settings", err)
 		return
 	}
-	release, ok := g.admitRender(w, r, tenant, id)
+	ctx, release, ok := g.admitRender(w, r, tenant, id)
 	if !ok {
 		return
 	}
@@ -131,7 +132,7 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 		case !blocked:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			_ = parts.write(w) // a failed write means the client went away
+			_ = parts.write(ctx, w) // a failed write means the client went away
 			return
 		default:
 			// Over the blocking limit with nothing coming to fix it, or not
@@ -239,6 +240,7 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // one), and accounts for cache breaks. blocked reports a count at or above
 // the blocking limit.
 func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management) (ContextBody, encodedContext, bool, error) {
+	pacer := limits.PacerFrom(ctx) // a heavy render's (admitRender)
 	var st sessionctx.State
 	var section []string
 	var beside recall.Beside
@@ -287,7 +289,11 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	for i, text := range section {
 		blocks[i] = turn.Block{Type: turn.BlockText, Text: text}
 	}
-	rendered := assembly.Render(assembly.Input{System: blocks, Head: st.Head, Messages: st.Messages, Cleared: st.Cleared, Cuts: st.Cuts, Beside: beside.Blocks})
+	in := assembly.Input{System: blocks, Head: st.Head, Messages: st.Messages, Cleared: st.Cleared, Cuts: st.Cuts, Beside: beside.Blocks}
+	if pacer != nil {
+		in.Pause = func() { _ = pacer.Pause(ctx) } // a request that ends stops at its next read
+	}
+	rendered := assembly.Render(in)
 	system, messages, err := rendered.EncodeParts()
 	if err != nil {
 		return ContextBody{}, encodedContext{}, false, err
@@ -315,6 +321,9 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	return body, encoded, st.Session.TokenCount >= limits.Blocking, nil
 }
 
+// pageWrite is how many messages a paced answer writes between pauses.
+const pageWrite = 1_000
+
 // encodedContext is the answer to a context request in parts, written one
 // after the other: the answer is never joined into one buffer, so a render
 // holds its encoded messages once.
@@ -326,8 +335,9 @@ type encodedContext struct {
 
 // write writes the answer: "system" and "messages" from their parts,
 // then the other fields.
-func (e encodedContext) write(w io.Writer) error {
+func (e encodedContext) write(ctx context.Context, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
+	pacer := limits.PacerFrom(ctx) // a heavy answer is written paced too
 	list := func(parts [][]byte) {
 		_ = bw.WriteByte('[') // bufio keeps the first error; Flush reports it
 		for i, p := range parts {
@@ -335,6 +345,9 @@ func (e encodedContext) write(w io.Writer) error {
 				_ = bw.WriteByte(',')
 			}
 			_, _ = bw.Write(p)
+			if i%pageWrite == pageWrite-1 {
+				_ = pacer.Pause(ctx)
+			}
 		}
 		_ = bw.WriteByte(']')
 	}

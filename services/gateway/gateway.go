@@ -68,6 +68,10 @@ type Config struct {
 	HeavyRequests int
 	HeavyBytes    int64
 	HeavyWait     time.Duration
+	// A heavy context render is paced (limits.Pacer): it rests HeavyRest
+	// after each HeavyWork of reading and rendering, so it leaves the
+	// machine's cores to other tenants' requests; HeavyRest 0 paces nothing.
+	HeavyWork, HeavyRest time.Duration
 	// Heavy, when set, are the process's slots for heavy work, shared with
 	// the accountant; HeavyRequests is then unused.
 	Heavy limits.Heavy
@@ -95,6 +99,8 @@ func DefaultConfig() Config {
 		HeavyRequests:    1,
 		HeavyBytes:       16 << 20,
 		HeavyWait:        3 * time.Second,
+		HeavyWork:        2 * time.Millisecond,
+		HeavyRest:        6 * time.Millisecond,
 
 		ContextCacheBytes: 64 << 20,
 	}

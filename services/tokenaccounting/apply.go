@@ -358,10 +358,12 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 				return plan, fmt.Errorf("encode message %s: %w", m.UUID, err)
 			}
 		}
+		estimate := tokens.EstimateMessage(m)
+		next.MessageBytes += store.MessageSize(content, estimate)
 		plan.added = append(plan.added, store.Message{
 			SessionID: next.SessionID, UUID: m.UUID, Position: next.MessageCount, Seq: ev.Seq, Role: m.Role,
-			Content: content, ContentHash: in.sums[i], EstimateTokens: tokens.EstimateMessage(m),
-			IsResponse: isResponse, StopReason: in.msgs[i].StopReason,
+			Content: content, ContentHash: in.sums[i], EstimateTokens: estimate,
+			IsResponse: isResponse, StopReason: in.msgs[i].StopReason, BytesThrough: next.MessageBytes,
 		})
 		next.MessageCount++
 	}

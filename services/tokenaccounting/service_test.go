@@ -266,6 +266,23 @@ func TestShuffledDuplicatedDeliveryMatchesInOrderReference(t *testing.T) {
 		"SELECT count(*) FROM (SELECT session_id, uuid FROM messages GROUP BY 1, 2 HAVING count(*) > 1) d").Scan(&dupRows))
 	require.Zero(t, dupRows, "no duplicate message rows")
 
+	// Each message carries the running total of the session's message sizes
+	// (what sizing a context reads): every step is the message's own size,
+	// counted once, and the session holds the last total.
+	var badSteps, badTotals int
+	require.NoError(t, pgtest.Admin(t, h.store).QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE step <> greatest(4 * estimate_tokens, step) OR step < octet_length(content::text) / 2)
+		FROM (SELECT estimate_tokens, content,
+		             bytes_through - lag(bytes_through, 1, 0::bigint) OVER (PARTITION BY session_id ORDER BY position) AS step
+		      FROM messages) m`).Scan(&badSteps))
+	require.Zero(t, badSteps, "each message's bytes_through steps by its own size")
+	require.NoError(t, pgtest.Admin(t, h.store).QueryRow(ctx, `
+		SELECT count(*) FROM sessions s
+		WHERE s.message_bytes <> (SELECT coalesce(max(bytes_through), 0) FROM messages m
+		                          WHERE m.tenant_id = s.tenant_id AND m.session_id = s.session_id)
+		   OR s.message_bytes = 0`).Scan(&badTotals))
+	require.Zero(t, badTotals, "each session's message_bytes is its last message's bytes_through")
+
 	compacts := map[string]int{}
 	for _, m := range h.collect(t, bus.StreamEvents, "compact.requested.>") {
 		_, _, session, err := h.bus.ParseSubject(m.Subject())

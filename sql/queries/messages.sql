@@ -14,8 +14,8 @@ CROSS JOIN LATERAL (
 
 -- name: MessageInsert :execrows
 -- Inserts a message unless the session has its uuid already (0 rows then).
-INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason)
-VALUES (@tenant_id, @session_id, @uuid, @position, @seq, @role, @content, @content_hash, @estimate_tokens, @is_response, @stop_reason)
+INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, bytes_through)
+VALUES (@tenant_id, @session_id, @uuid, @position, @seq, @role, @content, @content_hash, @estimate_tokens, @is_response, @stop_reason, @bytes_through)
 ON CONFLICT (tenant_id, session_id, uuid) DO NOTHING;
 
 -- name: MessageListBySession :many
@@ -36,3 +36,11 @@ ORDER BY position;
 -- The estimate of the session's messages after a position.
 SELECT coalesce(sum(estimate_tokens), 0)::bigint FROM messages
 WHERE tenant_id = @tenant_id AND session_id = @session_id AND position > @after_position;
+
+-- name: MessagePage :many
+-- At most max_rows of the session's messages from a position on, in order:
+-- a large session read a page at a time.
+SELECT * FROM messages
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND position >= @from_position
+ORDER BY position
+LIMIT @max_rows;

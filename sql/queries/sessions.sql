@@ -27,6 +27,7 @@ UPDATE sessions SET
     applied_seq = @applied_seq,
     waiting_turns = @waiting_turns,
     message_count = @message_count,
+    message_bytes = @message_bytes,
     baseline_tokens = @baseline_tokens,
     has_usage = @has_usage,
     pending_tokens = @pending_tokens,

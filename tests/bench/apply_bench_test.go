@@ -81,12 +81,12 @@ func applySetup(tb testing.TB, sizes map[string]int) (*tokenaccounting.Service, 
 func fill(tb testing.TB, admin *pgxpool.Pool, id string, n int) {
 	tb.Helper()
 	ctx := context.Background()
-	_, err := admin.Exec(ctx, `INSERT INTO sessions (tenant_id, session_id, agent_id, applied_seq, message_count) VALUES ($1, $2, 'main', 1, $3)`, benchmark.Tenant, id, n)
+	_, err := admin.Exec(ctx, `INSERT INTO sessions (tenant_id, session_id, agent_id, applied_seq, message_count, message_bytes) VALUES ($1, $2, 'main', 1, $3, 64 * $3::bigint)`, benchmark.Tenant, id, n)
 	require.NoError(tb, err)
-	_, err = admin.Exec(ctx, `INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens)
+	_, err = admin.Exec(ctx, `INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, bytes_through)
 		SELECT $1, $2, $2 || '-fill-' || g, g - 1, 1, CASE WHEN g % 2 = 0 THEN 'assistant' ELSE 'user' END,
 		       jsonb_build_array(jsonb_build_object('type', 'text', 'text', 'message ' || g || ' of the session, about the build')),
-		       sha256(($2 || g)::bytea), 12
+		       sha256(($2 || g)::bytea), 12, 64 * g
 		FROM generate_series(1, $3::integer) g`, benchmark.Tenant, id, n)
 	require.NoError(tb, err)
 }

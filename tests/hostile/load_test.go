@@ -53,16 +53,15 @@ const (
 	answerWithin = 10 * time.Second // every one of them answered within
 	maxPeakRSS   = 1 << 30          // the process's peak resident set
 	// maxSlowdown bounds B's p99 during the storm ÷ at rest. The goal is 3.
-	// Measured on two cores (2026-11-25, quiet machine, nine runs): the
-	// turn storm 1.3–2.7; the context storm 2.1–13.3. The context cache
-	// made A's four renders cost about one (the storm now lasts 0.3 s, not
-	// 1.5 s), so B takes only 100–200 samples during it and its p99 is
-	// the slowest one or two: 10–40 ms against 2–5 ms at rest, while the
-	// first, uncached render of A's 30,000 messages holds a core and a
-	// Postgres backend. Until that render is cheaper the test holds the
-	// line at a bound it meets every time, far below the outage it
-	// replaced (every request timed out), and logs the ratio.
-	maxSlowdown = 20.0
+	// Measured on two cores (2026-11-25, quiet machine): the turn storm
+	// 1.3–2.7 (nine runs); the context storm 2.1–13.3 (nine runs) before
+	// the heavy render was paced and its admission stopped scanning the
+	// session, 1.9–4.7 (five runs) since. B's p99 is its third-slowest of
+	// 200–250 samples: 11–14 ms against 2.6–7 ms at rest. What is left is
+	// the burst of A's 200 connections at the storm's start (one B request
+	// of about 50 ms) and the stretches of A's paced render. The test holds
+	// the line at a bound it meets every time and logs the ratio.
+	maxSlowdown = 8.0
 	restSamples = 100            // B's requests at rest
 	killAbove   = int64(3 << 30) // the process is killed past this RSS, to spare the machine
 	readyEvery  = 100 * time.Millisecond

@@ -284,7 +284,7 @@ func (q *Queries) MessageEndOfTurn(ctx context.Context, arg MessageEndOfTurnPara
 }
 
 const messageListRange = `-- name: MessageListRange :many
-SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at FROM messages
+SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at, bytes_through FROM messages
 WHERE tenant_id = $1 AND session_id = $2 AND position >= $3 AND seq <= $4
 ORDER BY position DESC
 LIMIT $5
@@ -328,6 +328,7 @@ func (q *Queries) MessageListRange(ctx context.Context, arg MessageListRangePara
 			&i.IsResponse,
 			&i.StopReason,
 			&i.CreatedAt,
+			&i.BytesThrough,
 		); err != nil {
 			return nil, err
 		}

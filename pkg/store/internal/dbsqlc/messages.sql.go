@@ -72,8 +72,8 @@ func (q *Queries) MessageHashes(ctx context.Context, arg MessageHashesParams) ([
 }
 
 const messageInsert = `-- name: MessageInsert :execrows
-INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, bytes_through)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT (tenant_id, session_id, uuid) DO NOTHING
 `
 
@@ -89,6 +89,7 @@ type MessageInsertParams struct {
 	EstimateTokens int64
 	IsResponse     bool
 	StopReason     string
+	BytesThrough   int64
 }
 
 // Inserts a message unless the session has its uuid already (0 rows then).
@@ -105,6 +106,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (i
 		arg.EstimateTokens,
 		arg.IsResponse,
 		arg.StopReason,
+		arg.BytesThrough,
 	)
 	if err != nil {
 		return 0, err
@@ -113,7 +115,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (i
 }
 
 const messageListBySession = `-- name: MessageListBySession :many
-SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at FROM messages
+SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at, bytes_through FROM messages
 WHERE tenant_id = $1 AND session_id = $2
 ORDER BY position
 `
@@ -145,6 +147,7 @@ func (q *Queries) MessageListBySession(ctx context.Context, arg MessageListBySes
 			&i.IsResponse,
 			&i.StopReason,
 			&i.CreatedAt,
+			&i.BytesThrough,
 		); err != nil {
 			return nil, err
 		}
@@ -157,7 +160,7 @@ func (q *Queries) MessageListBySession(ctx context.Context, arg MessageListBySes
 }
 
 const messageListFrom = `-- name: MessageListFrom :many
-SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at FROM messages
+SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at, bytes_through FROM messages
 WHERE tenant_id = $1 AND session_id = $2 AND position >= $3
 ORDER BY position
 `
@@ -191,6 +194,62 @@ func (q *Queries) MessageListFrom(ctx context.Context, arg MessageListFromParams
 			&i.IsResponse,
 			&i.StopReason,
 			&i.CreatedAt,
+			&i.BytesThrough,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messagePage = `-- name: MessagePage :many
+SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at, bytes_through FROM messages
+WHERE tenant_id = $1 AND session_id = $2 AND position >= $3
+ORDER BY position
+LIMIT $4
+`
+
+type MessagePageParams struct {
+	TenantID     string
+	SessionID    string
+	FromPosition int64
+	MaxRows      int32
+}
+
+// At most max_rows of the session's messages from a position on, in order:
+// a large session read a page at a time.
+func (q *Queries) MessagePage(ctx context.Context, arg MessagePageParams) ([]Message, error) {
+	rows, err := q.db.Query(ctx, messagePage,
+		arg.TenantID,
+		arg.SessionID,
+		arg.FromPosition,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Message{}
+	for rows.Next() {
+		var i Message
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.Uuid,
+			&i.Position,
+			&i.Seq,
+			&i.Role,
+			&i.Content,
+			&i.ContentHash,
+			&i.EstimateTokens,
+			&i.IsResponse,
+			&i.StopReason,
+			&i.CreatedAt,
+			&i.BytesThrough,
 		); err != nil {
 			return nil, err
 		}

@@ -227,6 +227,7 @@ type Message struct {
 	IsResponse     bool
 	StopReason     string
 	CreatedAt      pgtype.Timestamptz
+	BytesThrough   int64
 }
 
 type Outbox struct {
@@ -316,6 +317,7 @@ type Session struct {
 	AutoCompactSeqs     []int64
 	ThrashHeld          int64
 	Pins                []string
+	MessageBytes        int64
 }
 
 type SessionNote struct {

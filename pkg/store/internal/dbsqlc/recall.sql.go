@@ -10,7 +10,7 @@ import (
 )
 
 const recallMessages = `-- name: RecallMessages :many
-SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at FROM messages
+SELECT tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, created_at, bytes_through FROM messages
 WHERE tenant_id = $1 AND session_id = $2 AND seq >= $3
 ORDER BY position
 `
@@ -45,6 +45,7 @@ func (q *Queries) RecallMessages(ctx context.Context, arg RecallMessagesParams) 
 			&i.IsResponse,
 			&i.StopReason,
 			&i.CreatedAt,
+			&i.BytesThrough,
 		); err != nil {
 			return nil, err
 		}

@@ -43,7 +43,7 @@ func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStat
 }
 
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -91,12 +91,13 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.AutoCompactSeqs,
 		&i.ThrashHeld,
 		&i.Pins,
+		&i.MessageBytes,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins FROM sessions
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes FROM sessions
 WHERE tenant_id = $1
   AND (created_at, session_id) < ($2::timestamptz, $3::text)
   AND (cardinality($4::text[]) = 0 OR state = ANY($4::text[]))
@@ -178,6 +179,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.AutoCompactSeqs,
 			&i.ThrashHeld,
 			&i.Pins,
+			&i.MessageBytes,
 		); err != nil {
 			return nil, err
 		}
@@ -192,7 +194,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes
 `
 
 type SessionLockParams struct {
@@ -243,12 +245,13 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.AutoCompactSeqs,
 		&i.ThrashHeld,
 		&i.Pins,
+		&i.MessageBytes,
 	)
 	return i, err
 }
 
 const sessionLockWithin = `-- name: SessionLockWithin :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
 `
 
 type SessionLockWithinParams struct {
@@ -305,6 +308,7 @@ func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinPa
 		&i.AutoCompactSeqs,
 		&i.ThrashHeld,
 		&i.Pins,
+		&i.MessageBytes,
 	)
 	return i, err
 }
@@ -381,24 +385,25 @@ UPDATE sessions SET
     applied_seq = $6,
     waiting_turns = $7,
     message_count = $8,
-    baseline_tokens = $9,
-    has_usage = $10,
-    pending_tokens = $11,
-    token_count = $12,
-    state = $13,
-    compaction_in_flight = $14,
-    compact_requests = $15,
-    auto_compact_seqs = $16,
-    thrash_held = $17,
-    tool_calls_total = $18,
-    rejected_turns = $19,
-    skipped_seqs = $20,
-    last_skipped_from = $21,
-    last_skipped_to = $22,
-    stale_usage_above = $23,
-    last_response_at = $24,
+    message_bytes = $9,
+    baseline_tokens = $10,
+    has_usage = $11,
+    pending_tokens = $12,
+    token_count = $13,
+    state = $14,
+    compaction_in_flight = $15,
+    compact_requests = $16,
+    auto_compact_seqs = $17,
+    thrash_held = $18,
+    tool_calls_total = $19,
+    rejected_turns = $20,
+    skipped_seqs = $21,
+    last_skipped_from = $22,
+    last_skipped_to = $23,
+    stale_usage_above = $24,
+    last_response_at = $25,
     updated_at = now()
-WHERE tenant_id = $25 AND session_id = $26
+WHERE tenant_id = $26 AND session_id = $27
 `
 
 type SessionUpdateAccountingParams struct {
@@ -410,6 +415,7 @@ type SessionUpdateAccountingParams struct {
 	AppliedSeq         int64
 	WaitingTurns       int64
 	MessageCount       int64
+	MessageBytes       int64
 	BaselineTokens     int64
 	HasUsage           bool
 	PendingTokens      int64
@@ -440,6 +446,7 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 		arg.AppliedSeq,
 		arg.WaitingTurns,
 		arg.MessageCount,
+		arg.MessageBytes,
 		arg.BaselineTokens,
 		arg.HasUsage,
 		arg.PendingTokens,

@@ -603,3 +603,26 @@ func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
 	_, _, data, err := c.do(ctx, get("/openapi.json"))
 	return data, err
 }
+
+// CreateMessage sends a Messages API request (Anthropic's body, as JSON)
+// through Mnemos's proxy for session (none when empty) and returns the
+// answer's body. Anthropic's own SDKs speak to the same route; this is for
+// callers that hold the body already.
+func (c *Client) CreateMessage(ctx context.Context, session string, body []byte) ([]byte, error) {
+	return c.messages(ctx, "/v1/messages", session, body)
+}
+
+// CountMessageTokens is count_tokens for a Messages API request as the
+// proxy would send it for session.
+func (c *Client) CountMessageTokens(ctx context.Context, session string, body []byte) ([]byte, error) {
+	return c.messages(ctx, "/v1/messages/count_tokens", session, body)
+}
+
+func (c *Client) messages(ctx context.Context, path, session string, body []byte) ([]byte, error) {
+	r := request{method: http.MethodPost, path: path, body: body, contentType: "application/json", ok: []int{http.StatusOK}}
+	if session != "" {
+		r.header = http.Header{"X-Mnemos-Session": []string{session}}
+	}
+	_, _, data, err := c.do(ctx, r)
+	return data, err
+}

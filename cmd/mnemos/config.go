@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
+	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 // Targets a process can run.
@@ -98,6 +99,9 @@ type Config struct {
 	// ContextCacheBytes (MNEMOS_CONTEXT_CACHE_BYTES) bounds the gateway's
 	// cache of decoded messages.
 	ContextCacheBytes int64
+	// Upstream (MNEMOS_UPSTREAM_ANTHROPIC_URL, _KEY) is where the
+	// gateway's Messages API proxy sends requests.
+	Upstream gateway.Upstream
 
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
 	LogFormat string     // MNEMOS_LOG_FORMAT: text or json

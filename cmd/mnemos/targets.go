@@ -188,6 +188,7 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	cfg.Limits = d.limiter
 	cfg.MaxInflightBytes = d.cfg.MaxInflightBytes
 	cfg.ContextCacheBytes = d.cfg.ContextCacheBytes
+	cfg.Upstream = d.cfg.Upstream
 	cfg.Heavy = d.heavy
 	gw, err := gateway.New(cfg, d.store, d.bus, d.settings, d.logFor(TargetGateway), d.metrics.Meter(TargetGateway))
 	if err != nil {

@@ -30,6 +30,11 @@ type Session struct {
 	AppliedSeq   int64
 	MessageCount int64
 	MessageBytes int64
+	// ProxySeq is the seq of the last round the Messages API proxy
+	// published, ProxyMessages how many of the conversation's messages it
+	// has published (RecordProxyRound).
+	ProxySeq      int64
+	ProxyMessages int64
 	// WaitingTurns counts events kept until a missing predecessor arrives.
 	WaitingTurns int64
 
@@ -95,6 +100,8 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		WaitingTurns:        r.WaitingTurns,
 		MessageCount:        r.MessageCount,
 		MessageBytes:        r.MessageBytes,
+		ProxySeq:            r.ProxySeq,
+		ProxyMessages:       r.ProxyMessages,
 		BaselineTokens:      r.BaselineTokens,
 		HasUsage:            r.HasUsage,
 		PendingTokens:       r.PendingTokens,
@@ -438,6 +445,18 @@ func (t *Tx) SetPins(ctx context.Context, sessionID string, pins []string) error
 	}
 	if n == 0 {
 		return fmt.Errorf("store.SetPins %s: %w", sessionID, ErrNotFound)
+	}
+	return nil
+}
+
+// RecordProxyRound records a round the Messages API proxy published in the
+// session: its seq, and the conversation's messages published through it.
+func (t *Tx) RecordProxyRound(ctx context.Context, sessionID string, seq, messages int64) error {
+	err := t.q.SessionProxyRound(ctx, dbsqlc.SessionProxyRoundParams{
+		TenantID: t.tenant, SessionID: sessionID, ProxySeq: seq, ProxyMessages: messages,
+	})
+	if err != nil {
+		return fmt.Errorf("store.RecordProxyRound: %w", err)
 	}
 	return nil
 }

@@ -58,6 +58,10 @@ type ContextBody struct {
 	// ContextManagement answers the edits of a POST: what they clear in
 	// this context, and the compaction the compaction edit made.
 	ContextManagement *ContextManagementBody `json:"context_management,omitempty"`
+
+	// session is the session as read with the context (the Messages API
+	// proxy needs its stored message count and switches).
+	session store.Session
 }
 
 // CompactionRef names the compaction a context starts with.
@@ -306,6 +310,7 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 		CacheBreakpoints: rendered.Breakpoints, Tokens: accounting.Status(limits, st.Session.TokenCount),
 		ContextTokens: rendered.Tokens, ClearedToolResults: len(st.Cleared),
 		CompactionInFlight: st.Session.CompactionInFlight, Epoch: st.Session.ContextEpoch, LLMProvider: g.cfg.LLMProvider,
+		session: st.Session,
 	}
 	if m != nil {
 		body.ContextManagement = m.answer(editContext(st))

@@ -79,6 +79,13 @@ type Config struct {
 	// reads, so a session read again fetches only what was stored since
 	// (see sessionctx.Cache); negative keeps none.
 	ContextCacheBytes int64
+
+	// Upstream is where POST /v1/messages sends requests (messages.go);
+	// UpstreamClient sends them (it must not time out a long stream);
+	// MaxMessagesBytes bounds a request's body.
+	Upstream         Upstream
+	UpstreamClient   *http.Client
+	MaxMessagesBytes int64
 }
 
 // DefaultMaxInflightBytes is the default budget of bytes in flight.
@@ -103,6 +110,9 @@ func DefaultConfig() Config {
 		HeavyRest:        6 * time.Millisecond,
 
 		ContextCacheBytes: 64 << 20,
+
+		UpstreamClient:   &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: 10 * time.Minute, MaxIdleConnsPerHost: 64}},
+		MaxMessagesBytes: DefaultMaxMessagesBytes,
 	}
 }
 
@@ -183,6 +193,7 @@ func (g *Gateway) Register(mux Mux) {
 	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.expensive(g.postRecall)))
 	g.registerMemories(mux)
 	g.registerDreams(mux)
+	g.registerMessages(mux)
 	mux.Handle("GET /openapi.json", api.Handler())
 	mux.HandleFunc(catchAll, func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
@@ -232,37 +243,55 @@ func (g *Gateway) auth(next func(http.ResponseWriter, *http.Request, string)) ht
 			writeError(w, http.StatusUnauthorized, "unauthorized", "send the API key as 'Authorization: Bearer <key>'")
 			return
 		}
-		key := h[len(prefix):]
-		if tenant, ok := g.keys.Peek(key); ok {
-			next(w, r, tenant)
-			return
-		}
-		addr := clientAddr(r)
-		if wait, blocked := g.keyGuard.blocked(addr); blocked {
-			g.cfg.Limits.Record(r.Context(), limits.LimitKeyFailures)
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			g.refuseRequest(w, r, http.StatusTooManyRequests, "too_many_key_failures",
-				fmt.Sprintf("more than %d failed API key checks from this address within %s; retry later", g.cfg.KeyFailures, g.cfg.KeyFailureWindow))
-			return
-		}
-		if g.keyGuard.knownMiss(key) {
-			g.keyGuard.miss(addr, key)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown or revoked API key")
-			return
-		}
-		tenant, err := g.keys.Get(r.Context(), key, g.store.TenantForAPIKey)
-		if errors.Is(err, store.ErrNotFound) {
-			g.keyGuard.miss(addr, key)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown or revoked API key")
-			return
-		}
-		if err != nil {
-			g.log.Error("api key lookup failed", "err", err)
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "could not verify the API key; retry")
+		tenant, failed := g.tenantOf(w, r, h[len(prefix):])
+		if failed != nil {
+			if failed.code == "too_many_key_failures" {
+				g.refuseRequest(w, r, failed.status, failed.code, failed.message)
+				return
+			}
+			writeError(w, failed.status, failed.code, failed.message)
 			return
 		}
 		next(w, r, tenant)
 	})
+}
+
+// keyFailure is why an API key was not accepted: the answer's status, code
+// and message.
+type keyFailure struct {
+	status        int
+	code, message string
+}
+
+// tenantOf resolves an API key to its tenant: from the key cache, else from
+// Postgres, unless the client's address failed too many checks lately
+// (429, with Retry-After set on w) or the key failed recently.
+func (g *Gateway) tenantOf(w http.ResponseWriter, r *http.Request, key string) (string, *keyFailure) {
+	if tenant, ok := g.keys.Peek(key); ok {
+		return tenant, nil
+	}
+	addr := clientAddr(r)
+	if wait, blocked := g.keyGuard.blocked(addr); blocked {
+		g.cfg.Limits.Record(r.Context(), limits.LimitKeyFailures)
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		return "", &keyFailure{http.StatusTooManyRequests, "too_many_key_failures",
+			fmt.Sprintf("more than %d failed API key checks from this address within %s; retry later", g.cfg.KeyFailures, g.cfg.KeyFailureWindow)}
+	}
+	unknown := &keyFailure{http.StatusUnauthorized, "unauthorized", "unknown or revoked API key"}
+	if g.keyGuard.knownMiss(key) {
+		g.keyGuard.miss(addr, key)
+		return "", unknown
+	}
+	tenant, err := g.keys.Get(r.Context(), key, g.store.TenantForAPIKey)
+	if errors.Is(err, store.ErrNotFound) {
+		g.keyGuard.miss(addr, key)
+		return "", unknown
+	}
+	if err != nil {
+		g.log.Error("api key lookup failed", "err", err)
+		return "", &keyFailure{http.StatusServiceUnavailable, "unavailable", "could not verify the API key; retry"}
+	}
+	return tenant, nil
 }
 
 // TurnAccepted is the answer to POST /v1/turns.
@@ -711,6 +740,7 @@ type gatewayMetrics struct {
 	requestsRefused   metric.Int64Counter
 	edits             metric.Int64Counter
 	editsSaved        metric.Int64Counter
+	proxyRequests     metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (gatewayMetrics, error) {
@@ -741,6 +771,9 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 		return gm, err
 	}
 	if gm.edits, err = m.Int64Counter("mnemos.context.edits", metric.WithDescription("What context-management edits cut, by kind: tool_result, tool_input, thinking (assistant messages).")); err != nil {
+		return gm, err
+	}
+	if gm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Messages API requests, by outcome: managed, passthrough (no session), unmanaged (fail-open), diverged, upstream_error, unrecorded.")); err != nil {
 		return gm, err
 	}
 	if gm.editsSaved, err = m.Int64Counter("mnemos.context.edits.tokens_saved", metric.WithDescription("Tokens context-management edits took out of contexts.")); err != nil {

@@ -77,3 +77,9 @@ WHERE tenant_id = @tenant_id
   AND memory_scope @> @scope_filter::jsonb
 ORDER BY created_at DESC, session_id DESC
 LIMIT @max_rows;
+
+-- name: SessionProxyRound :exec
+-- Records a round the Messages API proxy published: its seq, and how many
+-- of the conversation's messages are published now.
+UPDATE sessions SET proxy_seq = @proxy_seq, proxy_messages = @proxy_messages, updated_at = now()
+WHERE tenant_id = @tenant_id AND session_id = @session_id;

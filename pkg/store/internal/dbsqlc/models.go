@@ -318,6 +318,8 @@ type Session struct {
 	ThrashHeld          int64
 	Pins                []string
 	MessageBytes        int64
+	ProxySeq            int64
+	ProxyMessages       int64
 }
 
 type SessionNote struct {

@@ -1,0 +1,467 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// The Messages API proxy: POST /v1/messages and /v1/messages/count_tokens,
+// wire-compatible with Anthropic's, so an agent gets Mnemos by changing its
+// base URL. A request that names a session (sessionOf) is managed on the
+// way up — what the session's compaction replaced, the previews of
+// offloaded results, micro-compaction and recall, as GET /context renders
+// them, then the messages the client added since — and its round is
+// published on the way back as a turn event with the upstream's usage, so
+// accounting, notes, extraction and compaction run as for any turn. A
+// request without a session goes through as sent. When Postgres or NATS
+// fails, the request goes through unmanaged (fail-open) and is counted.
+
+// DefaultMaxMessagesBytes bounds a Messages API request body: Anthropic's own limit.
+const DefaultMaxMessagesBytes = 32 << 20
+
+// Upstream is where the proxy sends requests: an Anthropic-compatible base
+// URL and the key Mnemos holds for it (never logged, never returned).
+type Upstream struct {
+	URL string
+	Key string
+}
+
+// The outcomes of a proxied request, as counted by
+// mnemos.proxy.requests{outcome}.
+const (
+	proxyManaged     = "managed"     // managed and its round published
+	proxyPassthrough = "passthrough" // no session: forwarded as sent
+	proxyUnmanaged   = "unmanaged"   // managing failed: forwarded as sent (fail-open)
+	proxyDiverged    = "diverged"    // the client's conversation no longer follows the session's
+	proxyUpstream    = "upstream_error"
+	proxyUnrecorded  = "unrecorded" // answered, but its round could not be published
+)
+
+// headerSession and the other X-Mnemos headers name what a Messages API
+// request is about when its client says nothing of it.
+const (
+	headerClaudeSession = "X-Claude-Code-Session-Id"
+	headerSession       = "X-Mnemos-Session"
+	headerUser          = "X-Mnemos-User"
+	headerProject       = "X-Mnemos-Project"
+)
+
+func (g *Gateway) registerMessages(mux Mux) {
+	mux.Handle("POST /v1/messages", g.messagesAuth(g.postMessages))
+	mux.Handle("POST /v1/messages/count_tokens", g.messagesAuth(g.countTokens))
+}
+
+// anthropicError writes an error in the Messages API's shape.
+func anthropicError(w http.ResponseWriter, status int, kind, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type":  "error",
+		"error": map[string]string{"type": kind, "message": msg},
+	})
+}
+
+// anthropicKind is the Messages API's error type for a status.
+func anthropicKind(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable, 529:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}
+
+// messagesAuth takes the tenant's Mnemos key from x-api-key, as Anthropic
+// clients send it, or from Authorization: Bearer, and answers failures in
+// the Messages API's shape.
+func (g *Gateway) messagesAuth(next func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys := r.Header.Values("X-Api-Key")
+		auths := r.Header.Values("Authorization")
+		var key string
+		switch {
+		case len(keys)+len(auths) > 1:
+			anthropicError(w, http.StatusBadRequest, "invalid_request_error", "send the API key once, in x-api-key or Authorization")
+			return
+		case len(keys) == 1:
+			key = keys[0]
+		case len(auths) == 1 && strings.HasPrefix(auths[0], "Bearer "):
+			key = strings.TrimPrefix(auths[0], "Bearer ")
+		}
+		if key == "" {
+			anthropicError(w, http.StatusUnauthorized, "authentication_error", "send your Mnemos API key in x-api-key")
+			return
+		}
+		tenant, failed := g.tenantOf(w, r, key)
+		if failed != nil {
+			anthropicError(w, failed.status, anthropicKind(failed.status), failed.message)
+			return
+		}
+		next(w, r, tenant)
+	})
+}
+
+// messagesRequest is a Messages API request as the proxy reads it: every
+// field kept as sent, the messages one by one.
+type messagesRequest struct {
+	fields   map[string]json.RawMessage
+	messages []json.RawMessage
+	model    string
+	stream   bool
+}
+
+// readMessagesRequest reads and parses a request body, answering the
+// client (and reporting false) when it cannot.
+func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request) (messagesRequest, []byte, bool) {
+	limit := g.cfg.MaxMessagesBytes
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		anthropicError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the request is larger than %d bytes", limit))
+		return messagesRequest{}, nil, false
+	}
+	if err != nil {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "reading the body: "+err.Error())
+		return messagesRequest{}, nil, false
+	}
+	req := messagesRequest{}
+	if err := json.Unmarshal(body, &req.fields); err != nil || req.fields == nil {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
+		return messagesRequest{}, nil, false
+	}
+	if raw, ok := req.fields["messages"]; ok {
+		if err := json.Unmarshal(raw, &req.messages); err != nil {
+			anthropicError(w, http.StatusBadRequest, "invalid_request_error", "messages: want an array of messages")
+			return messagesRequest{}, nil, false
+		}
+	}
+	_ = json.Unmarshal(req.fields["model"], &req.model)   // the upstream judges the model
+	_ = json.Unmarshal(req.fields["stream"], &req.stream) // absent or not a bool: not streamed
+	return req, body, true
+}
+
+// sessionOf names the session a request belongs to: Claude Code's session
+// header, else the session_id inside the JSON string of metadata.user_id,
+// else X-Mnemos-Session; "" when none does.
+func sessionOf(r *http.Request, req messagesRequest) string {
+	if id := r.Header.Get(headerClaudeSession); id != "" {
+		return id
+	}
+	var meta struct {
+		UserID string `json:"user_id"`
+	}
+	if json.Unmarshal(req.fields["metadata"], &meta) == nil && meta.UserID != "" {
+		var user struct {
+			SessionID string `json:"session_id"`
+		}
+		if json.Unmarshal([]byte(meta.UserID), &user) == nil && user.SessionID != "" {
+			return user.SessionID
+		}
+	}
+	return r.Header.Get(headerSession)
+}
+
+func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	req, body, ok := g.readMessagesRequest(w, r)
+	if !ok {
+		return
+	}
+	if g.cfg.Upstream.URL == "" {
+		anthropicError(w, http.StatusServiceUnavailable, "api_error", "no upstream is configured for this tenant (MNEMOS_UPSTREAM_ANTHROPIC_URL)")
+		return
+	}
+	session := sessionOf(r, req)
+	if session != "" && !turn.ValidToken(session) {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf(
+			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, describe(session)))
+		return
+	}
+	outcome := proxyPassthrough
+	if session != "" {
+		managed, err := g.manage(ctx, tenant, session, req, body, true)
+		switch {
+		case errors.Is(err, errDiverged):
+			outcome = proxyDiverged
+		case err != nil:
+			outcome = proxyUnmanaged
+			g.log.Warn("messages proxy: forwarding unmanaged", "tenant", tenant, "session", session, "err", err)
+		default:
+			outcome, body = proxyManaged, managed
+		}
+	}
+	resp, err := g.forward(ctx, r, "/v1/messages", body)
+	if err != nil {
+		g.countProxy(ctx, proxyUpstream)
+		if ctx.Err() == nil {
+			anthropicError(w, http.StatusBadGateway, "api_error", "the upstream did not answer: "+err.Error())
+		}
+		return
+	}
+	defer resp.Body.Close()
+	copyUpstreamHeaders(w, resp)
+	w.WriteHeader(resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(w, resp.Body) // the upstream's error, as it sent it
+		g.countProxy(ctx, proxyUpstream)
+		return
+	}
+	reply, err := relayReply(w, resp, req.stream)
+	if err != nil {
+		g.log.Warn("messages proxy: the answer was cut short", "tenant", tenant, "session", session, "err", err)
+		g.countProxy(ctx, proxyUpstream)
+		return // a round the client did not get whole is not the session's
+	}
+	if outcome == proxyManaged {
+		// The client has its answer; recording it must not depend on the
+		// client staying connected.
+		if err := g.recordRound(context.WithoutCancel(ctx), tenant, session, r, req, reply); err != nil {
+			g.log.Error("messages proxy: the round was not recorded", "tenant", tenant, "session", session, "err", err)
+			outcome = proxyUnrecorded
+		}
+	}
+	g.countProxy(ctx, outcome)
+}
+
+// countTokens answers count_tokens for the request as the proxy would send it.
+func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	req, body, ok := g.readMessagesRequest(w, r)
+	if !ok {
+		return
+	}
+	if g.cfg.Upstream.URL == "" {
+		anthropicError(w, http.StatusServiceUnavailable, "api_error", "no upstream is configured for this tenant (MNEMOS_UPSTREAM_ANTHROPIC_URL)")
+		return
+	}
+	if session := sessionOf(r, req); session != "" && turn.ValidToken(session) {
+		if managed, err := g.manage(ctx, tenant, session, req, body, false); err == nil {
+			body = managed
+		}
+	}
+	resp, err := g.forward(ctx, r, "/v1/messages/count_tokens", body)
+	if err != nil {
+		if ctx.Err() == nil {
+			anthropicError(w, http.StatusBadGateway, "api_error", "the upstream did not answer: "+err.Error())
+		}
+		return
+	}
+	defer resp.Body.Close()
+	copyUpstreamHeaders(w, resp)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func (g *Gateway) countProxy(ctx context.Context, outcome string) {
+	g.metrics.proxyRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+// forward sends body to the upstream's path, with the client's ?beta=true
+// and Anthropic headers, and the upstream's key.
+func (g *Gateway) forward(ctx context.Context, r *http.Request, path string, body []byte) (*http.Response, error) {
+	url := strings.TrimSuffix(g.cfg.Upstream.URL, "/") + path
+	if r.URL.Query().Get("beta") == "true" {
+		url += "?beta=true" // the one query the API takes; nothing else of the client's URL goes up
+	}
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body)) //nolint:gosec // the operator's upstream and a fixed path
+	if err != nil {
+		return nil, err
+	}
+	for name, values := range r.Header {
+		if strings.HasPrefix(strings.ToLower(name), "anthropic-") || strings.EqualFold(name, headerClaudeSession) {
+			up.Header[name] = values
+		}
+	}
+	up.Header.Set("Content-Type", "application/json")
+	up.Header.Set("X-Api-Key", g.cfg.Upstream.Key)
+	if up.Header.Get("Anthropic-Version") == "" {
+		up.Header.Set("Anthropic-Version", "2023-06-01")
+	}
+	return g.cfg.UpstreamClient.Do(up) //nolint:gosec // the URL is the operator's configured upstream, not the client's
+}
+
+// copyUpstreamHeaders passes on what a client reads of an answer's headers.
+func copyUpstreamHeaders(w http.ResponseWriter, resp *http.Response) {
+	for name, values := range resp.Header {
+		l := strings.ToLower(name)
+		if l == "content-type" || strings.HasPrefix(l, "retry-after") || l == "request-id" || strings.HasPrefix(l, "anthropic-") || l == "x-should-retry" {
+			w.Header()[name] = values
+		}
+	}
+}
+
+// reply is the upstream's answer to a round: the message and its usage.
+type reply struct {
+	ID         string       `json:"id"`
+	Role       string       `json:"role"`
+	Content    turn.Content `json:"content"`
+	StopReason string       `json:"stop_reason"`
+	Usage      turn.Usage   `json:"usage"`
+}
+
+// relayReply copies the upstream's answer to the client as it comes — a
+// stream event by event, flushed — and reads the message it carries.
+func relayReply(w http.ResponseWriter, resp *http.Response, stream bool) (reply, error) {
+	if !stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return reply{}, err
+		}
+		if _, err := w.Write(data); err != nil {
+			return reply{}, err
+		}
+		var rep reply
+		if err := json.Unmarshal(data, &rep); err != nil {
+			return reply{}, fmt.Errorf("the upstream's answer: %w", err)
+		}
+		return rep, nil
+	}
+	flusher, _ := w.(http.Flusher)
+	var asm streamAssembler
+	err := readEvents(resp.Body, func(event []byte) error {
+		if _, err := w.Write(event); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return asm.add(event)
+	})
+	if err != nil {
+		return reply{}, err
+	}
+	return asm.reply()
+}
+
+// recordRound publishes a round through the outbox: the messages of the
+// client's conversation not published yet and the upstream's answer, with
+// its usage, under the session's next seq.
+func (g *Gateway) recordRound(ctx context.Context, tenant, session string, r *http.Request, req messagesRequest, rep reply) error {
+	msgs, err := decodeMessages(req.messages)
+	if err != nil {
+		return err
+	}
+	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		sess, err := tx.LockSession(ctx, session, turn.MainAgent)
+		if err != nil {
+			return err
+		}
+		from := sess.ProxyMessages
+		if from > int64(len(msgs)) {
+			return fmt.Errorf("%w: the session has %d of its messages published, the client sent %d", errDiverged, from, len(msgs))
+		}
+		seq := max(sess.ProxySeq, sess.AppliedSeq) + 1
+		ev := turn.Event{
+			Schema: turn.SchemaV1, EventID: roundEventID(tenant, session, seq), TenantID: tenant, SessionID: session, Seq: seq,
+			Model: req.model, MemoryScope: scopeOf(r), OccurredAt: time.Now().UTC(), Usage: &rep.Usage,
+		}
+		for i := from; i < int64(len(msgs)); i++ {
+			m := msgs[i]
+			m.UUID = messageUUID(tenant, session, i)
+			ev.InputMessages = append(ev.InputMessages, m)
+		}
+		ev.Response = &turn.Message{
+			UUID: messageUUID(tenant, session, int64(len(msgs))), Role: "assistant",
+			Content: withoutCacheControl(rep.Content), StopReason: rep.StopReason,
+		}
+		row, err := outbox.Event(ctx, bus.KindTurnCompleted, tenant, session, bus.MsgID(tenant, ev.EventID), ev)
+		if err != nil {
+			return err
+		}
+		if err := tx.Enqueue(ctx, row); err != nil {
+			return err
+		}
+		return tx.RecordProxyRound(ctx, session, seq, int64(len(msgs))+1)
+	})
+}
+
+// proxyNamespace is the UUID v5 namespace of the ids the proxy gives.
+var proxyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://mnemos.dev/schemas/mnemos.turn.v1.json#proxy"))
+
+// messageUUID is the id of the message at position i of a session's
+// conversation: the same every time the client sends it again.
+func messageUUID(tenant, session string, i int64) string {
+	return uuid.NewSHA1(proxyNamespace, fmt.Appendf(nil, "%s\x00%s\x00message\x00%d", tenant, session, i)).String()
+}
+
+// roundEventID is the event id of a session's round seq.
+func roundEventID(tenant, session string, seq int64) string {
+	return uuid.NewSHA1(proxyNamespace, fmt.Appendf(nil, "%s\x00%s\x00round\x00%d", tenant, session, seq)).String()
+}
+
+// scopeOf is the memory scope a request names in X-Mnemos-User and
+// X-Mnemos-Project; nil when it names none (the tenant's default).
+func scopeOf(r *http.Request) map[string]string {
+	scope := map[string]string{}
+	if v := r.Header.Get(headerUser); v != "" && turn.ValidToken(v) {
+		scope["user"] = v
+	}
+	if v := r.Header.Get(headerProject); v != "" && turn.ValidToken(v) {
+		scope["project"] = v
+	}
+	if len(scope) == 0 {
+		return nil
+	}
+	return scope
+}
+
+// decodeMessages reads a request's messages as turn messages, their
+// cache_control markers dropped: the client moves them every request, and
+// they say nothing of the conversation.
+func decodeMessages(raw []json.RawMessage) ([]turn.Message, error) {
+	out := make([]turn.Message, len(raw))
+	for i, data := range raw {
+		var m struct {
+			Role    string       `json:"role"`
+			Content turn.Content `json:"content"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		out[i] = turn.Message{Role: m.Role, Content: withoutCacheControl(m.Content)}
+	}
+	return out, nil
+}
+
+// withoutCacheControl is c with every cache_control dropped, in tool
+// results' content too.
+func withoutCacheControl(c turn.Content) turn.Content {
+	out := make(turn.Content, len(c))
+	for i, b := range c {
+		b.CacheControl = nil
+		if b.Content != nil {
+			inner := withoutCacheControl(*b.Content)
+			b.Content = &inner
+		}
+		out[i] = b
+	}
+	return out
+}

@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+)
+
+// errDiverged reports a client conversation that no longer follows the
+// session's: it holds fewer messages than the session has stored (the
+// client rewound or compacted it itself). Such a request goes through as
+// sent.
+var errDiverged = errors.New("the client's conversation does not follow the session's")
+
+// reminderPrefix starts the blocks Claude Code puts at the front of the
+// first user message of every request (environment, CLAUDE.md, memory):
+// the client's instructions, not history.
+const reminderPrefix = "<system-reminder>"
+
+// manage rewrites a request of a session as the session's context stands:
+// the messages the session has stored, rendered as GET /context renders
+// them (the compaction's boundary and summary in place of what it replaced,
+// previews of offloaded results, micro-compaction, recall beside user
+// messages), then the messages the client added since, as it sent them.
+// The memory section follows the client's system prompt. When compact is
+// set and the request would reach the auto-compact threshold, the session
+// is compacted first (compactBeforeCall), so the upstream never receives a
+// request over it. A session with nothing stored is not changed.
+func (g *Gateway) manage(ctx context.Context, tenant, session string, req messagesRequest, body []byte, compact bool) ([]byte, error) {
+	set, err := g.settings.For(ctx, tenant)
+	if err != nil {
+		return body, err
+	}
+	cb, parts, _, err := g.assemble(ctx, tenant, session, set, nil)
+	if errors.Is(err, store.ErrNotFound) {
+		return body, nil // a new session: nothing stored to manage yet
+	}
+	if err != nil {
+		return body, err
+	}
+	stored := cb.session.MessageCount
+	if stored == 0 {
+		return body, nil
+	}
+	if int64(len(req.messages)) < stored {
+		return body, fmt.Errorf("%w: the session stored %d messages, the client sent %d", errDiverged, stored, len(req.messages))
+	}
+	tail := req.messages[stored:]
+	if compact && set.Compaction.Compacts(cb.session) && cb.Tokens.AutoCompact > 0 {
+		added, err := decodeMessages(tail)
+		if err != nil {
+			return body, err
+		}
+		next := cb.Tokens.Count
+		for _, m := range added {
+			next += tokens.EstimateMessage(m)
+		}
+		if next >= cb.Tokens.AutoCompact {
+			if _, err := g.compactBeforeCall(ctx, tenant, session, g.cfg.ContextWait, ""); err != nil {
+				return body, fmt.Errorf("compacting before the call: %w", err)
+			}
+			if cb, parts, _, err = g.assemble(ctx, tenant, session, set, nil); err != nil {
+				return body, err
+			}
+		}
+	}
+	managed, err := managedBody(req, parts, cb.Compaction != nil, tail)
+	if err != nil {
+		return body, err
+	}
+	return managed, nil
+}
+
+// managedBody is the request with its messages replaced by the session's
+// rendered ones and the client's tail, and the memory section after its
+// system prompt; every other field as the client sent it. When the context
+// starts with a compaction, the reminders at the front of the client's
+// first message are put at the front of the context's first.
+func managedBody(req messagesRequest, parts encodedContext, compacted bool, tail []json.RawMessage) ([]byte, error) {
+	msgs := make([]json.RawMessage, 0, len(parts.messages)+len(tail))
+	for _, p := range parts.messages {
+		msgs = append(msgs, p)
+	}
+	msgs = append(msgs, tail...)
+	if compacted && len(req.messages) > 0 && len(msgs) > 0 {
+		first, err := withReminders(msgs[0], req.messages[0])
+		if err != nil {
+			return nil, err
+		}
+		msgs[0] = first
+	}
+	fields := maps.Clone(req.fields)
+	var err error
+	if fields["messages"], err = encodeStable(msgs); err != nil {
+		return nil, err
+	}
+	if len(parts.system) > 0 {
+		if fields["system"], err = withSystem(req.fields["system"], parts.system); err != nil {
+			return nil, err
+		}
+	}
+	return encodeStable(fields)
+}
+
+// wireMessage is a message with its content kept block by block as sent.
+type wireMessage struct {
+	Role    string            `json:"role"`
+	Content []json.RawMessage `json:"content"`
+}
+
+// withReminders puts the leading reminder blocks of the client's first
+// message (from) at the front of the context's first message (to), when
+// both are the user's.
+func withReminders(to, from json.RawMessage) (json.RawMessage, error) {
+	var src wireMessage
+	if err := json.Unmarshal(from, &src); err != nil || src.Role != "user" {
+		return to, nil //nolint:nilerr // a string content holds no reminder blocks: nothing to move
+	}
+	var reminders []json.RawMessage
+	for _, b := range src.Content {
+		var block struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(b, &block) != nil || block.Type != "text" || !strings.HasPrefix(strings.TrimSpace(block.Text), reminderPrefix) {
+			break
+		}
+		reminders = append(reminders, b)
+	}
+	if len(reminders) == 0 {
+		return to, nil
+	}
+	var dst wireMessage
+	if err := json.Unmarshal(to, &dst); err != nil || dst.Role != "user" {
+		return to, nil //nolint:nilerr // a first message that is not the user's blocks takes no reminders
+	}
+	dst.Content = append(reminders, dst.Content...)
+	return encodeStable(dst)
+}
+
+// withSystem appends the memory section's blocks to the client's system
+// prompt, a string or blocks.
+func withSystem(system json.RawMessage, section [][]byte) (json.RawMessage, error) {
+	var blocks []json.RawMessage
+	if len(bytes.TrimSpace(system)) > 0 && string(bytes.TrimSpace(system)) != "null" {
+		var text string
+		if json.Unmarshal(system, &text) == nil {
+			b, err := encodeStable(map[string]string{"type": "text", "text": text})
+			if err != nil {
+				return nil, err
+			}
+			blocks = append(blocks, b)
+		} else if err := json.Unmarshal(system, &blocks); err != nil {
+			return nil, fmt.Errorf("system: want a string or an array of blocks: %w", err)
+		}
+	}
+	for _, b := range section {
+		blocks = append(blocks, b)
+	}
+	return encodeStable(blocks)
+}
+
+// encodeStable encodes v without HTML escaping, so text is sent as the
+// client wrote it ("<" stays "<").
+func encodeStable(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

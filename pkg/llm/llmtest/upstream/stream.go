@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -19,8 +18,7 @@ func stream(w http.ResponseWriter, a answer, model string, usage Usage, delay ti
 	flusher, _ := w.(http.Flusher)
 	send := func(event string, data map[string]any) {
 		data["type"] = event
-		payload, _ := json.Marshal(data) // maps of strings and decoded JSON always encode
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, payload)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, marshal(data))
 		if flusher != nil {
 			flusher.Flush()
 		}
@@ -51,8 +49,7 @@ func stream(w http.ResponseWriter, a answer, model string, usage Usage, delay ti
 		case "tool_use":
 			send("content_block_start", map[string]any{"index": i,
 				"content_block": map[string]any{"type": "tool_use", "id": c["id"], "name": c["name"], "input": map[string]any{}}})
-			input, _ := json.Marshal(c["input"]) // decoded JSON always encodes
-			for _, part := range chunks(string(input), 40) {
+			for _, part := range chunks(string(marshal(c["input"])), 40) {
 				delta(map[string]any{"type": "input_json_delta", "partial_json": part})
 			}
 		}

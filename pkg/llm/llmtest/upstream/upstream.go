@@ -13,6 +13,7 @@
 package upstream
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -280,7 +281,17 @@ func signature(s string) string {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do
+	_, _ = w.Write(marshal(v)) // the client went away; nothing to do
+}
+
+// marshal encodes v as the API does, without escaping <, > and &. Maps of
+// strings and decoded JSON always encode.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 func apiError(w http.ResponseWriter, e APIError) {

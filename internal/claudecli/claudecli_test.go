@@ -3,7 +3,9 @@ package claudecli_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -135,4 +137,15 @@ func TestTheCLIIsThePinnedVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, out.ExitCode)
 	require.Contains(t, out.Stdout, claudecli.Version, "the CLI is the pinned version")
+}
+
+// TestInstallersPinTheVersion: CI and the maker of the sample transcripts
+// install the version the tests are written against.
+func TestInstallersPinTheVersion(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"../../.ci/run", "../../testdata/claude-code/make.sh"} {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.Regexp(t, `(?m)^(claude_code_)?version=`+regexp.QuoteMeta(claudecli.Version)+`\b`, string(data), f)
+	}
 }

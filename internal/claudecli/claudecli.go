@@ -52,7 +52,7 @@ func Bin(t testing.TB) string {
 		t.Skipf("%s is not set: point it at node_modules/@anthropic-ai/claude-code/bin/claude.exe of "+
 			"npm install @anthropic-ai/claude-code@%s (.ci/run does)", BinEnv, Version)
 	}
-	info, err := os.Stat(bin)
+	info, err := os.Stat(bin) //nolint:gosec // the path the test environment names
 	if err != nil {
 		t.Fatalf("%s: %v", BinEnv, err)
 	}

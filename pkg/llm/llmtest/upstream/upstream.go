@@ -139,7 +139,7 @@ func (u *Upstream) Usage() Usage {
 
 const (
 	pathMessages    = "/v1/messages"
-	pathCountTokens = "/v1/messages/count_tokens"
+	pathCountTokens = "/v1/messages/count_tokens" //nolint:gosec // a URL path, not a credential
 )
 
 func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {

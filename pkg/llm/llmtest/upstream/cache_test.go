@@ -99,9 +99,9 @@ func TestCacheMinimumAndModel(t *testing.T) {
 func TestPricedInput(t *testing.T) {
 	t.Parallel()
 	u := upstream.Usage{InputTokens: 100, CacheCreationInputTokens: 1000, CacheReadInputTokens: 10000, OutputTokens: 7}
-	require.InDelta(t, 100+1250+1000, u.PricedInput(), 1e-9)
-	require.InDelta(t, 10000.0/11100, u.ReadShare(), 1e-9)
-	require.Equal(t, int64(11100), u.AllInput())
-	require.Equal(t, upstream.Usage{InputTokens: 200, CacheCreationInputTokens: 2000, CacheReadInputTokens: 20000, OutputTokens: 14}, u.Add(u))
-	require.Zero(t, upstream.Usage{}.ReadShare())
+	require.InDelta(t, 100+1250+1000, upstream.PricedInput(u), 1e-9)
+	require.InDelta(t, 10000.0/11100, upstream.ReadShare(u), 1e-9)
+	require.Equal(t, upstream.Usage{InputTokens: 200, CacheCreationInputTokens: 2000, CacheReadInputTokens: 20000, OutputTokens: 14},
+		upstream.Sum([]upstream.Call{{Usage: u}, {Usage: u}}))
+	require.Zero(t, upstream.ReadShare(upstream.Usage{}))
 }

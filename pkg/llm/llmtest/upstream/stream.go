@@ -28,7 +28,7 @@ func stream(w http.ResponseWriter, a answer, model string, usage Usage, delay ti
 	}
 	send("message_start", map[string]any{"message": map[string]any{
 		"id": a.msgID, "type": "message", "role": "assistant", "model": model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": usage.wire(1),
+		"stop_reason": nil, "stop_sequence": nil, "usage": wire(usage, 1),
 	}})
 	send("ping", map[string]any{})
 	for i, c := range a.content {
@@ -56,7 +56,7 @@ func stream(w http.ResponseWriter, a answer, model string, usage Usage, delay ti
 		send("content_block_stop", map[string]any{"index": i})
 	}
 	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": a.stop, "stop_sequence": nil},
-		"usage": usage.wire(usage.OutputTokens)})
+		"usage": wire(usage, usage.OutputTokens)})
 	send("message_stop", map[string]any{})
 }
 

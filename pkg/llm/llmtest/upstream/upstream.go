@@ -129,13 +129,7 @@ func (u *Upstream) Messages() []Call {
 
 // Usage is the sum of the usage answered to every call of
 // POST /v1/messages.
-func (u *Upstream) Usage() Usage {
-	var sum Usage
-	for _, c := range u.Messages() {
-		sum = sum.Add(c.Usage)
-	}
-	return sum
-}
+func (u *Upstream) Usage() Usage { return Sum(u.Messages()) }
 
 const (
 	pathMessages    = "/v1/messages"
@@ -198,7 +192,7 @@ func (u *Upstream) messages(w http.ResponseWriter, call Call) {
 	if !call.Request.Stream {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": a.msgID, "type": "message", "role": "assistant", "model": call.Request.Model,
-			"content": a.content, "stop_reason": a.stop, "stop_sequence": nil, "usage": call.Usage.wire(call.Usage.OutputTokens),
+			"content": a.content, "stop_reason": a.stop, "stop_sequence": nil, "usage": wire(call.Usage, call.Usage.OutputTokens),
 		})
 		return
 	}

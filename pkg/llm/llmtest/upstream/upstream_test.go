@@ -64,7 +64,7 @@ func TestSDKNonStreamingReadsTheCachedPrefix(t *testing.T) {
 	require.True(t, calls[0].Request.SystemCacheControl())
 	require.Equal(t, "sk-ant-test", calls[0].Header.Get("X-Api-Key"))
 	total := up.Usage()
-	require.InDelta(t, float64(second.Usage.CacheReadInputTokens)/float64(total.AllInput()), total.ReadShare(), 1e-9)
+	require.InDelta(t, float64(second.Usage.CacheReadInputTokens)/float64(total.InputSide()), upstream.ReadShare(total), 1e-9)
 }
 
 func TestSDKStreamingTextAndToolUse(t *testing.T) {

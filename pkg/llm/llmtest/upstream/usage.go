@@ -1,14 +1,11 @@
 package upstream
 
-// Usage is an answer's usage as the Messages API reports it. The input of
-// a call is split in three: read from the prompt cache, written to it, and
-// neither.
-type Usage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-}
+import "github.com/mnemos-ai/mnemos/pkg/turn"
+
+// Usage is an answer's usage as the Messages API reports it: the input of a
+// call split in three (read from the prompt cache, written to it, neither)
+// and the output.
+type Usage = turn.Usage
 
 // Prices of input relative to plain input tokens, as the API bills them
 // for a cache entry of five minutes.
@@ -18,39 +15,37 @@ const (
 	PriceInput      = 1.0
 )
 
-// Add is the sum of u and v.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{
-		InputTokens:              u.InputTokens + v.InputTokens,
-		CacheCreationInputTokens: u.CacheCreationInputTokens + v.CacheCreationInputTokens,
-		CacheReadInputTokens:     u.CacheReadInputTokens + v.CacheReadInputTokens,
-		OutputTokens:             u.OutputTokens + v.OutputTokens,
+// Sum is the sum of the calls' usage.
+func Sum(calls []Call) Usage {
+	var s Usage
+	for _, c := range calls {
+		s.InputTokens += c.Usage.InputTokens
+		s.CacheCreationInputTokens += c.Usage.CacheCreationInputTokens
+		s.CacheReadInputTokens += c.Usage.CacheReadInputTokens
+		s.OutputTokens += c.Usage.OutputTokens
 	}
+	return s
 }
 
-// AllInput is every input token, however billed.
-func (u Usage) AllInput() int64 {
-	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
-}
-
-// ReadShare is the share of the input read from the cache (0 without
+// ReadShare is the share of u's input read from the cache (0 without
 // input).
-func (u Usage) ReadShare() float64 {
-	if u.AllInput() == 0 {
+func ReadShare(u Usage) float64 {
+	if u.InputSide() == 0 {
 		return 0
 	}
-	return float64(u.CacheReadInputTokens) / float64(u.AllInput())
+	return float64(u.CacheReadInputTokens) / float64(u.InputSide())
 }
 
-// PricedInput is the input's price in plain input tokens: cache reads at
+// PricedInput is u's input priced in plain input tokens: cache reads at
 // PriceCacheRead, cache writes at PriceCacheWrite, the rest at PriceInput.
-func (u Usage) PricedInput() float64 {
+func PricedInput(u Usage) float64 {
 	return PriceCacheRead*float64(u.CacheReadInputTokens) +
 		PriceCacheWrite*float64(u.CacheCreationInputTokens) +
 		PriceInput*float64(u.InputTokens)
 }
 
-func (u Usage) wire(output int64) map[string]any {
+// wire is u as the API sends it, with output tokens out.
+func wire(u Usage, output int64) map[string]any {
 	return map[string]any{
 		"input_tokens":                u.InputTokens,
 		"cache_creation_input_tokens": u.CacheCreationInputTokens,

@@ -19,18 +19,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mnemos-ai/mnemos/internal/claudecli"
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 )
-
-// model is the model every run asks for.
-const model = "claude-sonnet-4-5"
-
-// apiKey is the key the CLI sends; the upstream accepts any.
-const apiKey = "dummy-key-for-the-scripted-upstream" //nolint:gosec // a dummy: the scripted upstream checks no key
 
 func main() {
 	claude := flag.String("claude", "", "path of the Claude Code CLI (node_modules/@anthropic-ai/claude-code/bin/claude.exe)")
@@ -51,7 +47,7 @@ func makeAll(claude, out, only string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	up := newUpstream("")
+	up := upstream.New(upstream.Config{Seed: 17, EventDelay: 15 * time.Millisecond, MinCacheTokens: upstream.SonnetMinCacheTokens})
 	srv := &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }() // ends when the server is closed
 	defer func() { _ = srv.Close() }()
@@ -98,7 +94,7 @@ type run struct {
 	summary string
 }
 
-func makeOne(claude, url, out string, keep bool, up *upstream, t transcript) error {
+func makeOne(claude, url, out string, keep bool, up *upstream.Upstream, t transcript) error {
 	tmp, err := os.MkdirTemp("", "cc-"+t.name+"-")
 	if err != nil {
 		return err
@@ -113,9 +109,6 @@ func makeOne(claude, url, out string, keep bool, up *upstream, t transcript) err
 		}
 	}
 	if keep {
-		up.mu.Lock()
-		up.logDir = calls
-		up.mu.Unlock()
 		log.Printf("%s: calls kept in %s", t.name, calls)
 	}
 	if t.setup != nil {
@@ -127,47 +120,32 @@ func makeOne(claude, url, out string, keep bool, up *upstream, t transcript) err
 	if t.sub != nil {
 		sub = t.sub(work)
 	}
+	cli := &claudecli.Session{Bin: claude, BaseURL: url, Home: home, Work: work, Output: prefixed("  | ")}
+	seen := len(up.Calls())
 	for i, r := range t.runs(work) {
-		up.play(&scriptPlayer{run: r, sub: sub, subMarker: t.subMarker})
-		args := []string{"-p", r.prompt, "--model", model, "--allowedTools", strings.Join(t.tools, ",")}
-		if r.cont {
-			args = append(args, "--continue")
+		up.SetScript((&scriptPlayer{run: r, sub: sub, subMarker: t.subMarker}).reply)
+		run := claudecli.Run{Prompt: r.prompt, Tools: t.tools, Continue: r.cont, Timeout: 5 * time.Minute}
+		log.Printf("%s: run %d: claude -p %q", t.name, i+1, r.prompt)
+		res, err := cli.Run(context.Background(), run)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("claude exited with %d", res.ExitCode)
 		}
-		log.Printf("%s: run %d: claude %s", t.name, i+1, strings.Join(quoteAll(args), " "))
-		if err := runCLI(claude, url, home, work, args); err != nil {
+		if err != nil {
 			return fmt.Errorf("run %d: %w", i+1, err)
 		}
-		if errs := up.failures(); len(errs) > 0 {
+		all := up.Calls()
+		if keep {
+			if err := logCalls(calls, seen+1, all[seen:]); err != nil {
+				return err
+			}
+		}
+		if errs := failures(all[seen:]); len(errs) > 0 {
 			return fmt.Errorf("run %d: the upstream was called off script: %s", i+1, strings.Join(errs, "; "))
 		}
+		seen = len(all)
 	}
-	up.play(nil)
+	up.SetScript(nil)
 	return collect(home, out, t.name)
-}
-
-func runCLI(claude, url, home, work string, args []string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, claude, args...) //nolint:gosec // the CLI the caller names, with the script's arguments
-	cmd.Dir = work
-	// A clean environment: nothing of the caller's reaches the CLI or its
-	// transcript but a PATH for the Bash tool.
-	cmd.Env = []string{
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + home,
-		"LANG=C.UTF-8",
-		"SHELL=/bin/bash",
-		"TERM=dumb",
-		"ANTHROPIC_BASE_URL=" + url,
-		"ANTHROPIC_API_KEY=" + apiKey,
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		"DISABLE_AUTOUPDATER=1",
-	}
-	cmd.Stdin = nil
-	var output strings.Builder
-	cmd.Stdout = io.MultiWriter(&output, prefixed("  | "))
-	cmd.Stderr = io.MultiWriter(&output, prefixed("  ! "))
-	return cmd.Run()
 }
 
 // collect copies the session's transcript out of the run's HOME, and the
@@ -223,35 +201,24 @@ func (p *scriptPlayer) reply(req *request) (reply, error) {
 	if len(req.Messages) == 0 {
 		return reply{}, errors.New("a call without messages")
 	}
-	first := req.Messages[0].text()
-	lastMsg := req.Messages[len(req.Messages)-1]
-	round := req.round()
+	first := req.Messages[0].Text()
+	lastMsg := req.Last()
+	round := req.Round()
 	switch {
-	case p.run.summary != "" && strings.Contains(lastMsg.text(), "summary"):
+	case p.run.summary != "" && strings.Contains(lastMsg.Text(), "summary"):
 		return final(p.run.summary), nil
 	case p.subMarker != "" && strings.Contains(first, p.subMarker):
 		if round >= len(p.sub) {
 			return reply{}, fmt.Errorf("sub-agent round %d: the script has %d", round, len(p.sub))
 		}
 		return p.sub[round], nil
-	case !slices.Contains(req.toolNames(), "Read"):
-		return reply{}, fmt.Errorf("a call without the Read tool (tools %v): %.200q", req.toolNames(), lastMsg.text())
+	case !slices.Contains(req.ToolNames(), "Read"):
+		return reply{}, fmt.Errorf("a call without the Read tool (tools %v): %.200q", req.ToolNames(), lastMsg.Text())
 	}
 	if round >= len(p.run.main) {
 		return reply{}, fmt.Errorf("main round %d: the script has %d", round, len(p.run.main))
 	}
 	return p.run.main[round], nil
-}
-
-func quoteAll(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if strings.ContainsAny(a, " \"'$") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		out[i] = a
-	}
-	return out
 }
 
 type prefixWriter struct{ prefix string }

@@ -1,0 +1,187 @@
+package upstream
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// Lookback is how many block boundaries before a breakpoint a call looks
+// at for a cached prefix, besides the breakpoint's own, as the API does.
+const Lookback = 20
+
+// SonnetMinCacheTokens is the shortest prefix the API caches for Sonnet
+// and Opus models; a shorter one is neither written nor read.
+const SonnetMinCacheTokens = 1024
+
+// messageOverhead is the tokens a message costs besides its content.
+const messageOverhead = 4
+
+// Prompt is a call's prompt measured at every block boundary, in the order
+// the API renders it: each tool, each block of the system prompt, then each
+// block of each message (content given as a string is one block). Tokens
+// are bytes / 4 of each block's JSON with cache_control taken out, so
+// moving a breakpoint does not change what it covers, plus a few per
+// message.
+type Prompt struct {
+	// Hashes[i] identifies the prefix that ends after block i: the model
+	// and every block up to it.
+	Hashes []string
+	// Tokens[i] is that prefix's size.
+	Tokens []int64
+	// Breaks are the indexes of the blocks that carry cache_control, in
+	// order (the last block when the call has a top-level cache_control).
+	Breaks []int
+}
+
+// Total is the prompt's size in tokens.
+func (p Prompt) Total() int64 {
+	if len(p.Tokens) == 0 {
+		return 0
+	}
+	return p.Tokens[len(p.Tokens)-1]
+}
+
+// Measure measures req's prompt.
+func Measure(req *Request) Prompt {
+	h := sha256.New()
+	h.Write([]byte(req.Model))
+	var (
+		p     Prompt
+		size  int64 // bytes so far
+		extra int64 // message overheads so far
+	)
+	add := func(raw json.RawMessage) {
+		c, marked := canonical(raw)
+		h.Write(c)
+		size += int64(len(c))
+		p.Hashes = append(p.Hashes, hex.EncodeToString(h.Sum(nil)))
+		p.Tokens = append(p.Tokens, size/4+extra)
+		if marked {
+			p.Breaks = append(p.Breaks, len(p.Hashes)-1)
+		}
+	}
+	for _, t := range req.Tools {
+		add(t)
+	}
+	for _, b := range blocksOf(req.System) {
+		add(b)
+	}
+	for _, m := range req.Messages {
+		h.Write([]byte(m.Role))
+		extra += messageOverhead
+		for _, b := range blocksOf(m.Content) {
+			add(b)
+		}
+	}
+	if n := len(p.Hashes); n > 0 && len(bytes.TrimSpace(req.CacheControl)) > 0 && string(req.CacheControl) != "null" &&
+		(len(p.Breaks) == 0 || p.Breaks[len(p.Breaks)-1] != n-1) {
+		p.Breaks = append(p.Breaks, n-1)
+	}
+	return p
+}
+
+// blocksOf splits content into its blocks: an array's elements, or the
+// whole value (a string) as one; nothing when it is empty or null.
+func blocksOf(raw json.RawMessage) []json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if raw[0] == '[' {
+		var out []json.RawMessage
+		if json.Unmarshal(raw, &out) == nil {
+			return out
+		}
+	}
+	return []json.RawMessage{raw}
+}
+
+// Cache is a model of the API's prompt cache: the prefixes written so far.
+// Entries never expire. It is not safe for concurrent use.
+type Cache struct {
+	// MinTokens is the shortest prefix cached (0: any).
+	MinTokens int64
+	written   map[string]bool
+}
+
+// Use splits a call's prompt as the prompt cache would, and writes the
+// prefix of every breakpoint to the cache. The call reads the longest
+// prefix written before that ends at one of its breakpoints or at one of
+// the Lookback boundaries before one; what lies between it and the last
+// breakpoint is written; the rest is plain input. The few tokens the API
+// always counts apart make the plain input at least 1.
+func (c *Cache) Use(p Prompt) Usage {
+	if c.written == nil {
+		c.written = map[string]bool{}
+	}
+	var breaks []int
+	for _, b := range p.Breaks {
+		if p.Tokens[b] >= c.MinTokens {
+			breaks = append(breaks, b)
+		}
+	}
+	last, hit := -1, -1
+	for _, b := range breaks {
+		last = b
+		for i := b; i >= 0 && i >= b-Lookback && i > hit; i-- {
+			if c.written[p.Hashes[i]] && p.Tokens[i] >= c.MinTokens {
+				hit = i
+				break
+			}
+		}
+	}
+	var out Usage
+	if hit >= 0 {
+		out.CacheReadInputTokens = p.Tokens[hit]
+	}
+	if last > hit {
+		out.CacheCreationInputTokens = p.Tokens[last] - out.CacheReadInputTokens
+	}
+	out.InputTokens = p.Total() - out.CacheReadInputTokens - out.CacheCreationInputTokens
+	if out.InputTokens < 1 {
+		out.InputTokens = 1 + int64(len(p.Tokens)%7)
+	}
+	for _, b := range breaks {
+		c.written[p.Hashes[b]] = true
+	}
+	return out
+}
+
+// canonical is a JSON value without its cache_control keys, compacted, and
+// whether it had any.
+func canonical(raw json.RawMessage) ([]byte, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, false
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return raw, false
+	}
+	marked := strip(v)
+	out, err := json.Marshal(v)
+	if err != nil {
+		return raw, marked
+	}
+	return out, marked
+}
+
+func strip(v any) bool {
+	marked := false
+	switch x := v.(type) {
+	case map[string]any:
+		if _, ok := x["cache_control"]; ok {
+			delete(x, "cache_control")
+			marked = true
+		}
+		for _, e := range x {
+			marked = strip(e) || marked
+		}
+	case []any:
+		for _, e := range x {
+			marked = strip(e) || marked
+		}
+	}
+	return marked
+}

@@ -32,7 +32,7 @@ const (
 	HeaderMCPSession        = "X-Mnemos-Session"
 	HeaderClaudeCodeSession = "X-Claude-Code-Session-Id"
 	// HeaderAPIKey carries the API key when Authorization does not.
-	HeaderAPIKey = "X-Api-Key"
+	HeaderAPIKey = "X-Api-Key" //nolint:gosec // a header name, not a credential
 )
 
 // The MCP tools' names.

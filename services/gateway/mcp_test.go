@@ -110,7 +110,7 @@ func TestMCPListsToolsAndRefusesBadKeys(t *testing.T) {
 		{"unknown x-api-key", []string{"X-Api-Key", "nope"}, http.StatusUnauthorized},
 		{"two different keys", []string{"Authorization", "Bearer key-acme", "X-Api-Key", "key-globex"}, http.StatusBadRequest},
 	} {
-		req, err := http.NewRequest("POST", h.srv.URL+"/mcp", strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/mcp", strings.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")

@@ -63,6 +63,11 @@ type Operation struct {
 
 func (o Operation) String() string { return o.Method + " " + o.Path }
 
+// AnyMethod is the method of a path the document describes without
+// operations: a protocol of its own served there (the MCP endpoint), whose
+// routes may take any method.
+const AnyMethod = "*"
+
 // methods are the operations a path item of OpenAPI 3.1 can hold.
 var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
@@ -84,10 +89,14 @@ func operationsOf(raw []byte) ([]Operation, error) {
 	}
 	var ops []Operation
 	for path, item := range doc.Paths {
+		n := len(ops)
 		for _, m := range methods {
 			if _, ok := item[m]; ok {
 				ops = append(ops, Operation{Method: strings.ToUpper(m), Path: path})
 			}
+		}
+		if _, described := item["description"]; described && len(ops) == n {
+			ops = append(ops, Operation{Method: AnyMethod, Path: path})
 		}
 	}
 	slices.SortFunc(ops, func(a, b Operation) int { return strings.Compare(a.String(), b.String()) })
@@ -138,15 +147,25 @@ func compareRoutes(patterns []string, ops []Operation) []string {
 		}
 		registered[op] = true
 	}
+	servedPaths := map[string]bool{}
+	for op := range registered {
+		servedPaths[op.Path] = true
+	}
 	documented := map[Operation]bool{}
 	for _, op := range ops {
 		documented[op] = true
+		if op.Method == AnyMethod {
+			if !servedPaths[op.Path] {
+				problems = append(problems, fmt.Sprintf("the document describes %s, which no route serves", op.Path))
+			}
+			continue
+		}
 		if !registered[op] {
 			problems = append(problems, fmt.Sprintf("the document describes %s, which no route serves", op))
 		}
 	}
 	for op := range registered {
-		if !documented[op] {
+		if !documented[op] && !documented[Operation{Method: AnyMethod, Path: op.Path}] {
 			problems = append(problems, fmt.Sprintf("%s is registered but not in api/openapi.yaml", op))
 		}
 	}

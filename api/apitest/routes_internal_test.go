@@ -24,6 +24,18 @@ func TestCompareRoutesNamesEachDisagreement(t *testing.T) {
 	}, ops))
 }
 
+// TestCompareRoutesTakesAProtocolPath: a path the document describes
+// without operations (a protocol of its own, as /mcp) is served by routes
+// of any method, and must be served.
+func TestCompareRoutesTakesAProtocolPath(t *testing.T) {
+	t.Parallel()
+	ops := []Operation{{"POST", "/v1/turns"}, {AnyMethod, "/mcp"}}
+	require.Empty(t, compareRoutes([]string{"POST /v1/turns", "POST /mcp", "GET /mcp"}, ops))
+	require.Equal(t, []string{"the document describes /mcp, which no route serves"}, compareRoutes([]string{"POST /v1/turns"}, ops))
+	require.Equal(t, []string{"POST /v2/mcp is registered but not in api/openapi.yaml"},
+		compareRoutes([]string{"POST /v1/turns", "POST /mcp", "POST /v2/mcp"}, ops))
+}
+
 func TestMatchTemplate(t *testing.T) {
 	t.Parallel()
 	require.True(t, matchTemplate("/v1/sessions/{id}", "/v1/sessions/s-1"))

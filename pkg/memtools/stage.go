@@ -286,17 +286,29 @@ func (e *Executor) stagedList(ctx context.Context) (Result, error) {
 // or the stored one as the run's changes leave it (lines of deleted memories
 // dropped, new memories appended).
 func (e *Executor) stagedIndex(ctx context.Context) (Result, error) {
-	ix, err := e.store.Index(ctx, e.b.Tenant, e.b.Scope)
+	content, err := e.stagedIndexContent(ctx)
 	if err != nil {
 		return e.failed(err)
+	}
+	if content == "" {
+		return Result{Text: fmt.Sprintf("The index (MEMORY.md) of %s is empty: no memories.", e.b.Scope)}, nil
+	}
+	return Result{Text: content}, nil
+}
+
+// stagedIndexContent is the index as the run's changes leave it.
+func (e *Executor) stagedIndexContent(ctx context.Context) (string, error) {
+	ix, err := e.store.Index(ctx, e.b.Tenant, e.b.Scope)
+	if err != nil {
+		return "", err
 	}
 	live, err := e.live(ctx)
 	if err != nil {
-		return e.failed(err)
+		return "", err
 	}
 	l, err := e.store.Limits(ctx, e.b.Tenant)
 	if err != nil {
-		return Result{}, fmt.Errorf("memtools: limits: %w", err)
+		return "", fmt.Errorf("memtools: limits: %w", err)
 	}
 	e.mu.Lock()
 	lines := ix.Lines()
@@ -304,11 +316,7 @@ func (e *Executor) stagedIndex(ctx context.Context) (Result, error) {
 		lines, _ = memory.ParseIndex(*e.stage.index)
 	}
 	e.mu.Unlock()
-	content := memory.FormatIndex(project(lines, live, l.IndexLineMaxChars))
-	if content == "" {
-		return Result{Text: fmt.Sprintf("The index (MEMORY.md) of %s is empty: no memories.", e.b.Scope)}, nil
-	}
-	return Result{Text: content}, nil
+	return memory.FormatIndex(project(lines, live, l.IndexLineMaxChars)), nil
 }
 
 // project keeps the lines of live memories, each once, and appends the

@@ -90,3 +90,21 @@ func toMessage(r dbsqlc.Message) Message {
 		IsResponse: r.IsResponse, StopReason: r.StopReason, BytesThrough: r.BytesThrough, CreatedAt: r.CreatedAt.Time,
 	}
 }
+
+// SearchSessionMessages runs a full-text search (web-search syntax, as
+// SearchMessages) over one session's stored messages, those a compaction
+// summarized included, in the order they were stored, at most limit hits.
+// options are ts_headline's. A hit's SessionID is sessionID.
+func (t *Tx) SearchSessionMessages(ctx context.Context, sessionID, query, options string, limit int) ([]MessageHit, error) {
+	rows, err := t.q.MessageSearchSession(ctx, dbsqlc.MessageSearchSessionParams{
+		TenantID: t.tenant, SessionID: sessionID, Query: query, HeadlineOptions: options, MaxRows: int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store.SearchSessionMessages: %w", err)
+	}
+	out := make([]MessageHit, len(rows))
+	for i, r := range rows {
+		out[i] = MessageHit{SessionID: sessionID, Position: r.Position, Role: r.Role, CreatedAt: r.CreatedAt.Time, Snippet: r.Snippet}
+	}
+	return out, nil
+}

@@ -194,6 +194,7 @@ func (g *Gateway) Register(mux Mux) {
 	g.registerMemories(mux)
 	g.registerDreams(mux)
 	g.registerMessages(mux)
+	g.registerMCP(mux)
 	mux.Handle("GET /openapi.json", api.Handler())
 	mux.HandleFunc(catchAll, func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
@@ -232,18 +233,42 @@ func allowedMethods(mux Mux, r *http.Request) []string {
 // key in the cache of verified keys always passes, anything else from an
 // address past its misses answers 429 without asking Postgres.
 func (g *Gateway) auth(next func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return g.authWith(bearerKey, next)
+}
+
+// credentialError is a request's credentials that cannot be read: no key,
+// or more than one (Status 400).
+type credentialError struct {
+	Status        int
+	Code, Message string
+}
+
+// bearerKey reads the API key of 'Authorization: Bearer <key>'.
+func bearerKey(r *http.Request) (string, *credentialError) {
+	const prefix = "Bearer "
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		return "", &credentialError{http.StatusBadRequest, "ambiguous_credentials", fmt.Sprintf("%d Authorization headers; send the API key once", n)}
+	}
+	h := r.Header.Get("Authorization")
+	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
+		return "", &credentialError{http.StatusUnauthorized, "unauthorized", "send the API key as 'Authorization: Bearer <key>'"}
+	}
+	return h[len(prefix):], nil
+}
+
+// authWith is auth with the key read by keyOf.
+func (g *Gateway) authWith(keyOf func(*http.Request) (string, *credentialError), next func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		const prefix = "Bearer "
-		if n := len(r.Header.Values("Authorization")); n > 1 {
-			g.refuseRequest(w, r, http.StatusBadRequest, "ambiguous_credentials", fmt.Sprintf("%d Authorization headers; send the API key once", n))
+		key, cerr := keyOf(r)
+		if cerr != nil && cerr.Status == http.StatusUnauthorized {
+			writeError(w, cerr.Status, cerr.Code, cerr.Message)
 			return
 		}
-		h := r.Header.Get("Authorization")
-		if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "send the API key as 'Authorization: Bearer <key>'")
+		if cerr != nil {
+			g.refuseRequest(w, r, cerr.Status, cerr.Code, cerr.Message)
 			return
 		}
-		tenant, failed := g.tenantOf(w, r, h[len(prefix):])
+		tenant, failed := g.tenantOf(w, r, key)
 		if failed != nil {
 			if failed.code == "too_many_key_failures" {
 				g.refuseRequest(w, r, failed.status, failed.code, failed.message)

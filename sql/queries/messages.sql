@@ -44,3 +44,15 @@ SELECT * FROM messages
 WHERE tenant_id = @tenant_id AND session_id = @session_id AND position >= @from_position
 ORDER BY position
 LIMIT @max_rows;
+
+-- name: MessageSearchSession :many
+-- One session's messages whose text matches a web-search style query, in
+-- the order they were stored (those a compaction summarized too), each with
+-- a snippet around the match.
+SELECT position, role, created_at,
+       ts_headline('simple', left(message_text(content), 20000), websearch_to_tsquery('simple', @query::text), @headline_options::text)::text AS snippet
+FROM messages
+WHERE tenant_id = @tenant_id AND session_id = @session_id
+  AND to_tsvector('simple', message_text(content)) @@ websearch_to_tsquery('simple', @query::text)
+ORDER BY position
+LIMIT @max_rows;

@@ -7,6 +7,8 @@ package dbsqlc
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const messageCountBySession = `-- name: MessageCountBySession :one
@@ -250,6 +252,65 @@ func (q *Queries) MessagePage(ctx context.Context, arg MessagePageParams) ([]Mes
 			&i.StopReason,
 			&i.CreatedAt,
 			&i.BytesThrough,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageSearchSession = `-- name: MessageSearchSession :many
+SELECT position, role, created_at,
+       ts_headline('simple', left(message_text(content), 20000), websearch_to_tsquery('simple', $1::text), $2::text)::text AS snippet
+FROM messages
+WHERE tenant_id = $3 AND session_id = $4
+  AND to_tsvector('simple', message_text(content)) @@ websearch_to_tsquery('simple', $1::text)
+ORDER BY position
+LIMIT $5
+`
+
+type MessageSearchSessionParams struct {
+	Query           string
+	HeadlineOptions string
+	TenantID        string
+	SessionID       string
+	MaxRows         int32
+}
+
+type MessageSearchSessionRow struct {
+	Position  int64
+	Role      string
+	CreatedAt pgtype.Timestamptz
+	Snippet   string
+}
+
+// One session's messages whose text matches a web-search style query, in
+// the order they were stored (those a compaction summarized too), each with
+// a snippet around the match.
+func (q *Queries) MessageSearchSession(ctx context.Context, arg MessageSearchSessionParams) ([]MessageSearchSessionRow, error) {
+	rows, err := q.db.Query(ctx, messageSearchSession,
+		arg.Query,
+		arg.HeadlineOptions,
+		arg.TenantID,
+		arg.SessionID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MessageSearchSessionRow{}
+	for rows.Next() {
+		var i MessageSearchSessionRow
+		if err := rows.Scan(
+			&i.Position,
+			&i.Role,
+			&i.CreatedAt,
+			&i.Snippet,
 		); err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // errDiverged reports a client conversation that no longer follows the
@@ -71,11 +72,65 @@ func (g *Gateway) manage(ctx context.Context, tenant, session string, req messag
 			}
 		}
 	}
+	rendered, err := keepUnchanged(req.messages, parts.messages, cb.MessageUUIDs, cb.session.KeepFrom)
+	if err != nil {
+		return body, err
+	}
+	parts.messages = rendered
 	managed, err := managedBody(req, parts, cb.Compaction != nil, tail)
 	if err != nil {
 		return body, err
 	}
 	return managed, nil
+}
+
+// keepUnchanged returns the rendered messages with every stored message
+// that Mnemos left as the client sent it (nothing cleared, cut or recalled
+// beside it) replaced by the client's own bytes, cache_control and all: the
+// client's cached prefix then stays byte for byte what it sent the round
+// before, and its breakpoints stay where it put them. uuids is parallel to
+// rendered ("" for what a compaction made); the stored messages among them
+// are the session's positions from keepFrom on.
+func keepUnchanged(client []json.RawMessage, rendered [][]byte, uuids []string, keepFrom int64) ([][]byte, error) {
+	out := make([][]byte, len(rendered))
+	copy(out, rendered)
+	pos := keepFrom
+	for i, part := range rendered {
+		if i >= len(uuids) || uuids[i] == "" {
+			continue // the compaction's own messages
+		}
+		p := pos
+		pos++
+		if p < 0 || p >= int64(len(client)) {
+			continue
+		}
+		msgs, err := decodeMessages(client[p : p+1])
+		if err != nil {
+			return nil, err
+		}
+		plain, err := encodeStable(wirePart{Role: msgs[0].Role, Content: msgs[0].Content})
+		if err != nil {
+			return nil, err
+		}
+		var same wirePart
+		if err := json.Unmarshal(part, &same); err != nil {
+			return nil, err
+		}
+		again, err := encodeStable(same)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(plain, again) {
+			out[i] = client[p]
+		}
+	}
+	return out, nil
+}
+
+// wirePart is a rendered message, read back to compare with the client's.
+type wirePart struct {
+	Role    string       `json:"role"`
+	Content turn.Content `json:"content"`
 }
 
 // managedBody is the request with its messages replaced by the session's

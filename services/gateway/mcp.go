@@ -20,20 +20,8 @@ import (
 // The Model Context Protocol at /mcp (streamable HTTP, stateless): an
 // agent's MCP client reaches its tenant's memory files, offloaded tool
 // results, its session's stored messages and recall as four tools. The
-// request's API key names the tenant, as on every route; these headers
-// name the memory scope and the session (docs/mcp.md).
-const (
-	// HeaderMCPUser and HeaderMCPProject name the scopes user:<id> and
-	// project:<id>; without them, the session's memory_scope.
-	HeaderMCPUser    = "X-Mnemos-User"
-	HeaderMCPProject = "X-Mnemos-Project"
-	// HeaderMCPSession names the agent's session (Claude Code sends
-	// HeaderClaudeCodeSession by itself).
-	HeaderMCPSession        = "X-Mnemos-Session"
-	HeaderClaudeCodeSession = "X-Claude-Code-Session-Id"
-	// HeaderAPIKey carries the API key when Authorization does not.
-	HeaderAPIKey = "X-Api-Key" //nolint:gosec // a header name, not a credential
-)
+// request's API key names the tenant, as on every route; the agent headers
+// (agent.go) name the memory scope and the session (docs/mcp.md).
 
 // The MCP tools' names.
 const (
@@ -54,31 +42,11 @@ const (
 )
 
 func (g *Gateway) registerMCP(mux Mux) {
-	h := g.authWith(mcpKey, g.serveMCP)
+	h := g.authWith(agentKey, g.serveMCP)
 	mux.Handle("POST /mcp", h)
 	// GET would open a stream for messages the server starts; a stateless
 	// server starts none, and the transport answers 405 with Allow: POST.
 	mux.Handle("GET /mcp", h)
-}
-
-// mcpKey reads the API key of an MCP request: 'Authorization: Bearer
-// <key>' or 'x-api-key: <key>' (both only when they agree).
-func mcpKey(r *http.Request) (string, *credentialError) {
-	keys := r.Header.Values(HeaderAPIKey)
-	if len(keys) > 1 {
-		return "", &credentialError{http.StatusBadRequest, "ambiguous_credentials", fmt.Sprintf("%d %s headers; send the API key once", len(keys), HeaderAPIKey)}
-	}
-	if len(r.Header.Values("Authorization")) == 0 {
-		if len(keys) == 0 || keys[0] == "" {
-			return "", &credentialError{http.StatusUnauthorized, "unauthorized", "send the API key as 'Authorization: Bearer <key>' or 'x-api-key: <key>'"}
-		}
-		return keys[0], nil
-	}
-	key, cerr := bearerKey(r)
-	if cerr == nil && len(keys) == 1 && keys[0] != key {
-		return "", &credentialError{http.StatusBadRequest, "ambiguous_credentials", "Authorization and " + HeaderAPIKey + " name different keys; send one"}
-	}
-	return key, cerr
 }
 
 // serveMCP answers one MCP request of tenant with a server whose tools are
@@ -144,7 +112,7 @@ func (c mcpCall) failed(tool string, err error) error {
 // session is the session the headers name ("" when none); a bad id is a
 // tool error.
 func (c mcpCall) session() (string, *mcp.CallToolResult) {
-	for _, h := range []string{HeaderMCPSession, HeaderClaudeCodeSession} {
+	for _, h := range []string{HeaderAgentSession, HeaderClaudeCodeSession} {
 		v := c.header.Get(h)
 		if v == "" {
 			continue
@@ -161,7 +129,7 @@ func (c mcpCall) session() (string, *mcp.CallToolResult) {
 func (c mcpCall) needSession(tool string) (string, *mcp.CallToolResult) {
 	id, bad := c.session()
 	if bad == nil && id == "" {
-		return "", toolError("%s works on your session: configure the MCP server with the header %s (Claude Code sends %s itself)", tool, HeaderMCPSession, HeaderClaudeCodeSession)
+		return "", toolError("%s works on your session: configure the MCP server with the header %s (Claude Code sends %s itself)", tool, HeaderAgentSession, HeaderClaudeCodeSession)
 	}
 	return id, bad
 }
@@ -171,7 +139,7 @@ func (c mcpCall) needSession(tool string) (string, *mcp.CallToolResult) {
 // when neither names one).
 func (c mcpCall) memoryScope(ctx context.Context, session string) (map[string]string, *mcp.CallToolResult, error) {
 	named := map[string]string{}
-	for kind, h := range map[memory.Kind]string{memory.KindUser: HeaderMCPUser, memory.KindProject: HeaderMCPProject} {
+	for kind, h := range map[memory.Kind]string{memory.KindUser: HeaderUser, memory.KindProject: HeaderProject} {
 		v := c.header.Get(h)
 		if v == "" {
 			continue
@@ -213,7 +181,7 @@ func (c mcpCall) memory(ctx context.Context, _ *mcp.CallToolRequest, in memtools
 	}
 	scope, ok := set.Extraction.Scope(named)
 	if !ok {
-		return toolError("no memory scope: configure the MCP server with the header %s or %s (or name a session whose turns name one)", HeaderMCPProject, HeaderMCPUser), nil, nil
+		return toolError("no memory scope: configure the MCP server with the header %s or %s (or name a session whose turns name one)", HeaderProject, HeaderUser), nil, nil
 	}
 	b := memtools.Binding{Tenant: c.tenant, Scope: scope, Actor: memory.ActorAPI, Reason: "mcp memory " + in.Command}
 	if session != "" {
@@ -367,7 +335,7 @@ func (c mcpCall) recallTool(ctx context.Context, _ *mcp.CallToolRequest, in Reca
 	}
 	if len(named) == 0 {
 		c.g.recall.Refused(ctx, recall.SourceAPI)
-		return toolError("no memory scope: configure the MCP server with the header %s or %s (or name a session whose turns name one)", HeaderMCPProject, HeaderMCPUser), nil, nil
+		return toolError("no memory scope: configure the MCP server with the header %s or %s (or name a session whose turns name one)", HeaderProject, HeaderUser), nil, nil
 	}
 	res, err := c.g.recall.Recall(ctx, recall.Query{
 		Tenant: c.tenant, SessionID: session, MemoryScope: named, Text: in.Query, RecentTools: in.RecentTools, Source: recall.SourceAPI,

@@ -53,15 +53,6 @@ const (
 	proxyUnrecorded  = "unrecorded" // answered, but its round could not be published
 )
 
-// headerSession and the other X-Mnemos headers name what a Messages API
-// request is about when its client says nothing of it.
-const (
-	headerClaudeSession = "X-Claude-Code-Session-Id"
-	headerSession       = "X-Mnemos-Session"
-	headerUser          = "X-Mnemos-User"
-	headerProject       = "X-Mnemos-Project"
-)
-
 func (g *Gateway) registerMessages(mux Mux) {
 	mux.Handle("POST /v1/messages", g.messagesAuth(g.postMessages))
 	mux.Handle("POST /v1/messages/count_tokens", g.messagesAuth(g.countTokens))
@@ -100,24 +91,13 @@ func anthropicKind(status int) string {
 }
 
 // messagesAuth takes the tenant's Mnemos key from x-api-key, as Anthropic
-// clients send it, or from Authorization: Bearer, and answers failures in
-// the Messages API's shape.
+// clients send it, or from Authorization: Bearer (agentKey), and answers
+// failures in the Messages API's shape.
 func (g *Gateway) messagesAuth(next func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		keys := r.Header.Values("X-Api-Key")
-		auths := r.Header.Values("Authorization")
-		var key string
-		switch {
-		case len(keys)+len(auths) > 1:
-			anthropicError(w, http.StatusBadRequest, "invalid_request_error", "send the API key once, in x-api-key or Authorization")
-			return
-		case len(keys) == 1:
-			key = keys[0]
-		case len(auths) == 1 && strings.HasPrefix(auths[0], "Bearer "):
-			key = strings.TrimPrefix(auths[0], "Bearer ")
-		}
-		if key == "" {
-			anthropicError(w, http.StatusUnauthorized, "authentication_error", "send your Mnemos API key in x-api-key")
+		key, cerr := agentKey(r)
+		if cerr != nil {
+			anthropicError(w, cerr.Status, anthropicKind(cerr.Status), cerr.Message)
 			return
 		}
 		tenant, failed := g.tenantOf(w, r, key)
@@ -130,55 +110,70 @@ func (g *Gateway) messagesAuth(next func(http.ResponseWriter, *http.Request, str
 }
 
 // messagesRequest is a Messages API request as the proxy reads it: every
-// field kept as sent, the messages one by one.
+// field kept as sent, the messages one by one, and the session it names.
 type messagesRequest struct {
 	fields   map[string]json.RawMessage
 	messages []json.RawMessage
 	model    string
 	stream   bool
+	session  string // "" when it names none (sessionOf)
+	// turns are the messages decoded (decodeMessages), once a session's
+	// request needs them.
+	turns []turn.Message
 }
 
-// readMessagesRequest reads and parses a request body, answering the
-// client (and reporting false) when it cannot.
-func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request) (messagesRequest, []byte, bool) {
+// readMessagesRequest reads and parses a request body and the session it
+// names, answering the client (and reporting false) when it cannot or no
+// upstream is configured.
+func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request) (*messagesRequest, []byte, bool) {
 	limit := g.cfg.MaxMessagesBytes
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		anthropicError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the request is larger than %d bytes", limit))
-		return messagesRequest{}, nil, false
+		return nil, nil, false
 	}
 	if err != nil {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "reading the body: "+err.Error())
-		return messagesRequest{}, nil, false
+		return nil, nil, false
 	}
-	req := messagesRequest{}
+	req := &messagesRequest{}
 	if err := json.Unmarshal(body, &req.fields); err != nil || req.fields == nil {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
-		return messagesRequest{}, nil, false
+		return nil, nil, false
 	}
 	if raw, ok := req.fields["messages"]; ok {
 		if err := json.Unmarshal(raw, &req.messages); err != nil {
 			anthropicError(w, http.StatusBadRequest, "invalid_request_error", "messages: want an array of messages")
-			return messagesRequest{}, nil, false
+			return nil, nil, false
 		}
 	}
 	_ = json.Unmarshal(req.fields["model"], &req.model)   // the upstream judges the model
 	_ = json.Unmarshal(req.fields["stream"], &req.stream) // absent or not a bool: not streamed
+	req.session = sessionOf(r, req.fields)
+	if req.session != "" && !turn.ValidToken(req.session) {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf(
+			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, describe(req.session)))
+		return nil, nil, false
+	}
+	if g.cfg.Upstream.URL == "" {
+		anthropicError(w, http.StatusServiceUnavailable, "api_error", "no upstream is configured for this tenant (MNEMOS_UPSTREAM_ANTHROPIC_URL)")
+		return nil, nil, false
+	}
 	return req, body, true
 }
 
 // sessionOf names the session a request belongs to: Claude Code's session
 // header, else the session_id inside the JSON string of metadata.user_id,
 // else X-Mnemos-Session; "" when none does.
-func sessionOf(r *http.Request, req messagesRequest) string {
-	if id := r.Header.Get(headerClaudeSession); id != "" {
+func sessionOf(r *http.Request, fields map[string]json.RawMessage) string {
+	if id := r.Header.Get(HeaderClaudeCodeSession); id != "" {
 		return id
 	}
 	var meta struct {
 		UserID string `json:"user_id"`
 	}
-	if json.Unmarshal(req.fields["metadata"], &meta) == nil && meta.UserID != "" {
+	if json.Unmarshal(fields["metadata"], &meta) == nil && meta.UserID != "" {
 		var user struct {
 			SessionID string `json:"session_id"`
 		}
@@ -186,7 +181,7 @@ func sessionOf(r *http.Request, req messagesRequest) string {
 			return user.SessionID
 		}
 	}
-	return r.Header.Get(headerSession)
+	return r.Header.Get(HeaderAgentSession)
 }
 
 func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -195,40 +190,25 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	if !ok {
 		return
 	}
-	if g.cfg.Upstream.URL == "" {
-		anthropicError(w, http.StatusServiceUnavailable, "api_error", "no upstream is configured for this tenant (MNEMOS_UPSTREAM_ANTHROPIC_URL)")
-		return
-	}
-	session := sessionOf(r, req)
-	if session != "" && !turn.ValidToken(session) {
-		anthropicError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf(
-			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, describe(session)))
-		return
-	}
 	outcome := proxyPassthrough
-	if session != "" {
-		managed, err := g.manage(ctx, tenant, session, req, body, true)
+	if req.session != "" {
+		managed, err := g.manage(ctx, tenant, req, body, true)
 		switch {
 		case errors.Is(err, errDiverged):
 			outcome = proxyDiverged
 		case err != nil:
 			outcome = proxyUnmanaged
-			g.log.Warn("messages proxy: forwarding unmanaged", "tenant", tenant, "session", session, "err", err)
+			g.log.Warn("messages proxy: forwarding unmanaged", "tenant", tenant, "session", req.session, "err", err)
 		default:
 			outcome, body = proxyManaged, managed
 		}
 	}
-	resp, err := g.forward(ctx, r, "/v1/messages", body)
-	if err != nil {
+	resp := g.sendUp(w, r, "/v1/messages", body)
+	if resp == nil {
 		g.countProxy(ctx, proxyUpstream)
-		if ctx.Err() == nil {
-			anthropicError(w, http.StatusBadGateway, "api_error", "the upstream did not answer: "+err.Error())
-		}
 		return
 	}
 	defer resp.Body.Close()
-	copyUpstreamHeaders(w, resp)
-	w.WriteHeader(resp.StatusCode)
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(w, resp.Body) // the upstream's error, as it sent it
 		g.countProxy(ctx, proxyUpstream)
@@ -236,15 +216,15 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	}
 	reply, err := relayReply(w, resp, req.stream)
 	if err != nil {
-		g.log.Warn("messages proxy: the answer was cut short", "tenant", tenant, "session", session, "err", err)
+		g.log.Warn("messages proxy: the answer was cut short", "tenant", tenant, "session", req.session, "err", err)
 		g.countProxy(ctx, proxyUpstream)
 		return // a round the client did not get whole is not the session's
 	}
 	if outcome == proxyManaged {
 		// The client has its answer; recording it must not depend on the
 		// client staying connected.
-		if err := g.recordRound(context.WithoutCancel(ctx), tenant, session, r, req, reply); err != nil {
-			g.log.Error("messages proxy: the round was not recorded", "tenant", tenant, "session", session, "err", err)
+		if err := g.recordRound(context.WithoutCancel(ctx), tenant, r, req, reply); err != nil {
+			g.log.Error("messages proxy: the round was not recorded", "tenant", tenant, "session", req.session, "err", err)
 			outcome = proxyUnrecorded
 		}
 	}
@@ -253,35 +233,39 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 
 // countTokens answers count_tokens for the request as the proxy would send it.
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant string) {
-	ctx := r.Context()
 	req, body, ok := g.readMessagesRequest(w, r)
 	if !ok {
 		return
 	}
-	if g.cfg.Upstream.URL == "" {
-		anthropicError(w, http.StatusServiceUnavailable, "api_error", "no upstream is configured for this tenant (MNEMOS_UPSTREAM_ANTHROPIC_URL)")
-		return
-	}
-	if session := sessionOf(r, req); session != "" && turn.ValidToken(session) {
-		if managed, err := g.manage(ctx, tenant, session, req, body, false); err == nil {
+	if req.session != "" {
+		if managed, err := g.manage(r.Context(), tenant, req, body, false); err == nil {
 			body = managed
 		}
 	}
-	resp, err := g.forward(ctx, r, "/v1/messages/count_tokens", body)
-	if err != nil {
-		if ctx.Err() == nil {
-			anthropicError(w, http.StatusBadGateway, "api_error", "the upstream did not answer: "+err.Error())
-		}
-		return
+	if resp := g.sendUp(w, r, "/v1/messages/count_tokens", body); resp != nil {
+		defer resp.Body.Close()
+		_, _ = io.Copy(w, resp.Body)
 	}
-	defer resp.Body.Close()
-	copyUpstreamHeaders(w, resp)
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
 }
 
 func (g *Gateway) countProxy(ctx context.Context, outcome string) {
 	g.metrics.proxyRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+// sendUp sends body to the upstream's path and writes the answer's status
+// and headers to the client, whose body the caller then relays; nil when
+// the upstream did not answer (the client got a 502 then, unless it left).
+func (g *Gateway) sendUp(w http.ResponseWriter, r *http.Request, path string, body []byte) *http.Response {
+	resp, err := g.forward(r.Context(), r, path, body)
+	if err != nil {
+		if r.Context().Err() == nil {
+			anthropicError(w, http.StatusBadGateway, "api_error", "the upstream did not answer: "+err.Error())
+		}
+		return nil
+	}
+	copyUpstreamHeaders(w, resp)
+	w.WriteHeader(resp.StatusCode)
+	return resp
 }
 
 // forward sends body to the upstream's path, with the client's ?beta=true
@@ -296,7 +280,7 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, path string, bod
 		return nil, err
 	}
 	for name, values := range r.Header {
-		if strings.HasPrefix(strings.ToLower(name), "anthropic-") || strings.EqualFold(name, headerClaudeSession) {
+		if strings.HasPrefix(strings.ToLower(name), "anthropic-") || strings.EqualFold(name, HeaderClaudeCodeSession) {
 			up.Header[name] = values
 		}
 	}
@@ -364,11 +348,8 @@ func relayReply(w http.ResponseWriter, resp *http.Response, stream bool) (reply,
 // recordRound publishes a round through the outbox: the messages of the
 // client's conversation not published yet and the upstream's answer, with
 // its usage, under the session's next seq.
-func (g *Gateway) recordRound(ctx context.Context, tenant, session string, r *http.Request, req messagesRequest, rep reply) error {
-	msgs, err := decodeMessages(req.messages)
-	if err != nil {
-		return err
-	}
+func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, rep reply) error {
+	session, msgs := req.session, req.turns
 	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		sess, err := tx.LockSession(ctx, session, turn.MainAgent)
 		if err != nil {
@@ -421,10 +402,10 @@ func roundEventID(tenant, session string, seq int64) string {
 // X-Mnemos-Project; nil when it names none (the tenant's default).
 func scopeOf(r *http.Request) map[string]string {
 	scope := map[string]string{}
-	if v := r.Header.Get(headerUser); v != "" && turn.ValidToken(v) {
+	if v := r.Header.Get(HeaderUser); v != "" && turn.ValidToken(v) {
 		scope["user"] = v
 	}
-	if v := r.Header.Get(headerProject); v != "" && turn.ValidToken(v) {
+	if v := r.Header.Get(HeaderProject); v != "" && turn.ValidToken(v) {
 		scope["project"] = v
 	}
 	if len(scope) == 0 {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -34,7 +35,15 @@ const reminderPrefix = "<system-reminder>"
 // set and the request would reach the auto-compact threshold, the session
 // is compacted first (compactBeforeCall), so the upstream never receives a
 // request over it. A session with nothing stored is not changed.
-func (g *Gateway) manage(ctx context.Context, tenant, session string, req messagesRequest, body []byte, compact bool) ([]byte, error) {
+func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesRequest, body []byte, compact bool) ([]byte, error) {
+	session := req.session
+	if req.turns == nil {
+		turns, err := decodeMessages(req.messages)
+		if err != nil {
+			return body, err // a message Mnemos cannot read: the upstream judges it
+		}
+		req.turns = turns
+	}
 	set, err := g.settings.For(ctx, tenant)
 	if err != nil {
 		return body, err
@@ -55,12 +64,8 @@ func (g *Gateway) manage(ctx context.Context, tenant, session string, req messag
 	}
 	tail := req.messages[stored:]
 	if compact && set.Compaction.Compacts(cb.session) && cb.Tokens.AutoCompact > 0 {
-		added, err := decodeMessages(tail)
-		if err != nil {
-			return body, err
-		}
 		next := cb.Tokens.Count
-		for _, m := range added {
+		for _, m := range req.turns[stored:] {
 			next += tokens.EstimateMessage(m)
 		}
 		if next >= cb.Tokens.AutoCompact {
@@ -72,7 +77,7 @@ func (g *Gateway) manage(ctx context.Context, tenant, session string, req messag
 			}
 		}
 	}
-	rendered, err := keepUnchanged(req.messages, parts.messages, cb.MessageUUIDs, cb.session.KeepFrom)
+	rendered, err := keepUnchanged(req, parts.messages, cb.MessageUUIDs, cb.session.KeepFrom)
 	if err != nil {
 		return body, err
 	}
@@ -91,7 +96,12 @@ func (g *Gateway) manage(ctx context.Context, tenant, session string, req messag
 // before, and its breakpoints stay where it put them. uuids is parallel to
 // rendered ("" for what a compaction made); the stored messages among them
 // are the session's positions from keepFrom on.
-func keepUnchanged(client []json.RawMessage, rendered [][]byte, uuids []string, keepFrom int64) ([][]byte, error) {
+//
+// A message is left as sent when its rendering and the client's message,
+// without cache_control, are the same JSON once canonical (canonicalJSON):
+// Postgres keeps a tool's input with its keys in its own order, so bytes
+// alone would call every stored tool call changed.
+func keepUnchanged(req *messagesRequest, rendered [][]byte, uuids []string, keepFrom int64) ([][]byte, error) {
 	out := make([][]byte, len(rendered))
 	copy(out, rendered)
 	pos := keepFrom
@@ -101,36 +111,48 @@ func keepUnchanged(client []json.RawMessage, rendered [][]byte, uuids []string, 
 		}
 		p := pos
 		pos++
-		if p < 0 || p >= int64(len(client)) {
+		if p < 0 || p >= int64(len(req.turns)) {
 			continue
 		}
-		msgs, err := decodeMessages(client[p : p+1])
+		m := req.turns[p]
+		client, err := assembly.Wire{Role: m.Role, Content: m.Content}.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
-		plain, err := encodeStable(wirePart{Role: msgs[0].Role, Content: msgs[0].Content})
+		same, err := sameJSON(part, client)
 		if err != nil {
 			return nil, err
 		}
-		var same wirePart
-		if err := json.Unmarshal(part, &same); err != nil {
-			return nil, err
-		}
-		again, err := encodeStable(same)
-		if err != nil {
-			return nil, err
-		}
-		if bytes.Equal(plain, again) {
-			out[i] = client[p]
+		if same {
+			out[i] = req.messages[p]
 		}
 	}
 	return out, nil
 }
 
-// wirePart is a rendered message, read back to compare with the client's.
-type wirePart struct {
-	Role    string       `json:"role"`
-	Content turn.Content `json:"content"`
+// sameJSON reports whether a and b hold the same JSON value, whatever the
+// order of their objects' keys.
+func sameJSON(a, b []byte) (bool, error) {
+	ca, err := canonicalJSON(a)
+	if err != nil {
+		return false, err
+	}
+	cb, err := canonicalJSON(b)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ca, cb), nil
+}
+
+// canonicalJSON re-encodes data with every object's keys sorted.
+func canonicalJSON(data []byte) ([]byte, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // numbers as written, not through float64
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return turn.Marshal(v)
 }
 
 // managedBody is the request with its messages replaced by the session's
@@ -138,7 +160,7 @@ type wirePart struct {
 // system prompt; every other field as the client sent it. When the context
 // starts with a compaction, the reminders at the front of the client's
 // first message are put at the front of the context's first.
-func managedBody(req messagesRequest, parts encodedContext, compacted bool, tail []json.RawMessage) ([]byte, error) {
+func managedBody(req *messagesRequest, parts encodedContext, compacted bool, tail []json.RawMessage) ([]byte, error) {
 	msgs := make([]json.RawMessage, 0, len(parts.messages)+len(tail))
 	for _, p := range parts.messages {
 		msgs = append(msgs, p)
@@ -153,7 +175,7 @@ func managedBody(req messagesRequest, parts encodedContext, compacted bool, tail
 	}
 	fields := maps.Clone(req.fields)
 	var err error
-	if fields["messages"], err = encodeStable(msgs); err != nil {
+	if fields["messages"], err = turn.Marshal(msgs); err != nil {
 		return nil, err
 	}
 	if len(parts.system) > 0 {
@@ -161,7 +183,7 @@ func managedBody(req messagesRequest, parts encodedContext, compacted bool, tail
 			return nil, err
 		}
 	}
-	return encodeStable(fields)
+	return turn.Marshal(fields)
 }
 
 // wireMessage is a message with its content kept block by block as sent.
@@ -197,7 +219,7 @@ func withReminders(to, from json.RawMessage) (json.RawMessage, error) {
 		return to, nil //nolint:nilerr // a first message that is not the user's blocks takes no reminders
 	}
 	dst.Content = append(reminders, dst.Content...)
-	return encodeStable(dst)
+	return turn.Marshal(dst)
 }
 
 // withSystem appends the memory section's blocks to the client's system
@@ -207,7 +229,7 @@ func withSystem(system json.RawMessage, section [][]byte) (json.RawMessage, erro
 	if len(bytes.TrimSpace(system)) > 0 && string(bytes.TrimSpace(system)) != "null" {
 		var text string
 		if json.Unmarshal(system, &text) == nil {
-			b, err := encodeStable(map[string]string{"type": "text", "text": text})
+			b, err := turn.Marshal(map[string]string{"type": "text", "text": text})
 			if err != nil {
 				return nil, err
 			}
@@ -219,17 +241,5 @@ func withSystem(system json.RawMessage, section [][]byte) (json.RawMessage, erro
 	for _, b := range section {
 		blocks = append(blocks, b)
 	}
-	return encodeStable(blocks)
-}
-
-// encodeStable encodes v without HTML escaping, so text is sent as the
-// client wrote it ("<" stays "<").
-func encodeStable(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return turn.Marshal(blocks)
 }

@@ -79,6 +79,10 @@ func (a *admission) tenant(tenant string) *atomic.Int64 {
 	return n
 }
 
+// isHeavy reports whether a request expected to hold cost bytes takes one
+// of the heavy slots.
+func (a *admission) isHeavy(cost int64) bool { return a.heavy != nil && cost >= a.heavyAt }
+
 // reserve takes n bytes of the budget, or reports false when it cannot.
 func (a *admission) reserve(n int64) bool {
 	if a.budget <= 0 {
@@ -212,7 +216,7 @@ func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id
 	}
 	cost := renderCost(size)
 	release, ok = g.admitCost(w, r, cost, fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", id, size.Messages, size.Bytes>>10))
-	if ok && g.admission.heavy != nil && cost >= g.admission.heavyAt && g.cfg.HeavyRest > 0 {
+	if ok && g.admission.isHeavy(cost) && g.cfg.HeavyRest > 0 {
 		ctx = limits.WithPacer(ctx, limits.NewPacer(g.cfg.HeavyWork, g.cfg.HeavyRest))
 	}
 	return ctx, release, ok
@@ -227,7 +231,7 @@ func (g *Gateway) admitCost(w http.ResponseWriter, r *http.Request, cost int64, 
 	ctx := r.Context()
 	a := g.admission
 	var held bool
-	if a.heavy != nil && cost >= a.heavyAt {
+	if a.isHeavy(cost) {
 		timer := time.NewTimer(a.heavyWait)
 		defer timer.Stop()
 		select {

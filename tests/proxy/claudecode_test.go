@@ -2,34 +2,19 @@ package proxy_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/claudecli"
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
-	"github.com/mnemos-ai/mnemos/pkg/compaction"
-	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
-	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
-	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
-	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
-	"github.com/mnemos-ai/mnemos/services/compactor"
-	"github.com/mnemos-ai/mnemos/services/gateway"
-	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
 
 // The long session: the model reads reports, one per call, each about
@@ -78,50 +63,6 @@ func readReports(work string) upstream.Script {
 	}
 }
 
-// mnemos is Mnemos in front of an upstream: the gateway with the
-// accountant, the relay and the compactor on real NATS and Postgres.
-type mnemos struct {
-	store *store.Store
-	api   *httptest.Server
-}
-
-func startMnemos(t *testing.T, upstreamURL string) *mnemos {
-	t.Helper()
-	st := pgtest.New(t)
-	b := bustest.New(t)
-	log := bustest.Logger(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
-	require.NoError(t, st.AddAPIKey(ctx, tenant, "cli", claudecli.APIKey))
-	metrics := telemetrytest.New(t)
-	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
-	require.NoError(t, err)
-	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, settings, log, metrics.Meter())
-	require.NoError(t, err)
-	provider := builtin.New(map[llm.Task]builtin.Handler{llm.TaskCompaction: compaction.BuiltinSummarizer})
-	comp, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
-	require.NoError(t, err)
-	gcfg := gateway.DefaultConfig()
-	gcfg.PollInterval = 20 * time.Millisecond
-	gcfg.Upstream = gateway.Upstream{URL: upstreamURL, Key: upstreamKey}
-	gw, err := gateway.New(gcfg, st, b, settings, log, metrics.Meter())
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	gw.Register(mux)
-	api := httptest.NewServer(mux)
-	relay := outbox.New(outbox.Config{Batch: 128, Poll: 20 * time.Millisecond}, st, b, log)
-	var wg sync.WaitGroup
-	for name, run := range map[string]func(context.Context) error{"relay": relay.Run, "accountant": acc.Run, "compactor": comp.Run} {
-		wg.Go(func() {
-			if err := run(ctx); err != nil && ctx.Err() == nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		})
-	}
-	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })
-	return &mnemos{store: st, api: api}
-}
-
 // runCLI runs one -p turn of the real CLI against baseURL in a session
 // whose work directory holds the reports and a CLAUDE.md.
 func runCLI(t *testing.T, s *claudecli.Session, cont bool) claudecli.Result {
@@ -162,7 +103,7 @@ func TestClaudeCodeThroughMnemos(t *testing.T) {
 	runCLI(t, straight, false)
 
 	up := upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
-	m := startMnemos(t, up.URL)
+	m := startMnemos(t, up.URL, claudecli.APIKey)
 	through := newCLISession(t, m.api.URL)
 	up.SetScript(readReports(through.Work))
 	runCLI(t, through, false)
@@ -179,7 +120,7 @@ func TestClaudeCodeThroughMnemos(t *testing.T) {
 			AutoCompact int64 `json:"autocompact_threshold"`
 		} `json:"tokens"`
 	}
-	getJSON(t, m.api.URL+"/v1/sessions/"+session, &status)
+	getJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, &status)
 	threshold := status.Tokens.AutoCompact
 	require.Positive(t, threshold)
 	var largestStraight, largest int64
@@ -232,27 +173,4 @@ func TestClaudeCodeThroughMnemos(t *testing.T) {
 	}
 	sess = waitApplied(t, m.store, session, int64(len(calls)))
 	require.EqualValues(t, len(calls), sess.AppliedSeq, "the continued turn's calls are recorded in the same session")
-}
-
-func waitApplied(t *testing.T, st *store.Store, session string, seq int64) store.Session {
-	t.Helper()
-	var sess store.Session
-	require.Eventually(t, func() bool {
-		var err error
-		sess, err = st.GetSession(context.Background(), tenant, session)
-		return err == nil && sess.AppliedSeq >= seq
-	}, 30*time.Second, 20*time.Millisecond, "session %s did not apply seq %d", session, seq)
-	return sess
-}
-
-func getJSON(t *testing.T, url string, out any) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+claudecli.APIKey)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
 }

@@ -1,0 +1,98 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
+	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
+)
+
+// mnemos is Mnemos in front of an upstream: the gateway with the
+// accountant, the relay and the compactor on real NATS and Postgres.
+type mnemos struct {
+	store *store.Store
+	api   *httptest.Server
+}
+
+// startMnemos runs the gateway in front of upstreamURL, with the
+// accountant, the relay and the compactor behind it, for the tenant whose
+// key is apiKey, until the test ends.
+func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
+	t.Helper()
+	st := pgtest.New(t)
+	b := bustest.New(t)
+	log := bustest.Logger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
+	require.NoError(t, st.AddAPIKey(ctx, tenant, "test", apiKey))
+	metrics := telemetrytest.New(t)
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Second)
+	require.NoError(t, err)
+	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, settings, log, metrics.Meter())
+	require.NoError(t, err)
+	provider := builtin.New(map[llm.Task]builtin.Handler{llm.TaskCompaction: compaction.BuiltinSummarizer})
+	comp, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
+	require.NoError(t, err)
+	gcfg := gateway.DefaultConfig()
+	gcfg.PollInterval = 20 * time.Millisecond
+	gcfg.Upstream = gateway.Upstream{URL: upstreamURL, Key: upstreamKey}
+	gw, err := gateway.New(gcfg, st, b, settings, log, metrics.Meter())
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	gw.Register(mux)
+	api := httptest.NewServer(mux)
+	relay := outbox.New(outbox.Config{Batch: 128, Poll: 20 * time.Millisecond}, st, b, log)
+	var wg sync.WaitGroup
+	for name, run := range map[string]func(context.Context) error{"relay": relay.Run, "accountant": acc.Run, "compactor": comp.Run} {
+		wg.Go(func() {
+			if err := run(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })
+	return &mnemos{store: st, api: api}
+}
+
+// waitApplied waits until the session has applied seq.
+func waitApplied(t *testing.T, st *store.Store, session string, seq int64) store.Session {
+	t.Helper()
+	var sess store.Session
+	require.Eventually(t, func() bool {
+		var err error
+		sess, err = st.GetSession(context.Background(), tenant, session)
+		return err == nil && sess.AppliedSeq >= seq
+	}, 30*time.Second, 20*time.Millisecond, "session %s did not apply seq %d", session, seq)
+	return sess
+}
+
+// getJSON reads a JSON answer of Mnemos's API with the tenant's key.
+func getJSON(t *testing.T, url, apiKey string, out any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+}

@@ -8,6 +8,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,8 +20,10 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 const (
@@ -213,4 +216,85 @@ func TestACompactedSessionReachesTheUpstreamCompacted(t *testing.T) {
 	require.Contains(t, first.Text, "summary", "the compaction's summary follows them")
 	require.Contains(t, last.Messages[len(last.Messages)-1].Text, "question 6", "the client's new message is last")
 	s.applied(t, "s2", 7)
+}
+
+// TestAStreamedRoundIsRelayedAndRecorded: the official SDK streams a
+// round through Mnemos from the cache-modelling upstream; the client
+// accumulates the same message the upstream sent (text and a tool call with
+// its input), and the round is recorded with that tool call and the
+// upstream's usage.
+func TestAStreamedRoundIsRelayedAndRecorded(t *testing.T) {
+	t.Parallel()
+	up := upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
+	up.SetScript(func(*upstream.Request) (upstream.Reply, error) {
+		return upstream.Say(upstream.Text("Looking."), upstream.ToolUse("Bash", map[string]any{"command": "make test", "description": "run the tests"})), nil
+	})
+	m := startMnemos(t, up.URL, key)
+	c := (&system{mnemos: m}).client("streamed")
+	stream := c.Messages.NewStreaming(context.Background(), sdk.MessageNewParams{
+		Model: model, MaxTokens: 256, Messages: []sdk.MessageParam{userText("run the tests")},
+	})
+	var msg sdk.Message
+	for stream.Next() {
+		require.NoError(t, msg.Accumulate(stream.Current()))
+	}
+	require.NoError(t, stream.Err())
+	require.Len(t, msg.Content, 2)
+	require.Equal(t, "Looking.", msg.Content[0].Text)
+	require.Equal(t, "Bash", msg.Content[1].Name)
+	require.JSONEq(t, `{"command":"make test","description":"run the tests"}`, string(msg.Content[1].Input))
+
+	calls := up.Messages()
+	require.Len(t, calls, 1)
+	sent := calls[0].Usage
+	require.Equal(t, sent.InputTokens, msg.Usage.InputTokens, "the client gets the upstream's usage")
+	sess := waitApplied(t, m.store, "streamed", 1)
+	require.EqualValues(t, 2, sess.MessageCount, "the user message and the streamed answer")
+	require.Equal(t, sent.InputSide()+sent.OutputTokens, sess.TokenCount, "counted from the usage the stream reported")
+	var input string
+	require.NoError(t, pgtest.Admin(t, m.store).QueryRow(context.Background(),
+		`SELECT content->1->>'input' FROM messages WHERE session_id = 'streamed' AND position = 1`).Scan(&input))
+	require.JSONEq(t, `{"command":"make test","description":"run the tests"}`, input, "the recorded answer holds the tool call the stream spelled")
+}
+
+// TestAnotherTenantsSessionIDChangesNothing: a tenant naming a session id
+// another tenant uses gets a session of its own; the other tenant's
+// session and what reaches the upstream for it are untouched.
+func TestAnotherTenantsSessionIDChangesNothing(t *testing.T) {
+	t.Parallel()
+	s := setup(t, func(req llmtest.Request) llmtest.Reply {
+		return llmtest.Text(fmt.Sprintf("%d messages", len(req.Messages)))
+	})
+	ctx := context.Background()
+	const otherKey = "mnm_proxy_other_tenant"
+	require.NoError(t, s.store.EnsureTenant(ctx, "globex", "Globex"))
+	require.NoError(t, s.store.AddAPIKey(ctx, "globex", "test", otherKey))
+
+	c := s.client("shared-id")
+	msgs := []sdk.MessageParam{userText("acme's secret plan")}
+	first, err := c.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 64, Messages: msgs})
+	require.NoError(t, err)
+	before := s.applied(t, "shared-id", 1)
+
+	other := sdk.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(s.api.URL), option.WithAPIKey(otherKey),
+		option.WithMaxRetries(0), option.WithHeader(gateway.HeaderAgentSession, "shared-id"))
+	_, err = other.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 64, Messages: []sdk.MessageParam{userText("globex asks")}})
+	require.NoError(t, err)
+	calls := s.upstream.Requests()
+	require.Len(t, calls[1].Messages, 1, "globex's request went up as globex sent it, nothing of acme's session in it")
+	require.NotContains(t, calls[1].Messages[0].Text, "secret plan")
+	require.Eventually(t, func() bool {
+		g, err := s.store.GetSession(ctx, "globex", "shared-id")
+		return err == nil && g.AppliedSeq == 1 && g.MessageCount == 2
+	}, 30*time.Second, 20*time.Millisecond, "globex has a session of its own")
+	after, err := s.store.GetSession(ctx, tenant, "shared-id")
+	require.NoError(t, err)
+	require.Equal(t, before.MessageCount, after.MessageCount)
+	require.Equal(t, before.AppliedSeq, after.AppliedSeq, "acme's session is untouched")
+
+	// acme carries on where it was.
+	msgs = append(msgs, first.ToParam(), userText("and next"))
+	_, err = c.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 64, Messages: msgs})
+	require.NoError(t, err)
+	require.EqualValues(t, 4, s.applied(t, "shared-id", 2).MessageCount)
 }

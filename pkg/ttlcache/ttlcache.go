@@ -5,12 +5,15 @@ package ttlcache
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
 
 // Cache maps string keys to values that expire after a TTL. Failed loads are
-// not remembered. It is safe for concurrent use.
+// not remembered. Concurrent misses of one key share one load: when a hot
+// key expires under a burst of requests, Postgres is asked once, not once
+// per request. It is safe for concurrent use.
 type Cache[V any] struct {
 	ttl time.Duration
 	max int
@@ -18,6 +21,7 @@ type Cache[V any] struct {
 
 	mu      sync.Mutex
 	entries map[string]entry[V]
+	loading map[string]*call[V]
 }
 
 type entry[V any] struct {
@@ -25,33 +29,83 @@ type entry[V any] struct {
 	expires time.Time
 }
 
+// call is a load in flight; done closes when value and err are set.
+type call[V any] struct {
+	done  chan struct{}
+	value V
+	err   error
+}
+
 // New returns a cache whose values live for ttl. When it holds max entries
 // it starts over, so a flood of distinct keys cannot grow it without bound.
 func New[V any](ttl time.Duration, max int) *Cache[V] {
-	return &Cache[V]{ttl: ttl, max: max, now: time.Now, entries: map[string]entry[V]{}}
+	return &Cache[V]{ttl: ttl, max: max, now: time.Now, entries: map[string]entry[V]{}, loading: map[string]*call[V]{}}
 }
 
-// Get returns the value for key, calling load when it is missing or expired.
+// Get returns the value for key, calling load when it is missing or
+// expired. A load already in flight for key is waited for instead of
+// started again. The load runs on ctx's values without its cancellation
+// (another caller may be waiting for it); each caller stops waiting when
+// its own ctx ends.
 func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Context, string) (V, error)) (V, error) {
 	now := c.now()
 	c.mu.Lock()
-	e, ok := c.entries[key]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
+	if e, ok := c.entries[key]; ok && now.Before(e.expires) {
+		c.mu.Unlock()
 		return e.value, nil
 	}
-	v, err := load(ctx, key)
-	if err != nil {
-		return v, err
+	cl, inflight := c.loading[key]
+	if !inflight {
+		cl = &call[V]{done: make(chan struct{})}
+		c.loading[key] = cl
 	}
-	c.mu.Lock()
-	if len(c.entries) >= c.max {
-		clear(c.entries)
-	}
-	c.entries[key] = entry[V]{value: v, expires: now.Add(c.ttl)}
 	c.mu.Unlock()
-	return v, nil
+
+	if !inflight {
+		go c.run(context.WithoutCancel(ctx), key, cl, load)
+	}
+	select {
+	case <-cl.done:
+		return cl.value, cl.err
+	case <-ctx.Done():
+		var zero V
+		return zero, ctx.Err()
+	}
 }
+
+// run makes one load and hands its result to every caller waiting for it.
+func (c *Cache[V]) run(ctx context.Context, key string, cl *call[V], load func(context.Context, string) (V, error)) {
+	// A load that never returns would keep every later caller waiting
+	// until its own deadline; bound it.
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
+	cl.value, cl.err = safeLoad(ctx, key, load)
+	now := c.now()
+	c.mu.Lock()
+	delete(c.loading, key)
+	if cl.err == nil {
+		if len(c.entries) >= c.max {
+			clear(c.entries)
+		}
+		c.entries[key] = entry[V]{value: cl.value, expires: now.Add(c.ttl)}
+	}
+	c.mu.Unlock()
+	close(cl.done)
+}
+
+// safeLoad calls load, turning a panic into an error: the load runs on its
+// own goroutine, where a panic would end the process.
+func safeLoad[V any](ctx context.Context, key string, load func(context.Context, string) (V, error)) (v V, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("ttlcache: loading %q panicked: %v", key, p)
+		}
+	}()
+	return load(ctx, key)
+}
+
+// loadTimeout bounds one load.
+const loadTimeout = 30 * time.Second
 
 // Peek returns the value for key when it is cached and not expired, without loading it.
 func (c *Cache[V]) Peek(key string) (V, bool) {

@@ -74,8 +74,9 @@ type Input struct {
 }
 
 // pauseEvery is how many messages Render and EncodeParts do between calls
-// of Input.Pause: about a millisecond of work.
-const pauseEvery = 500
+// of Input.Pause: a fraction of a millisecond of work, so a paced render
+// never runs much past its stretch (the pacer decides by the clock).
+const pauseEvery = 50
 
 // Wire is one message exactly as the Anthropic Messages API takes it: no
 // uuid or any other field, which the API would refuse.

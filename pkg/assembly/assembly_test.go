@@ -313,7 +313,7 @@ func TestRenderPausesBetweenBatchesOfWork(t *testing.T) {
 	first := assembly.Render(in)
 	_, parts, err := first.EncodeParts()
 	require.NoError(t, err)
-	require.Equal(t, 4, pauses, "two pauses rendering 1,200 messages, two encoding them")
+	require.Equal(t, 48, pauses, "a pause every 50 messages: 24 rendering 1,200 messages, 24 encoding them")
 
 	plain := assembly.Render(assembly.Input{Messages: msgs})
 	_, plainParts, err := plain.EncodeParts()

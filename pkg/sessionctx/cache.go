@@ -109,16 +109,25 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (
 
 // pageRows is how many messages a read fetches at once: a session read
 // whole comes a page at a time, so the rows Postgres sends and pgx holds
-// are bounded, and a paced read (limits.Pacer) can rest between pages.
-const pageRows = 2_000
+// are bounded. A paced read (limits.Pacer) rests between pages, so its
+// pages are smaller: one of pacedPageRows is about a millisecond of
+// Postgres and of decoding, the stretch a pacer allows.
+const (
+	pageRows      = 2_000
+	pacedPageRows = 250
+)
 
 // fetchSince fetches and decodes the session's messages from position on,
 // a page at a time, pausing between pages when ctx carries a pacer.
 func fetchSince(ctx context.Context, tx *store.Tx, sessionID string, position int64) ([]view.Message, error) {
 	pacer := limits.PacerFrom(ctx)
+	size := int32(pageRows)
+	if pacer != nil {
+		size = pacedPageRows
+	}
 	var out []view.Message
 	for {
-		rows, err := tx.MessagesPage(ctx, sessionID, position, pageRows)
+		rows, err := tx.MessagesPage(ctx, sessionID, position, size)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +139,7 @@ func fetchSince(ctx context.Context, tx *store.Tx, sessionID string, position in
 			page[i].Memo = &view.Memo{}
 		}
 		out = append(out, page...)
-		if len(rows) < pageRows {
+		if len(rows) < int(size) {
 			return out, nil
 		}
 		position = rows[len(rows)-1].Position + 1

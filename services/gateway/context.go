@@ -248,11 +248,20 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	var st sessionctx.State
 	var section []string
 	var beside recall.Beside
+	var snapshot *store.ContextSnapshot
 	for micro, edited := false, false; ; {
 		err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 			var err error
 			if st, err = g.contexts.Load(ctx, tx, id); err != nil {
 				return err
+			}
+			switch snap, err := tx.ContextSnapshot(ctx, id); {
+			case errors.Is(err, store.ErrNotFound):
+				snapshot = nil
+			case err != nil:
+				return err
+			default:
+				snapshot = &snap
 			}
 			section, err = memory.FrozenSection(ctx, tx, memory.SessionSection{
 				SessionID: id, MemoryScope: st.Session.MemoryScope, CompactionID: st.Session.CompactionID,
@@ -302,7 +311,7 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	if err != nil {
 		return ContextBody{}, encodedContext{}, false, err
 	}
-	if err := g.accountCacheBreak(ctx, tenant, st.Session, system, messages); err != nil {
+	if err := g.accountCacheBreak(ctx, tenant, st.Session, snapshot, system, messages); err != nil {
 		return ContextBody{}, encodedContext{}, false, err
 	}
 	body := ContextBody{
@@ -326,8 +335,9 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	return body, encoded, st.Session.TokenCount >= limits.Blocking, nil
 }
 
-// pageWrite is how many messages a paced answer writes between pauses.
-const pageWrite = 1_000
+// pageWrite is how many messages a paced answer writes between calls of
+// the pacer: well under a millisecond of writing.
+const pageWrite = 100
 
 // encodedContext is the answer to a context request in parts, written one
 // after the other: the answer is never joined into one buffer, so a render
@@ -465,43 +475,40 @@ func (g *Gateway) awaitPrefetch(ctx context.Context, tenant, id string, b recall
 	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error { return recall.Close(ctx, tx, id, b.Waiting) })
 }
 
-// accountCacheBreak compares the rendered prefix with the session's last one.
+// accountCacheBreak compares the rendered prefix with the session's last one
+// (prev, read with the context; nil before the first), and records it when it changed.
 // A prefix that no longer starts with the last one is a cache break:
 // expected when a compaction, a micro-compaction or an edit's cut was
 // recorded since (each moves the session's epoch), else unexpected, and
 // counted either way.
 // The prefix is the system and messages parts one after the other
 // (assembly.Join), hashed as they are rather than joined.
-func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, system, messages [][]byte) error {
+func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte) error {
+	pacer := limits.PacerFrom(ctx) // a heavy render hashes paced too
+	cut := int64(-1)
+	if prev != nil {
+		cut = prev.PrefixLen
+	}
+	sum, length, head := hashParts(func() { _ = pacer.Pause(ctx) }, cut, system, messages)
+	if prev != nil {
+		if prev.PrefixLen == length && bytes.Equal(prev.PrefixHash, sum) && prev.Epoch == sess.ContextEpoch {
+			return nil // nothing changed: nothing to write
+		}
+		kept := head != nil && bytes.Equal(prev.PrefixHash, head)
+		if !kept {
+			expected := prev.Epoch < sess.ContextEpoch
+			kind := "unexpected"
+			if expected {
+				kind = "expected"
+			}
+			g.metrics.cacheBreaks.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", kind)))
+			if !expected {
+				g.log.Warn("unexpected cache break: the context no longer starts with the previous one",
+					"tenant", tenant, "session", sess.SessionID, "epoch", sess.ContextEpoch)
+			}
+		}
+	}
 	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-		prev, err := tx.ContextSnapshot(ctx, sess.SessionID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		found := err == nil
-		cut := int64(-1)
-		if found {
-			cut = prev.PrefixLen
-		}
-		sum, length, head := hashParts(cut, system, messages)
-		if found {
-			if prev.PrefixLen == length && bytes.Equal(prev.PrefixHash, sum) && prev.Epoch == sess.ContextEpoch {
-				return nil // nothing changed
-			}
-			kept := head != nil && bytes.Equal(prev.PrefixHash, head)
-			if !kept {
-				expected := prev.Epoch < sess.ContextEpoch
-				kind := "unexpected"
-				if expected {
-					kind = "expected"
-				}
-				g.metrics.cacheBreaks.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", kind)))
-				if !expected {
-					g.log.Warn("unexpected cache break: the context no longer starts with the previous one",
-						"tenant", tenant, "session", sess.SessionID, "epoch", sess.ContextEpoch)
-				}
-			}
-		}
 		return tx.PutContextSnapshot(ctx, store.ContextSnapshot{
 			SessionID: sess.SessionID, Epoch: sess.ContextEpoch, PrefixLen: length, PrefixHash: sum,
 		})
@@ -510,9 +517,11 @@ func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess sto
 
 // hashParts hashes the concatenation of parts: the SHA-256 of all of it
 // and its length, and the SHA-256 of its first cut bytes (nil when cut is
-// negative or longer than the whole).
-func hashParts(cut int64, parts ...[][]byte) (sum []byte, length int64, head []byte) {
+// negative or longer than the whole). It calls pause after every
+// pageWrite parts.
+func hashParts(pause func(), cut int64, parts ...[][]byte) (sum []byte, length int64, head []byte) {
 	all, first := sha256.New(), sha256.New()
+	n := 0
 	if cut == 0 {
 		head = first.Sum(nil)
 	}
@@ -527,6 +536,9 @@ func hashParts(cut int64, parts ...[][]byte) (sum []byte, length int64, head []b
 				}
 			}
 			length += int64(len(p))
+			if n++; n%pageWrite == 0 {
+				pause()
+			}
 		}
 	}
 	return all.Sum(nil), length, head

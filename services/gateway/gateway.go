@@ -107,7 +107,7 @@ func DefaultConfig() Config {
 		HeavyBytes:       16 << 20,
 		HeavyWait:        3 * time.Second,
 		HeavyWork:        2 * time.Millisecond,
-		HeavyRest:        6 * time.Millisecond,
+		HeavyRest:        10 * time.Millisecond,
 
 		ContextCacheBytes: 64 << 20,
 

@@ -52,20 +52,18 @@ const (
 	storm        = 200              // concurrent requests of tenant A
 	answerWithin = 10 * time.Second // every one of them answered within
 	maxPeakRSS   = 1 << 30          // the process's peak resident set
-	// maxSlowdown bounds B's p99 during the storm ÷ at rest. The goal is 3.
-	// Measured on two cores (2026-11-25, quiet machine): the turn storm
-	// 1.3–2.7 (nine runs); the context storm 2.1–13.3 (nine runs) before
-	// the heavy render was paced and its admission stopped scanning the
-	// session, 1.9–4.7 (five runs) since. B's p99 is its third-slowest of
-	// 200–250 samples: 11–14 ms against 2.6–7 ms at rest. What is left is
-	// the burst of A's 200 connections at the storm's start (one B request
-	// of about 50 ms) and the stretches of A's paced render. The test holds
-	// the line at a bound it meets every time and logs the ratio.
-	maxSlowdown = 8.0
-	restSamples = 100            // B's requests at rest
-	killAbove   = int64(3 << 30) // the process is killed past this RSS, to spare the machine
-	readyEvery  = 100 * time.Millisecond
-	settle      = 3 * time.Minute // ingest of the fill on a busy machine
+	// B's context p99 during the storms ÷ its p99 at rest, each over the
+	// samples of all the storms a test makes and of the rests before them
+	// (restSamples in all). The goal is goalSlowdown; measured on two
+	// cores (2026-11-25), quiet, over twelve runs of the package: the
+	// context storm 1.7–3.6, the turn storm 2.2–4.9. The test fails past
+	// maxSlowdown and logs whether the goal was met.
+	goalSlowdown = 3.0
+	maxSlowdown  = 6.0
+	restSamples  = 900
+	killAbove    = int64(3 << 30) // the process is killed past this RSS, to spare the machine
+	readyEvery   = 100 * time.Millisecond
+	settle       = 3 * time.Minute // ingest of the fill on a busy machine
 )
 
 // system is the Mnemos process under test and the store the checks read.
@@ -109,9 +107,28 @@ func client(timeout time.Duration) *http.Client {
 
 // do sends one request and reads the whole answer; status 0 means no answer.
 func do(ctx context.Context, c *http.Client, method, url, key string, body io.Reader, size int64) (int, []byte, error) {
+	var data []byte
+	code, err := roundTrip(ctx, c, method, url, key, body, size, func(r io.Reader) (err error) {
+		data, err = io.ReadAll(r)
+		return err
+	})
+	return code, data, err
+}
+
+// discard sends one of the storm's requests and reads its answer without
+// keeping it: the test process, where B's requests are timed too, does not
+// collect A's answers of megabytes.
+func discard(ctx context.Context, c *http.Client, method, url, key string, body io.Reader, size int64) (int, error) {
+	return roundTrip(ctx, c, method, url, key, body, size, func(r io.Reader) error {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	})
+}
+
+func roundTrip(ctx context.Context, c *http.Client, method, url, key string, body io.Reader, size int64, read func(io.Reader) error) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	if body != nil {
 		req.ContentLength = size
@@ -120,14 +137,13 @@ func do(ctx context.Context, c *http.Client, method, url, key string, body io.Re
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, err
+	if err := read(resp.Body); err != nil {
+		return 0, err
 	}
-	return resp.StatusCode, data, nil
+	return resp.StatusCode, nil
 }
 
 // event is one turn of n tiny messages, or of n messages of text bytes each.
@@ -275,13 +291,37 @@ type stormResult struct {
 	lastReady string
 }
 
+// stormShape is how a test storms.
+type stormShape struct {
+	// rounds is how many storms; B's slowdown is taken over all of them.
+	rounds int
+	// warm opens A's connections before each storm: the storm is then of
+	// requests, and the handshakes of 200 new connections, which would
+	// measure the kernel and this test process, are not in it. A refused
+	// turn closes its connection (its body is left unread), so a turn
+	// storm has nothing to warm.
+	warm bool
+}
+
 // runStorm measures B's context at rest, then sends storm requests of A
 // at once (send makes the i-th) while B keeps reading its context.
-func (s *system) runStorm(sessionB string, send func(ctx context.Context, c *http.Client, i int) (int, error)) stormResult {
+func (s *system) runStorm(shape stormShape, sessionB string, send func(ctx context.Context, c *http.Client, i int) (int, error)) stormResult {
 	s.t.Helper()
 	var res stormResult
+	cA := client(2 * answerWithin) // long enough to see an answer that came too late
+	if shape.warm {
+		var warm sync.WaitGroup
+		for range storm {
+			warm.Go(func() {
+				code, _, err := do(context.Background(), cA, http.MethodGet, s.proc.URL()+"/readyz", "", nil, 0)
+				require.NoError(s.t, err)
+				require.Equal(s.t, http.StatusOK, code)
+			})
+		}
+		warm.Wait()
+	}
 	cB := client(30 * time.Second)
-	for range restSamples {
+	for range restSamples / shape.rounds {
 		d, err := s.readContext(cB, keyB, sessionB)
 		require.NoError(s.t, err)
 		res.rest = append(res.rest, d)
@@ -308,7 +348,6 @@ func (s *system) runStorm(sessionB string, send func(ctx context.Context, c *htt
 	})
 
 	res.outcomes = make([]outcome, storm)
-	cA := client(2 * answerWithin) // long enough to see an answer that came too late
 	start := make(chan struct{})
 	var all sync.WaitGroup
 	for i := range storm {
@@ -358,9 +397,9 @@ func (res stormResult) check(t *testing.T, name string, ok ...int) {
 	}
 	rest, during := res.rest.p99(), res.during.p99()
 	t.Logf("%s: answers by status %v (0: none), slowest %s; peak RSS %d MiB; /readyz not 200 in %d of %d polls; "+
-		"B's context p99 at rest %s (%d samples), during the storm %s (%d samples), ratio %.2f",
+		"B's context p99 at rest %s (%d samples), during the storm %s (%d samples)",
 		name, counts, slowest.Round(time.Millisecond), res.peakRSS>>20, res.notReady, res.polls,
-		rest.Round(time.Microsecond), len(res.rest), during.Round(time.Microsecond), len(res.during), float64(during)/float64(rest))
+		rest.Round(time.Microsecond), len(res.rest), during.Round(time.Microsecond), len(res.during))
 	slow := slices.Clone(res.during)
 	slices.Sort(slow)
 	t.Logf("%s: B's slowest context requests during the storm: %v", name, slow[max(len(slow)-5, 0):])
@@ -370,8 +409,29 @@ func (res stormResult) check(t *testing.T, name string, ok ...int) {
 	require.LessOrEqual(t, res.peakRSS, int64(maxPeakRSS), "%s: peak RSS within %d MiB", name, maxPeakRSS>>20)
 	require.NoError(t, res.neighbour, "%s: B's context kept answering", name)
 	require.NotEmpty(t, res.during, "%s: B read its context during the storm", name)
-	require.LessOrEqual(t, float64(during), maxSlowdown*float64(rest),
-		"%s: B's context p99 during the storm (%s) within %.0f× its p99 at rest (%s)", name, during, maxSlowdown, rest)
+}
+
+// storms runs the storms of shape, checking each (check), and asserts B's
+// slowdown over all of them; after, when set, runs after each storm.
+func (s *system) storms(name string, shape stormShape, sessionB string, send func(ctx context.Context, c *http.Client, round, i int) (int, error),
+	after func(round int, res stormResult), ok ...int,
+) {
+	s.t.Helper()
+	var rest, during samples
+	for round := range shape.rounds {
+		res := s.runStorm(shape, sessionB, func(ctx context.Context, c *http.Client, i int) (int, error) { return send(ctx, c, round, i) })
+		res.check(s.t, fmt.Sprintf("%s (storm %d of %d)", name, round+1, shape.rounds), ok...)
+		rest, during = append(rest, res.rest...), append(during, res.during...)
+		if after != nil {
+			after(round, res)
+		}
+	}
+	slowdown := float64(during.p99()) / float64(rest.p99())
+	s.t.Logf("%s: B's context p99 at rest %s (%d samples), during the storms %s (%d samples): slowdown %.2f (goal %.0f met: %t)",
+		name, rest.p99().Round(time.Microsecond), len(rest), during.p99().Round(time.Microsecond), len(during), slowdown,
+		goalSlowdown, slowdown <= goalSlowdown)
+	require.LessOrEqual(s.t, slowdown, maxSlowdown,
+		"%s: B's context p99 during the storms (%s) within %.0f× its p99 at rest (%s)", name, during.p99(), maxSlowdown, rest.p99())
 }
 
 // fillNeighbour gives tenant B its small session: ten turns of four
@@ -390,7 +450,7 @@ func (s *system) fillNeighbour() string {
 // its limits allow and asks for its context 200 times at once; every
 // request is answered within 10 s (served, or refused with 429/503), the
 // process stays ready and within 1 GiB, and tenant B's context requests stay
-// within 3× their p99 at rest.
+// within 3× their p99 at rest (over three storms).
 func TestContextStormOnTheLargestSession(t *testing.T) {
 	s := newSystem(t)
 	const big = "big"
@@ -402,12 +462,14 @@ func TestContextStormOnTheLargestSession(t *testing.T) {
 	small := s.fillNeighbour()
 
 	url := s.proc.URL() + "/v1/sessions/" + big + "/context"
-	res := s.runStorm(small, func(ctx context.Context, c *http.Client, _ int) (int, error) {
-		code, _, err := do(ctx, c, http.MethodGet, url, keyA, nil, 0)
-		return code, err
-	})
-	res.check(t, "200 concurrent GET /context of A's 30,000-message session",
-		http.StatusOK, http.StatusTooManyRequests, http.StatusServiceUnavailable)
+	// Three storms: one is short (a quarter to half a second once A's
+	// session is cached), and its p99 alone would be its one or two
+	// slowest samples, those that met A's 200 requests arriving together.
+	shape := stormShape{rounds: 3, warm: true}
+	s.storms("200 concurrent GET /context of A's 30,000-message session", shape, small,
+		func(ctx context.Context, c *http.Client, _, _ int) (int, error) {
+			return discard(ctx, c, http.MethodGet, url, keyA, nil, 0)
+		}, nil, http.StatusOK, http.StatusTooManyRequests, http.StatusServiceUnavailable)
 }
 
 // TestTurnStormOfTheLargestTurns: tenant A sends 200 of the largest turns
@@ -427,14 +489,28 @@ func TestTurnStormOfTheLargestTurns(t *testing.T) {
 	head, tail := splitEvent(t, event(tenantA, "storm-000", 1, turnMessages, text))
 	t.Logf("each turn: %d messages, %d bytes", turnMessages, len(head)+len(tail))
 	url := s.proc.URL() + "/v1/turns"
-	res := s.runStorm(small, func(ctx context.Context, c *http.Client, i int) (int, error) {
-		h := bytes.ReplaceAll(head, []byte("storm-000"), fmt.Appendf(nil, "storm-%03d", i))
-		body := io.MultiReader(bytes.NewReader(h), bytes.NewReader(tail))
-		code, _, err := do(ctx, c, http.MethodPost, url, keyA, body, int64(len(h)+len(tail)))
-		return code, err
-	})
-	res.check(t, "200 concurrent POST /v1/turns of A's largest turn",
-		http.StatusAccepted, http.StatusTooManyRequests, http.StatusServiceUnavailable)
+	session := func(round, i int) string { return fmt.Sprintf("storm-%d-%03d", round, i) }
+	// One storm of turns lasts seconds: its own p99 is over 1,500 samples.
+	shape := stormShape{rounds: 1}
+	s.storms("200 concurrent POST /v1/turns of A's largest turn", shape, small,
+		func(ctx context.Context, c *http.Client, round, i int) (int, error) {
+			h := bytes.ReplaceAll(head, []byte("storm-000"), []byte(session(round, i)))
+			body := io.MultiReader(bytes.NewReader(h), bytes.NewReader(tail))
+			return discard(ctx, c, http.MethodPost, url, keyA, body, int64(len(h)+len(tail)))
+		},
+		// The next storm's rest is measured after the turns this one
+		// delivered are stored, not while the accountant applies them.
+		func(round int, res stormResult) {
+			for i, o := range res.outcomes {
+				if o.status != http.StatusAccepted {
+					continue
+				}
+				require.Eventually(t, func() bool {
+					sess, err := s.store.GetSession(context.Background(), tenantA, session(round, i))
+					return err == nil && sess.AppliedSeq == 1
+				}, settle, 100*time.Millisecond, "A's accepted turn %s was not applied", session(round, i))
+			}
+		}, http.StatusAccepted, http.StatusTooManyRequests, http.StatusServiceUnavailable)
 }
 
 func mustMarshal(t *testing.T, ev turn.Event) []byte {

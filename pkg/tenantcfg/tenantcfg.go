@@ -39,6 +39,8 @@ type Settings struct {
 	Dreaming Dreaming `json:"dreaming"`
 	// Limits bound the tenant's ingest.
 	Limits limits.Config `json:"limits"`
+	// Proxy is how the Messages API proxy treats the tenant's requests.
+	Proxy Proxy `json:"proxy"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -55,6 +57,7 @@ func Defaults() Settings {
 		Recall:        recall.DefaultSettings(),
 		Dreaming:      DefaultDreaming(),
 		Limits:        limits.DefaultConfig(),
+		Proxy:         DefaultProxy(),
 	}
 }
 
@@ -86,12 +89,19 @@ func Overlay(defaults Settings, stored []byte) (Settings, error) {
 // Loader reads a tenant's stored settings document.
 type Loader func(ctx context.Context, tenant string) ([]byte, error)
 
-// Cache serves tenants' effective settings, reading each at most once per TTL.
+// Cache serves tenants' effective settings, reading each at most once per
+// TTL. While Postgres cannot be read, a tenant's last settings serve for up
+// to StaleFor past their TTL: a tenant that turned something off (the
+// proxy's fail_open, say) does not get the defaults back in an outage.
 type Cache struct {
 	defaults Settings
 	load     Loader
 	cache    *ttlcache.Cache[Settings]
 }
+
+// StaleFor is how long past their TTL a tenant's settings serve while they
+// cannot be read.
+const StaleFor = 10 * time.Minute
 
 // NewCache builds a cache over load with the process's defaults. One cache
 // serves every service of a process.
@@ -99,7 +109,7 @@ func NewCache(defaults Settings, load Loader, ttl time.Duration) (*Cache, error)
 	if err := defaults.Validate(); err != nil {
 		return nil, fmt.Errorf("tenantcfg: defaults: %w", err)
 	}
-	return &Cache{defaults: defaults, load: load, cache: ttlcache.New[Settings](ttl, 100_000)}, nil
+	return &Cache{defaults: defaults, load: load, cache: ttlcache.New[Settings](ttl, 100_000).StaleOnError(StaleFor)}, nil
 }
 
 // For returns tenant's effective settings. Stored settings that no longer

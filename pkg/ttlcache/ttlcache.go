@@ -15,9 +15,10 @@ import (
 // key expires under a burst of requests, Postgres is asked once, not once
 // per request. It is safe for concurrent use.
 type Cache[V any] struct {
-	ttl time.Duration
-	max int
-	now func() time.Time
+	ttl   time.Duration
+	max   int
+	now   func() time.Time
+	stale time.Duration // how long past its TTL a value stands in for a failed load
 
 	mu      sync.Mutex
 	entries map[string]entry[V]
@@ -40,6 +41,15 @@ type call[V any] struct {
 // it starts over, so a flood of distinct keys cannot grow it without bound.
 func New[V any](ttl time.Duration, max int) *Cache[V] {
 	return &Cache[V]{ttl: ttl, max: max, now: time.Now, entries: map[string]entry[V]{}, loading: map[string]*call[V]{}}
+}
+
+// StaleOnError makes a failed load answer the value it was to replace, when
+// that expired less than d ago: a fact that changes rarely (a tenant's
+// settings) stays usable while its store is unreachable. The next Get
+// tries the load again. It returns c.
+func (c *Cache[V]) StaleOnError(d time.Duration) *Cache[V] {
+	c.stale = d
+	return c
 }
 
 // Get returns the value for key, calling load when it is missing or
@@ -83,7 +93,9 @@ func (c *Cache[V]) run(ctx context.Context, key string, cl *call[V], load func(c
 	now := c.now()
 	c.mu.Lock()
 	delete(c.loading, key)
-	if cl.err == nil {
+	if e, ok := c.entries[key]; ok && cl.err != nil && now.Before(e.expires.Add(c.stale)) {
+		cl.value, cl.err = e.value, nil // stale, and still expired: the next Get loads again
+	} else if cl.err == nil {
 		if len(c.entries) >= c.max {
 			clear(c.entries)
 		}

@@ -3,6 +3,7 @@ package ttlcache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,4 +92,52 @@ func TestConcurrentMissesShareOneLoad(t *testing.T) {
 
 	_, err = c.Get(context.Background(), "boom", func(context.Context, string) (int, error) { panic("bug") })
 	require.ErrorContains(t, err, "panicked")
+}
+
+// TestStaleOnErrorStandsInForAFailedLoad: past its TTL a value answers a
+// failed load for as long as StaleOnError allows, and the next Get loads
+// again; without it, or later, the failure is the answer.
+func TestStaleOnErrorStandsInForAFailedLoad(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	down := errors.New("store unreachable")
+	failing := false
+	loads := 0
+	load := func(context.Context, string) (string, error) {
+		loads++
+		if failing {
+			return "", down
+		}
+		return fmt.Sprintf("v%d", loads), nil
+	}
+	ctx := context.Background()
+	for _, stale := range []time.Duration{0, 10 * time.Minute} {
+		c := New[string](time.Minute, 10).StaleOnError(stale)
+		c.now = func() time.Time { return now }
+		loads, failing = 0, false
+		v, err := c.Get(ctx, "k", load)
+		require.NoError(t, err)
+		require.Equal(t, "v1", v)
+
+		failing = true
+		now = now.Add(2 * time.Minute) // expired, and the store is down
+		v, err = c.Get(ctx, "k", load)
+		if stale == 0 {
+			require.ErrorIs(t, err, down, "no stale value without StaleOnError")
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, "v1", v, "the last value stands in")
+		_, _ = c.Get(ctx, "k", load)
+		require.Equal(t, 3, loads, "each Get tried the store again")
+
+		now = now.Add(10 * time.Minute) // past the stale window
+		_, err = c.Get(ctx, "k", load)
+		require.ErrorIs(t, err, down)
+
+		failing = false
+		v, err = c.Get(ctx, "k", load)
+		require.NoError(t, err)
+		require.Equal(t, "v5", v, "back: a fresh value")
+	}
 }

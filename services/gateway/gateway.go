@@ -798,7 +798,7 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 	if gm.edits, err = m.Int64Counter("mnemos.context.edits", metric.WithDescription("What context-management edits cut, by kind: tool_result, tool_input, thinking (assistant messages).")); err != nil {
 		return gm, err
 	}
-	if gm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Messages API requests, by outcome: managed, passthrough (no session), unmanaged (fail-open), diverged, upstream_error, unrecorded.")); err != nil {
+	if gm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Messages API requests, by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), diverged, upstream_error, client_gone, unrecorded.")); err != nil {
 		return gm, err
 	}
 	if gm.editsSaved, err = m.Int64Counter("mnemos.context.edits.tokens_saved", metric.WithDescription("Tokens context-management edits took out of contexts.")); err != nil {

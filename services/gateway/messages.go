@@ -18,6 +18,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -48,9 +49,11 @@ const (
 	proxyManaged     = "managed"     // managed and its round published
 	proxyPassthrough = "passthrough" // no session: forwarded as sent
 	proxyUnmanaged   = "unmanaged"   // managing failed: forwarded as sent (fail-open)
+	proxyRefused     = "refused"     // managing failed and the tenant does not fail open: 503
 	proxyDiverged    = "diverged"    // the client's conversation no longer follows the session's
 	proxyUpstream    = "upstream_error"
-	proxyUnrecorded  = "unrecorded" // answered, but its round could not be published
+	proxyClientGone  = "client_gone" // the client left before the answer was whole: not recorded
+	proxyUnrecorded  = "unrecorded"  // answered, but its round could not be published
 )
 
 func (g *Gateway) registerMessages(mux Mux) {
@@ -196,6 +199,13 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		switch {
 		case errors.Is(err, errDiverged):
 			outcome = proxyDiverged
+		case err != nil && !g.failsOpen(ctx, tenant):
+			g.log.Warn("messages proxy: refused, the tenant does not fail open", "tenant", tenant, "session", req.session, "err", err)
+			g.countProxy(ctx, proxyRefused)
+			w.Header().Set("Retry-After", "5")
+			anthropicError(w, http.StatusServiceUnavailable, "overloaded_error", fmt.Sprintf(
+				"Mnemos cannot manage this request of session %s now, and this tenant's requests do not go up unmanaged (proxy.fail_open is off); retry shortly", req.session))
+			return
 		case err != nil:
 			outcome = proxyUnmanaged
 			g.log.Warn("messages proxy: forwarding unmanaged", "tenant", tenant, "session", req.session, "err", err)
@@ -216,9 +226,15 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	}
 	reply, err := relayReply(w, resp, req.stream)
 	if err != nil {
+		// A round the client did not get whole is not the session's: the
+		// client sends it again, and that one is recorded.
 		g.log.Warn("messages proxy: the answer was cut short", "tenant", tenant, "session", req.session, "err", err)
-		g.countProxy(ctx, proxyUpstream)
-		return // a round the client did not get whole is not the session's
+		if ctx.Err() != nil {
+			g.countProxy(ctx, proxyClientGone)
+		} else {
+			g.countProxy(ctx, proxyUpstream)
+		}
+		return
 	}
 	if outcome == proxyManaged {
 		// The client has its answer; recording it must not depend on the
@@ -246,6 +262,17 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 		defer resp.Body.Close()
 		_, _ = io.Copy(w, resp.Body)
 	}
+}
+
+// failsOpen reports whether the tenant's requests go up unmanaged when
+// Mnemos cannot manage them: its proxy.fail_open, or the default when its
+// settings cannot be read either.
+func (g *Gateway) failsOpen(ctx context.Context, tenant string) bool {
+	set, err := g.settings.For(ctx, tenant)
+	if err != nil {
+		return tenantcfg.DefaultProxy().FailOpen
+	}
+	return set.Proxy.FailOpen
 }
 
 func (g *Gateway) countProxy(ctx context.Context, outcome string) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -28,8 +29,9 @@ import (
 // mnemos is Mnemos in front of an upstream: the gateway with the
 // accountant, the relay and the compactor on real NATS and Postgres.
 type mnemos struct {
-	store *store.Store
-	api   *httptest.Server
+	store   *store.Store
+	api     *httptest.Server
+	metrics *telemetrytest.Reader
 }
 
 // startMnemos runs the gateway in front of upstreamURL, with the
@@ -37,8 +39,13 @@ type mnemos struct {
 // key is apiKey, until the test ends.
 func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
 	t.Helper()
-	st := pgtest.New(t)
-	b := bustest.New(t)
+	return startMnemosOn(t, pgtest.New(t), bustest.New(t), upstreamURL, apiKey)
+}
+
+// startMnemosOn is startMnemos on the store and bus given: a test that
+// takes Postgres or NATS away reaches them through a link.
+func startMnemosOn(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKey string) *mnemos {
+	t.Helper()
 	log := bustest.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
@@ -69,7 +76,7 @@ func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
 		})
 	}
 	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })
-	return &mnemos{store: st, api: api}
+	return &mnemos{store: st, api: api, metrics: metrics}
 }
 
 // waitApplied waits until the session has applied seq.

@@ -10,6 +10,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	neturl "net/url"
+	"os"
+	"strings"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -47,6 +50,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 var tenantUsage = [][2]string{
 	{"tenant create [-name NAME] [-key KEY] ID", "create a tenant and print a new API key"},
 	{"tenant settings ID [JSON]", "print a tenant's stored and effective settings; with JSON, replace them first"},
+	{"tenant upstream [-url URL -key-file FILE | -clear] ID", "set or clear the tenant's own upstream for the Messages API proxy; print its URL"},
 }
 
 // runTenant manages tenants: `create` makes one and prints a fresh API key;
@@ -61,6 +65,8 @@ func runTenant(ctx context.Context, args []string, getenv func(string) string, s
 		return runTenantCreate(ctx, args[1:], getenv, stdout, stderr)
 	case "settings":
 		return runTenantSettings(ctx, args[1:], getenv, stdout, stderr)
+	case "upstream":
+		return runTenantUpstream(ctx, args[1:], getenv, stdout, stderr)
 	}
 	fmt.Fprintln(stderr, "Usage:")
 	for _, line := range tenantUsage {
@@ -70,9 +76,9 @@ func runTenant(ctx context.Context, args []string, getenv func(string) string, s
 	case "-h", "-help", "--help":
 		return flag.ErrHelp
 	case "":
-		return errors.New("tenant: want create or settings")
+		return errors.New("tenant: want create, settings or upstream")
 	}
-	return fmt.Errorf("unknown tenant command %q: want create or settings", sub)
+	return fmt.Errorf("unknown tenant command %q: want create, settings or upstream", sub)
 }
 
 // tenantID is a tenant command's ID argument.
@@ -171,4 +177,85 @@ func runTenantSettings(ctx context.Context, args []string, getenv func(string) s
 	}
 	fmt.Fprintln(stdout, string(out))
 	return nil
+}
+
+// runTenantUpstream sets, clears or shows a tenant's own upstream. The key
+// is read from a file (or stdin), never from the command line, where other
+// users of the machine and shell histories would see it, and it is never
+// printed.
+func runTenantUpstream(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := commandFlags("tenant upstream", tenantUsage[2][0],
+		"Sets the Anthropic-compatible base URL and key the Messages API proxy sends the tenant ID's requests to,\n"+
+			"or with -clear takes them away (the tenant uses MNEMOS_UPSTREAM_ANTHROPIC_URL again); then prints the URL in use.", stderr)
+	url := fs.String("url", "", "the upstream's base URL, e.g. https://api.anthropic.com")
+	keyFile := fs.String("key-file", "", "a file holding the upstream's API key ('-': standard input)")
+	clear := fs.Bool("clear", false, "take the tenant's own upstream away")
+	if err := parseArgs(fs, args, 1); err != nil {
+		return err
+	}
+	id, err := tenantID(fs)
+	if err != nil {
+		return err
+	}
+	set := *url != "" || *keyFile != ""
+	switch {
+	case set && *clear:
+		return errors.New("tenant upstream: -clear takes no -url or -key-file")
+	case set && (*url == "" || *keyFile == ""):
+		return errors.New("tenant upstream: give both -url and -key-file")
+	}
+	var up store.Upstream
+	if set {
+		if up, err = readUpstream(*url, *keyFile, os.Stdin); err != nil {
+			return err
+		}
+	}
+	st, err := tenantStore(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch {
+	case set:
+		if err := st.SetTenantUpstream(ctx, id, up); err != nil {
+			return err
+		}
+	case *clear:
+		if _, err := st.DeleteTenantUpstream(ctx, id); err != nil {
+			return err
+		}
+	}
+	current, err := st.TenantUpstream(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		fmt.Fprintf(stdout, "tenant %s uses the process's upstream (MNEMOS_UPSTREAM_ANTHROPIC_URL)\n", id)
+		return nil
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(stdout, "tenant %s upstream %s (key held, not shown)\n", id, current.URL)
+	return nil
+}
+
+// readUpstream checks an upstream's URL and reads its key from keyFile
+// ("-": stdin).
+func readUpstream(rawURL, keyFile string, stdin io.Reader) (store.Upstream, error) {
+	u, err := neturl.Parse(rawURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return store.Upstream{}, fmt.Errorf("tenant upstream: -url %q: want an http or https base URL", rawURL)
+	}
+	var key []byte
+	if keyFile == "-" {
+		key, err = io.ReadAll(io.LimitReader(stdin, 64<<10))
+	} else {
+		key, err = os.ReadFile(keyFile) //nolint:gosec // the operator names the file
+	}
+	if err != nil {
+		return store.Upstream{}, fmt.Errorf("tenant upstream: reading the key: %w", err)
+	}
+	k := strings.TrimSpace(string(key))
+	if k == "" || strings.ContainsAny(k, " \t\r\n") {
+		return store.Upstream{}, errors.New("tenant upstream: the key file must hold one key")
+	}
+	return store.Upstream{URL: strings.TrimSuffix(u.String(), "/"), Key: k}, nil
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -19,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 // TestMigrateHelpTouchesNoDatabase: `mnemos migrate --help` prints its
@@ -89,6 +92,10 @@ func TestTenantSubcommandsHaveTheirOwnHelp(t *testing.T) {
 	tenant := help("tenant", "-h")
 	require.Contains(t, tenant, "mnemos tenant create")
 	require.Contains(t, tenant, "mnemos tenant settings")
+	require.Contains(t, tenant, "mnemos tenant upstream")
+	upstream := help("tenant", "upstream", "-h")
+	require.Contains(t, upstream, "-key-file")
+	require.NotContains(t, upstream, "-name")
 
 	var out bytes.Buffer
 	require.ErrorContains(t, run(ctx, []string{"tenant", "rename", "acme"}, env(nil), &out, &out), `unknown tenant command "rename"`)
@@ -103,7 +110,7 @@ func TestUsageListsEveryCommandAndTarget(t *testing.T) {
 	var out bytes.Buffer
 	require.ErrorIs(t, run(context.Background(), []string{"-h"}, env(nil), &out, &out), flag.ErrHelp)
 	usage := out.String()
-	names := []string{"tenant create", "tenant settings"}
+	names := []string{"tenant create", "tenant settings", "tenant upstream"}
 	for _, c := range commands {
 		if c.name != "tenant" {
 			names = append(names, c.name)
@@ -190,7 +197,7 @@ func TestHelpExitsZeroFromTheBinary(t *testing.T) {
 	storeDir := filepath.Join(t.TempDir(), "nats")
 	for _, args := range [][]string{
 		{"-h"}, {"--help"}, {"migrate", "--help"}, {"healthcheck", "--help"}, {"tenant", "--help"},
-		{"tenant", "create", "--help"}, {"tenant", "settings", "--help"}, {"replay", "--help"},
+		{"tenant", "create", "--help"}, {"tenant", "settings", "--help"}, {"tenant", "upstream", "--help"}, {"replay", "--help"},
 		{"bench", "--help"}, {"config", "--help"}, {"version", "--help"}, {"version"},
 	} {
 		cmd := exec.Command(bin, args...)
@@ -203,4 +210,50 @@ func TestHelpExitsZeroFromTheBinary(t *testing.T) {
 		require.Regexp(t, `Usage|^mnemos `, string(out), "mnemos %s", strings.Join(args, " "))
 	}
 	require.NoDirExists(t, storeDir)
+}
+
+// TestTenantUpstream: `mnemos tenant upstream` gives a tenant its own
+// upstream from a key file, shows its URL and never the key, and -clear
+// takes it away; bad flags are refused before anything is stored.
+func TestTenantUpstream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	vars := env(map[string]string{"MNEMOS_DATABASE_URL": dbURL})
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"tenant", "create", "globex"}, vars, &out, &out))
+
+	const secret = "sk-upstream-never-printed"
+	keyFile := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte(secret+"\n"), 0o600))
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"tenant", "upstream", "-url", "https://llm.globex.example/", "-key-file", keyFile, "globex"}, vars, &out, &out))
+	require.Contains(t, out.String(), "tenant globex upstream https://llm.globex.example (key held, not shown)")
+	require.NotContains(t, out.String(), secret)
+
+	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 1})
+	require.NoError(t, err)
+	defer st.Close()
+	up, err := st.TenantUpstream(ctx, "globex")
+	require.NoError(t, err)
+	require.Equal(t, store.Upstream{URL: "https://llm.globex.example", Key: secret}, up)
+	require.NotContains(t, fmt.Sprint(up), secret, "an upstream prints without its key")
+
+	for _, bad := range [][]string{
+		{"-url", "ftp://x", "-key-file", keyFile, "globex"},
+		{"-url", "https://x", "globex"},
+		{"-clear", "-url", "https://x", "-key-file", keyFile, "globex"},
+		{"-url", "https://x", "-key-file", filepath.Join(t.TempDir(), "missing"), "globex"},
+	} {
+		require.Error(t, run(ctx, append([]string{"tenant", "upstream"}, bad...), vars, &out, &out), "%v", bad)
+	}
+	up, err = st.TenantUpstream(ctx, "globex")
+	require.NoError(t, err)
+	require.Equal(t, "https://llm.globex.example", up.URL, "a refused command changed nothing")
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"tenant", "upstream", "-clear", "globex"}, vars, &out, &out))
+	require.Contains(t, out.String(), "uses the process's upstream")
+	_, err = st.TenantUpstream(ctx, "globex")
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -73,3 +73,62 @@ func (s *Store) SetTenantSettings(ctx context.Context, tenant string, doc []byte
 		return nil
 	})
 }
+
+// Upstream is a tenant's upstream for the Messages API proxy: a base URL
+// and the key Mnemos calls it with. String never shows the key.
+type Upstream struct {
+	URL string
+	Key string
+}
+
+// String names the upstream by its URL only: the key is a secret Mnemos
+// holds for the tenant, never logged.
+func (u Upstream) String() string { return u.URL }
+
+// TenantUpstream is the tenant's own upstream, or ErrNotFound when it has
+// none (it uses the process's).
+func (s *Store) TenantUpstream(ctx context.Context, tenant string) (Upstream, error) {
+	var up Upstream
+	err := s.InTx(ctx, tenant, func(tx *Tx) error {
+		row, err := tx.q.TenantUpstreamGet(ctx, tenant)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store.TenantUpstream: %w", err)
+		}
+		up = Upstream{URL: row.Url, Key: row.ApiKey}
+		return nil
+	})
+	return up, err
+}
+
+// SetTenantUpstream gives the tenant its own upstream.
+func (s *Store) SetTenantUpstream(ctx context.Context, tenant string, up Upstream) error {
+	return s.InTx(ctx, tenant, func(tx *Tx) error {
+		if _, err := tx.q.TenantGet(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("store.SetTenantUpstream: tenant %q: %w", tenant, ErrUnknownTenant)
+		} else if err != nil {
+			return fmt.Errorf("store.SetTenantUpstream: %w", err)
+		}
+		if err := tx.q.TenantUpstreamSet(ctx, dbsqlc.TenantUpstreamSetParams{TenantID: tenant, Url: up.URL, ApiKey: up.Key}); err != nil {
+			return fmt.Errorf("store.SetTenantUpstream: %w", err)
+		}
+		return nil
+	})
+}
+
+// DeleteTenantUpstream takes the tenant's own upstream away: it uses the
+// process's again. It reports whether there was one.
+func (s *Store) DeleteTenantUpstream(ctx context.Context, tenant string) (bool, error) {
+	var n int64
+	err := s.InTx(ctx, tenant, func(tx *Tx) error {
+		var err error
+		n, err = tx.q.TenantUpstreamDelete(ctx, tenant)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("store.DeleteTenantUpstream: %w", err)
+	}
+	return n > 0, nil
+}

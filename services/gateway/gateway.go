@@ -129,7 +129,8 @@ type Gateway struct {
 	dreams   *dream.Dreams
 
 	contexts  *sessionctx.Cache
-	keys      *ttlcache.Cache[string] // API key → tenant
+	keys      *ttlcache.Cache[string]   // API key → tenant
+	upstreams *ttlcache.Cache[Upstream] // tenant → its upstream for the proxy
 	keyGuard  *keyGuard
 	admission *admission
 }
@@ -148,6 +149,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	g := &Gateway{
 		cfg: cfg, settings: settings, memories: memories, dreams: dream.New(st, memories, cfg.Now),
 		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
+		upstreams: ttlcache.New[Upstream](cfg.KeyCacheTTL, 10_000).StaleOnError(tenantcfg.StaleFor),
 		keyGuard:  newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
 		admission: newAdmission(cfg),
 		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),

@@ -37,11 +37,10 @@ import (
 const DefaultMaxMessagesBytes = 32 << 20
 
 // Upstream is where the proxy sends requests: an Anthropic-compatible base
-// URL and the key Mnemos holds for it (never logged, never returned).
-type Upstream struct {
-	URL string
-	Key string
-}
+// URL and the key Mnemos holds for it (never logged, never returned). A
+// tenant may have its own (store.SetTenantUpstream, `mnemos tenant
+// upstream`); Config.Upstream serves the others.
+type Upstream = store.Upstream
 
 // The outcomes of a proxied request, as counted by
 // mnemos.proxy.requests{outcome}.
@@ -120,6 +119,7 @@ type messagesRequest struct {
 	model    string
 	stream   bool
 	session  string // "" when it names none (sessionOf)
+	upstream Upstream
 	// turns are the messages decoded (decodeMessages), once a session's
 	// request needs them.
 	turns []turn.Message
@@ -128,7 +128,7 @@ type messagesRequest struct {
 // readMessagesRequest reads and parses a request body and the session it
 // names, answering the client (and reporting false) when it cannot or no
 // upstream is configured.
-func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request) (*messagesRequest, []byte, bool) {
+func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, tenant string) (*messagesRequest, []byte, bool) {
 	limit := g.cfg.MaxMessagesBytes
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
@@ -159,10 +159,18 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request) (*
 			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, describe(req.session)))
 		return nil, nil, false
 	}
-	if g.cfg.Upstream.URL == "" {
-		anthropicError(w, http.StatusServiceUnavailable, "api_error", "no upstream is configured for this tenant (MNEMOS_UPSTREAM_ANTHROPIC_URL)")
+	up, err := g.upstreamOf(r.Context(), tenant)
+	if err != nil {
+		g.log.Error("messages proxy: reading the tenant's upstream", "tenant", tenant, "err", err)
+		w.Header().Set("Retry-After", "5")
+		anthropicError(w, http.StatusServiceUnavailable, "overloaded_error", "Mnemos cannot read this tenant's upstream now; retry shortly")
 		return nil, nil, false
 	}
+	if up.URL == "" {
+		anthropicError(w, http.StatusServiceUnavailable, "api_error", "no upstream is configured for this tenant (`mnemos tenant upstream`, or MNEMOS_UPSTREAM_ANTHROPIC_URL for every tenant)")
+		return nil, nil, false
+	}
+	req.upstream = up
 	return req, body, true
 }
 
@@ -189,7 +197,7 @@ func sessionOf(r *http.Request, fields map[string]json.RawMessage) string {
 
 func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
-	req, body, ok := g.readMessagesRequest(w, r)
+	req, body, ok := g.readMessagesRequest(w, r, tenant)
 	if !ok {
 		return
 	}
@@ -213,7 +221,7 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 			outcome, body = proxyManaged, managed
 		}
 	}
-	resp := g.sendUp(w, r, "/v1/messages", body)
+	resp := g.sendUp(w, r, req.upstream, "/v1/messages", body)
 	if resp == nil {
 		g.countProxy(ctx, proxyUpstream)
 		return
@@ -249,7 +257,7 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 
 // countTokens answers count_tokens for the request as the proxy would send it.
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant string) {
-	req, body, ok := g.readMessagesRequest(w, r)
+	req, body, ok := g.readMessagesRequest(w, r, tenant)
 	if !ok {
 		return
 	}
@@ -258,7 +266,7 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 			body = managed
 		}
 	}
-	if resp := g.sendUp(w, r, "/v1/messages/count_tokens", body); resp != nil {
+	if resp := g.sendUp(w, r, req.upstream, "/v1/messages/count_tokens", body); resp != nil {
 		defer resp.Body.Close()
 		_, _ = io.Copy(w, resp.Body)
 	}
@@ -282,8 +290,8 @@ func (g *Gateway) countProxy(ctx context.Context, outcome string) {
 // sendUp sends body to the upstream's path and writes the answer's status
 // and headers to the client, whose body the caller then relays; nil when
 // the upstream did not answer (the client got a 502 then, unless it left).
-func (g *Gateway) sendUp(w http.ResponseWriter, r *http.Request, path string, body []byte) *http.Response {
-	resp, err := g.forward(r.Context(), r, path, body)
+func (g *Gateway) sendUp(w http.ResponseWriter, r *http.Request, to Upstream, path string, body []byte) *http.Response {
+	resp, err := g.forward(r.Context(), r, to, path, body)
 	if err != nil {
 		if r.Context().Err() == nil {
 			anthropicError(w, http.StatusBadGateway, "api_error", "the upstream did not answer: "+err.Error())
@@ -295,10 +303,21 @@ func (g *Gateway) sendUp(w http.ResponseWriter, r *http.Request, path string, bo
 	return resp
 }
 
+// upstreamOf is the tenant's upstream: its own, else the process's.
+func (g *Gateway) upstreamOf(ctx context.Context, tenant string) (Upstream, error) {
+	return g.upstreams.Get(ctx, tenant, func(ctx context.Context, tenant string) (Upstream, error) {
+		up, err := g.store.TenantUpstream(ctx, tenant)
+		if errors.Is(err, store.ErrNotFound) {
+			return g.cfg.Upstream, nil
+		}
+		return up, err
+	})
+}
+
 // forward sends body to the upstream's path, with the client's ?beta=true
 // and Anthropic headers, and the upstream's key.
-func (g *Gateway) forward(ctx context.Context, r *http.Request, path string, body []byte) (*http.Response, error) {
-	url := strings.TrimSuffix(g.cfg.Upstream.URL, "/") + path
+func (g *Gateway) forward(ctx context.Context, r *http.Request, to Upstream, path string, body []byte) (*http.Response, error) {
+	url := strings.TrimSuffix(to.URL, "/") + path
 	if r.URL.Query().Get("beta") == "true" {
 		url += "?beta=true" // the one query the API takes; nothing else of the client's URL goes up
 	}
@@ -312,7 +331,7 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, path string, bod
 		}
 	}
 	up.Header.Set("Content-Type", "application/json")
-	up.Header.Set("X-Api-Key", g.cfg.Upstream.Key)
+	up.Header.Set("X-Api-Key", to.Key)
 	if up.Header.Get("Anthropic-Version") == "" {
 		up.Header.Set("Anthropic-Version", "2023-06-01")
 	}

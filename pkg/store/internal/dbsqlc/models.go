@@ -358,6 +358,13 @@ type Tenant struct {
 	CreatedAt pgtype.Timestamptz
 }
 
+type TenantUpstream struct {
+	TenantID  string
+	Url       string
+	ApiKey    string
+	UpdatedAt pgtype.Timestamptz
+}
+
 type ToolResult struct {
 	TenantID    string
 	ID          string

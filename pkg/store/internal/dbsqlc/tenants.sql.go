@@ -85,3 +85,47 @@ func (q *Queries) TenantUpsert(ctx context.Context, arg TenantUpsertParams) erro
 	_, err := q.db.Exec(ctx, tenantUpsert, arg.TenantID, arg.Name)
 	return err
 }
+
+const tenantUpstreamDelete = `-- name: TenantUpstreamDelete :execrows
+DELETE FROM tenant_upstreams WHERE tenant_id = $1
+`
+
+func (q *Queries) TenantUpstreamDelete(ctx context.Context, tenantID string) (int64, error) {
+	result, err := q.db.Exec(ctx, tenantUpstreamDelete, tenantID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const tenantUpstreamGet = `-- name: TenantUpstreamGet :one
+SELECT url, api_key FROM tenant_upstreams WHERE tenant_id = $1
+`
+
+type TenantUpstreamGetRow struct {
+	Url    string
+	ApiKey string
+}
+
+func (q *Queries) TenantUpstreamGet(ctx context.Context, tenantID string) (TenantUpstreamGetRow, error) {
+	row := q.db.QueryRow(ctx, tenantUpstreamGet, tenantID)
+	var i TenantUpstreamGetRow
+	err := row.Scan(&i.Url, &i.ApiKey)
+	return i, err
+}
+
+const tenantUpstreamSet = `-- name: TenantUpstreamSet :exec
+INSERT INTO tenant_upstreams (tenant_id, url, api_key) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id) DO UPDATE SET url = excluded.url, api_key = excluded.api_key, updated_at = now()
+`
+
+type TenantUpstreamSetParams struct {
+	TenantID string
+	Url      string
+	ApiKey   string
+}
+
+func (q *Queries) TenantUpstreamSet(ctx context.Context, arg TenantUpstreamSetParams) error {
+	_, err := q.db.Exec(ctx, tenantUpstreamSet, arg.TenantID, arg.Url, arg.ApiKey)
+	return err
+}

@@ -101,6 +101,51 @@ func (a *admission) release(n int64) {
 	}
 }
 
+// refusal is a request admission turned away: the answer's status, code
+// (Mnemos's error code), message and Retry-After. Status 0: the client left
+// while it waited, and nothing is answered.
+type refusal struct {
+	status        int
+	code, message string
+	retryAfter    string
+}
+
+func (f *refusal) Error() string { return f.message }
+
+// turnAway answers a refusal, in the Messages API's error shape on its routes
+// (withAnthropicErrors).
+func (g *Gateway) turnAway(w http.ResponseWriter, r *http.Request, f *refusal) {
+	if f.status == 0 {
+		return
+	}
+	unread(w, r)
+	if f.retryAfter != "" {
+		w.Header().Set("Retry-After", f.retryAfter)
+	}
+	if anthropicStyle(r.Context()) {
+		anthropicError(w, f.status, anthropicKind(f.status), f.message)
+		return
+	}
+	writeError(w, f.status, f.code, f.message)
+}
+
+// tenantSlot counts a request against its tenant's ConcurrentRequests in
+// this process, or refuses it (429) past the limit.
+func (g *Gateway) tenantSlot(ctx context.Context, tenant string, limit int) (release func(), f *refusal) {
+	if limit <= 0 {
+		return func() {}, nil
+	}
+	n := g.admission.tenant(tenant)
+	if n.Add(1) > int64(limit) {
+		n.Add(-1)
+		g.cfg.Limits.Record(ctx, limits.LimitConcurrentRequests)
+		return nil, &refusal{status: http.StatusTooManyRequests, code: limits.ReasonTooManyRequests, retryAfter: "1", message: fmt.Sprintf(
+			"tenant %s has %d expensive requests (context, pre-flight, recall, compaction, turns, Messages API requests being managed) in flight in this process, its limit concurrent_requests; retry when one has been answered",
+			tenant, limit)}
+	}
+	return func() { n.Add(-1) }, nil
+}
+
 // expensive wraps a route that may hold much memory or a core: it counts
 // the request against its tenant's ConcurrentRequests, deciding before the
 // body is read, and answers 429 past it.
@@ -112,20 +157,12 @@ func (g *Gateway) expensive(next func(http.ResponseWriter, *http.Request, string
 			g.internal(w, "reading tenant settings", err)
 			return
 		}
-		if limit := set.Limits.ConcurrentRequests; limit > 0 {
-			n := g.admission.tenant(tenant)
-			if n.Add(1) > int64(limit) {
-				n.Add(-1)
-				g.cfg.Limits.Record(ctx, limits.LimitConcurrentRequests)
-				unread(w, r)
-				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusTooManyRequests, limits.ReasonTooManyRequests, fmt.Sprintf(
-					"tenant %s has %d expensive requests (context, pre-flight, recall, compaction, turns) in flight in this process, its limit concurrent_requests; retry when one has been answered",
-					tenant, limit))
-				return
-			}
-			defer n.Add(-1)
+		release, f := g.tenantSlot(ctx, tenant, set.Limits.ConcurrentRequests)
+		if f != nil {
+			g.turnAway(w, r, f)
+			return
 		}
+		defer release()
 		next(w, r, tenant)
 	}
 }
@@ -168,32 +205,27 @@ func (g *Gateway) eventLimit() int64 {
 	return limit
 }
 
-// admit reserves cost bytes of the process's budget for a request, or
-// answers: 413 when what (the request's cost, described) is more than the
-// whole budget, 503 overloaded when the budget is spent for now.
-func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, cost int64, what string) bool {
+// budget reserves cost bytes of the process's budget for a request, or
+// refuses it: 413 when what (the request's cost, described) is more than
+// the whole budget, 503 overloaded when the budget is spent for now.
+func (g *Gateway) budget(ctx context.Context, cost int64, what string) *refusal {
 	a := g.admission
 	if a.budget <= 0 {
-		return true
+		return nil
 	}
 	if cost > a.budget {
-		g.cfg.Limits.Record(r.Context(), limits.LimitInflightBytes)
-		unread(w, r)
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf(
+		g.cfg.Limits.Record(ctx, limits.LimitInflightBytes)
+		return &refusal{status: http.StatusRequestEntityTooLarge, code: "too_large", message: fmt.Sprintf(
 			"%s would hold about %s, more than this process's whole budget of %s in flight (MNEMOS_MAX_INFLIGHT_BYTES)",
-			what, mib(cost), mib(a.budget)))
-		return false
+			what, mib(cost), mib(a.budget))}
 	}
 	if !a.reserve(cost) {
-		g.cfg.Limits.Record(r.Context(), limits.LimitInflightBytes)
-		unread(w, r)
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, limits.ReasonOverloaded, fmt.Sprintf(
+		g.cfg.Limits.Record(ctx, limits.LimitInflightBytes)
+		return &refusal{status: http.StatusServiceUnavailable, code: limits.ReasonOverloaded, retryAfter: "1", message: fmt.Sprintf(
 			"this process's budget of %s in flight (MNEMOS_MAX_INFLIGHT_BYTES) cannot take %s (about %s) now; retry shortly",
-			mib(a.budget), what, mib(cost)))
-		return false
+			mib(a.budget), what, mib(cost))}
 	}
-	return true
+	return nil
 }
 
 // admitRender admits the render of a session's context by its stored size
@@ -201,34 +233,60 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, cost int64, what
 // was written. A heavy render's ctx carries the pacer it renders by
 // (Config.HeavyWork, HeavyRest).
 func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id string) (_ context.Context, release func(), ok bool) {
-	ctx := r.Context()
+	ctx, release, f, err := g.renderAdmission(r.Context(), tenant, id)
+	switch {
+	case err != nil:
+		if r.Context().Err() == nil {
+			g.internal(w, "sizing the context", err)
+		}
+		return nil, nil, false
+	case f != nil:
+		g.turnAway(w, r, f)
+		return nil, nil, false
+	}
+	return ctx, release, true
+}
+
+// renderAdmission is admitRender without the answer: a refusal, or an
+// error when the session cannot be sized.
+func (g *Gateway) renderAdmission(ctx context.Context, tenant, id string) (_ context.Context, release func(), f *refusal, err error) {
 	var size store.ContextSize
-	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+	err = g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		var err error
 		size, err = tx.ContextSize(ctx, id)
 		return err
 	})
 	if err != nil {
-		if ctx.Err() == nil {
-			g.internal(w, "sizing the context", err)
-		}
-		return nil, nil, false
+		return nil, nil, nil, err
 	}
 	cost := renderCost(size)
-	release, ok = g.admitCost(w, r, cost, fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", id, size.Messages, size.Bytes>>10))
-	if ok && g.admission.isHeavy(cost) && g.cfg.HeavyRest > 0 {
+	release, f = g.reserve(ctx, cost, fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", id, size.Messages, size.Bytes>>10))
+	if f != nil {
+		return nil, nil, f, nil
+	}
+	if g.admission.isHeavy(cost) && g.cfg.HeavyRest > 0 {
 		ctx = limits.WithPacer(ctx, limits.NewPacer(g.cfg.HeavyWork, g.cfg.HeavyRest))
 	}
-	return ctx, release, ok
+	return ctx, release, nil, nil
 }
 
-// admitCost admits a request expected to hold cost bytes: a heavy one
-// first waits, boundedly, for one of the few heavy slots (its decoding or
-// rendering takes a core), then every one reserves its cost of the budget
-// (admit). release gives back what was taken; ok false means an answer was
-// written.
+// admitCost admits a request expected to hold cost bytes (reserve), or
+// answers its refusal. release gives back what was taken; ok false means
+// an answer was written.
 func (g *Gateway) admitCost(w http.ResponseWriter, r *http.Request, cost int64, what string) (release func(), ok bool) {
-	ctx := r.Context()
+	release, f := g.reserve(r.Context(), cost, what)
+	if f != nil {
+		g.turnAway(w, r, f)
+		return nil, false
+	}
+	return release, true
+}
+
+// reserve admits a request expected to hold cost bytes: a heavy one first
+// waits, boundedly, for one of the few heavy slots (its decoding or
+// rendering takes a core), then every one reserves its cost of the budget.
+// release gives back what was taken.
+func (g *Gateway) reserve(ctx context.Context, cost int64, what string) (release func(), f *refusal) {
 	a := g.admission
 	var held bool
 	if a.isHeavy(cost) {
@@ -239,28 +297,25 @@ func (g *Gateway) admitCost(w http.ResponseWriter, r *http.Request, cost int64, 
 			held = true
 		case <-timer.C:
 			g.cfg.Limits.Record(ctx, limits.LimitInflightBytes)
-			unread(w, r)
-			w.Header().Set("Retry-After", "2")
-			writeError(w, http.StatusServiceUnavailable, limits.ReasonOverloaded, fmt.Sprintf(
+			return nil, &refusal{status: http.StatusServiceUnavailable, code: limits.ReasonOverloaded, retryAfter: "2", message: fmt.Sprintf(
 				"%s is a heavy request (about %s), and this process already serves its %d heavy requests (of at least %s) at once; retry shortly",
-				what, mib(cost), cap(a.heavy), mib(a.heavyAt)))
-			return nil, false
+				what, mib(cost), cap(a.heavy), mib(a.heavyAt))}
 		case <-ctx.Done():
-			return nil, false
+			return nil, &refusal{} // the client left
 		}
 	}
-	if !g.admit(w, r, cost, what) {
+	if f := g.budget(ctx, cost, what); f != nil {
 		if held {
 			<-a.heavy
 		}
-		return nil, false
+		return nil, f
 	}
 	return func() {
 		a.release(cost)
 		if held {
 			<-a.heavy
 		}
-	}, true
+	}, nil
 }
 
 // mib formats a size in MiB for a message.

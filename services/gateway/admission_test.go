@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -211,4 +212,84 @@ func TestHeavyRequestsBeyondTheirSlotsAre503(t *testing.T) {
 
 	require.Equal(t, "compaction_pending", (<-waiting).code)
 	require.Equal(t, http.StatusOK, h.send(t, http.MethodGet, "/v1/sessions/g1/context", "key-globex", nil, 0).status)
+}
+
+// anthropicAnswer reads an answer in the Messages API's error shape.
+func anthropicAnswer(t *testing.T, resp *http.Response) (status int, kind, message, retryAfter string) {
+	t.Helper()
+	defer resp.Body.Close()
+	var out struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type, Message string
+		} `json:"error"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Equal(t, "error", out.Type)
+	return resp.StatusCode, out.Error.Type, out.Error.Message, resp.Header.Get("Retry-After")
+}
+
+// TestMessagesAPIRequestsAreAdmittedLikeTheOthers: a Messages API request
+// counts against its tenant's concurrent_requests while its body is read
+// and managed, and against the process's budget; a refusal comes before the
+// body is read, in the Messages API's error shape.
+func TestMessagesAPIRequestsAreAdmittedLikeTheOthers(t *testing.T) {
+	t.Parallel()
+	up := llmtest.NewAnthropicServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Text("answered") })
+	h := setupWith(t, func(c *gateway.Config) {
+		c.Upstream = gateway.Upstream{URL: up.URL, Key: "upstream-key"}
+		c.MaxInflightBytes = 4 << 20 // a body of up to 1 MiB fits
+	})
+	ctx := context.Background()
+	require.NoError(t, h.store.SetTenantSettings(ctx, "acme", []byte(`{"limits": {"concurrent_requests": 1}}`)))
+
+	// acme's one slot is held by a request whose body is still coming.
+	body := `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`
+	pr, pw := io.Pipe()
+	held := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/messages", pr)
+		req.ContentLength = int64(len(body))
+		req.Header.Set("x-api-key", "key-acme")
+		req.Header.Set("X-Mnemos-Session", "held")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			held <- resp
+		}
+		close(held)
+	}()
+	h.inFlight(t, 4*int64(len(body)))
+
+	conn := func(size int) *http.Response {
+		c, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+		_, err = fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: gateway\r\nx-api-key: key-acme\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "an answer before the body was sent")
+		return resp
+	}
+	status, kind, message, retry := anthropicAnswer(t, conn(1000))
+	require.Equal(t, http.StatusTooManyRequests, status)
+	require.Equal(t, "rate_limit_error", kind)
+	require.Contains(t, message, "concurrent_requests")
+	require.Equal(t, "1", retry)
+	require.Equal(t, http.StatusTooManyRequests, h.unsent(t, http.MethodPost, "/v1/turns", "key-acme", 1000).status,
+		"turns and Messages API requests share the tenant's limit")
+
+	_, _ = pw.Write([]byte(body))
+	_ = pw.Close()
+	resp := <-held
+	require.NotNil(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the held request is answered once its body came")
+	_ = resp.Body.Close()
+	h.inFlight(t, 0)
+
+	// A body larger than the whole budget can hold: 413 before it is read.
+	status, kind, message, _ = anthropicAnswer(t, conn(2<<20))
+	require.Equal(t, http.StatusRequestEntityTooLarge, status)
+	require.Equal(t, "request_too_large", kind)
+	require.Contains(t, message, "MNEMOS_MAX_INFLIGHT_BYTES")
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -92,11 +93,25 @@ func anthropicKind(status int) string {
 	}
 }
 
+type anthropicErrorsKey struct{}
+
+// withAnthropicErrors marks a request whose refusals (turnAway) answer in
+// the Messages API's error shape.
+func withAnthropicErrors(r *http.Request) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), anthropicErrorsKey{}, true))
+}
+
+func anthropicStyle(ctx context.Context) bool {
+	on, _ := ctx.Value(anthropicErrorsKey{}).(bool)
+	return on
+}
+
 // messagesAuth takes the tenant's Mnemos key from x-api-key, as Anthropic
 // clients send it, or from Authorization: Bearer (agentKey), and answers
 // failures in the Messages API's shape.
 func (g *Gateway) messagesAuth(next func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = withAnthropicErrors(r)
 		key, cerr := agentKey(r)
 		if cerr != nil {
 			anthropicError(w, cerr.Status, anthropicKind(cerr.Status), cerr.Message)
@@ -197,17 +212,29 @@ func sessionOf(r *http.Request, fields map[string]json.RawMessage) string {
 
 func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
+	releaseWork, releaseBody, ok := g.admitMessages(w, r, tenant)
+	if !ok {
+		return
+	}
+	defer releaseBody()
 	req, body, ok := g.readMessagesRequest(w, r, tenant)
 	if !ok {
+		releaseWork()
 		return
 	}
 	outcome := proxyPassthrough
 	if req.session != "" {
 		managed, err := g.manage(ctx, tenant, req, body, true)
+		var f *refusal
 		switch {
+		case errors.As(err, &f):
+			releaseWork()
+			g.turnAway(w, r, f)
+			return
 		case errors.Is(err, errDiverged):
 			outcome = proxyDiverged
 		case err != nil && !g.failsOpen(ctx, tenant):
+			releaseWork()
 			g.log.Warn("messages proxy: refused, the tenant does not fail open", "tenant", tenant, "session", req.session, "err", err)
 			g.countProxy(ctx, proxyRefused)
 			w.Header().Set("Retry-After", "5")
@@ -221,6 +248,7 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 			outcome, body = proxyManaged, managed
 		}
 	}
+	releaseWork() // the upstream's time is not the tenant's expensive work
 	resp := g.sendUp(w, r, req.upstream, "/v1/messages", body)
 	if resp == nil {
 		g.countProxy(ctx, proxyUpstream)
@@ -255,17 +283,64 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	g.countProxy(ctx, outcome)
 }
 
+// admitMessages admits a Messages API request before its body is read. It
+// counts against the tenant's concurrent_requests while it is read and
+// managed (releaseWork: the wait for the upstream is not counted, or an
+// agent platform's long calls would use up the limit), and reserves its
+// body's cost of the process's budget until it is answered (releaseBody).
+// The body takes no heavy slot: those are for a core's work, and this one
+// waits on the upstream. A tenant whose settings cannot be read gets the
+// default limit: the proxy fails open.
+func (g *Gateway) admitMessages(w http.ResponseWriter, r *http.Request, tenant string) (releaseWork, releaseBody func(), ok bool) {
+	ctx := r.Context()
+	limit := tenantcfg.Defaults().Limits.ConcurrentRequests
+	if set, err := g.settings.For(ctx, tenant); err == nil {
+		limit = set.Limits.ConcurrentRequests
+	}
+	work, f := g.tenantSlot(ctx, tenant, limit)
+	if f != nil {
+		g.turnAway(w, r, f)
+		return nil, nil, false
+	}
+	size := g.cfg.MaxMessagesBytes
+	if r.ContentLength >= 0 && r.ContentLength < size {
+		size = r.ContentLength
+	}
+	cost := size * bodyFactor
+	if f := g.budget(ctx, cost, fmt.Sprintf("a Messages API request of %d bytes", size)); f != nil {
+		work()
+		g.turnAway(w, r, f)
+		return nil, nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(work) }, func() { g.admission.release(cost) }, true
+}
+
 // countTokens answers count_tokens for the request as the proxy would send it.
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant string) {
-	req, body, ok := g.readMessagesRequest(w, r, tenant)
+	releaseWork, releaseBody, ok := g.admitMessages(w, r, tenant)
 	if !ok {
 		return
 	}
+	defer releaseBody()
+	req, body, ok := g.readMessagesRequest(w, r, tenant)
+	if !ok {
+		releaseWork()
+		return
+	}
 	if req.session != "" {
-		if managed, err := g.manage(r.Context(), tenant, req, body, false); err == nil {
+		managed, err := g.manage(r.Context(), tenant, req, body, false)
+		var f *refusal
+		switch {
+		case errors.As(err, &f):
+			releaseWork()
+			g.turnAway(w, r, f)
+			return
+		case err == nil:
 			body = managed
 		}
 	}
+	releaseWork()
 	if resp := g.sendUp(w, r, req.upstream, "/v1/messages/count_tokens", body); resp != nil {
 		defer resp.Body.Close()
 		_, _ = io.Copy(w, resp.Body)

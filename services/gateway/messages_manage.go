@@ -48,6 +48,16 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	if err != nil {
 		return body, err
 	}
+	// The session's context is rendered under the same admission as
+	// GET /context: a large one is paced or refused, never held unbounded.
+	ctx, release, f, err := g.renderAdmission(ctx, tenant, session)
+	if err != nil {
+		return body, err
+	}
+	if f != nil {
+		return body, f
+	}
+	defer release()
 	cb, parts, _, err := g.assemble(ctx, tenant, session, set, nil)
 	if errors.Is(err, store.ErrNotFound) {
 		return body, nil // a new session: nothing stored to manage yet

@@ -228,27 +228,10 @@ func (g *Gateway) budget(ctx context.Context, cost int64, what string) *refusal 
 	return nil
 }
 
-// admitRender admits the render of a session's context by its stored size
-// (admitCost). release gives back what was taken; ok false means an answer
-// was written. A heavy render's ctx carries the pacer it renders by
-// (Config.HeavyWork, HeavyRest).
-func (g *Gateway) admitRender(w http.ResponseWriter, r *http.Request, tenant, id string) (_ context.Context, release func(), ok bool) {
-	ctx, release, f, err := g.renderAdmission(r.Context(), tenant, id)
-	switch {
-	case err != nil:
-		if r.Context().Err() == nil {
-			g.internal(w, "sizing the context", err)
-		}
-		return nil, nil, false
-	case f != nil:
-		g.turnAway(w, r, f)
-		return nil, nil, false
-	}
-	return ctx, release, true
-}
-
-// renderAdmission is admitRender without the answer: a refusal, or an
-// error when the session cannot be sized.
+// renderAdmission admits the render of a session's context by its stored
+// size (reserve): a refusal, or an error when the session cannot be sized.
+// A heavy render's ctx carries the pacer it renders by (Config.HeavyWork,
+// HeavyRest).
 func (g *Gateway) renderAdmission(ctx context.Context, tenant, id string) (_ context.Context, release func(), f *refusal, err error) {
 	var size store.ContextSize
 	err = g.store.InTx(ctx, tenant, func(tx *store.Tx) error {

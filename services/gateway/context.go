@@ -100,18 +100,23 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 		g.internal(w, "reading tenant settings", err)
 		return
 	}
-	ctx, release, ok := g.admitRender(w, r, tenant, id)
-	if !ok {
-		return
-	}
-	defer release()
 	deadline := time.Now().Add(wait)
 	if m != nil && !g.compactForEdit(w, r, tenant, id, m, wait) {
 		return
 	}
+	gate := &renderGate{}
+	defer gate.done()
 	asked := false
 	for {
-		body, parts, blocked, err := g.assemble(ctx, tenant, id, set, m)
+		var body ContextBody
+		var parts encodedContext
+		var blocked bool
+		var f *refusal
+		ctx, body, parts, blocked, err = g.assembleAdmitted(ctx, tenant, id, set, m, gate)
+		if errors.As(err, &f) {
+			g.turnAway(w, r, f)
+			return
+		}
 		if g.sessionFailed(w, r, id, "assembling context", err) {
 			return
 		}
@@ -243,16 +248,22 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // each user message (waiting, boundedly, for the prefetch of the latest
 // one), and accounts for cache breaks. blocked reports a count at or above
 // the blocking limit.
-func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management) (ContextBody, encodedContext, bool, error) {
-	pacer := limits.PacerFrom(ctx) // a heavy render's (admitRender)
+func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate) (ContextBody, encodedContext, bool, error) {
+	pacer := limits.PacerFrom(ctx) // a heavy render's (renderAdmission)
 	var st sessionctx.State
 	var section []string
 	var beside recall.Beside
 	var snapshot *store.ContextSnapshot
 	for micro, edited := false, false; ; {
 		err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-			var err error
-			if st, err = g.contexts.Load(ctx, tx, id); err != nil {
+			sess, err := tx.Session(ctx, id)
+			if err != nil {
+				return err
+			}
+			if err := gate.admit(ctx, g, sess); err != nil {
+				return err
+			}
+			if st, err = g.contexts.LoadFor(ctx, tx, sess); err != nil {
 				return err
 			}
 			switch snap, err := tx.ContextSnapshot(ctx, id); {
@@ -333,6 +344,64 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 		return ContextBody{}, encodedContext{}, false, err
 	}
 	return body, encoded, st.Session.TokenCount >= limits.Blocking, nil
+}
+
+// renderGate admits a render inside the context's own read, with no
+// transaction of its own: a session whose stored totals (all its messages,
+// an upper bound of its context) make a light render reserves that much of
+// the budget there; any other goes through renderAdmission, which sizes the
+// context exactly and may pace it (errHeavyRender).
+type renderGate struct {
+	admitted bool
+	release  func()
+}
+
+// errHeavyRender reports a render the gate cannot admit by the session's
+// totals alone.
+var errHeavyRender = errors.New("the render needs renderAdmission")
+
+// admit admits the render of sess, once; a nil gate admits everything.
+func (gt *renderGate) admit(ctx context.Context, g *Gateway, sess store.Session) error {
+	if gt == nil || gt.admitted {
+		return nil
+	}
+	cost := renderCost(store.ContextSize{Messages: sess.MessageCount, Bytes: sess.MessageBytes})
+	if g.admission.isHeavy(cost) {
+		return errHeavyRender
+	}
+	if f := g.budget(ctx, cost, fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", sess.SessionID, sess.MessageCount, sess.MessageBytes>>10)); f != nil {
+		return f
+	}
+	gt.admitted, gt.release = true, func() { g.admission.release(cost) }
+	return nil
+}
+
+// done gives back what the gate took.
+func (gt *renderGate) done() {
+	if gt.release != nil {
+		gt.release()
+	}
+}
+
+// assembleAdmitted is assemble under render admission (renderGate): a
+// render the gate cannot admit is sized exactly, waits for a heavy slot and
+// runs paced (the returned ctx carries the pacer). A *refusal error turns
+// the request away.
+func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate) (context.Context, ContextBody, encodedContext, bool, error) {
+	for {
+		body, parts, blocked, err := g.assemble(ctx, tenant, id, set, m, gate)
+		if !errors.Is(err, errHeavyRender) {
+			return ctx, body, parts, blocked, err
+		}
+		paced, release, f, err := g.renderAdmission(ctx, tenant, id)
+		if err != nil {
+			return ctx, ContextBody{}, encodedContext{}, false, err
+		}
+		if f != nil {
+			return ctx, ContextBody{}, encodedContext{}, false, f
+		}
+		ctx, gate.admitted, gate.release = paced, true, release
+	}
 }
 
 // pageWrite is how many messages a paced answer writes between calls of

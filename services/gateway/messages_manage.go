@@ -50,15 +50,9 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	}
 	// The session's context is rendered under the same admission as
 	// GET /context: a large one is paced or refused, never held unbounded.
-	ctx, release, f, err := g.renderAdmission(ctx, tenant, session)
-	if err != nil {
-		return body, err
-	}
-	if f != nil {
-		return body, f
-	}
-	defer release()
-	cb, parts, _, err := g.assemble(ctx, tenant, session, set, nil)
+	gate := &renderGate{}
+	defer gate.done()
+	ctx, cb, parts, _, err := g.assembleAdmitted(ctx, tenant, session, set, nil, gate)
 	if errors.Is(err, store.ErrNotFound) {
 		return body, nil // a new session: nothing stored to manage yet
 	}
@@ -82,7 +76,7 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 			if _, err := g.compactBeforeCall(ctx, tenant, session, g.cfg.ContextWait, ""); err != nil {
 				return body, fmt.Errorf("compacting before the call: %w", err)
 			}
-			if cb, parts, _, err = g.assemble(ctx, tenant, session, set, nil); err != nil {
+			if _, cb, parts, _, err = g.assembleAdmitted(ctx, tenant, session, set, nil, gate); err != nil {
 				return body, err
 			}
 		}

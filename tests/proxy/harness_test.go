@@ -13,28 +13,35 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/sessionmemory"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
 
 // mnemos is Mnemos in front of an upstream: the gateway with the
-// accountant, the relay and the compactor on real NATS and Postgres.
+// accountant, the relay, the compactor, the session-memory service and the
+// extractor on real NATS and Postgres, the model work done by the builtin
+// provider as when no model is configured.
 type mnemos struct {
 	store *store.Store
 	api   *httptest.Server
 }
 
 // startMnemos runs the gateway in front of upstreamURL, with the
-// accountant, the relay and the compactor behind it, for the tenant whose
-// key is apiKey, until the test ends.
+// accountant, the relay, the compactor, the session-memory service and the
+// extractor behind it, for the tenant whose key is apiKey, until the test
+// ends.
 func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
 	t.Helper()
 	st := pgtest.New(t)
@@ -48,8 +55,16 @@ func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
 	require.NoError(t, err)
 	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
-	provider := builtin.New(map[llm.Task]builtin.Handler{llm.TaskCompaction: compaction.BuiltinSummarizer})
+	provider := builtin.New(map[llm.Task]builtin.Handler{
+		llm.TaskCompaction: compaction.BuiltinSummarizer,
+		llm.TaskNotes:      sessionnotes.Builtin,
+		llm.TaskExtraction: extraction.Builtin,
+	})
 	comp, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
+	require.NoError(t, err)
+	notes, err := sessionmemory.New(sessionmemory.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
+	require.NoError(t, err)
+	ext, err := extractor.New(extractor.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
 	require.NoError(t, err)
 	gcfg := gateway.DefaultConfig()
 	gcfg.PollInterval = 20 * time.Millisecond
@@ -61,7 +76,9 @@ func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
 	api := httptest.NewServer(mux)
 	relay := outbox.New(outbox.Config{Batch: 128, Poll: 20 * time.Millisecond}, st, b, log)
 	var wg sync.WaitGroup
-	for name, run := range map[string]func(context.Context) error{"relay": relay.Run, "accountant": acc.Run, "compactor": comp.Run} {
+	for name, run := range map[string]func(context.Context) error{
+		"relay": relay.Run, "accountant": acc.Run, "compactor": comp.Run, "session-memory": notes.Run, "extractor": ext.Run,
+	} {
 		wg.Go(func() {
 			if err := run(ctx); err != nil && ctx.Err() == nil {
 				t.Errorf("%s: %v", name, err)

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -104,12 +105,42 @@ func waitApplied(t *testing.T, st *store.Store, session string, seq int64) store
 // getJSON reads a JSON answer of Mnemos's API with the tenant's key.
 func getJSON(t *testing.T, url, apiKey string, out any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	status, body, err := get(url, apiKey)
 	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "GET %s: %s", url, body)
+	require.NoError(t, json.Unmarshal(body, out))
+}
+
+// awaitJSON waits until GET url with the tenant's key answers 200 with a
+// JSON body for which done holds, decoded into out: what the services
+// behind the gateway write, they write after the round that caused it.
+func awaitJSON[T any](t *testing.T, url, apiKey string, done func(T) bool) T {
+	t.Helper()
+	var out T
+	require.Eventually(t, func() bool {
+		var v T
+		status, body, err := get(url, apiKey)
+		if err != nil || status != http.StatusOK || json.Unmarshal(body, &v) != nil || !done(v) {
+			return false
+		}
+		out = v
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "GET %s never answered as awaited", url)
+	return out
+}
+
+// get answers GET url with the tenant's key: the status and the body.
+func get(url, apiKey string) (int, []byte, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
 }

@@ -31,6 +31,9 @@ var (
 	// window's auto-compact threshold of about 167,000 tokens before the
 	// last.
 	longReading = reading{reports: 17, lines: 600}
+	// shortReading reads three reports of about 1,600 tokens: the session
+	// stays far below every threshold, so Mnemos has nothing to take out.
+	shortReading = reading{reports: 3, lines: 100}
 )
 
 const (
@@ -266,4 +269,29 @@ func TestClaudeCodeThroughMnemos(t *testing.T) {
 	var saved struct{ Markdown string }
 	getJSON(t, scope+"/"+list.Memories[0].Name, claudecli.APIKey, &saved)
 	require.Contains(t, saved.Markdown, "finance team before anyone else sees them", "the memory holds the fact as the user put it")
+}
+
+// TestClaudeCodeShortSessionThroughMnemos runs the real CLI on a session
+// far below the auto-compact threshold, straight and through Mnemos: with
+// nothing to take out, Mnemos must not cost anything — the cache reads as
+// much, and the input is priced no higher.
+func TestClaudeCodeShortSessionThroughMnemos(t *testing.T) {
+	claudecli.Bin(t) // skips, naming the variable, when the CLI is not installed
+	t.Parallel()
+
+	c := shortReading.compare(t)
+	calls := c.up.Messages()
+	threshold := c.autoCompactThreshold(t)
+	straight, through := costOf(c.straight.Messages()), costOf(calls)
+	require.Less(t, straight.largest, threshold, "the session never reaches the threshold")
+	require.Equal(t, straight.calls, through.calls, "through Mnemos the model makes the same calls")
+
+	compactions, cleared := c.funnel(t)
+	logCalls(t, calls)
+	t.Logf("through Mnemos: %d compactions, %d tool results micro-compacted", compactions, cleared)
+	t.Logf("straight: %v", straight)
+	t.Logf("through Mnemos: %v (threshold %d); priced input %.2f of straight", through, threshold, through.priced()/straight.priced())
+	require.GreaterOrEqual(t, through.share(), 0.9*straight.share(),
+		"through Mnemos the cache reads at least 0.9 of the straight run's share")
+	require.LessOrEqual(t, through.priced(), straight.priced(), "the short session costs no more through Mnemos")
 }

@@ -40,7 +40,7 @@ const (
 	claudeMDText  = "Reports live in reports/. Never delete one."
 	readingPrompt = "Read every report under reports/ and tell me which region needs attention first."
 	finalAnswer   = "Every report is read; region 7 needs attention first."
-	// project is the memory scope the CLI's requests through Mnemos name.
+	// project is the memory scope the tests name (X-Mnemos-Project).
 	project = "quarterly-reports"
 )
 
@@ -261,7 +261,7 @@ func TestClaudeCodeThroughMnemos(t *testing.T) {
 	awaitJSON(t, c.m.api.URL+"/v1/sessions/"+c.session+"/notes", claudecli.APIKey,
 		func(n struct{ Content string }) bool { return strings.Contains(n.Content, lastReport) })
 	type memories struct {
-		Memories []struct{ Name, Description string }
+		Memories []struct{ Name string }
 	}
 	scope := c.m.api.URL + "/v1/scopes/project:" + project + "/memories"
 	list := awaitJSON(t, scope, claudecli.APIKey, func(l memories) bool { return len(l.Memories) > 0 })

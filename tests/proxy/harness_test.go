@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -14,20 +15,26 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/sessionmemory"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
 
 // mnemos is Mnemos in front of an upstream: the gateway with the
-// accountant, the relay and the compactor on real NATS and Postgres.
+// accountant, the relay, the compactor, the session-memory service and the
+// extractor on real NATS and Postgres, the model work done by the builtin
+// provider as when no model is configured.
 type mnemos struct {
 	store   *store.Store
 	api     *httptest.Server
@@ -35,8 +42,9 @@ type mnemos struct {
 }
 
 // startMnemos runs the gateway in front of upstreamURL, with the
-// accountant, the relay and the compactor behind it, for the tenant whose
-// key is apiKey, until the test ends.
+// accountant, the relay, the compactor, the session-memory service and the
+// extractor behind it, for the tenant whose key is apiKey, until the test
+// ends.
 func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
 	t.Helper()
 	return startMnemosOn(t, pgtest.New(t), bustest.New(t), upstreamURL, apiKey)
@@ -55,8 +63,16 @@ func startMnemosOn(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKe
 	require.NoError(t, err)
 	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
-	provider := builtin.New(map[llm.Task]builtin.Handler{llm.TaskCompaction: compaction.BuiltinSummarizer})
+	provider := builtin.New(map[llm.Task]builtin.Handler{
+		llm.TaskCompaction: compaction.BuiltinSummarizer,
+		llm.TaskNotes:      sessionnotes.Builtin,
+		llm.TaskExtraction: extraction.Builtin,
+	})
 	comp, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
+	require.NoError(t, err)
+	notes, err := sessionmemory.New(sessionmemory.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
+	require.NoError(t, err)
+	ext, err := extractor.New(extractor.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
 	require.NoError(t, err)
 	gcfg := gateway.DefaultConfig()
 	gcfg.PollInterval = 20 * time.Millisecond
@@ -68,7 +84,9 @@ func startMnemosOn(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKe
 	api := httptest.NewServer(mux)
 	relay := outbox.New(outbox.Config{Batch: 128, Poll: 20 * time.Millisecond}, st, b, log)
 	var wg sync.WaitGroup
-	for name, run := range map[string]func(context.Context) error{"relay": relay.Run, "accountant": acc.Run, "compactor": comp.Run} {
+	for name, run := range map[string]func(context.Context) error{
+		"relay": relay.Run, "accountant": acc.Run, "compactor": comp.Run, "session-memory": notes.Run, "extractor": ext.Run,
+	} {
 		wg.Go(func() {
 			if err := run(ctx); err != nil && ctx.Err() == nil {
 				t.Errorf("%s: %v", name, err)
@@ -94,12 +112,42 @@ func waitApplied(t *testing.T, st *store.Store, session string, seq int64) store
 // getJSON reads a JSON answer of Mnemos's API with the tenant's key.
 func getJSON(t *testing.T, url, apiKey string, out any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	status, body, err := get(url, apiKey)
 	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "GET %s: %s", url, body)
+	require.NoError(t, json.Unmarshal(body, out))
+}
+
+// awaitJSON waits until GET url with the tenant's key answers 200 with a
+// JSON body for which done holds, decoded into out: what the services
+// behind the gateway write, they write after the round that caused it.
+func awaitJSON[T any](t *testing.T, url, apiKey string, done func(T) bool) T {
+	t.Helper()
+	var out T
+	require.Eventually(t, func() bool {
+		var v T
+		status, body, err := get(url, apiKey)
+		if err != nil || status != http.StatusOK || json.Unmarshal(body, &v) != nil || !done(v) {
+			return false
+		}
+		out = v
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "GET %s never answered as awaited", url)
+	return out
+}
+
+// get answers GET url with the tenant's key: the status and the body.
+func get(url, apiKey string) (int, []byte, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
 }

@@ -208,12 +208,12 @@ func TestRenderingThroughMemosIsTheSame(t *testing.T) {
 }
 
 // TestCacheReadsALargeSessionAPageAtATime: a session of more messages than
-// a page (2,000) is read whole, in order, page by page; a paced read rests
-// between its pages and reads the same.
+// a page is read whole, in order, page by page; a paced read (pages of
+// 250) rests after each full page and reads the same.
 func TestCacheReadsALargeSessionAPageAtATime(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	const n = 4_500 // two full pages and a part
+	const n = 4_500 // two full pages of 2,000 and a part; 18 full pages of 250
 	msgs := make([]turn.Message, n)
 	for i := range msgs {
 		msgs[i] = turn.Message{UUID: fmt.Sprintf("m%d", i), Role: []string{"user", "assistant"}[i%2], Content: turn.Content{{Type: turn.BlockText, Text: fmt.Sprintf("message %d", i)}}}
@@ -242,5 +242,5 @@ func TestCacheReadsALargeSessionAPageAtATime(t *testing.T) {
 	}
 	require.Equal(t, plain.Messages, withoutMemos(cached.Messages))
 	require.EqualValues(t, n, c.Stats().Fetched)
-	require.Equal(t, 2*time.Millisecond, pacer.Rested(), "a rest after each full page")
+	require.Equal(t, 18*time.Millisecond, pacer.Rested(), "a rest after each full page")
 }

@@ -56,6 +56,9 @@ func EstimateBlock(b turn.Block) int64 {
 		return MediaTokens
 	default:
 		// A block type this build does not know: count whatever it carries.
+		if b.Raw != nil {
+			return ceilQuarters(quartersPerJSONByte * int64(len(b.Raw)))
+		}
 		q := quartersPerTextByte*int64(len(b.Text)+len(b.Thinking)+len(b.Data)+len(b.Name)) +
 			quartersPerJSONByte*int64(len(b.Input))
 		n := ceilQuarters(q)

@@ -174,18 +174,18 @@ func TestDecodeRefuses(t *testing.T) {
 			reason: turn.ReasonSchemaViolation, detail: []string{"Event.seq"},
 		},
 		{
-			name: "unknown block type",
+			name: "block type that is no type name",
 			data: encode(t, with(func(ev obj) {
-				responseBlock(ev, 0)["type"] = "server_tool_use"
+				responseBlock(ev, 0)["type"] = "Server Tool Use"
 			})),
 			reason: turn.ReasonSchemaViolation, detail: []string{"/response/content/0/type"},
 		},
 		{
-			name: "unknown block type in a tool result",
+			name: "block type that is no type name, in a tool result",
 			data: encode(t, with(func(ev obj) {
 				inputMessage(ev, 0)["content"] = []any{obj{
 					"type": "tool_result", "tool_use_id": "toolu_0",
-					"content": []any{obj{"type": "video", "source": obj{}}},
+					"content": []any{obj{"type": "", "source": obj{}}},
 				}}
 			})),
 			reason: turn.ReasonSchemaViolation, detail: []string{"/input_messages/0/content/0/content/0/type"},

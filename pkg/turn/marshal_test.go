@@ -432,3 +432,32 @@ func (g generator) event(i int) []byte {
 	}
 	return data
 }
+
+// TestBlocksOfOtherTypesAreKeptAsSent: a block of a type Mnemos does not
+// know (Claude Code's tool search answers with tool_reference blocks) is
+// accepted, kept as sent, and written back with its cache_control, or
+// without it once that is dropped.
+func TestBlocksOfOtherTypesAreKeptAsSent(t *testing.T) {
+	t.Parallel()
+	var c turn.Content
+	require.NoError(t, json.Unmarshal([]byte(`[{"type":"tool_reference","tool_name":"mcp__mnemos__memory","cache_control":{"type":"ephemeral"}},{"type":"text","text":"hi"}]`), &c))
+	require.Len(t, c, 2)
+	require.Equal(t, "tool_reference", c[0].Type)
+	require.False(t, turn.Known(c[0].Type))
+	require.JSONEq(t, `{"type":"tool_reference","tool_name":"mcp__mnemos__memory"}`, string(c[0].Raw))
+	data, err := c.MarshalJSON()
+	require.NoError(t, err)
+	require.JSONEq(t, `[{"type":"tool_reference","tool_name":"mcp__mnemos__memory","cache_control":{"type":"ephemeral"}},{"type":"text","text":"hi"}]`, string(data))
+	c[0].CacheControl = nil
+	data, err = c[0].MarshalJSON()
+	require.NoError(t, err)
+	require.Equal(t, `{"tool_name":"mcp__mnemos__memory","type":"tool_reference"}`, string(data), "the same block, the same bytes")
+
+	ev := `{"schema":"mnemos.turn.v1","event_id":"e1","tenant_id":"t","session_id":"s","seq":1,"model":"m","occurred_at":"2026-11-25T10:00:00Z",
+		"input_messages":[{"uuid":"u1","role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"tool_reference","tool_name":"Read"}]}]}],
+		"response":{"uuid":"a1","role":"assistant","content":[{"type":"text","text":"ok"}]}}`
+	got, err := turn.Decode([]byte(ev), turn.DecodeOptions{})
+	require.NoError(t, err, "an event holding one is accepted")
+	inner := (*got.InputMessages[0].Content[0].Content)[0]
+	require.JSONEq(t, `{"type":"tool_reference","tool_name":"Read"}`, string(inner.Raw))
+}

@@ -97,7 +97,8 @@ func (m Message) ToolUseCount() int {
 	return n
 }
 
-// Block types of the Anthropic Messages API that Mnemos understands.
+// Block types of the Anthropic Messages API that Mnemos understands. Blocks
+// of other types are accepted and kept as sent (Block.Raw).
 const (
 	BlockText             = "text"
 	BlockThinking         = "thinking"
@@ -139,6 +140,46 @@ type Block struct {
 	Context string          `json:"context,omitempty"`
 
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+
+	// Raw is a block of a type this build does not know (a tool_reference,
+	// a server tool's result), as sent less its cache_control: it is stored
+	// and sent on as it came, and only its size is counted.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Known reports whether Mnemos understands blocks of type t; others are
+// kept as sent (Block.Raw).
+func Known(t string) bool {
+	switch t {
+	case BlockText, BlockThinking, BlockRedactedThinking, BlockToolUse, BlockToolResult, BlockImage, BlockDocument:
+		return true
+	}
+	return false
+}
+
+// UnmarshalJSON decodes a block; one of a type Mnemos does not know keeps
+// its JSON (Raw), its cache_control apart.
+func (b *Block) UnmarshalJSON(data []byte) error {
+	type plain Block // without this method
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*b = Block(p)
+	if Known(b.Type) {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	delete(fields, "cache_control")
+	raw, err := Marshal(fields) // keys sorted: the same block always has the same bytes
+	if err != nil {
+		return err
+	}
+	b.Raw = raw
+	return nil
 }
 
 // Content is a message's content: on the wire either a plain string or an
@@ -218,6 +259,17 @@ var emptyObject = json.RawMessage("{}")
 // tool_use_id; image and document: source, {} when unset), and any other
 // field only when it is set. Nothing is HTML-escaped (see Marshal).
 func (b Block) MarshalJSON() ([]byte, error) {
+	if b.Raw != nil && !Known(b.Type) {
+		if len(b.CacheControl) == 0 || len(b.Raw) < 2 {
+			return b.Raw, nil
+		}
+		out := append([]byte{}, b.Raw[:len(b.Raw)-1]...)
+		if len(b.Raw) > 2 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, `"cache_control":`...), b.CacheControl...), '}')
+		return out, nil
+	}
 	w := wireBlock{
 		Type:         b.Type,
 		Text:         optional(b.Text),

@@ -77,8 +77,9 @@ func TestClaudeCodeUsesMnemosOverMCP(t *testing.T) {
 	require.NoError(t, s.WriteFile("mnemos-mcp.json", string(config)))
 	// The config's ${MNEMOS_API_KEY} is the CLI's to expand. Without tool
 	// search the MCP tools are offered on every call, not deferred behind
-	// the CLI's ToolSearch tool, whose tool_reference results the turn
-	// schema does not take yet.
+	// the CLI's ToolSearch tool, which the script would have to drive
+	// (its tool_reference results are kept as sent: TestBlocksOfOtherTypes
+	// and TestARoundWithBlocksOfOtherTypesIsRecorded).
 	s.Env = append(s.Env, "MNEMOS_API_KEY="+claudecli.APIKey, "ENABLE_TOOL_SEARCH=false")
 	up.SetScript(mcpScript(s.Work, pgtest.Admin(t, m.store)))
 

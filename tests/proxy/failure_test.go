@@ -223,3 +223,41 @@ func TestClientLeavingMidStreamRecordsNothing(t *testing.T) {
 	require.EqualValues(t, 2, sess.MessageCount, "the question and the whole answer, once")
 	require.Len(t, up.Messages(), 2, "the upstream answered twice; the session has one round")
 }
+
+// TestARoundWithBlocksOfOtherTypesIsRecorded: a conversation holding a
+// block of a type Mnemos does not know (the tool_reference blocks of
+// Claude Code's tool search) goes up as the client sent it and its round
+// is recorded, the block kept as sent; the next round is managed.
+func TestARoundWithBlocksOfOtherTypesIsRecorded(t *testing.T) {
+	t.Parallel()
+	up := upstream.Start(t, upstream.Config{Script: echo})
+	m := startMnemos(t, up.URL, key)
+	send := func(messages string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, m.api.URL+"/v1/messages",
+			strings.NewReader(`{"model":"`+model+`","max_tokens":64,"messages":[`+messages+`]}`))
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("X-Mnemos-Session", "search")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	found := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"tool_reference","tool_name":"mcp__mnemos__memory"}]}]}`
+	first := `{"role":"user","content":"find the memory tool"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"ToolSearch","input":{"query":"memory"}}]},` + found
+	send(first)
+	sess := waitApplied(t, m.store, "search", 1)
+	require.EqualValues(t, 4, sess.MessageCount, "the round is recorded, not refused")
+	var stored string
+	require.NoError(t, pgtest.Admin(t, m.store).QueryRow(context.Background(),
+		`SELECT content->0->'content'->0->>'tool_name' FROM messages WHERE session_id = 'search' AND position = 2`).Scan(&stored))
+	require.Equal(t, "mcp__mnemos__memory", stored, "the block is kept as sent")
+
+	send(first + `,{"role":"assistant","content":[{"type":"text","text":"noted"}]},{"role":"user","content":"now use it"}`)
+	waitApplied(t, m.store, "search", 2)
+	calls := up.Messages()
+	require.Len(t, calls, 2)
+	require.Contains(t, string(calls[1].Body), `"tool_reference"`, "the managed request still carries the block")
+	require.EqualValues(t, 2, m.metrics.Sum("mnemos.proxy.requests", "outcome", "managed"))
+}

@@ -26,9 +26,20 @@ build: ## build bin/mnemos
 	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos
 
 .PHONY: test
-test: ## unit and integration tests against real Postgres and NATS JetStream; then the hostile-load suite on its own
-	$(GO) test $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v /tests/hostile)
+test: ## unit and integration tests against real Postgres and NATS JetStream; then chaos (test-chaos) and the hostile-load suite, each on its own
+	$(GO) test $(TEST_FLAGS) -skip '^$(CHAOS_TEST)$$' $$($(GO) list $(PKGS) | grep -v /tests/hostile)
+	$(MAKE) test-chaos
 	$(GO) test -count=1 -timeout=15m ./tests/hostile/ # measures latency: without the race detector, alone on the machine
+
+CHAOS_TEST := TestClusterLosesNothingWhenNodesAndReplicasDie
+CHAOS_RUNS ?= 3
+.PHONY: test-cluster
+test-cluster: ## the three-node JetStream cluster tests of tests/faults: chaos once, and a target started without a leader
+	|TestATargetStartedWhileTheCluster)' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
+
+.PHONY: test-chaos
+test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (MNEMOS_CHAOS_SEED replays one)
+	set -o pipefail; $(GO) test -count=$(CHAOS_RUNS) -timeout=10m -v -run '^$(CHAOS_TEST)$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
 
 # Every fuzz target, as <package>:<FuzzName>; add new ones here.
 FUZZ_TARGETS := \

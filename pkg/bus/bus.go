@@ -170,13 +170,44 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nc.Close()
 		return nil, fmt.Errorf("bus.Connect: jetstream.New: %w", err)
 	}
-	if _, err := js.AccountInfo(ctx); err != nil {
+	if err := awaitJetStream(ctx, js, logger); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("bus.Connect: jetstream.AccountInfo: %w", err)
+		return nil, fmt.Errorf("bus.Connect: %w", err)
 	}
 	b.js = js
 	b.metrics = newBusMetrics(cfg.Meter)
 	return b, nil
+}
+
+// jetStreamWait bounds how long Connect waits for JetStream to answer. A
+// cluster that just lost or regained a node elects its leaders for a few
+// seconds, and drops the requests sent meanwhile: a process started then
+// waits for it rather than exit.
+const jetStreamWait = time.Minute
+
+// awaitJetStream asks JetStream for the account's information until it
+// answers, each try with its own short deadline, for at most jetStreamWait.
+// An account without JetStream is an answer: it fails at once.
+func awaitJetStream(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) error {
+	deadline := time.Now().Add(jetStreamWait)
+	for attempt := 1; ; attempt++ {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.AccountInfo(tctx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+			ctx.Err() != nil, time.Now().After(deadline):
+			return fmt.Errorf("jetstream.AccountInfo: %w", err)
+		}
+		logger.Warn("JetStream does not answer yet; trying again", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream.AccountInfo: %w", ctx.Err())
+		case <-time.After(backoff(attempt, 200*time.Millisecond, 5*time.Second)):
+		}
+	}
 }
 
 // Close drains the connection, so buffered publishes and acknowledgements

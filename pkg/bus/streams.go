@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -72,27 +73,35 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 	return nil
 }
 
-// ensureAttempts bounds how often a stream's creation is tried when the
-// server answers with a failure of its own (5xx: no leader yet after a
-// restart, a store it could not create at that moment).
-const ensureAttempts = 5
-
-// ensureStream creates or updates one stream, trying again after a server
-// failure with a growing pause (0.1 s, 0.2 s, … 0.8 s).
+// ensureStream creates or updates one stream. It tries again, with a
+// growing pause, while the server fails on its side (5xx: no leader yet
+// after a restart, a store it could not create at that moment) or does not
+// answer (a cluster electing its leaders drops requests), each try with
+// its own deadline, for at most jetStreamWait.
 func (b *Bus) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
-	pause := 100 * time.Millisecond
+	deadline := time.Now().Add(jetStreamWait)
 	for attempt := 1; ; attempt++ {
-		_, err := b.js.CreateOrUpdateStream(ctx, cfg)
-		var apiErr *jetstream.APIError
-		if err == nil || attempt == ensureAttempts || !errors.As(err, &apiErr) || apiErr.Code < 500 {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := b.js.CreateOrUpdateStream(tctx, cfg)
+		cancel()
+		if err == nil || !transient(err) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		b.log.Warn("bus: the server could not create a stream; trying again", "stream", cfg.Name, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(pause):
+		case <-time.After(backoff(attempt, 100*time.Millisecond, 2*time.Second)):
 		}
-		pause *= 2
 	}
+}
+
+// transient reports a JetStream failure that may pass: the server's own
+// (5xx) or no answer in time.
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code >= 500
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
 }

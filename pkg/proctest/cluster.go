@@ -60,17 +60,25 @@ func StartCluster(t testing.TB, bins Binaries, n int) *Cluster {
 		c.Nodes = append(c.Nodes, &NATS{Process: p, url: url})
 		c.names = append(c.names, name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
+	deadline := time.Now().Add(readyTimeout)
 	for _, node := range c.Nodes {
-		for jetStreamAnswers(ctx, node.URL()) != nil {
-			if ctx.Err() != nil {
+		for !c.answers(node.URL()) {
+			if time.Now().After(deadline) {
 				t.Fatalf("proctest: the JetStream cluster did not form within %s", readyTimeout)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	return c
+}
+
+// answers reports whether JetStream answers at url within a short wait: a
+// request sent before the cluster elected its meta leader is never
+// answered, so each try has its own deadline.
+func (c *Cluster) answers(url string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return jetStreamAnswers(ctx, url) == nil
 }
 
 // URL lists every node's client URL, as MNEMOS_NATS_URL takes them.

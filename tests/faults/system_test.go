@@ -68,6 +68,8 @@ type systemOptions struct {
 	duplicateWindow time.Duration
 	// settings are the tenant's settings document.
 	settings string
+	// replicas of every stream (a cluster's natsURL); 0: one.
+	replicas int
 }
 
 func newSystem(t *testing.T, opts systemOptions) *system {
@@ -91,6 +93,7 @@ func newSystem(t *testing.T, opts systemOptions) *system {
 		cfg.Namespace = "f" + strings.ToLower(rand.Text()[:10])
 	}
 	cfg.DuplicateWindow = opts.duplicateWindow
+	cfg.Replicas = opts.replicas
 	b := bustest.Connect(t, cfg)
 
 	env := map[string]string{
@@ -108,6 +111,9 @@ func newSystem(t *testing.T, opts systemOptions) *system {
 	}
 	if opts.duplicateWindow > 0 {
 		env["MNEMOS_NATS_DUPLICATE_WINDOW"] = opts.duplicateWindow.String()
+	}
+	if opts.replicas > 0 {
+		env["MNEMOS_STREAM_REPLICAS"] = fmt.Sprint(opts.replicas)
 	}
 	return &system{t: t, db: db, store: st, admin: pgtest.Admin(t, st), bus: b, env: env}
 }

@@ -3,8 +3,8 @@ package faults_test
 import (
 	"context"
 	"maps"
-	"net/http"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"

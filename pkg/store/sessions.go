@@ -45,6 +45,12 @@ type Session struct {
 	PendingTokens  int64
 	TokenCount     int64
 	State          string
+	// EstimateFactor is the calibration of the estimate (tokens.Tally.Factor);
+	// PrefixTokens and PrefixHash the estimate and hash of the request's
+	// system prompt and tools as last named (tokens.Tally.Prefix).
+	EstimateFactor float64
+	PrefixTokens   int64
+	PrefixHash     string
 
 	CompactionInFlight bool
 	CompactRequests    int64
@@ -105,6 +111,9 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		BaselineTokens:      r.BaselineTokens,
 		HasUsage:            r.HasUsage,
 		PendingTokens:       r.PendingTokens,
+		EstimateFactor:      r.EstimateFactor,
+		PrefixTokens:        r.PrefixTokens,
+		PrefixHash:          r.PrefixHash,
 		TokenCount:          r.TokenCount,
 		State:               r.State,
 		CompactionInFlight:  r.CompactionInFlight,
@@ -225,6 +234,9 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		BaselineTokens:     s.BaselineTokens,
 		HasUsage:           s.HasUsage,
 		PendingTokens:      s.PendingTokens,
+		EstimateFactor:     s.EstimateFactor,
+		PrefixTokens:       s.PrefixTokens,
+		PrefixHash:         s.PrefixHash,
 		TokenCount:         s.TokenCount,
 		State:              s.State,
 		CompactionInFlight: s.CompactionInFlight,

@@ -121,3 +121,21 @@ func ResponseOutput(u turn.Usage, content turn.Content) int64 {
 func ceilDiv(a, b int64) int64 {
 	return (a + b - 1) / b
 }
+
+// SetPrefix takes the estimate of the request's system prompt and tools.
+// After a usage the baseline holds the prefix it was measured with: a known
+// prefix that changed moves the baseline by the difference (a tool added
+// mid-session), an unknown one (0) is taken as it is.
+func (t *Tally) SetPrefix(n int64) {
+	if t.HasUsage && t.Prefix > 0 {
+		t.Baseline = max(t.Baseline+n-t.Prefix, 0)
+	}
+	t.Prefix = n
+}
+
+// Restart counts a context whose usage no longer applies (another model's
+// tokenizer measured it) as an estimate: no usage, the estimate pending, no
+// factor (it was learnt on the old model's counts); the prefix stays.
+func (t *Tally) Restart(estimate int64) {
+	*t = Tally{Prefix: t.Prefix, Pending: estimate}
+}

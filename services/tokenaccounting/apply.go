@@ -220,6 +220,13 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if err != nil {
 		return err
 	}
+	if accounting.RequestOf(ev).ModelChanged(*sess) {
+		// The usage was measured by another model: the context is
+		// counted by its estimate until the new model reports.
+		if in.contextEstimate, err = tx.ContextEstimate(ctx, *sess); err != nil {
+			return err
+		}
+	}
 	plan, err := planTurn(set, *sess, in, s.now().UTC())
 	if err != nil {
 		return err
@@ -263,6 +270,9 @@ type turnInput struct {
 	// replaced), decisions the offload decisions.
 	shown     []turn.Message
 	decisions []accounting.Decision
+	// contextEstimate is the estimate of the session's context, read when
+	// the event changes the model (accounting.Start).
+	contextEstimate int64
 }
 
 // prepare encodes and hashes an event's messages.
@@ -326,9 +336,14 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 	ev := in.ev
 	plan := turnPlan{ev: ev, next: sess, decisions: in.decisions}
 	next := &plan.next
+	tally := accounting.TallyOf(*next)
+	if err := accounting.Start(&tally, next, accounting.RequestOf(ev), in.contextEstimate); err != nil {
+		// turn.Decode checked the prefix's shape: an event that gets here
+		// with a bad one was stored by an older build.
+		return plan, fmt.Errorf("request prefix: %w", err)
+	}
 	updateSessionInfo(next, ev)
 	limits := accounting.Limits(set.Tokens, *next)
-	tally := accounting.TallyOf(*next)
 	replaced := map[string]bool{}
 	for _, d := range in.decisions {
 		replaced[d.MessageUUID] = true
@@ -370,7 +385,7 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 
 	count := tally.Count()
 	state := limits.State(count)
-	next.BaselineTokens, next.HasUsage, next.PendingTokens = tally.Baseline, tally.HasUsage, tally.Pending
+	accounting.Save(next, tally)
 	next.TokenCount, next.State = count, string(state)
 	next.AppliedSeq = ev.Seq
 	toolCalls := 0

@@ -320,6 +320,9 @@ type Session struct {
 	MessageBytes        int64
 	ProxySeq            int64
 	ProxyMessages       int64
+	EstimateFactor      float64
+	PrefixTokens        int64
+	PrefixHash          string
 }
 
 type SessionNote struct {

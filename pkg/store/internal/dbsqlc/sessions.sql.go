@@ -43,7 +43,7 @@ func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStat
 }
 
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, prefix_tokens, prefix_hash FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -94,12 +94,15 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.MessageBytes,
 		&i.ProxySeq,
 		&i.ProxyMessages,
+		&i.EstimateFactor,
+		&i.PrefixTokens,
+		&i.PrefixHash,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages FROM sessions
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, prefix_tokens, prefix_hash FROM sessions
 WHERE tenant_id = $1
   AND (created_at, session_id) < ($2::timestamptz, $3::text)
   AND (cardinality($4::text[]) = 0 OR state = ANY($4::text[]))
@@ -184,6 +187,9 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.MessageBytes,
 			&i.ProxySeq,
 			&i.ProxyMessages,
+			&i.EstimateFactor,
+			&i.PrefixTokens,
+			&i.PrefixHash,
 		); err != nil {
 			return nil, err
 		}
@@ -198,7 +204,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, prefix_tokens, prefix_hash
 `
 
 type SessionLockParams struct {
@@ -252,12 +258,15 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.MessageBytes,
 		&i.ProxySeq,
 		&i.ProxyMessages,
+		&i.EstimateFactor,
+		&i.PrefixTokens,
+		&i.PrefixHash,
 	)
 	return i, err
 }
 
 const sessionLockWithin = `-- name: SessionLockWithin :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, prefix_tokens, prefix_hash FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
 `
 
 type SessionLockWithinParams struct {
@@ -317,6 +326,9 @@ func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinPa
 		&i.MessageBytes,
 		&i.ProxySeq,
 		&i.ProxyMessages,
+		&i.EstimateFactor,
+		&i.PrefixTokens,
+		&i.PrefixHash,
 	)
 	return i, err
 }
@@ -421,21 +433,24 @@ UPDATE sessions SET
     baseline_tokens = $10,
     has_usage = $11,
     pending_tokens = $12,
-    token_count = $13,
-    state = $14,
-    compaction_in_flight = $15,
-    compact_requests = $16,
-    auto_compact_seqs = $17,
-    thrash_held = $18,
-    tool_calls_total = $19,
-    rejected_turns = $20,
-    skipped_seqs = $21,
-    last_skipped_from = $22,
-    last_skipped_to = $23,
-    stale_usage_above = $24,
-    last_response_at = $25,
+    estimate_factor = $13,
+    prefix_tokens = $14,
+    prefix_hash = $15,
+    token_count = $16,
+    state = $17,
+    compaction_in_flight = $18,
+    compact_requests = $19,
+    auto_compact_seqs = $20,
+    thrash_held = $21,
+    tool_calls_total = $22,
+    rejected_turns = $23,
+    skipped_seqs = $24,
+    last_skipped_from = $25,
+    last_skipped_to = $26,
+    stale_usage_above = $27,
+    last_response_at = $28,
     updated_at = now()
-WHERE tenant_id = $26 AND session_id = $27
+WHERE tenant_id = $29 AND session_id = $30
 `
 
 type SessionUpdateAccountingParams struct {
@@ -451,6 +466,9 @@ type SessionUpdateAccountingParams struct {
 	BaselineTokens     int64
 	HasUsage           bool
 	PendingTokens      int64
+	EstimateFactor     float64
+	PrefixTokens       int64
+	PrefixHash         string
 	TokenCount         int64
 	State              string
 	CompactionInFlight bool
@@ -482,6 +500,9 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 		arg.BaselineTokens,
 		arg.HasUsage,
 		arg.PendingTokens,
+		arg.EstimateFactor,
+		arg.PrefixTokens,
+		arg.PrefixHash,
 		arg.TokenCount,
 		arg.State,
 		arg.CompactionInFlight,

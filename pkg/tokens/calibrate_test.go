@@ -61,17 +61,25 @@ func TestTallyCalibrates(t *testing.T) {
 	tally.Add(1_000)
 	require.Equal(t, int64(3_610+1_300), tally.Count())
 
-	// A later ratio moves it halfway; one past the bound counts as the bound.
+	// A later ratio moves it by pending/(pending+2000): a third for 1,000;
+	// one past the bound counts as the bound.
 	tally.SetResponse(turn.Usage{InputTokens: 3_610 + 1_100}, nil)
-	require.InDelta(t, (1.3+1.1)/2, tally.Factor, 1e-9)
+	f := 1.3 + (1.1-1.3)/3
+	require.InDelta(t, f, tally.Factor, 1e-9)
 	tally.Add(1_000)
 	tally.SetResponse(turn.Usage{InputTokens: 4_710 + 10_000}, nil)
-	require.InDelta(t, (1.2+tokens.MaxFactor)/2, tally.Factor, 1e-9)
+	f += (tokens.MaxFactor - f) / 3
+	require.InDelta(t, f, tally.Factor, 1e-9)
+	// A large growth moves it nearly all the way.
+	tally.Add(98_000)
+	tally.SetResponse(turn.Usage{InputTokens: 14_710 + 98_000}, nil)
+	f += (1 - f) * 98_000 / 100_000
+	require.InDelta(t, f, tally.Factor, 1e-9)
 
 	// Too little pending says nothing.
 	before := tally.Factor
 	tally.Add(tokens.CalibrateMin - 1)
-	tally.SetResponse(turn.Usage{InputTokens: 14_710 + 5_000}, nil)
+	tally.SetResponse(turn.Usage{InputTokens: 112_710 + 5_000}, nil)
 	require.Equal(t, before, tally.Factor)
 
 	// A compaction keeps the factor and the prefix.

@@ -16,8 +16,10 @@ const (
 	// MinFactor and MaxFactor bound the calibration factor.
 	MinFactor = 0.5
 	MaxFactor = 2.5
-	// calibrateWeight is the weight of the latest ratio in the factor.
-	calibrateWeight = 0.5
+	// calibrateScale is the pending estimate at which the latest ratio
+	// weighs as much as the factor so far: a ratio learnt from a large
+	// growth says more than one from a few hundred tokens of framing.
+	calibrateScale = 2000.0
 )
 
 // Tally is a session's running count (see docs/token-accounting.md): the last response's usage
@@ -75,16 +77,24 @@ func (t *Tally) Add(estimate int64) {
 // ResponseOutput. Everything pending before it is inside that input side, so
 // the input side's growth over the count's known part (the last baseline, or
 // the prefix before any usage) against the pending estimate is what an
-// estimated token really cost: that ratio moves the factor halfway towards
-// it, within MinFactor..MaxFactor, when at least CalibrateMin was pending.
+// estimated token really cost: that ratio moves the factor towards it (see
+// Calibrate), when at least CalibrateMin was pending.
 func (t *Tally) SetResponse(u turn.Usage, content turn.Content) {
+	t.Observe(u, content, true)
+}
+
+// Observe is SetResponse, calibrating only when calibrate is set: a caller
+// that counted some pending content by something other than what the
+// request carried (an offloaded tool result, counted by its preview) would
+// teach the factor the difference.
+func (t *Tally) Observe(u turn.Usage, content turn.Content, calibrate bool) {
 	known, ok := t.Baseline, t.HasUsage
 	if !ok && t.Prefix > 0 {
 		known, ok = t.Prefix, true
 	}
-	if ok && t.Pending >= CalibrateMin {
+	if calibrate && ok && t.Pending >= CalibrateMin {
 		if growth := u.InputSide() - known; growth > 0 {
-			t.Factor = Calibrate(t.Factor, float64(growth)/float64(t.Pending))
+			t.Factor = Calibrate(t.Factor, float64(growth)/float64(t.Pending), t.Pending)
 		}
 	}
 	t.Baseline = u.InputSide() + ResponseOutput(u, content)
@@ -92,15 +102,18 @@ func (t *Tally) SetResponse(u turn.Usage, content turn.Content) {
 	t.HasUsage = true
 }
 
-// Calibrate folds one observed ratio into a factor (0: none yet): the first
-// ratio is taken as it is, later ones move the factor halfway. The result is
-// within MinFactor..MaxFactor.
-func Calibrate(factor, ratio float64) float64 {
+// Calibrate folds one ratio, observed on a pending estimate of pending
+// tokens, into a factor (0: none yet): the first ratio is taken as it is;
+// a later one moves the factor by the weight pending/(pending+2000), so
+// a growth of 2,000 estimated tokens moves it halfway and one of 50,000
+// nearly all the way. The ratio is bounded to MinFactor..MaxFactor first.
+func Calibrate(factor, ratio float64, pending int64) float64 {
 	ratio = min(max(ratio, MinFactor), MaxFactor)
 	if factor <= 0 {
 		return ratio
 	}
-	return factor + calibrateWeight*(ratio-factor)
+	w := float64(pending) / (float64(pending) + calibrateScale)
+	return factor + w*(ratio-factor)
 }
 
 // Reset starts over at a compaction boundary: no usage, nothing pending.

@@ -358,7 +358,9 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 			tally.Add(tokens.EstimateMessage(m))
 			plan.staleUsage = true
 		case isResponse && ev.Usage != nil:
-			tally.SetResponse(*ev.Usage, m.Content)
+			// Offloaded results are counted by their preview, which the
+			// request may not have carried: no calibration from them.
+			tally.Observe(*ev.Usage, m.Content, len(in.decisions) == 0)
 			next.StaleUsageAbove = 0
 		case !resent:
 			tally.Add(tokens.EstimateMessage(m))

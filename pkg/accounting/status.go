@@ -14,8 +14,8 @@ func Limits(cfg tokens.Config, s store.Session) tokens.Limits {
 
 // TallyOf is the count rule's state stored with a session.
 func TallyOf(s store.Session) tokens.Tally {
-	return tokens.Tally{Baseline: s.BaselineTokens, HasUsage: s.HasUsage, Pending: s.PendingTokens,
-		Factor: s.EstimateFactor, Prefix: s.PrefixTokens}
+	return tokens.Tally{Baseline: s.BaselineTokens, HasUsage: s.HasUsage, Pending: s.PendingTokens, PendingDense: s.PendingDense,
+		Factor: s.EstimateFactor, DenseFactor: s.DenseFactor, Prefix: s.PrefixTokens}
 }
 
 // Status describes count under limits.
@@ -68,7 +68,7 @@ func PreflightWith(cfg tokens.Config, off Offload, s store.Session, req Request,
 	placeholder := func(string) string { return "pending" }
 	shown, _, _ := off.Apply(msgs, noneFrozen, placeholder) // cannot fail without a lookup
 	for _, m := range shown {
-		tally.Add(tokens.EstimateMessage(m))
+		tally.AddMessage(m)
 	}
 	count := tally.Count()
 	return Preflight{

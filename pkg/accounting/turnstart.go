@@ -76,6 +76,6 @@ func Start(t *tokens.Tally, s *store.Session, req Request, contextEstimate int64
 
 // Save writes a tally back to its session.
 func Save(s *store.Session, t tokens.Tally) {
-	s.BaselineTokens, s.HasUsage, s.PendingTokens = t.Baseline, t.HasUsage, t.Pending
-	s.EstimateFactor, s.PrefixTokens = t.Factor, t.Prefix
+	s.BaselineTokens, s.HasUsage, s.PendingTokens, s.PendingDense = t.Baseline, t.HasUsage, t.Pending, t.PendingDense
+	s.EstimateFactor, s.DenseFactor, s.PrefixTokens = t.Factor, t.DenseFactor, t.Prefix
 }

@@ -2,6 +2,7 @@ package tokens_test
 
 import (
 	"encoding/base64"
+	"math"
 	"strings"
 	"testing"
 
@@ -98,4 +99,37 @@ func TestTallyPrefix(t *testing.T) {
 	require.InDelta(t, 3_300.0/3_000, tally.Factor, 1e-9, "the first response calibrates against the prefix")
 	tally.Add(100)
 	require.Equal(t, int64(22_350+110), tally.Count(), "after usage the prefix is inside the baseline")
+}
+
+// TestTallyCalibratesByKind: prose and dense content (code, tool output,
+// JSON) learn their own factors; a growth of one kind moves its factor
+// alone, and a kind not learnt yet borrows the other's.
+func TestTallyCalibratesByKind(t *testing.T) {
+	t.Parallel()
+
+	prose := turn.Message{Role: "user", Content: turn.Content{{Type: turn.BlockText,
+		Text: strings.Repeat("The session keeps its notes and reads them back when it compacts. ", 30)}}}
+	code := turn.Message{Role: "user", Content: turn.Content{{Type: turn.BlockToolResult, ToolUseID: "t", Content: &turn.Content{{Type: turn.BlockText,
+		Text: strings.Repeat("2026-11-25T10:39:21Z INFO [worker-3] job=42 status=ok took=13ms\n", 200)}}}}}
+	pTotal, pDense := tokens.EstimateSplit(prose.Content)
+	cTotal, cDense := tokens.EstimateSplit(code.Content)
+	require.Zero(t, pDense)
+	require.Equal(t, tokens.EstimateContent(prose.Content), pTotal)
+	require.Equal(t, cTotal, cDense)
+	require.Equal(t, tokens.EstimateContent(code.Content), cTotal)
+
+	tally := tokens.Tally{HasUsage: true, Baseline: 10_000}
+	tally.AddMessage(prose)
+	tally.SetResponse(turn.Usage{InputTokens: 10_000 + pTotal*11/10}, nil)
+	fp := float64(pTotal*11/10) / float64(pTotal)
+	require.InDelta(t, fp, tally.Factor, 1e-9)
+	require.Zero(t, tally.DenseFactor)
+
+	// The dense part borrows the prose factor until it is learnt.
+	base := tally.Baseline
+	tally.AddMessage(code)
+	require.Equal(t, base+int64(math.Ceil(float64(cTotal)*fp-1e-9)), tally.Count())
+	tally.SetResponse(turn.Usage{InputTokens: base + cTotal*3/4}, nil)
+	require.InDelta(t, float64(cTotal*3/4)/float64(cTotal), tally.DenseFactor, 1e-9, "not learnt: takes its target")
+	require.InDelta(t, fp, tally.Factor, 1e-9, "a dense growth leaves prose alone")
 }

@@ -190,3 +190,38 @@ func textTwelfths(s string) int64 {
 	}
 	return twelfthsPerTextByte * int64(len(s))
 }
+
+// EstimateSplit is EstimateContent and the part of it that is dense: code
+// or tool output, base64, JSON (tool_use blocks, JSON tool results). Prose,
+// thinking and media are the rest.
+func EstimateSplit(c turn.Content) (total, dense int64) {
+	for i := range c {
+		b := &c[i]
+		n := EstimateBlock(*b)
+		total += n
+		switch b.Type {
+		case turn.BlockToolUse:
+			dense += n
+		case turn.BlockText:
+			if TextKind(b.Text) != KindProse {
+				dense += n
+			}
+		case turn.BlockToolResult:
+			if b.Content == nil {
+				continue
+			}
+			for j := range *b.Content {
+				inner := &(*b.Content)[j]
+				if inner.Type != turn.BlockText {
+					continue
+				}
+				if isJSONContainer(inner.Text) {
+					dense += ceilTwelfths(twelfthsPerJSONByte * int64(len(inner.Text)))
+				} else if TextKind(inner.Text) != KindProse {
+					dense += ceilTwelfths(textTwelfths(inner.Text))
+				}
+			}
+		}
+	}
+	return total, dense
+}

@@ -33,28 +33,55 @@ type Tally struct {
 	// HasUsage is false until the first response, and again after a compaction boundary.
 	HasUsage bool `json:"has_usage"`
 	// Pending is the estimate of the messages added after the last response,
-	// before calibration.
-	Pending int64 `json:"pending"`
-	// Factor is the real growth per estimated token the session's responses
-	// showed (see SetResponse); 0 means not learnt yet, counted as 1.
-	Factor float64 `json:"factor,omitempty"`
+	// before calibration; PendingDense the part of it that is code, tool
+	// output, JSON or base64 (see EstimateSplit), the rest is prose.
+	Pending      int64 `json:"pending"`
+	PendingDense int64 `json:"pending_dense,omitempty"`
+	// Factor and DenseFactor are the real growth per estimated token of
+	// prose and of dense content the session's responses showed (see
+	// Observe); 0 means not learnt yet, counted as 1. Two factors, since a
+	// tokenizer's rate differs between them more than between sessions.
+	Factor      float64 `json:"factor,omitempty"`
+	DenseFactor float64 `json:"dense_factor,omitempty"`
 	// Prefix is the estimate of the request's system prompt and tool
 	// schemas, when the client named them; counted only before usage (a
 	// response's usage includes them).
 	Prefix int64 `json:"prefix,omitempty"`
 }
 
-// factor is Factor with 0 read as 1.
-func (t Tally) factor() float64 {
-	if t.Factor <= 0 {
+// or1 is a factor with 0 (not learnt) read as 1.
+func or1(f float64) float64 {
+	if f <= 0 {
 		return 1
 	}
-	return t.Factor
+	return f
 }
 
-// Scaled is the pending estimate times the calibration factor, rounded up.
+// parts splits the pending estimate into its prose and dense parts.
+func (t Tally) parts() (prose, dense int64) {
+	dense = min(max(t.PendingDense, 0), t.Pending)
+	return t.Pending - dense, dense
+}
+
+// factors are the factors in use: one not learnt yet borrows the other
+// (what skews the session's counts, the client's framing or the
+// tokenizer, skews both), and is 1 when neither is.
+func (t Tally) factors() (prose, dense float64) {
+	prose, dense = t.Factor, t.DenseFactor
+	if prose <= 0 {
+		prose = dense
+	}
+	if dense <= 0 {
+		dense = prose
+	}
+	return or1(prose), or1(dense)
+}
+
+// Scaled is the pending estimate, each part times its factor, rounded up.
 func (t Tally) Scaled() int64 {
-	return int64(math.Ceil(float64(t.Pending)*t.factor() - 1e-9))
+	prose, dense := t.parts()
+	fp, fd := t.factors()
+	return int64(math.Ceil(float64(prose)*fp + float64(dense)*fd - 1e-9))
 }
 
 // Count is the session's current token count.
@@ -68,9 +95,17 @@ func (t Tally) Count() int64 {
 	return ceilDiv(t.Scaled()*4, 3)
 }
 
-// Add counts a message added after the last response, by its estimate.
+// Add counts prose added after the last response, by its estimate.
 func (t *Tally) Add(estimate int64) {
 	t.Pending += estimate
+}
+
+// AddMessage counts a message added after the last response, by its
+// estimate, split by kind.
+func (t *Tally) AddMessage(m turn.Message) {
+	total, dense := EstimateSplit(m.Content)
+	t.Pending += total
+	t.PendingDense += dense
 }
 
 // SetResponse makes a response the new baseline: its usage's input side plus
@@ -94,33 +129,51 @@ func (t *Tally) Observe(u turn.Usage, content turn.Content, calibrate bool) {
 	}
 	if calibrate && ok && t.Pending >= CalibrateMin {
 		if growth := u.InputSide() - known; growth > 0 {
-			t.Factor = Calibrate(t.Factor, float64(growth)/float64(t.Pending), t.Pending)
+			t.calibrate(float64(growth))
 		}
 	}
 	t.Baseline = u.InputSide() + ResponseOutput(u, content)
-	t.Pending = 0
+	t.Pending, t.PendingDense = 0, 0
 	t.HasUsage = true
 }
 
-// Calibrate folds one ratio, observed on a pending estimate of pending
-// tokens, into a factor (0: none yet): the first ratio is taken as it is;
-// a later one moves the factor by the weight pending/(pending+2000), so
-// a growth of 2,000 estimated tokens moves it halfway and one of 50,000
-// nearly all the way. The ratio is bounded to MinFactor..MaxFactor first.
-func Calibrate(factor, ratio float64, pending int64) float64 {
-	ratio = min(max(ratio, MinFactor), MaxFactor)
-	if factor <= 0 {
-		return ratio
+// calibrate moves each factor by its part's share of the prediction: the
+// ratio of the real growth to the predicted one, applied to a factor, is
+// its target; a factor not learnt yet moves from the one it borrowed to its
+// target in proportion to its share, a learnt one by that share times pending/(pending+2000), so a
+// growth of 2,000 estimated tokens moves it halfway and one of 50,000 nearly
+// all the way. Targets are bounded to MinFactor..MaxFactor. A growth of one
+// kind alone moves that kind's factor alone.
+func (t *Tally) calibrate(growth float64) {
+	prose, dense := t.parts()
+	fp, fd := t.factors()
+	predicted := float64(prose)*fp + float64(dense)*fd
+	if predicted <= 0 {
+		return
 	}
-	w := float64(pending) / (float64(pending) + calibrateScale)
-	return factor + w*(ratio-factor)
+	r := growth / predicted
+	w := float64(t.Pending) / (float64(t.Pending) + calibrateScale)
+	move := func(f *float64, cur float64, part int64) {
+		if part <= 0 {
+			return
+		}
+		share := float64(part) * cur / predicted
+		target := min(max(cur*r, MinFactor), MaxFactor)
+		if *f <= 0 {
+			*f = cur + share*(target-cur)
+			return
+		}
+		*f = cur + share*w*(target-cur)
+	}
+	move(&t.Factor, fp, prose)
+	move(&t.DenseFactor, fd, dense)
 }
 
 // Reset starts over at a compaction boundary: no usage, nothing pending.
 // The factor (a property of the session's content, not of its history) and
 // the prefix (the client's request, unchanged by a compaction) stay.
 func (t *Tally) Reset() {
-	*t = Tally{Factor: t.Factor, Prefix: t.Prefix}
+	*t = Tally{Factor: t.Factor, DenseFactor: t.DenseFactor, Prefix: t.Prefix}
 }
 
 // ResponseOutput is the output a response counts for: its recorded
@@ -147,8 +200,9 @@ func (t *Tally) SetPrefix(n int64) {
 }
 
 // Restart counts a context whose usage no longer applies (another model's
-// tokenizer measured it) as an estimate: no usage, the estimate pending, no
-// factor (it was learnt on the old model's counts); the prefix stays.
+// tokenizer measured it) as an estimate: no usage, the estimate pending (as
+// prose: its split is not kept), no factors (learnt on the old model's
+// counts); the prefix stays.
 func (t *Tally) Restart(estimate int64) {
 	*t = Tally{Prefix: t.Prefix, Pending: estimate}
 }

@@ -620,7 +620,7 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 		// system prompt and tools (when the client named them) that every
 		// request carries beside it; what came after is pending, calibrated.
 		tally := accounting.TallyOf(now)
-		tally.Baseline, tally.HasUsage, tally.Pending = c.PostTokens+now.PrefixTokens, true, pending
+		tally.Baseline, tally.HasUsage, tally.Pending, tally.PendingDense = c.PostTokens+now.PrefixTokens, true, pending, 0
 		count := tally.Count()
 		status = accounting.Status(limits, count)
 		if err := tx.ApplyCompaction(ctx, store.CompactedSession{

@@ -672,6 +672,11 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 	stored, err := g.store.GetSession(r.Context(), tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
 		stored = store.Session{TenantID: tenant, SessionID: id, AutoCompactEnabled: true, State: string(tokens.StateOK)}
+		// As the accountant will count its first turn: from the tenant's prior.
+		if stored.EstimateFactor, stored.DenseFactor, err = g.store.EstimatePrior(r.Context(), tenant); err != nil {
+			g.internal(w, "reading the tenant's calibration", err)
+			return
+		}
 	} else if err != nil {
 		g.internal(w, "reading session", err)
 		return

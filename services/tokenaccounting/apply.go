@@ -220,6 +220,12 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if err != nil {
 		return err
 	}
+	if sess.AppliedSeq == 0 && sess.EstimateFactor == 0 && sess.DenseFactor == 0 {
+		// A new session starts from what the tenant's sessions learnt.
+		if sess.EstimateFactor, sess.DenseFactor, err = tx.EstimatePrior(ctx); err != nil {
+			return err
+		}
+	}
 	if accounting.RequestOf(ev).ModelChanged(*sess) {
 		// The usage was measured by another model: the context is
 		// counted by its estimate until the new model reports.
@@ -355,7 +361,7 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 		case isResponse && ev.Usage != nil && stale(*next, *ev.Usage):
 			// Answered from the context as it was before the latest
 			// compaction: the usage measures what the compaction removed.
-			tally.Add(tokens.EstimateMessage(m))
+			tally.AddMessage(m)
 			plan.staleUsage = true
 		case isResponse && ev.Usage != nil:
 			// Offloaded results are counted by their preview, which the
@@ -363,7 +369,7 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 			tally.Observe(*ev.Usage, m.Content, len(in.decisions) == 0)
 			next.StaleUsageAbove = 0
 		case !resent:
-			tally.Add(tokens.EstimateMessage(m))
+			tally.AddMessage(m)
 		}
 		if resent {
 			continue // stored and counted once already

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +95,50 @@ func TestPredictionState(t *testing.T) {
 		context += tokens.EstimateMessage(m)
 	}
 	require.Equal(t, prefix+context, s.TokenCount)
+}
+
+// TestTenantPrior: a new session starts from the factors the tenant's
+// sessions learnt.
+func TestTenantPrior(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	prose, dense, err := h.store.EstimatePrior(ctx, tenant)
+	require.NoError(t, err)
+	require.Zero(t, prose)
+	require.Zero(t, dense)
+
+	text := strings.Repeat("please look at the build and tell me what broke ", 100)
+	msg := turn.Message{UUID: "u1", Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: text}}}
+	est := tokens.EstimateMessage(msg)
+	first := func(id string, input int64) turn.Event {
+		return turn.Event{
+			Schema: turn.SchemaV1_1, EventID: "ev-" + id, TenantID: tenant, SessionID: id, Seq: 1,
+			Model: "claude-sonnet-4-5", InputMessages: []turn.Message{msg},
+			Response:      &turn.Message{UUID: "a-" + id, Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: turn.BlockText, Text: "ok"}}},
+			Usage:         &turn.Usage{InputTokens: input, OutputTokens: 1},
+			RequestPrefix: &turn.RequestPrefix{Tokens: 5_000},
+			OccurredAt:    time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC),
+		}
+	}
+	ev := first("learner", 5_000+est*13/10)
+	h.publish(t, ev, ev.EventID)
+	h.waitApplied(t, map[string]int64{"learner": 1})
+	learnt, err := h.store.GetSession(ctx, tenant, "learner")
+	require.NoError(t, err)
+	require.InDelta(t, float64(est*13/10)/float64(est), learnt.EstimateFactor, 1e-9)
+
+	prose, _, err = h.store.EstimatePrior(ctx, tenant)
+	require.NoError(t, err)
+	require.InDelta(t, learnt.EstimateFactor, prose, 1e-9)
+
+	// A second session whose first turn has no usage keeps the prior.
+	ev = first("newcomer", 0)
+	ev.Response, ev.Usage = nil, nil
+	h.publish(t, ev, ev.EventID)
+	h.waitApplied(t, map[string]int64{"newcomer": 1})
+	s, err := h.store.GetSession(ctx, tenant, "newcomer")
+	require.NoError(t, err)
+	require.InDelta(t, learnt.EstimateFactor, s.EstimateFactor, 1e-9)
+	require.Equal(t, int64(5_000)+int64(math.Ceil(float64(est)*learnt.EstimateFactor-1e-9)), s.TokenCount)
 }

@@ -321,6 +321,8 @@ type Session struct {
 	ProxySeq            int64
 	ProxyMessages       int64
 	EstimateFactor      float64
+	DenseFactor         float64
+	PendingDense        int64
 	PrefixTokens        int64
 	PrefixHash          string
 }

@@ -42,8 +42,34 @@ func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStat
 	return items, nil
 }
 
+const sessionEstimatePrior = `-- name: SessionEstimatePrior :one
+SELECT
+    coalesce(avg(estimate_factor) FILTER (WHERE estimate_factor > 0), 0)::float8 AS prose,
+    coalesce(avg(dense_factor) FILTER (WHERE dense_factor > 0), 0)::float8 AS dense
+FROM (
+    SELECT estimate_factor, dense_factor FROM sessions
+    WHERE tenant_id = $1 AND (estimate_factor > 0 OR dense_factor > 0)
+    ORDER BY created_at DESC
+    LIMIT 50
+) latest
+`
+
+type SessionEstimatePriorRow struct {
+	Prose float64
+	Dense float64
+}
+
+// The tenant's prior for a new session's calibration: the mean factors of
+// its 50 latest sessions that learnt one, found by the sessions_created index.
+func (q *Queries) SessionEstimatePrior(ctx context.Context, tenantID string) (SessionEstimatePriorRow, error) {
+	row := q.db.QueryRow(ctx, sessionEstimatePrior, tenantID)
+	var i SessionEstimatePriorRow
+	err := row.Scan(&i.Prose, &i.Dense)
+	return i, err
+}
+
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, prefix_tokens, prefix_hash FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -95,6 +121,8 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.ProxySeq,
 		&i.ProxyMessages,
 		&i.EstimateFactor,
+		&i.DenseFactor,
+		&i.PendingDense,
 		&i.PrefixTokens,
 		&i.PrefixHash,
 	)
@@ -102,7 +130,7 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, prefix_tokens, prefix_hash FROM sessions
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
 WHERE tenant_id = $1
   AND (created_at, session_id) < ($2::timestamptz, $3::text)
   AND (cardinality($4::text[]) = 0 OR state = ANY($4::text[]))
@@ -188,6 +216,8 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.ProxySeq,
 			&i.ProxyMessages,
 			&i.EstimateFactor,
+			&i.DenseFactor,
+			&i.PendingDense,
 			&i.PrefixTokens,
 			&i.PrefixHash,
 		); err != nil {
@@ -204,7 +234,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, prefix_tokens, prefix_hash
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash
 `
 
 type SessionLockParams struct {
@@ -259,6 +289,8 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.ProxySeq,
 		&i.ProxyMessages,
 		&i.EstimateFactor,
+		&i.DenseFactor,
+		&i.PendingDense,
 		&i.PrefixTokens,
 		&i.PrefixHash,
 	)
@@ -266,7 +298,7 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 }
 
 const sessionLockWithin = `-- name: SessionLockWithin :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, prefix_tokens, prefix_hash FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
 `
 
 type SessionLockWithinParams struct {
@@ -327,6 +359,8 @@ func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinPa
 		&i.ProxySeq,
 		&i.ProxyMessages,
 		&i.EstimateFactor,
+		&i.DenseFactor,
+		&i.PendingDense,
 		&i.PrefixTokens,
 		&i.PrefixHash,
 	)
@@ -434,23 +468,25 @@ UPDATE sessions SET
     has_usage = $11,
     pending_tokens = $12,
     estimate_factor = $13,
-    prefix_tokens = $14,
-    prefix_hash = $15,
-    token_count = $16,
-    state = $17,
-    compaction_in_flight = $18,
-    compact_requests = $19,
-    auto_compact_seqs = $20,
-    thrash_held = $21,
-    tool_calls_total = $22,
-    rejected_turns = $23,
-    skipped_seqs = $24,
-    last_skipped_from = $25,
-    last_skipped_to = $26,
-    stale_usage_above = $27,
-    last_response_at = $28,
+    dense_factor = $14,
+    pending_dense = $15,
+    prefix_tokens = $16,
+    prefix_hash = $17,
+    token_count = $18,
+    state = $19,
+    compaction_in_flight = $20,
+    compact_requests = $21,
+    auto_compact_seqs = $22,
+    thrash_held = $23,
+    tool_calls_total = $24,
+    rejected_turns = $25,
+    skipped_seqs = $26,
+    last_skipped_from = $27,
+    last_skipped_to = $28,
+    stale_usage_above = $29,
+    last_response_at = $30,
     updated_at = now()
-WHERE tenant_id = $29 AND session_id = $30
+WHERE tenant_id = $31 AND session_id = $32
 `
 
 type SessionUpdateAccountingParams struct {
@@ -467,6 +503,8 @@ type SessionUpdateAccountingParams struct {
 	HasUsage           bool
 	PendingTokens      int64
 	EstimateFactor     float64
+	DenseFactor        float64
+	PendingDense       int64
 	PrefixTokens       int64
 	PrefixHash         string
 	TokenCount         int64
@@ -501,6 +539,8 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 		arg.HasUsage,
 		arg.PendingTokens,
 		arg.EstimateFactor,
+		arg.DenseFactor,
+		arg.PendingDense,
 		arg.PrefixTokens,
 		arg.PrefixHash,
 		arg.TokenCount,

@@ -133,3 +133,38 @@ func TestTallyCalibratesByKind(t *testing.T) {
 	require.InDelta(t, float64(cTotal*3/4)/float64(cTotal), tally.DenseFactor, 1e-9, "not learnt: takes its target")
 	require.InDelta(t, fp, tally.Factor, 1e-9, "a dense growth leaves prose alone")
 }
+
+func TestEstimatePrefix(t *testing.T) {
+	t.Parallel()
+
+	text := strings.Repeat("Read files before editing them. ", 40)
+	asString, ok, err := tokens.EstimatePrefix(turn.RequestPrefix{System: []byte(`"` + text + `"`)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, tokens.EstimateBlock(turn.Block{Type: turn.BlockText, Text: text}), asString)
+	asBlocks, _, err := tokens.EstimatePrefix(turn.RequestPrefix{System: []byte(`[{"type":"text","text":"` + text + `"}]`)})
+	require.NoError(t, err)
+	require.Equal(t, asString, asBlocks)
+
+	n, ok, err := tokens.EstimatePrefix(turn.RequestPrefix{Tokens: 12_345, Bytes: 4, Hash: "h"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(12_345), n, "the client's count wins")
+	n, _, err = tokens.EstimatePrefix(turn.RequestPrefix{Bytes: 4_001})
+	require.NoError(t, err)
+	require.Equal(t, int64((4_001+3)/4), n)
+	_, ok, err = tokens.EstimatePrefix(turn.RequestPrefix{Hash: "h"})
+	require.NoError(t, err)
+	require.False(t, ok, "a hash alone is resolved by the caller")
+
+	for name, bad := range map[string]turn.RequestPrefix{
+		"image block":     {System: []byte(`[{"type":"image"}]`)},
+		"system object":   {System: []byte(`{"text":"x"}`)},
+		"tools object":    {Tools: []byte(`{"name":"Read"}`)},
+		"tool not object": {Tools: []byte(`["Read"]`)},
+		"negative tokens": {Tokens: -1},
+	} {
+		_, _, err := tokens.EstimatePrefix(bad)
+		require.Error(t, err, name)
+	}
+}

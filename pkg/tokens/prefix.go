@@ -15,6 +15,9 @@ import (
 // the caller resolves against what it stored. An error is a system or tools
 // that is not the shape the Messages API takes.
 func EstimatePrefix(p turn.RequestPrefix) (int64, bool, error) {
+	if p.Tokens < 0 || p.Bytes < 0 {
+		return 0, false, fmt.Errorf("tokens (%d) and bytes (%d) must be zero or more", p.Tokens, p.Bytes)
+	}
 	switch {
 	case p.Tokens > 0:
 		return p.Tokens, true, nil
@@ -50,7 +53,10 @@ func estimateSystem(raw json.RawMessage) (int64, error) {
 		return 0, fmt.Errorf("system: want a string or an array of text blocks: %w", err)
 	}
 	var q int64
-	for _, b := range blocks {
+	for i, b := range blocks {
+		if b.Type != turn.BlockText {
+			return 0, fmt.Errorf("system[%d]: a block of type %q; the system takes text blocks", i, b.Type)
+		}
 		q += textTwelfths(b.Text)
 	}
 	return q, nil

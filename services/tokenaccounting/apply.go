@@ -226,6 +226,15 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 			return err
 		}
 	}
+	if p := ev.RequestPrefix; p != nil {
+		if _, _, ok, perr := accounting.PrefixOf(*sess, p); perr == nil && !ok {
+			// Nothing else of the event is wrong: it applies with the
+			// session's prefix, and the client hears of it in the log.
+			s.metrics.unknownPrefix(ctx)
+			s.log.Warn("request_prefix names a hash the session does not hold; the session's prefix is kept",
+				"tenant", ev.TenantID, "session", ev.SessionID, "seq", ev.Seq, "hash", p.Hash)
+		}
+	}
 	if accounting.RequestOf(ev).ModelChanged(*sess) {
 		// The usage was measured by another model: the context is
 		// counted by its estimate until the new model reports.

@@ -78,12 +78,24 @@ func TestPredictionState(t *testing.T) {
 	require.Equal(t, ev.Usage.InputSide()+tokens.ResponseOutput(*ev.Usage, ev.Response.Content), s.BaselineTokens)
 	require.Less(t, s.BaselineTokens, baseline+tokens.EstimateMessage(summary), "not on top of the history")
 
-	// 3: another model, no usage: the context is counted by its estimate
+	// An unknown hash keeps the stored prefix, and is counted.
+	m := user("u2b", "one more thing")
+	ev = event(3, "claude-sonnet-4-5", m, turn.Usage{})
+	ev.Response, ev.Usage = nil, nil
+	ev.RequestPrefix = &turn.RequestPrefix{Hash: "never-sent"}
+	apply(ev)
+	s, err = h.store.GetSession(ctx, tenant, id)
+	require.NoError(t, err)
+	require.Equal(t, prefix, s.PrefixTokens)
+	require.Equal(t, "p1", s.PrefixHash)
+	require.EqualValues(t, 1, h.metrics.SumAll("mnemos.accounting.unknown_prefix"))
+
+	// 4: another model, no usage: the context is counted by its estimate
 	// beside the prefix, with no factor. The stored context still holds
 	// the messages before the client's compaction: its keep point does
 	// not move (only the count starts over).
 	m3 := user("u3", "and now?")
-	ev = event(3, "claude-opus-4-5", m3, turn.Usage{})
+	ev = event(4, "claude-opus-4-5", m3, turn.Usage{})
 	ev.Response, ev.Usage = nil, nil
 	apply(ev)
 	s, err = h.store.GetSession(ctx, tenant, id)
@@ -91,7 +103,7 @@ func TestPredictionState(t *testing.T) {
 	require.False(t, s.HasUsage)
 	require.Zero(t, s.EstimateFactor)
 	var context int64
-	for _, m := range []turn.Message{m1, *answer("a1"), summary, *answer("a2"), m3} {
+	for _, m := range []turn.Message{m1, *answer("a1"), summary, *answer("a2"), m, m3} {
 		context += tokens.EstimateMessage(m)
 	}
 	require.Equal(t, prefix+context, s.TokenCount)

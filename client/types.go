@@ -122,6 +122,10 @@ type PreflightRequest struct {
 	// at most CompactionWaitMs.
 	Compact          bool   `json:"compact,omitempty"`
 	CompactionWaitMs *int64 `json:"compaction_wait_ms,omitempty"`
+	// RequestPrefix is the request's system prompt and tools (or their size
+	// and hash); ClientCompaction says the client compacted before it.
+	RequestPrefix    *turn.RequestPrefix    `json:"request_prefix,omitempty"`
+	ClientCompaction *turn.ClientCompaction `json:"client_compaction,omitempty"`
 }
 
 // SessionPatch sets a session's switches; a field left nil stays.

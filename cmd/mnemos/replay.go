@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
@@ -33,6 +37,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Func("scope", "memory scope of the session, kind=id (kinds user, project, local, agent); repeat it or comma-separate: -scope project=repo-x,user=u-42. Without one nothing is extracted, recalled or dreamed", func(v string) error {
 		return replay.AddScope(scope, v)
 	})
+	measure := fs.Bool("measure", false, "replay round by round, asking preflight before each, and print the prediction error beside Claude Code's heuristic (a fresh session unless --session)")
 	agent := fs.String("agent", "", "agent type of the session: its agent:TYPE memory scope (as -scope agent=TYPE); the events stay the main agent's, so extraction runs")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: mnemos replay [flags] FILE.jsonl")
@@ -48,17 +53,21 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *format != "claude-code" {
 		return fmt.Errorf("unknown --format %q: only claude-code is supported", *format)
 	}
-	f, err := os.Open(fs.Arg(0))
+	data, err := os.ReadFile(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	records, err := claudecode.Parse(f)
+	records, err := claudecode.Parse(bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	if *repeat < 1 || *repeat > 1000 {
 		return fmt.Errorf("--repeat %d: want 1 to 1000", *repeat)
+	}
+	if *measure && (*repeat > 1 || *dryRun) {
+		// Repeat carries each copy's usage on past the window: no request
+		// ever had it, so there is nothing real to predict.
+		return errors.New("--measure replays the transcript as recorded: no --repeat or --dry-run")
 	}
 	if *agent != "" {
 		if err := replay.AddScope(scope, "agent="+*agent); err != nil {
@@ -80,6 +89,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errors.New("sending needs --api-key (or MNEMOS_API_KEY); use --dry-run to account without a server")
 	}
 	events := replay.Events(records, opts)
+	if *measure {
+		return runMeasure(ctx, stdout, fs.Arg(0), data, events, *session == "", replay.SendOptions{URL: *url, APIKey: *apiKey})
+	}
 	stats, err := replay.Send(ctx, events, replay.SendOptions{URL: *url, APIKey: *apiKey})
 	fmt.Fprintf(stderr, "sent %d of %d turn events to %s (%d retries)\n", stats.Sent, len(events), *url, stats.Retries)
 	if err != nil {
@@ -125,6 +137,36 @@ func printSessions(ctx context.Context, w io.Writer, events []turn.Event, scope 
 	fmt.Fprintf(w, "      curl -s %s %s/context | jq '{context_tokens, compaction}'\n", auth, base)
 	if len(scopes) == 0 {
 		fmt.Fprintln(w, "no memory scope: nothing of this session is extracted, recalled or dreamed; replay with -scope project=<id> for that")
+	}
+	return err
+}
+
+// runMeasure replays events with preflight before each round (see
+// replay.Measure). The events carry what the transcript's request records
+// hold (the messages as sent, the system prompt and tools) when it has them.
+// Without --session each run gets a fresh session, so runs do not meet.
+func runMeasure(ctx context.Context, w io.Writer, name string, data []byte, events []turn.Event, fresh bool, opts replay.SendOptions) error {
+	log, err := replay.ReadRequestLog(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if len(log.Requests) > 0 {
+		if events, err = replay.WithRequests(events, log); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	} else {
+		fmt.Fprintln(w, "the transcript records no requests: measured on its messages, without system prompt or tools")
+	}
+	if fresh {
+		suffix := "-m" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		for i := range events {
+			events[i].SessionID += suffix
+			events[i].EventID += suffix
+		}
+	}
+	rounds, err := replay.Measure(ctx, events, replay.MeasureOptions{SendOptions: opts})
+	if perr := replay.PrintMeasured(w, filepath.Base(name), rounds); perr != nil && err == nil {
+		err = perr
 	}
 	return err
 }

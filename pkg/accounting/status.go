@@ -14,7 +14,8 @@ func Limits(cfg tokens.Config, s store.Session) tokens.Limits {
 
 // TallyOf is the count rule's state stored with a session.
 func TallyOf(s store.Session) tokens.Tally {
-	return tokens.Tally{Baseline: s.BaselineTokens, HasUsage: s.HasUsage, Pending: s.PendingTokens}
+	return tokens.Tally{Baseline: s.BaselineTokens, HasUsage: s.HasUsage, Pending: s.PendingTokens, PendingDense: s.PendingDense,
+		Factor: s.EstimateFactor, DenseFactor: s.DenseFactor, Prefix: s.PrefixTokens}
 }
 
 // Status describes count under limits.
@@ -46,13 +47,28 @@ type Preflight struct {
 // PreflightFor counts a session as it would be with msgs added (after the
 // same offload the accountant would apply), and decides as the accountant would.
 func PreflightFor(cfg tokens.Config, off Offload, s store.Session, msgs []turn.Message) Preflight {
-	l := Limits(cfg, s)
+	p, _ := PreflightWith(cfg, off, s, Request{}, 0, msgs) // no prefix: cannot fail
+	return p
+}
+
+// PreflightWith is PreflightFor for a request that may name a model, a
+// prefix or a client compaction (see Start); contextEstimate is the
+// estimate of the session's context, read when req.ModelChanged. The session
+// takes req's model after Start. An error is a prefix of the wrong shape.
+func PreflightWith(cfg tokens.Config, off Offload, s store.Session, req Request, contextEstimate int64, msgs []turn.Message) (Preflight, error) {
 	tally := TallyOf(s)
+	if err := Start(&tally, &s, req, contextEstimate); err != nil {
+		return Preflight{}, err
+	}
+	if req.Model != "" {
+		s.Model = req.Model
+	}
+	l := Limits(cfg, s)
 	noneFrozen := func(string) (string, bool, error) { return "", false, nil }
 	placeholder := func(string) string { return "pending" }
 	shown, _, _ := off.Apply(msgs, noneFrozen, placeholder) // cannot fail without a lookup
 	for _, m := range shown {
-		tally.Add(tokens.EstimateMessage(m))
+		tally.AddMessage(m)
 	}
 	count := tally.Count()
 	return Preflight{
@@ -60,5 +76,5 @@ func PreflightFor(cfg tokens.Config, off Offload, s store.Session, msgs []turn.M
 		CompactFirst:       l.AboveAutoCompact(count) && s.AutoCompactEnabled,
 		Blocked:            count >= l.Blocking,
 		CompactionInFlight: s.CompactionInFlight,
-	}
+	}, nil
 }

@@ -45,11 +45,14 @@ type EventOptions struct {
 // session. A round without response is no event: at the end of a transcript
 // it is dropped; before a compaction boundary its records, and the boundary
 // round's, open the input of the session's next event, so no message is lost.
+// That event says the client compacted (client_compaction, schema v1.1):
+// its inputs open the new context.
 func Events(rounds []Round, opts EventOptions) []turn.Event {
 	var (
-		out     []turn.Event
-		seqs    = map[string]int64{}
-		carried = map[string][]turn.Message{}
+		out       []turn.Event
+		seqs      = map[string]int64{}
+		carried   = map[string][]turn.Message{}
+		compacted = map[string]*turn.ClientCompaction{}
 	)
 	for i := range rounds {
 		r := &rounds[i]
@@ -58,6 +61,14 @@ func Events(rounds []Round, opts EventOptions) []turn.Event {
 				for _, rec := range r.Inputs {
 					carried[r.Session] = append(carried[r.Session], rec.Message)
 				}
+				cc := &turn.ClientCompaction{}
+				if m := r.Boundary.Compact; m != nil {
+					if m.Trigger == "manual" || m.Trigger == "auto" {
+						cc.Trigger = m.Trigger
+					}
+					cc.PreTokens = max(m.PreTokens, 0)
+				}
+				compacted[r.Session] = cc
 			}
 			continue
 		}
@@ -92,6 +103,10 @@ func Events(rounds []Round, opts EventOptions) []turn.Event {
 		if r.Usage != nil {
 			u := *r.Usage
 			ev.Usage = &u
+		}
+		if cc := compacted[r.Session]; cc != nil {
+			ev.Schema, ev.ClientCompaction = turn.SchemaV1_1, cc
+			delete(compacted, r.Session)
 		}
 		out = append(out, ev)
 	}

@@ -293,8 +293,10 @@ func TestDryRunWindowOverride(t *testing.T) {
 
 // TestDryRunCompactsFirstAtThreshold replays a long synthetic session: each
 // round a response whose usage grows and a tool result of 2,000 tokens. The
-// test tracks the expected count itself; compact must turn true exactly at
-// the first record whose count reaches 167,000 (200K window), never before.
+// input side grows by exactly the last output and the tool result's
+// estimate, so the calibration factor stays 1 and the test tracks the
+// expected count itself; compact must turn true exactly at the first record
+// whose count reaches 167,000 (200K window), never before.
 func TestDryRunCompactsFirstAtThreshold(t *testing.T) {
 	t.Parallel()
 
@@ -304,7 +306,7 @@ func TestDryRunCompactsFirstAtThreshold(t *testing.T) {
 		resultBytes    = 8_000 // a plain-text tool result of 2,000 tokens
 		outputTokens   = 300   // above the estimate of each response's content
 		firstInputSide = 13_500
-		growth         = 4_100
+		growth         = outputTokens + resultBytes/4
 	)
 	require.Equal(t, int64(autoCompact), tokens.DefaultConfig().Limits(model, 0, 0).AutoCompact)
 
@@ -316,7 +318,7 @@ func TestDryRunCompactsFirstAtThreshold(t *testing.T) {
 	var wants []want
 	prompt := strings.Repeat("p", 400) // 100 tokens, ×4/3 before any usage
 	wants = append(wants, want{tr.User(prompt), (100*4 + 2) / 3})
-	for k := int64(0); k < 60; k++ {
+	for k := int64(0); k < 80; k++ {
 		toolID := fmt.Sprintf("toolu_%03d", k)
 		inputSide := firstInputSide + growth*k
 		u := claudecodetest.Usage{Input: 1, CacheCreation: 2_000, CacheRead: inputSide - 2_001, Output: outputTokens}

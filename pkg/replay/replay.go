@@ -107,7 +107,7 @@ func Account(records []claudecode.Record, opts Options) ([]Line, error) {
 
 		for i := range r.Inputs {
 			rec := &r.Inputs[i]
-			s.tally.Add(tokens.EstimateMessage(rec.Message))
+			s.tally.AddMessage(rec.Message)
 			emit(rec.UUID, rec.Kind(), s.model)
 		}
 		var content turn.Content

@@ -322,3 +322,33 @@ func (t *Tx) LatestCompaction(ctx context.Context, sessionID string) (Compaction
 	}
 	return toCompaction(r), nil
 }
+
+// ContextEstimate is the estimate of a session's context as assembled: the
+// latest compaction's head (its post tokens) and the messages from its keep
+// point on. It counts a context no usage measured (the model changed).
+func (t *Tx) ContextEstimate(ctx context.Context, s Session) (int64, error) {
+	var head int64
+	if s.CompactionID != "" {
+		c, err := t.Compaction(ctx, s.CompactionID)
+		if err != nil {
+			return 0, fmt.Errorf("store.ContextEstimate: %w", err)
+		}
+		head = c.PostTokens
+	}
+	n, err := t.MessageTokensAfter(ctx, s.SessionID, s.KeepFrom-1)
+	if err != nil {
+		return 0, fmt.Errorf("store.ContextEstimate: %w", err)
+	}
+	return head + n, nil
+}
+
+// ContextEstimate is Tx.ContextEstimate in a transaction of its own.
+func (s *Store) ContextEstimate(ctx context.Context, tenant string, sess Session) (int64, error) {
+	var n int64
+	err := s.InTx(ctx, tenant, func(tx *Tx) error {
+		var err error
+		n, err = tx.ContextEstimate(ctx, sess)
+		return err
+	})
+	return n, err
+}

@@ -45,6 +45,15 @@ type Session struct {
 	PendingTokens  int64
 	TokenCount     int64
 	State          string
+	// EstimateFactor and DenseFactor calibrate the estimate of prose and
+	// of dense content, PendingDense is the dense part of PendingTokens
+	// (tokens.Tally); PrefixTokens and PrefixHash the estimate and hash of
+	// the request's system prompt and tools as last named (tokens.Tally.Prefix).
+	EstimateFactor float64
+	DenseFactor    float64
+	PendingDense   int64
+	PrefixTokens   int64
+	PrefixHash     string
 
 	CompactionInFlight bool
 	CompactRequests    int64
@@ -105,6 +114,11 @@ func toSession(r dbsqlc.Session) (Session, error) {
 		BaselineTokens:      r.BaselineTokens,
 		HasUsage:            r.HasUsage,
 		PendingTokens:       r.PendingTokens,
+		EstimateFactor:      r.EstimateFactor,
+		DenseFactor:         r.DenseFactor,
+		PendingDense:        r.PendingDense,
+		PrefixTokens:        r.PrefixTokens,
+		PrefixHash:          r.PrefixHash,
 		TokenCount:          r.TokenCount,
 		State:               r.State,
 		CompactionInFlight:  r.CompactionInFlight,
@@ -225,6 +239,11 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		BaselineTokens:     s.BaselineTokens,
 		HasUsage:           s.HasUsage,
 		PendingTokens:      s.PendingTokens,
+		EstimateFactor:     s.EstimateFactor,
+		DenseFactor:        s.DenseFactor,
+		PendingDense:       s.PendingDense,
+		PrefixTokens:       s.PrefixTokens,
+		PrefixHash:         s.PrefixHash,
 		TokenCount:         s.TokenCount,
 		State:              s.State,
 		CompactionInFlight: s.CompactionInFlight,
@@ -459,4 +478,24 @@ func (t *Tx) RecordProxyRound(ctx context.Context, sessionID string, seq, messag
 		return fmt.Errorf("store.RecordProxyRound: %w", err)
 	}
 	return nil
+}
+
+// EstimatePrior is the tenant's prior for a new session's calibration
+// factors (prose, dense): the mean of its latest sessions that learnt one,
+// 0 for a kind none learnt.
+func (t *Tx) EstimatePrior(ctx context.Context) (prose, dense float64, err error) {
+	r, err := t.q.SessionEstimatePrior(ctx, t.tenant)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store.EstimatePrior: %w", err)
+	}
+	return r.Prose, r.Dense, nil
+}
+
+// EstimatePrior is Tx.EstimatePrior in a transaction of its own.
+func (s *Store) EstimatePrior(ctx context.Context, tenant string) (prose, dense float64, err error) {
+	err = s.InTx(ctx, tenant, func(tx *Tx) error {
+		prose, dense, err = tx.EstimatePrior(ctx)
+		return err
+	})
+	return prose, dense, err
 }

@@ -10,13 +10,20 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
-// The estimate works in quarter tokens so that text (bytes/4) and JSON
-// (bytes/2) add up exactly before the single rounding of a block.
+// The estimate works in twelfths of a token so that every rate of a kind of
+// content (4, 3, 2 and 1.5 bytes per token) adds up exactly before the single
+// rounding of a block.
 const (
-	quartersPerTextByte = 1
-	quartersPerJSONByte = 2
-	quartersPerToken    = 4
+	twelfthsPerTextByte = 3  // prose: 4 bytes per token
+	twelfthsPerCodeByte = 4  // code and tool output: 3 bytes per token
+	twelfthsPerJSONByte = 6  // JSON: 2 bytes per token
+	twelfthsPerB64Byte  = 8  // base64: 1.5 bytes per token
+	twelfthsPerToken    = 12 // twelfths per token
 )
+
+// classifyMin is the shortest text whose kind is looked at: below it a text
+// counts as prose, since a few bytes tell nothing and cost little either way.
+const classifyMin = 256
 
 // MediaTokens is the flat estimate of one image or document block.
 const MediaTokens = 2000
@@ -35,7 +42,9 @@ func EstimateContent(c turn.Content) int64 {
 	return n
 }
 
-// EstimateBlock estimates one block, rounded up: UTF-8 bytes/4 for text,
+// EstimateBlock estimates one block, rounded up: for text, UTF-8 bytes/4 as
+// prose, bytes/3 when it reads as code or tool output, bytes/1.5 when it is
+// base64 (see TextKind); bytes/4 for
 // thinking text (not its signature) and redacted thinking data; bytes/2 for
 // JSON (a tool_use input, plus its name as text; a tool result whose text is
 // a JSON object or array); a flat MediaTokens per image or document. A tool
@@ -43,13 +52,13 @@ func EstimateContent(c turn.Content) int64 {
 func EstimateBlock(b turn.Block) int64 {
 	switch b.Type {
 	case turn.BlockText:
-		return ceilQuarters(quartersPerTextByte * int64(len(b.Text)))
+		return ceilTwelfths(textTwelfths(b.Text))
 	case turn.BlockThinking:
-		return ceilQuarters(quartersPerTextByte * int64(len(b.Thinking)))
+		return ceilTwelfths(twelfthsPerTextByte * int64(len(b.Thinking)))
 	case turn.BlockRedactedThinking:
-		return ceilQuarters(quartersPerTextByte * int64(len(b.Data)))
+		return ceilTwelfths(twelfthsPerTextByte * int64(len(b.Data)))
 	case turn.BlockToolUse:
-		return ceilQuarters(quartersPerTextByte*int64(len(b.Name)) + quartersPerJSONByte*int64(len(b.Input)))
+		return ceilTwelfths(twelfthsPerTextByte*int64(len(b.Name)) + twelfthsPerJSONByte*int64(len(b.Input)))
 	case turn.BlockToolResult:
 		return estimateToolResult(b.Content)
 	case turn.BlockImage, turn.BlockDocument:
@@ -57,11 +66,11 @@ func EstimateBlock(b turn.Block) int64 {
 	default:
 		// A block type this build does not know: count whatever it carries.
 		if b.Raw != nil {
-			return ceilQuarters(quartersPerJSONByte * int64(len(b.Raw)))
+			return ceilTwelfths(twelfthsPerJSONByte * int64(len(b.Raw)))
 		}
-		q := quartersPerTextByte*int64(len(b.Text)+len(b.Thinking)+len(b.Data)+len(b.Name)) +
-			quartersPerJSONByte*int64(len(b.Input))
-		n := ceilQuarters(q)
+		q := twelfthsPerTextByte*int64(len(b.Text)+len(b.Thinking)+len(b.Data)+len(b.Name)) +
+			twelfthsPerJSONByte*int64(len(b.Input))
+		n := ceilTwelfths(q)
 		if b.Content != nil {
 			n += estimateToolResult(b.Content)
 		}
@@ -81,7 +90,11 @@ func estimateToolResult(c *turn.Content) int64 {
 	for i := range *c {
 		b := &(*c)[i]
 		if b.Type == turn.BlockText && isJSONContainer(b.Text) {
-			n += ceilQuarters(quartersPerJSONByte * int64(len(b.Text)))
+			n += ceilTwelfths(twelfthsPerJSONByte * int64(len(b.Text)))
+			continue
+		}
+		if b.Type == turn.BlockText {
+			n += ceilTwelfths(textTwelfths(b.Text))
 			continue
 		}
 		n += EstimateBlock(*b)
@@ -115,7 +128,103 @@ func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
-// ceilQuarters converts quarter tokens to tokens, rounding up.
-func ceilQuarters(q int64) int64 {
-	return (q + quartersPerToken - 1) / quartersPerToken
+// ceilTwelfths converts quarter tokens to tokens, rounding up.
+func ceilTwelfths(q int64) int64 {
+	return (q + twelfthsPerToken - 1) / twelfthsPerToken
+}
+
+// Kinds of text the estimate tells apart.
+const (
+	KindProse  = "prose"
+	KindCode   = "code"
+	KindBase64 = "base64"
+)
+
+// TextKind says how a text is counted. Code and tool output (logs,
+// listings, diffs) run nearer 3 bytes per token than prose's 4: they are
+// told by their share of punctuation and digits. Base64 is a long run of
+// its alphabet with no spaces that mixes cases and digits, and tokenizes densely. Texts shorter than
+// classifyMin are prose.
+func TextKind(s string) string {
+	if len(s) < classifyMin {
+		return KindProse
+	}
+	var symbols, spaces, b64 int
+	var lower, upper, digit bool
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z':
+			b64++
+			lower = true
+		case c >= 'A' && c <= 'Z':
+			b64++
+			upper = true
+		case c >= '0' && c <= '9':
+			b64++
+			symbols++
+			digit = true
+		case c == '+' || c == '/' || c == '=':
+			b64++
+			symbols++
+		case c == ' ' || c == '\t':
+			spaces++
+		case c == '\n' || c == '\r':
+		case c < 0x80:
+			symbols++
+		}
+	}
+	if spaces == 0 && lower && upper && digit && b64*100 >= len(s)*97 {
+		return KindBase64
+	}
+	if symbols*100 >= len(s)*12 {
+		return KindCode
+	}
+	return KindProse
+}
+
+// textTwelfths is a text's estimate in twelfths of a token, by its kind.
+func textTwelfths(s string) int64 {
+	switch TextKind(s) {
+	case KindBase64:
+		return twelfthsPerB64Byte * int64(len(s))
+	case KindCode:
+		return twelfthsPerCodeByte * int64(len(s))
+	}
+	return twelfthsPerTextByte * int64(len(s))
+}
+
+// EstimateSplit is EstimateContent and the part of it that is dense: code
+// or tool output, base64, JSON (tool_use blocks, JSON tool results). Prose,
+// thinking and media are the rest.
+func EstimateSplit(c turn.Content) (total, dense int64) {
+	for i := range c {
+		b := &c[i]
+		n := EstimateBlock(*b)
+		total += n
+		switch b.Type {
+		case turn.BlockToolUse:
+			dense += n
+		case turn.BlockText:
+			if TextKind(b.Text) != KindProse {
+				dense += n
+			}
+		case turn.BlockToolResult:
+			if b.Content == nil {
+				continue
+			}
+			for j := range *b.Content {
+				inner := &(*b.Content)[j]
+				if inner.Type != turn.BlockText {
+					continue
+				}
+				if isJSONContainer(inner.Text) {
+					dense += ceilTwelfths(twelfthsPerJSONByte * int64(len(inner.Text)))
+				} else if TextKind(inner.Text) != KindProse {
+					dense += ceilTwelfths(textTwelfths(inner.Text))
+				}
+			}
+		}
+	}
+	return total, dense
 }

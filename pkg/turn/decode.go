@@ -187,8 +187,8 @@ func checkSchemaName(data []byte) error {
 	if err := json.Unmarshal(rawSchema, &schema); err != nil {
 		return Refuse(ReasonUnknownSchema, "\"schema\" must be a string, got %s; this server accepts %q", jsonKind(rawSchema), SchemaV1)
 	}
-	if schema != SchemaV1 {
-		return Refuse(ReasonUnknownSchema, "schema %q is not supported; this server accepts %q", schema, SchemaV1)
+	if schema != SchemaV1 && schema != SchemaV1_1 {
+		return Refuse(ReasonUnknownSchema, "schema %q is not supported; this server accepts %q and %q", schema, SchemaV1, SchemaV1_1)
 	}
 	return nil
 }

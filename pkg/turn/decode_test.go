@@ -545,3 +545,43 @@ func TestDecodeTakesAnEscapedBackslashBeforeU0000AsText(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `\u0000`, ev.Response.Content[0].Text)
 }
+
+// TestSchemaV1_1: request_prefix and client_compaction are read under
+// mnemos.turn.v1.1 only; a v1 event naming them is refused with the field,
+// and a v1 event without them reads as before.
+func TestSchemaV1_1(t *testing.T) {
+	t.Parallel()
+
+	fields := func(ev obj) {
+		ev["request_prefix"] = obj{"system": []obj{{"type": "text", "text": "You are careful."}}, "tools": []obj{{"name": "Read"}}, "hash": "sha256:ab"}
+		ev["client_compaction"] = obj{"trigger": "manual", "pre_tokens": 155686}
+	}
+	ev, err := turn.Decode(encode(t, with(func(ev obj) { ev["schema"] = turn.SchemaV1_1; fields(ev) })), turn.DecodeOptions{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, turn.SchemaV1_1, ev.Schema)
+	require.Equal(t, "sha256:ab", ev.RequestPrefix.Hash)
+	require.JSONEq(t, `[{"type":"text","text":"You are careful."}]`, string(ev.RequestPrefix.System))
+	require.Equal(t, &turn.ClientCompaction{Trigger: "manual", PreTokens: 155686}, ev.ClientCompaction)
+
+	_, err = turn.Decode(encode(t, with(fields)), turn.DecodeOptions{Tenant: "acme"})
+	ie, ok := turn.AsInputError(err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, turn.ReasonSchemaViolation, ie.Reason)
+
+	for name, bad := range map[string]obj{
+		"system not text blocks": {"system": []obj{{"type": "image"}}},
+		"tools not an array":     {"tools": obj{"name": "Read"}},
+		"negative tokens":        {"tokens": -1},
+	} {
+		_, err := turn.Decode(encode(t, with(func(ev obj) { ev["schema"] = turn.SchemaV1_1; ev["request_prefix"] = bad })), turn.DecodeOptions{Tenant: "acme"})
+		ie, ok := turn.AsInputError(err)
+		require.True(t, ok, "%s: %v", name, err)
+		require.Equal(t, turn.ReasonSchemaViolation, ie.Reason, name)
+		require.Contains(t, ie.Detail, "request_prefix", name)
+	}
+	_, err = turn.Decode(encode(t, with(func(ev obj) { ev["schema"] = "mnemos.turn.v2" })), turn.DecodeOptions{Tenant: "acme"})
+	ie, ok = turn.AsInputError(err)
+	require.True(t, ok)
+	require.Equal(t, turn.ReasonUnknownSchema, ie.Reason)
+	require.Contains(t, ie.Detail, turn.SchemaV1_1)
+}

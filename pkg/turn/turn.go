@@ -10,8 +10,13 @@ import (
 	"time"
 )
 
-// SchemaV1 is the only schema version this build accepts.
-const SchemaV1 = "mnemos.turn.v1"
+// SchemaV1 is the first schema version; SchemaV1_1 adds the optional
+// request_prefix and client_compaction. This build accepts both: a v1 event
+// reads as it always did.
+const (
+	SchemaV1   = "mnemos.turn.v1"
+	SchemaV1_1 = "mnemos.turn.v1.1"
+)
 
 // Event is one model API round: the messages added to the conversation since
 // the previous response, the model's response, and the usage it reported.
@@ -29,7 +34,40 @@ type Event struct {
 	InputMessages   []Message         `json:"input_messages"`
 	Response        *Message          `json:"response,omitempty"`
 	Usage           *Usage            `json:"usage,omitempty"`
-	OccurredAt      time.Time         `json:"occurred_at"`
+	// RequestPrefix (v1.1) describes the request's system prompt and tool
+	// schemas, which no message carries, so the count before a usage
+	// includes them.
+	RequestPrefix *RequestPrefix `json:"request_prefix,omitempty"`
+	// ClientCompaction (v1.1) says the client compacted its own context
+	// before this round: the input messages open the new context (its
+	// summary first) and nothing before them is in the request.
+	ClientCompaction *ClientCompaction `json:"client_compaction,omitempty"`
+	OccurredAt       time.Time         `json:"occurred_at"`
+}
+
+// RequestPrefix is a request's system prompt and tools, given whole or by
+// size. Whole, Mnemos estimates them; by size, tokens wins over bytes; with
+// only the hash, the estimate stored for that hash is used, so a client
+// sends the text once and the hash after.
+type RequestPrefix struct {
+	// System is the request's system field: a string or text blocks.
+	System json.RawMessage `json:"system,omitempty"`
+	// Tools is the request's tools field: an array of tool definitions.
+	Tools json.RawMessage `json:"tools,omitempty"`
+	// Tokens is the client's own count of system and tools.
+	Tokens int64 `json:"tokens,omitempty"`
+	// Bytes is their size, counted at 4 bytes per token when Tokens is not given.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Hash identifies system and tools as the client chose to hash them.
+	Hash string `json:"hash,omitempty"`
+}
+
+// ClientCompaction is the client's own compaction before a round.
+type ClientCompaction struct {
+	// Trigger is "manual" or "auto".
+	Trigger string `json:"trigger,omitempty"`
+	// PreTokens is the client's count before it compacted.
+	PreTokens int64 `json:"pre_tokens,omitempty"`
 }
 
 // MainAgent is the agent id of the session's main agent; sub-agents use other ids.

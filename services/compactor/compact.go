@@ -616,13 +616,18 @@ func (s *Service) commit(ctx context.Context, j job, res *result) error {
 			return err
 		}
 		limits := accounting.Limits(j.set.Tokens, now)
-		count := c.PostTokens + pending
+		// The compacted context is the new baseline, with the request's
+		// system prompt and tools (when the client named them) that every
+		// request carries beside it; what came after is pending, calibrated.
+		tally := accounting.TallyOf(now)
+		tally.Baseline, tally.HasUsage, tally.Pending, tally.PendingDense = c.PostTokens+now.PrefixTokens, true, pending, 0
+		count := tally.Count()
 		status = accounting.Status(limits, count)
 		if err := tx.ApplyCompaction(ctx, store.CompactedSession{
 			SessionID: sess.SessionID, CompactionID: c.ID, KeepFrom: c.KeepFrom,
-			BaselineTokens: c.PostTokens, PendingTokens: pending, TokenCount: count, State: status.State,
+			BaselineTokens: tally.Baseline, PendingTokens: pending, TokenCount: count, State: status.State,
 			CompactFailures: br.failures, CompactCircuitOpen: br.open, CompactCircuitUntil: br.until,
-			StaleUsageAbove: staleAbove(c.PreTokens, c.PostTokens),
+			StaleUsageAbove: staleAbove(c.PreTokens, tally.Baseline),
 		}); err != nil {
 			return err
 		}

@@ -614,14 +614,22 @@ type PreflightRequest struct {
 	// session.
 	Compact          bool   `json:"compact,omitempty"`
 	CompactionWaitMs *int64 `json:"compaction_wait_ms,omitempty"`
+	// RequestPrefix and ClientCompaction are the turn event's (v1.1): the
+	// request's system prompt and tools, and the client's own compaction
+	// before it. A model other than the session's counts the context by
+	// its estimate, as the accountant will.
+	RequestPrefix    *turn.RequestPrefix    `json:"request_prefix,omitempty"`
+	ClientCompaction *turn.ClientCompaction `json:"client_compaction,omitempty"`
 }
 
-// on is session s with the model, window and output the request names in
-// place of the session's own.
+// request is what the preflight says of the coming request.
+func (req PreflightRequest) request() accounting.Request {
+	return accounting.Request{Model: req.Model, Prefix: req.RequestPrefix, ClientCompaction: req.ClientCompaction != nil}
+}
+
+// on is session s with the window and output the request names in place of
+// the session's own; the model is accounting.Request's.
 func (req PreflightRequest) on(s store.Session) store.Session {
-	if req.Model != "" {
-		s.Model = req.Model
-	}
 	if req.ContextWindow != 0 {
 		s.ContextWindow = req.ContextWindow
 	}
@@ -664,6 +672,11 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 	stored, err := g.store.GetSession(r.Context(), tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
 		stored = store.Session{TenantID: tenant, SessionID: id, AutoCompactEnabled: true, State: string(tokens.StateOK)}
+		// As the accountant will count its first turn: from the tenant's prior.
+		if stored.EstimateFactor, stored.DenseFactor, err = g.store.EstimatePrior(r.Context(), tenant); err != nil {
+			g.internal(w, "reading the tenant's calibration", err)
+			return
+		}
 	} else if err != nil {
 		g.internal(w, "reading session", err)
 		return
@@ -672,16 +685,43 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 	if req.ContextWindow != 0 || req.MaxOutputTokens != 0 {
 		// Checked only when the request names one: a session's own
 		// numbers came with its turns.
-		if werr := set.Tokens.CheckWindow(s.Model, s.ContextWindow, s.MaxOutputTokens); werr != nil {
+		model := s.Model
+		if req.Model != "" {
+			model = req.Model
+		}
+		if werr := set.Tokens.CheckWindow(model, s.ContextWindow, s.MaxOutputTokens); werr != nil {
 			g.refuseRequest(w, r, http.StatusBadRequest, "bad_"+werr.Field, werr.Error())
 			return
 		}
 	}
-	count := func(s store.Session) accounting.Preflight {
-		s.AutoCompactEnabled = set.Compaction.Compacts(s) // compact_first only when the session compacts by itself
-		return accounting.PreflightFor(set.Tokens, set.Offload, s, req.InputMessages)
+	if p := req.RequestPrefix; p != nil {
+		if _, _, err := tokens.EstimatePrefix(*p); err != nil {
+			g.refuseRequest(w, r, http.StatusBadRequest, "bad_request_prefix", "request_prefix: "+err.Error())
+			return
+		}
+		if _, _, ok, _ := accounting.PrefixOf(stored, p); !ok {
+			g.refuseRequest(w, r, http.StatusBadRequest, "unknown_prefix_hash",
+				fmt.Sprintf("request_prefix names only hash %q, which is not the session's: send system and tools (or tokens or bytes) with it once", p.Hash))
+			return
+		}
 	}
-	out := PreflightBody{Preflight: count(s)}
+	count := func(s store.Session) (accounting.Preflight, error) {
+		var estimate int64
+		if req.request().ModelChanged(s) {
+			var err error
+			if estimate, err = g.store.ContextEstimate(r.Context(), tenant, s); err != nil {
+				return accounting.Preflight{}, err
+			}
+		}
+		s.AutoCompactEnabled = set.Compaction.Compacts(s) // compact_first only when the session compacts by itself
+		return accounting.PreflightWith(set.Tokens, set.Offload, s, req.request(), estimate, req.InputMessages)
+	}
+	p, err := count(s)
+	if err != nil {
+		g.internal(w, "counting the preflight", err)
+		return
+	}
+	out := PreflightBody{Preflight: p}
 	if req.Compact && out.CompactFirst && !stored.CreatedAt.IsZero() {
 		c, err := g.compactBeforeCall(r.Context(), tenant, id, wait, "")
 		if err != nil {
@@ -694,7 +734,10 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 			g.internal(w, "reading session", err)
 			return
 		}
-		out.Preflight = count(req.on(stored))
+		if out.Preflight, err = count(req.on(stored)); err != nil {
+			g.internal(w, "counting the preflight", err)
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 )
@@ -146,7 +147,7 @@ func TestPostTurnBadInput(t *testing.T) {
 	huge := event("s1", 1)
 	huge.InputMessages[0].Content[0].Text = strings.Repeat("x", 300<<10)
 	badBlock := encode(t, event("s1", 1))
-	badBlock = bytes.Replace(badBlock, []byte(`"type":"text"`), []byte(`"type":"hologram"`), 1)
+	badBlock = bytes.Replace(badBlock, []byte(`"type":"text"`), []byte(`"type":"Holo Gram"`), 1) // other types are kept; this is no type name
 
 	cases := []struct {
 		name   string
@@ -165,7 +166,7 @@ func TestPostTurnBadInput(t *testing.T) {
 		{"oversized", "key-acme", encode(t, huge), http.StatusRequestEntityTooLarge, string(turn.ReasonTooLarge)},
 		{"invalid utf-8", "key-acme", append([]byte(`{"schema":"mnemos.turn.v1","x":"`), 0xc3, 0x28, '"', '}'), http.StatusBadRequest, string(turn.ReasonInvalidUTF8)},
 		{"duplicate uuid with different content", "key-acme", encode(t, dupUUID), http.StatusBadRequest, string(turn.ReasonDuplicateUUID)},
-		{"unknown block type", "key-acme", badBlock, http.StatusBadRequest, string(turn.ReasonSchemaViolation)},
+		{"block type that is no type name", "key-acme", badBlock, http.StatusBadRequest, string(turn.ReasonSchemaViolation)},
 	}
 	for _, c := range cases {
 		status, body := h.do(t, "POST", "/v1/turns", c.key, c.body)
@@ -265,4 +266,48 @@ func TestToolResultIsTenantScoped(t *testing.T) {
 	require.Equal(t, "whole output", body["content"])
 	status, _ = h.do(t, "GET", "/v1/tool-results/tr-1", "key-globex", nil)
 	require.Equal(t, http.StatusNotFound, status)
+}
+
+// TestPreflightRequestPrefix: a preflight naming the request's system prompt
+// and tools counts them before any usage; the hash alone reuses the
+// session's; a hash the session does not hold, or a prefix of the wrong
+// shape, is refused with a clear error and counted.
+func TestPreflightRequestPrefix(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	prefix := turn.RequestPrefix{System: json.RawMessage(`"` + strings.Repeat("Be careful. ", 500) + `"`), Hash: "p1"}
+	prefixTokens, _, err := tokens.EstimatePrefix(prefix)
+	require.NoError(t, err)
+	msg := turn.Message{UUID: "p1", Role: "user", Content: turn.Content{{Type: "text", Text: strings.Repeat("a", 4_000)}}}
+	body := func(p any) []byte {
+		return encode(t, map[string]any{"input_messages": []turn.Message{msg}, "request_prefix": p})
+	}
+
+	status, got := h.do(t, "POST", "/v1/sessions/fresh/preflight", "key-acme", body(prefix))
+	require.Equal(t, http.StatusOK, status, got)
+	require.EqualValues(t, prefixTokens+tokens.EstimateMessage(msg), got["count"], "the prefix, not 4/3 of the message")
+
+	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
+		s, err := tx.LockSession(ctx, "known", "main")
+		if err != nil {
+			return err
+		}
+		s.PrefixTokens, s.PrefixHash = prefixTokens, "p1"
+		return tx.SaveSession(ctx, s)
+	}))
+	status, got = h.do(t, "POST", "/v1/sessions/known/preflight", "key-acme", body(map[string]any{"hash": "p1"}))
+	require.Equal(t, http.StatusOK, status, got)
+	require.EqualValues(t, prefixTokens+tokens.EstimateMessage(msg), got["count"], "the hash alone")
+
+	status, got = h.do(t, "POST", "/v1/sessions/known/preflight", "key-acme", body(map[string]any{"hash": "p2"}))
+	require.Equal(t, http.StatusBadRequest, status, got)
+	code, message := errorOf(t, got)
+	require.Equal(t, "unknown_prefix_hash", code)
+	require.Contains(t, message, `"p2"`)
+	status, got = h.do(t, "POST", "/v1/sessions/known/preflight", "key-acme", body(map[string]any{"system": []any{map[string]any{"type": "image"}}}))
+	require.Equal(t, http.StatusBadRequest, status, got)
+	code, message = errorOf(t, got)
+	require.Equal(t, "bad_request_prefix", code)
+	require.Contains(t, message, "system")
 }

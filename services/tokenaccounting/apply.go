@@ -220,6 +220,28 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if err != nil {
 		return err
 	}
+	if sess.AppliedSeq == 0 && sess.EstimateFactor == 0 && sess.DenseFactor == 0 {
+		// A new session starts from what the tenant's sessions learnt.
+		if sess.EstimateFactor, sess.DenseFactor, err = tx.EstimatePrior(ctx); err != nil {
+			return err
+		}
+	}
+	if p := ev.RequestPrefix; p != nil {
+		if _, _, ok, perr := accounting.PrefixOf(*sess, p); perr == nil && !ok {
+			// Nothing else of the event is wrong: it applies with the
+			// session's prefix, and the client hears of it in the log.
+			s.metrics.unknownPrefix(ctx)
+			s.log.Warn("request_prefix names a hash the session does not hold; the session's prefix is kept",
+				"tenant", ev.TenantID, "session", ev.SessionID, "seq", ev.Seq, "hash", p.Hash)
+		}
+	}
+	if accounting.RequestOf(ev).ModelChanged(*sess) {
+		// The usage was measured by another model: the context is
+		// counted by its estimate until the new model reports.
+		if in.contextEstimate, err = tx.ContextEstimate(ctx, *sess); err != nil {
+			return err
+		}
+	}
 	plan, err := planTurn(set, *sess, in, s.now().UTC())
 	if err != nil {
 		return err
@@ -263,6 +285,9 @@ type turnInput struct {
 	// replaced), decisions the offload decisions.
 	shown     []turn.Message
 	decisions []accounting.Decision
+	// contextEstimate is the estimate of the session's context, read when
+	// the event changes the model (accounting.Start).
+	contextEstimate int64
 }
 
 // prepare encodes and hashes an event's messages.
@@ -326,9 +351,14 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 	ev := in.ev
 	plan := turnPlan{ev: ev, next: sess, decisions: in.decisions}
 	next := &plan.next
+	tally := accounting.TallyOf(*next)
+	if err := accounting.Start(&tally, next, accounting.RequestOf(ev), in.contextEstimate); err != nil {
+		// turn.Decode checked the prefix's shape: an event that gets here
+		// with a bad one was stored by an older build.
+		return plan, fmt.Errorf("request prefix: %w", err)
+	}
 	updateSessionInfo(next, ev)
 	limits := accounting.Limits(set.Tokens, *next)
-	tally := accounting.TallyOf(*next)
 	replaced := map[string]bool{}
 	for _, d := range in.decisions {
 		replaced[d.MessageUUID] = true
@@ -340,13 +370,15 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 		case isResponse && ev.Usage != nil && stale(*next, *ev.Usage):
 			// Answered from the context as it was before the latest
 			// compaction: the usage measures what the compaction removed.
-			tally.Add(tokens.EstimateMessage(m))
+			tally.AddMessage(m)
 			plan.staleUsage = true
 		case isResponse && ev.Usage != nil:
-			tally.SetResponse(*ev.Usage, m.Content)
+			// Offloaded results are counted by their preview, which the
+			// request may not have carried: no calibration from them.
+			tally.Observe(*ev.Usage, m.Content, len(in.decisions) == 0)
 			next.StaleUsageAbove = 0
 		case !resent:
-			tally.Add(tokens.EstimateMessage(m))
+			tally.AddMessage(m)
 		}
 		if resent {
 			continue // stored and counted once already
@@ -370,7 +402,7 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 
 	count := tally.Count()
 	state := limits.State(count)
-	next.BaselineTokens, next.HasUsage, next.PendingTokens = tally.Baseline, tally.HasUsage, tally.Pending
+	accounting.Save(next, tally)
 	next.TokenCount, next.State = count, string(state)
 	next.AppliedSeq = ev.Seq
 	toolCalls := 0

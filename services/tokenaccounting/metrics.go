@@ -18,6 +18,7 @@ type serviceMetrics struct {
 	gapsSeqs metric.Int64Counter
 	stale    metric.Int64Counter
 	thrash   metric.Int64Counter
+	prefix   metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -51,6 +52,10 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 		metric.WithDescription("Turns past the auto-compact threshold whose compaction the thrash guard held back (too many automatic compactions within the last turns).")); err != nil {
 		return sm, err
 	}
+	if sm.prefix, err = m.Int64Counter("mnemos.accounting.unknown_prefix",
+		metric.WithDescription("Turn events whose request_prefix named only a hash the session did not hold: the session's prefix was kept.")); err != nil {
+		return sm, err
+	}
 	return sm, nil
 }
 
@@ -75,3 +80,5 @@ func (m serviceMetrics) gapSkipped(ctx context.Context, n int64) { m.gapsSeqs.Ad
 func (m serviceMetrics) staleUsage(ctx context.Context) { m.stale.Add(ctx, 1) }
 
 func (m serviceMetrics) thrashHeld(ctx context.Context) { m.thrash.Add(ctx, 1) }
+
+func (m serviceMetrics) unknownPrefix(ctx context.Context) { m.prefix.Add(ctx, 1) }

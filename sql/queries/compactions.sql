@@ -56,6 +56,7 @@ UPDATE sessions SET
     baseline_tokens = @baseline_tokens,
     has_usage = true,
     pending_tokens = @pending_tokens,
+    pending_dense = 0,
     token_count = @token_count,
     state = @state,
     compaction_in_flight = false,

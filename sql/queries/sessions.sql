@@ -31,6 +31,11 @@ UPDATE sessions SET
     baseline_tokens = @baseline_tokens,
     has_usage = @has_usage,
     pending_tokens = @pending_tokens,
+    estimate_factor = @estimate_factor,
+    dense_factor = @dense_factor,
+    pending_dense = @pending_dense,
+    prefix_tokens = @prefix_tokens,
+    prefix_hash = @prefix_hash,
     token_count = @token_count,
     state = @state,
     compaction_in_flight = @compaction_in_flight,
@@ -83,3 +88,16 @@ LIMIT @max_rows;
 -- of the conversation's messages are published now.
 UPDATE sessions SET proxy_seq = @proxy_seq, proxy_messages = @proxy_messages, updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
+-- name: SessionEstimatePrior :one
+-- The tenant's prior for a new session's calibration: the mean factors of
+-- its 50 latest sessions that learnt one, found by the sessions_created index.
+SELECT
+    coalesce(avg(estimate_factor) FILTER (WHERE estimate_factor > 0), 0)::float8 AS prose,
+    coalesce(avg(dense_factor) FILTER (WHERE dense_factor > 0), 0)::float8 AS dense
+FROM (
+    SELECT estimate_factor, dense_factor FROM sessions
+    WHERE tenant_id = @tenant_id AND (estimate_factor > 0 OR dense_factor > 0)
+    ORDER BY created_at DESC
+    LIMIT 50
+) latest;

@@ -673,6 +673,7 @@ UPDATE sessions SET
     baseline_tokens = $3,
     has_usage = true,
     pending_tokens = $4,
+    pending_dense = 0,
     token_count = $5,
     state = $6,
     compaction_in_flight = false,

@@ -320,6 +320,11 @@ type Session struct {
 	MessageBytes        int64
 	ProxySeq            int64
 	ProxyMessages       int64
+	EstimateFactor      float64
+	DenseFactor         float64
+	PendingDense        int64
+	PrefixTokens        int64
+	PrefixHash          string
 }
 
 type SessionNote struct {

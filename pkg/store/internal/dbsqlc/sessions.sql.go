@@ -42,8 +42,34 @@ func (q *Queries) SessionCountByState(ctx context.Context) ([]SessionCountByStat
 	return items, nil
 }
 
+const sessionEstimatePrior = `-- name: SessionEstimatePrior :one
+SELECT
+    coalesce(avg(estimate_factor) FILTER (WHERE estimate_factor > 0), 0)::float8 AS prose,
+    coalesce(avg(dense_factor) FILTER (WHERE dense_factor > 0), 0)::float8 AS dense
+FROM (
+    SELECT estimate_factor, dense_factor FROM sessions
+    WHERE tenant_id = $1 AND (estimate_factor > 0 OR dense_factor > 0)
+    ORDER BY created_at DESC
+    LIMIT 50
+) latest
+`
+
+type SessionEstimatePriorRow struct {
+	Prose float64
+	Dense float64
+}
+
+// The tenant's prior for a new session's calibration: the mean factors of
+// its 50 latest sessions that learnt one, found by the sessions_created index.
+func (q *Queries) SessionEstimatePrior(ctx context.Context, tenantID string) (SessionEstimatePriorRow, error) {
+	row := q.db.QueryRow(ctx, sessionEstimatePrior, tenantID)
+	var i SessionEstimatePriorRow
+	err := row.Scan(&i.Prose, &i.Dense)
+	return i, err
+}
+
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -94,12 +120,17 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.MessageBytes,
 		&i.ProxySeq,
 		&i.ProxyMessages,
+		&i.EstimateFactor,
+		&i.DenseFactor,
+		&i.PendingDense,
+		&i.PrefixTokens,
+		&i.PrefixHash,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages FROM sessions
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
 WHERE tenant_id = $1
   AND (created_at, session_id) < ($2::timestamptz, $3::text)
   AND (cardinality($4::text[]) = 0 OR state = ANY($4::text[]))
@@ -184,6 +215,11 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.MessageBytes,
 			&i.ProxySeq,
 			&i.ProxyMessages,
+			&i.EstimateFactor,
+			&i.DenseFactor,
+			&i.PendingDense,
+			&i.PrefixTokens,
+			&i.PrefixHash,
 		); err != nil {
 			return nil, err
 		}
@@ -198,7 +234,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash
 `
 
 type SessionLockParams struct {
@@ -252,12 +288,17 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.MessageBytes,
 		&i.ProxySeq,
 		&i.ProxyMessages,
+		&i.EstimateFactor,
+		&i.DenseFactor,
+		&i.PendingDense,
+		&i.PrefixTokens,
+		&i.PrefixHash,
 	)
 	return i, err
 }
 
 const sessionLockWithin = `-- name: SessionLockWithin :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
 `
 
 type SessionLockWithinParams struct {
@@ -317,6 +358,11 @@ func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinPa
 		&i.MessageBytes,
 		&i.ProxySeq,
 		&i.ProxyMessages,
+		&i.EstimateFactor,
+		&i.DenseFactor,
+		&i.PendingDense,
+		&i.PrefixTokens,
+		&i.PrefixHash,
 	)
 	return i, err
 }
@@ -421,21 +467,26 @@ UPDATE sessions SET
     baseline_tokens = $10,
     has_usage = $11,
     pending_tokens = $12,
-    token_count = $13,
-    state = $14,
-    compaction_in_flight = $15,
-    compact_requests = $16,
-    auto_compact_seqs = $17,
-    thrash_held = $18,
-    tool_calls_total = $19,
-    rejected_turns = $20,
-    skipped_seqs = $21,
-    last_skipped_from = $22,
-    last_skipped_to = $23,
-    stale_usage_above = $24,
-    last_response_at = $25,
+    estimate_factor = $13,
+    dense_factor = $14,
+    pending_dense = $15,
+    prefix_tokens = $16,
+    prefix_hash = $17,
+    token_count = $18,
+    state = $19,
+    compaction_in_flight = $20,
+    compact_requests = $21,
+    auto_compact_seqs = $22,
+    thrash_held = $23,
+    tool_calls_total = $24,
+    rejected_turns = $25,
+    skipped_seqs = $26,
+    last_skipped_from = $27,
+    last_skipped_to = $28,
+    stale_usage_above = $29,
+    last_response_at = $30,
     updated_at = now()
-WHERE tenant_id = $26 AND session_id = $27
+WHERE tenant_id = $31 AND session_id = $32
 `
 
 type SessionUpdateAccountingParams struct {
@@ -451,6 +502,11 @@ type SessionUpdateAccountingParams struct {
 	BaselineTokens     int64
 	HasUsage           bool
 	PendingTokens      int64
+	EstimateFactor     float64
+	DenseFactor        float64
+	PendingDense       int64
+	PrefixTokens       int64
+	PrefixHash         string
 	TokenCount         int64
 	State              string
 	CompactionInFlight bool
@@ -482,6 +538,11 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 		arg.BaselineTokens,
 		arg.HasUsage,
 		arg.PendingTokens,
+		arg.EstimateFactor,
+		arg.DenseFactor,
+		arg.PendingDense,
+		arg.PrefixTokens,
+		arg.PrefixHash,
 		arg.TokenCount,
 		arg.State,
 		arg.CompactionInFlight,

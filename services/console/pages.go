@@ -1,0 +1,544 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/dream"
+	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// pageSize is how many sessions, scopes or dreams a list page shows.
+const pageSize = 50
+
+// maxTimelineTurns bounds the turns a session page reads and charts.
+const maxTimelineTurns = 20_000
+
+// sessionStates are the states the sessions filter offers.
+var sessionStates = []string{
+	string(tokens.StateOK), string(tokens.StateWarning), string(tokens.StateError),
+	string(tokens.StateAutoCompact), string(tokens.StateBlocking),
+}
+
+// sessionRow is one session of the list.
+type sessionRow struct {
+	store.Session
+	Tokens events.Tokens
+}
+
+// sessionsData is the sessions page's.
+type sessionsData struct {
+	Query, State, Agent, Scope string
+	States                     []string
+	Rows                       []sessionRow
+	Next                       string // the next page's URL ("" on the last)
+	Problem                    string
+}
+
+// sessions lists the tenant's sessions, newest first, through the same
+// store query as GET /v1/sessions. ?q= jumps to a session by its id.
+func (c *Console) sessions(w http.ResponseWriter, r *http.Request, s signedIn) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	d := sessionsData{Query: strings.TrimSpace(q.Get("q")), State: q.Get("state"), Agent: strings.TrimSpace(q.Get("agent")),
+		Scope: strings.TrimSpace(q.Get("scope")), States: sessionStates}
+	if d.Query != "" {
+		if !turn.ValidToken(d.Query) {
+			d.Problem = "Session ids are letters, digits, '_' and '-'."
+		} else if _, err := c.cfg.Store.GetSession(ctx, s.tenant, d.Query); err == nil {
+			http.Redirect(w, r, Prefix+"sessions/"+url.PathEscape(d.Query), http.StatusSeeOther)
+			return
+		} else if errors.Is(err, store.ErrNotFound) {
+			d.Problem = "No session " + d.Query + "."
+		} else {
+			c.internal(w, r, s, "looking the session up", err)
+			return
+		}
+	}
+	f := store.SessionFilter{Limit: pageSize + 1}
+	if d.State != "" {
+		if !slices.Contains(sessionStates, d.State) {
+			c.fail(w, r, s, http.StatusBadRequest, "Unknown state "+d.State+".")
+			return
+		}
+		f.States = []string{d.State}
+	}
+	if d.Agent != "" {
+		if !turn.ValidToken(d.Agent) {
+			c.fail(w, r, s, http.StatusBadRequest, "Agent ids are letters, digits, '_' and '-'.")
+			return
+		}
+		f.AgentID = d.Agent
+	}
+	if d.Scope != "" {
+		sc, err := memory.ParseScope(d.Scope)
+		if err != nil {
+			c.fail(w, r, s, http.StatusBadRequest, "A scope is kind:id, such as project:repo.")
+			return
+		}
+		f.MemoryScope = map[string]string{string(sc.Kind): sc.ID}
+	}
+	if cur := q.Get("cursor"); cur != "" {
+		micros, id, _ := strings.Cut(cur, ":")
+		n, err := strconv.ParseInt(micros, 10, 64)
+		if err != nil || n <= 0 || !turn.ValidToken(id) {
+			c.fail(w, r, s, http.StatusBadRequest, "That page link is not valid; start from the first page.")
+			return
+		}
+		f.Before = store.SessionKey{CreatedAt: time.UnixMicro(n).UTC(), SessionID: id}
+	}
+	set, err := c.cfg.Settings.For(ctx, s.tenant)
+	if err != nil {
+		c.internal(w, r, s, "reading the tenant's settings", err)
+		return
+	}
+	var list []store.Session
+	err = c.cfg.Store.InTx(ctx, s.tenant, func(tx *store.Tx) error {
+		var err error
+		list, err = tx.ListSessions(ctx, f)
+		return err
+	})
+	if err != nil {
+		c.internal(w, r, s, "listing sessions", err)
+		return
+	}
+	for i, sess := range list {
+		if i == pageSize {
+			last := list[i-1]
+			next := url.Values{}
+			for k, v := range map[string]string{"state": d.State, "agent": d.Agent, "scope": d.Scope} {
+				if v != "" {
+					next.Set(k, v)
+				}
+			}
+			next.Set("cursor", strconv.FormatInt(last.CreatedAt.UnixMicro(), 10)+":"+last.SessionID)
+			d.Next = Prefix + "sessions?" + next.Encode()
+			break
+		}
+		d.Rows = append(d.Rows, sessionRow{Session: sess, Tokens: accounting.Status(accounting.Limits(set.Tokens, sess), sess.TokenCount)})
+	}
+	c.render(w, http.StatusOK, "sessions", c.signedView(s, "sessions", "Sessions", d))
+}
+
+// chartData is what the token chart script reads (as JSON in a data attribute).
+type chartData struct {
+	Seq         []int64     `json:"seq"`
+	Tokens      []int64     `json:"tokens"`
+	Warning     int64       `json:"warning"`
+	AutoCompact int64       `json:"autocompact"`
+	Blocking    int64       `json:"blocking"`
+	Marks       []chartMark `json:"marks"`
+}
+
+// chartMark is a compaction on the chart, at the last turn applied before it was asked for.
+type chartMark struct {
+	Seq    int64  `json:"seq"`
+	Label  string `json:"label"`
+	Pre    int64  `json:"pre"`
+	Post   int64  `json:"post"`
+	Method string `json:"method"`
+}
+
+// compactionRow is a compaction as the session page lists it.
+type compactionRow struct {
+	store.Compaction
+	AtSeq int64
+}
+
+// sessionData is the session page's.
+type sessionData struct {
+	Session     store.Session
+	Tokens      events.Tokens
+	Turns       []store.TurnPoint
+	Compactions []compactionRow
+	Notes       store.Notes
+	Context     store.ContextSize
+	Chart       string // chartData as JSON
+	Truncated   bool
+}
+
+// sessionPage shows one session: the token chart, its turns, the current
+// context's size, its notes and each compaction's summary.
+func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, s signedIn) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if !turn.ValidToken(id) {
+		c.fail(w, r, s, http.StatusNotFound, "No such session.")
+		return
+	}
+	set, err := c.cfg.Settings.For(ctx, s.tenant)
+	if err != nil {
+		c.internal(w, r, s, "reading the tenant's settings", err)
+		return
+	}
+	var d sessionData
+	var cs []store.Compaction
+	err = c.cfg.Store.InTx(ctx, s.tenant, func(tx *store.Tx) error {
+		var err error
+		if d.Session, err = tx.Session(ctx, id); err != nil {
+			return err
+		}
+		if d.Turns, err = tx.TurnTimeline(ctx, id, maxTimelineTurns+1); err != nil {
+			return err
+		}
+		if cs, err = tx.Compactions(ctx, id); err != nil {
+			return err
+		}
+		if d.Context, err = tx.ContextSize(ctx, id); err != nil {
+			return err
+		}
+		d.Notes, err = tx.Notes(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		c.fail(w, r, s, http.StatusNotFound, "No such session.")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, s, "reading the session", err)
+		return
+	}
+	if len(d.Turns) > maxTimelineTurns {
+		d.Turns, d.Truncated = d.Turns[:maxTimelineTurns], true
+	}
+	lim := accounting.Limits(set.Tokens, d.Session)
+	d.Tokens = accounting.Status(lim, d.Session.TokenCount)
+	chart := chartData{Warning: lim.Warning, AutoCompact: lim.AutoCompact, Blocking: lim.Blocking,
+		Seq: make([]int64, len(d.Turns)), Tokens: make([]int64, len(d.Turns)), Marks: []chartMark{}}
+	for i, t := range d.Turns {
+		chart.Seq[i], chart.Tokens[i] = t.Seq, t.TokenCount
+	}
+	for _, comp := range cs {
+		row := compactionRow{Compaction: comp, AtSeq: seqBefore(d.Turns, comp.CreatedAt)}
+		d.Compactions = append(d.Compactions, row)
+		if comp.Status == "completed" && row.AtSeq > 0 {
+			chart.Marks = append(chart.Marks, chartMark{Seq: row.AtSeq, Label: comp.Trigger + " " + comp.Method,
+				Pre: comp.PreTokens, Post: comp.PostTokens, Method: comp.Method})
+		}
+	}
+	raw, err := json.Marshal(chart)
+	if err != nil {
+		c.internal(w, r, s, "drawing the chart", err)
+		return
+	}
+	d.Chart = string(raw)
+	c.render(w, http.StatusOK, "session", c.signedView(s, "sessions", "Session "+id, d))
+}
+
+// seqBefore is the seq of the last turn applied at or before at (the
+// first turn's when none was): where a compaction asked for at is marked.
+func seqBefore(turns []store.TurnPoint, at time.Time) int64 {
+	var seq int64
+	for _, t := range turns {
+		if t.AppliedAt.After(at) {
+			break
+		}
+		seq = t.Seq
+	}
+	if seq == 0 && len(turns) > 0 {
+		seq = turns[0].Seq
+	}
+	return seq
+}
+
+// scopesData is the memories page's.
+type scopesData struct {
+	Scopes []store.ScopeSummary
+	Next   string
+}
+
+// scopes lists the tenant's scopes that hold memories, as GET /v1/scopes does.
+func (c *Console) scopes(w http.ResponseWriter, r *http.Request, s signedIn) {
+	ctx := r.Context()
+	after := r.URL.Query().Get("after")
+	if after != "" {
+		if _, err := memory.ParseScope(after); err != nil {
+			c.fail(w, r, s, http.StatusBadRequest, "That page link is not valid; start from the first page.")
+			return
+		}
+	}
+	var d scopesData
+	err := c.cfg.Store.InTx(ctx, s.tenant, func(tx *store.Tx) error {
+		var err error
+		d.Scopes, err = tx.ListScopes(ctx, store.ScopeFilter{After: after, Limit: pageSize + 1})
+		return err
+	})
+	if err != nil {
+		c.internal(w, r, s, "listing scopes", err)
+		return
+	}
+	if len(d.Scopes) > pageSize {
+		d.Scopes = d.Scopes[:pageSize]
+		d.Next = Prefix + "memories?after=" + url.QueryEscape(d.Scopes[pageSize-1].Scope)
+	}
+	c.render(w, http.StatusOK, "scopes", c.signedView(s, "memories", "Memories", d))
+}
+
+// scopeOf reads the {scope} path value, or answers 404.
+func (c *Console) scopeOf(w http.ResponseWriter, r *http.Request, s signedIn) (memory.Scope, bool) {
+	sc, err := memory.ParseScope(r.PathValue("scope"))
+	if err != nil {
+		c.fail(w, r, s, http.StatusNotFound, "No such scope.")
+		return memory.Scope{}, false
+	}
+	return sc, true
+}
+
+// scopeData is a scope page's.
+type scopeData struct {
+	Scope    string
+	Index    memory.Index
+	Memories []memory.Memory
+	Dreams   []dream.Dream
+}
+
+// scopePage shows a scope's MEMORY.md index, its memory files (deleted ones
+// too) and its latest dreams.
+func (c *Console) scopePage(w http.ResponseWriter, r *http.Request, s signedIn) {
+	ctx := r.Context()
+	sc, ok := c.scopeOf(w, r, s)
+	if !ok {
+		return
+	}
+	d := scopeData{Scope: sc.String()}
+	var err error
+	if d.Index, err = c.cfg.Memories.Index(ctx, s.tenant, sc); err != nil {
+		c.internal(w, r, s, "reading the index", err)
+		return
+	}
+	if d.Memories, err = c.cfg.Memories.List(ctx, s.tenant, sc, memory.ListOptions{IncludeDeleted: true}); err != nil {
+		c.internal(w, r, s, "listing memories", err)
+		return
+	}
+	if d.Dreams, err = c.cfg.Dreams.List(ctx, s.tenant, sc, 10); err != nil {
+		c.internal(w, r, s, "listing dreams", err)
+		return
+	}
+	if d.Index.Revision == 0 && len(d.Memories) == 0 && len(d.Dreams) == 0 {
+		c.fail(w, r, s, http.StatusNotFound, "No memories in scope "+sc.String()+".")
+		return
+	}
+	c.render(w, http.StatusOK, "scope", c.signedView(s, "memories", "Scope "+sc.String(), d))
+}
+
+// memoryData is a memory page's.
+type memoryData struct {
+	Scope     string
+	Memory    memory.Memory
+	Markdown  string
+	Revisions []memory.Revision
+	From, To  int64
+	Diff      string
+}
+
+// memoryPage shows a memory, its revisions, and the diff between two of
+// them (?from= and ?to=; the latest and the one before by default).
+func (c *Console) memoryPage(w http.ResponseWriter, r *http.Request, s signedIn) {
+	ctx := r.Context()
+	sc, ok := c.scopeOf(w, r, s)
+	if !ok {
+		return
+	}
+	name, err := memory.ParseName(r.PathValue("name"))
+	if err != nil {
+		c.fail(w, r, s, http.StatusNotFound, "No such memory.")
+		return
+	}
+	m, err := c.cfg.Memories.GetAny(ctx, s.tenant, sc, name)
+	if errors.Is(err, memory.ErrNotFound) {
+		c.fail(w, r, s, http.StatusNotFound, "No memory "+string(name)+" in scope "+sc.String()+".")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, s, "reading the memory", err)
+		return
+	}
+	d := memoryData{Scope: sc.String(), Memory: m, Markdown: m.Markdown()}
+	if d.Revisions, err = c.cfg.Memories.Revisions(ctx, s.tenant, sc, name); err != nil {
+		c.internal(w, r, s, "listing revisions", err)
+		return
+	}
+	q := r.URL.Query()
+	d.To, d.From = m.Revision, max(m.Revision-1, 1)
+	for _, p := range []struct {
+		name string
+		to   *int64
+	}{{"from", &d.From}, {"to", &d.To}} {
+		if v := q.Get(p.name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > m.Revision {
+				c.fail(w, r, s, http.StatusBadRequest, "Revisions are numbered 1 to "+strconv.FormatInt(m.Revision, 10)+".")
+				return
+			}
+			*p.to = n
+		}
+	}
+	if d.From != d.To {
+		if d.Diff, err = c.cfg.Memories.Diff(ctx, s.tenant, sc, name, d.From, d.To); err != nil {
+			c.internal(w, r, s, "diffing revisions", err)
+			return
+		}
+	}
+	// Newest first, as people read a history.
+	slices.Reverse(d.Revisions)
+	c.render(w, http.StatusOK, "memory", c.signedView(s, "memories", string(name), d))
+}
+
+// restore rolls a memory back to the revision the form names, through the
+// memory store as POST …/revisions/{rev}/restore does (actor api).
+func (c *Console) restore(w http.ResponseWriter, r *http.Request, s signedIn) {
+	ctx := r.Context()
+	sc, ok := c.scopeOf(w, r, s)
+	if !ok {
+		return
+	}
+	name, err := memory.ParseName(r.PathValue("name"))
+	if err != nil {
+		c.fail(w, r, s, http.StatusNotFound, "No such memory.")
+		return
+	}
+	rev, err := strconv.ParseInt(r.PostFormValue("revision"), 10, 64)
+	if err != nil || rev < 1 {
+		c.fail(w, r, s, http.StatusBadRequest, "Choose a revision to restore.")
+		return
+	}
+	ch := memory.Change{Actor: memory.ActorAPI, Reason: "restored from the console"}
+	_, err = c.cfg.Memories.Rollback(ctx, s.tenant, sc, name, rev, ch, memory.Expect{})
+	if errors.Is(err, memory.ErrNotFound) {
+		c.fail(w, r, s, http.StatusNotFound, "No memory "+string(name)+" with revision "+strconv.FormatInt(rev, 10)+" in scope "+sc.String()+".")
+		return
+	}
+	if e, refused := memory.AsError(err); refused {
+		c.fail(w, r, s, http.StatusConflict, "Not restored: "+e.Detail)
+		return
+	}
+	if err != nil {
+		c.internal(w, r, s, "restoring the memory", err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"memories/"+url.PathEscape(sc.String())+"/"+url.PathEscape(string(name)), http.StatusSeeOther)
+}
+
+// dreamsData is the dreams page's: each scope with its latest dreams.
+type dreamsData struct {
+	Scopes []scopeDreams
+}
+
+type scopeDreams struct {
+	Scope  string
+	Dreams []dream.Dream
+}
+
+// dreams lists the latest dreams of each scope (the first pageSize scopes).
+func (c *Console) dreams(w http.ResponseWriter, r *http.Request, s signedIn) {
+	ctx := r.Context()
+	var scopes []store.ScopeSummary
+	err := c.cfg.Store.InTx(ctx, s.tenant, func(tx *store.Tx) error {
+		var err error
+		scopes, err = tx.ListScopes(ctx, store.ScopeFilter{Limit: pageSize})
+		return err
+	})
+	if err != nil {
+		c.internal(w, r, s, "listing scopes", err)
+		return
+	}
+	var d dreamsData
+	for _, sum := range scopes {
+		sc, err := memory.ParseScope(sum.Scope)
+		if err != nil {
+			continue // a stored scope always parses
+		}
+		ds, err := c.cfg.Dreams.List(ctx, s.tenant, sc, 5)
+		if err != nil {
+			c.internal(w, r, s, "listing dreams", err)
+			return
+		}
+		if len(ds) > 0 {
+			d.Scopes = append(d.Scopes, scopeDreams{Scope: sum.Scope, Dreams: ds})
+		}
+	}
+	c.render(w, http.StatusOK, "dreams", c.signedView(s, "dreams", "Dreams", d))
+}
+
+// dreamOf reads the {id} dream, or answers 404.
+func (c *Console) dreamOf(w http.ResponseWriter, r *http.Request, s signedIn) (dream.Dream, bool) {
+	id := r.PathValue("id")
+	d, err := c.cfg.Dreams.Get(r.Context(), s.tenant, id)
+	if errors.Is(err, dream.ErrNotFound) {
+		c.fail(w, r, s, http.StatusNotFound, "No such dream.")
+		return dream.Dream{}, false
+	}
+	if err != nil {
+		c.internal(w, r, s, "reading the dream", err)
+		return dream.Dream{}, false
+	}
+	return d, true
+}
+
+// dreamPage shows a dream, and a proposal's edits with its approve button.
+func (c *Console) dreamPage(w http.ResponseWriter, r *http.Request, s signedIn) {
+	d, ok := c.dreamOf(w, r, s)
+	if !ok {
+		return
+	}
+	c.render(w, http.StatusOK, "dream", c.signedView(s, "dreams", "Dream "+d.ID, d))
+}
+
+// approve applies a proposal the deletion guard held, as POST
+// /v1/dreams/{id}/approve does.
+func (c *Console) approve(w http.ResponseWriter, r *http.Request, s signedIn) {
+	d, ok := c.dreamOf(w, r, s)
+	if !ok {
+		return
+	}
+	if _, err := c.cfg.Dreams.Approve(r.Context(), s.tenant, d.ID); err != nil {
+		var de *dream.Error
+		if errors.As(err, &de) {
+			c.fail(w, r, s, http.StatusConflict, "Not approved: "+de.Detail)
+			return
+		}
+		c.internal(w, r, s, "approving the dream", err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"dreams/"+url.PathEscape(d.ID), http.StatusSeeOther)
+}
+
+// usageData is the usage page's: the LLM ledger's rows and their totals.
+type usageData struct {
+	Rows   []store.LLMUsage
+	Totals store.LLMUsage
+}
+
+// usage shows the tenant's model calls and tokens by day, service (task)
+// and model: the LLM ledger the daily budget is kept with.
+func (c *Console) usage(w http.ResponseWriter, r *http.Request, s signedIn) {
+	rows, err := c.cfg.Store.LLMUsageOf(r.Context(), s.tenant)
+	if err != nil {
+		c.internal(w, r, s, "reading usage", err)
+		return
+	}
+	d := usageData{Rows: rows}
+	for _, u := range rows {
+		d.Totals.Calls += u.Calls
+		d.Totals.FailedCalls += u.FailedCalls
+		d.Totals.InputTokens += u.InputTokens
+		d.Totals.OutputTokens += u.OutputTokens
+		d.Totals.CacheReadTokens += u.CacheReadTokens
+		d.Totals.CacheWriteTokens += u.CacheWriteTokens
+	}
+	c.render(w, http.StatusOK, "usage", c.signedView(s, "usage", "Usage", d))
+}

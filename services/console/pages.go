@@ -329,7 +329,7 @@ func (c *Console) scopePage(w http.ResponseWriter, r *http.Request, s signedIn) 
 		return
 	}
 	if d.Index.Revision == 0 && len(d.Memories) == 0 && len(d.Dreams) == 0 {
-		c.fail(w, r, s, http.StatusNotFound, "No memories in scope "+sc.String()+".")
+		c.fail(w, r, s, http.StatusNotFound, "No such scope, or it holds no memories.")
 		return
 	}
 	c.render(w, http.StatusOK, "scope", c.signedView(s, "memories", "Scope "+sc.String(), d))
@@ -360,7 +360,7 @@ func (c *Console) memoryPage(w http.ResponseWriter, r *http.Request, s signedIn)
 	}
 	m, err := c.cfg.Memories.GetAny(ctx, s.tenant, sc, name)
 	if errors.Is(err, memory.ErrNotFound) {
-		c.fail(w, r, s, http.StatusNotFound, "No memory "+string(name)+" in scope "+sc.String()+".")
+		c.fail(w, r, s, http.StatusNotFound, "No such memory.")
 		return
 	}
 	if err != nil {
@@ -419,7 +419,7 @@ func (c *Console) restore(w http.ResponseWriter, r *http.Request, s signedIn) {
 	ch := memory.Change{Actor: memory.ActorAPI, Reason: "restored from the console"}
 	_, err = c.cfg.Memories.Rollback(ctx, s.tenant, sc, name, rev, ch, memory.Expect{})
 	if errors.Is(err, memory.ErrNotFound) {
-		c.fail(w, r, s, http.StatusNotFound, "No memory "+string(name)+" with revision "+strconv.FormatInt(rev, 10)+" in scope "+sc.String()+".")
+		c.fail(w, r, s, http.StatusNotFound, "No such memory or revision.")
 		return
 	}
 	if e, refused := memory.AsError(err); refused {

@@ -45,7 +45,7 @@
       height: 320,
       plugins: [markLines],
       scales: { x: { time: false } },
-      axes: [{ label: "turn (seq)" }, { label: "tokens", size: 70 }],
+      axes: [{ label: "turn (seq)", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] }, { label: "tokens", size: 70 }],
       series: [
         { label: "seq" },
         { label: "tokens", stroke: "#1f5fbf", width: 2, points: { show: n <= 200 } },

@@ -50,6 +50,7 @@ type harness struct {
 	store   *store.Store
 	console *Console
 	dreams  *dream.Dreams
+	mux     *http.ServeMux
 	srv     *httptest.Server
 }
 
@@ -91,7 +92,7 @@ func setup(t testing.TB) *harness {
 		})
 	}
 	t.Cleanup(func() { srv.Close(); cancel(); wg.Wait() })
-	return &harness{store: st, console: con, dreams: gw.Dreams(), srv: srv}
+	return &harness{store: st, console: con, dreams: gw.Dreams(), mux: mux, srv: srv}
 }
 
 // api calls the JSON API with key and decodes the answer into out (when not nil).

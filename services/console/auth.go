@@ -88,17 +88,28 @@ func newNonce() string {
 }
 
 // setSession writes the signed session cookie: HttpOnly (no script reads
-// it), SameSite=Strict (no cross-site request carries it), Secure behind TLS.
+// it), SameSite=Strict (no cross-site request carries it), and Secure when
+// the browser reached the console over TLS (here or at a proxy): a
+// development server on plain HTTP must still be able to sign in.
 func (c *Console) setSession(w http.ResponseWriter, r *http.Request, s signedIn) {
-	http.SetCookie(w, &http.Cookie{
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // Secure whenever the request came over TLS; see above
 		Name: cookieName, Value: c.sign(s), Path: Prefix, Expires: s.expires,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 }
 
+// overTLS reports whether the browser's request came over TLS, to this
+// server or to a proxy in front of it.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
 // clearSession removes the cookie (sign out).
-func clearSession(w http.ResponseWriter) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+func clearSession(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // as setSession
+		Name: cookieName, Value: "", Path: Prefix, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
+	})
 }
 
 // session reads the request's console session, if any.

@@ -291,11 +291,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.setSession(w, r, signedIn{tenant: tenant, nonce: newNonce(), expires: c.now().Add(c.cfg.SessionTTL)})
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // safeNext keeps it a path under /console/
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ signedIn) {
-	clearSession(w)
+	clearSession(w, r)
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 }
 

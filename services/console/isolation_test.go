@@ -183,3 +183,17 @@ func TestSignIn(t *testing.T) {
 	status, _ = a.get(t, "/console/sessions")
 	require.Equal(t, http.StatusSeeOther, status)
 }
+
+// TestSafeNext keeps the sign-in form's redirect inside the console.
+func TestSafeNext(t *testing.T) {
+	for in, want := range map[string]string{
+		"/console/sessions/abc?x=1": "/console/sessions/abc?x=1",
+		"":                          "/console/sessions",
+		"https://evil.example/":     "/console/sessions",
+		"//evil.example/console/":   "/console/sessions",
+		"/v1/sessions":              "/console/sessions",
+		"/console/\\evil":           "/console/sessions",
+	} {
+		require.Equal(t, want, safeNext(in), in)
+	}
+}

@@ -39,20 +39,68 @@ type sessionRow struct {
 
 // sessionsData is the sessions page's.
 type sessionsData struct {
-	Query, State, Agent, Scope string
-	States                     []string
-	Rows                       []sessionRow
-	Next                       string // the next page's URL ("" on the last)
-	Problem                    string
+	Query, State, Agent, Scope, Sort string
+	States                           []string
+	Sorts                            []sortChoice
+	Rows                             []sessionRow
+	Next                             string // the next page's URL ("" on the last)
+	Problem                          string
 }
 
-// sessions lists the tenant's sessions, newest first, through the same
-// store query as GET /v1/sessions. ?q= jumps to a session by its id.
+// sortChoice is one order the sessions page offers (?sort=).
+type sortChoice struct {
+	Value, Label string
+	order        store.SessionOrder
+}
+
+// sessionSorts are the sessions page's orders; the first is the default.
+var sessionSorts = []sortChoice{
+	{"created", "Newest first", store.OrderCreated},
+	{"activity", "Last activity", store.OrderActivity},
+	{"size", "Size (tokens)", store.OrderSize},
+}
+
+// encodeSessionCursor is the ?cursor= of the page after last: its order's
+// value and id, tagged with the order so another order's cursor is refused.
+func encodeSessionCursor(sort string, last store.Session) string {
+	v := last.CreatedAt.UnixMicro()
+	switch sort {
+	case "activity":
+		v = last.UpdatedAt.UnixMicro()
+	case "size":
+		v = last.TokenCount
+	}
+	return sort + ":" + strconv.FormatInt(v, 10) + ":" + last.SessionID
+}
+
+// decodeSessionCursor reads a cursor of order sort back into a key.
+func decodeSessionCursor(sort, cur string) (store.SessionKey, bool) {
+	tag, rest, _ := strings.Cut(cur, ":")
+	num, id, _ := strings.Cut(rest, ":")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if tag != sort || err != nil || n < 0 || !turn.ValidToken(id) {
+		return store.SessionKey{}, false
+	}
+	k := store.SessionKey{SessionID: id}
+	switch sort {
+	case "activity":
+		k.UpdatedAt = time.UnixMicro(n).UTC()
+	case "size":
+		k.TokenCount = n
+	default:
+		k.CreatedAt = time.UnixMicro(n).UTC()
+	}
+	return k, true
+}
+
+// sessions lists the tenant's sessions through the same store query as
+// GET /v1/sessions: newest first, or by last activity or size (?sort=).
+// ?q= jumps to a session by its id.
 func (c *Console) sessions(w http.ResponseWriter, r *http.Request, s signedIn) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	d := sessionsData{Query: strings.TrimSpace(q.Get("q")), State: q.Get("state"), Agent: strings.TrimSpace(q.Get("agent")),
-		Scope: strings.TrimSpace(q.Get("scope")), States: sessionStates}
+		Scope: strings.TrimSpace(q.Get("scope")), States: sessionStates, Sorts: sessionSorts, Sort: q.Get("sort")}
 	if d.Query != "" {
 		if !turn.ValidToken(d.Query) {
 			d.Problem = "Session ids are letters, digits, '_' and '-'."
@@ -67,6 +115,15 @@ func (c *Console) sessions(w http.ResponseWriter, r *http.Request, s signedIn) {
 		}
 	}
 	f := store.SessionFilter{Limit: pageSize + 1}
+	if d.Sort == "" {
+		d.Sort = sessionSorts[0].Value
+	}
+	i := slices.IndexFunc(sessionSorts, func(c sortChoice) bool { return c.Value == d.Sort })
+	if i < 0 {
+		c.fail(w, r, s, http.StatusBadRequest, "Unknown order "+d.Sort+".")
+		return
+	}
+	f.Order = sessionSorts[i].order
 	if d.State != "" {
 		if !slices.Contains(sessionStates, d.State) {
 			c.fail(w, r, s, http.StatusBadRequest, "Unknown state "+d.State+".")
@@ -90,13 +147,12 @@ func (c *Console) sessions(w http.ResponseWriter, r *http.Request, s signedIn) {
 		f.MemoryScope = map[string]string{string(sc.Kind): sc.ID}
 	}
 	if cur := q.Get("cursor"); cur != "" {
-		micros, id, _ := strings.Cut(cur, ":")
-		n, err := strconv.ParseInt(micros, 10, 64)
-		if err != nil || n <= 0 || !turn.ValidToken(id) {
+		k, ok := decodeSessionCursor(d.Sort, cur)
+		if !ok {
 			c.fail(w, r, s, http.StatusBadRequest, "That page link is not valid; start from the first page.")
 			return
 		}
-		f.Before = store.SessionKey{CreatedAt: time.UnixMicro(n).UTC(), SessionID: id}
+		f.Before = k
 	}
 	set, err := c.cfg.Settings.For(ctx, s.tenant)
 	if err != nil {
@@ -117,12 +173,12 @@ func (c *Console) sessions(w http.ResponseWriter, r *http.Request, s signedIn) {
 		if i == pageSize {
 			last := list[i-1]
 			next := url.Values{}
-			for k, v := range map[string]string{"state": d.State, "agent": d.Agent, "scope": d.Scope} {
+			for k, v := range map[string]string{"state": d.State, "agent": d.Agent, "scope": d.Scope, "sort": d.Sort} {
 				if v != "" {
 					next.Set(k, v)
 				}
 			}
-			next.Set("cursor", strconv.FormatInt(last.CreatedAt.UnixMicro(), 10)+":"+last.SessionID)
+			next.Set("cursor", encodeSessionCursor(d.Sort, last))
 			d.Next = Prefix + "sessions?" + next.Encode()
 			break
 		}

@@ -354,6 +354,20 @@ func (c *Console) scopeOf(w http.ResponseWriter, r *http.Request, s signedIn) (m
 	return sc, true
 }
 
+// memoryOf reads the {scope} and {name} path values, or answers 404.
+func (c *Console) memoryOf(w http.ResponseWriter, r *http.Request, s signedIn) (memory.Scope, memory.Name, bool) {
+	sc, ok := c.scopeOf(w, r, s)
+	if !ok {
+		return sc, "", false
+	}
+	name, err := memory.ParseName(r.PathValue("name"))
+	if err != nil {
+		c.fail(w, r, s, http.StatusNotFound, "No such memory.")
+		return sc, "", false
+	}
+	return sc, name, true
+}
+
 // scopeData is a scope page's.
 type scopeData struct {
 	Scope    string
@@ -405,13 +419,8 @@ type memoryData struct {
 // them (?from= and ?to=; the latest and the one before by default).
 func (c *Console) memoryPage(w http.ResponseWriter, r *http.Request, s signedIn) {
 	ctx := r.Context()
-	sc, ok := c.scopeOf(w, r, s)
+	sc, name, ok := c.memoryOf(w, r, s)
 	if !ok {
-		return
-	}
-	name, err := memory.ParseName(r.PathValue("name"))
-	if err != nil {
-		c.fail(w, r, s, http.StatusNotFound, "No such memory.")
 		return
 	}
 	m, err := c.cfg.Memories.GetAny(ctx, s.tenant, sc, name)
@@ -458,13 +467,8 @@ func (c *Console) memoryPage(w http.ResponseWriter, r *http.Request, s signedIn)
 // memory store as POST …/revisions/{rev}/restore does (actor api).
 func (c *Console) restore(w http.ResponseWriter, r *http.Request, s signedIn) {
 	ctx := r.Context()
-	sc, ok := c.scopeOf(w, r, s)
+	sc, name, ok := c.memoryOf(w, r, s)
 	if !ok {
-		return
-	}
-	name, err := memory.ParseName(r.PathValue("name"))
-	if err != nil {
-		c.fail(w, r, s, http.StatusNotFound, "No such memory.")
 		return
 	}
 	rev, err := strconv.ParseInt(r.PostFormValue("revision"), 10, 64)

@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,18 +12,24 @@ import (
 )
 
 // BenchmarkSessionPage renders the page of a session of 1,000 turns (and
-// one compaction) on the server: the reads in the tenant's transaction,
+// one compaction, 500 messages of context listed) on the server: the reads in the tenant's transaction,
 // the chart's data and the template, through the console's handler with
 // its cookie check. The target is at most 100 ms an operation.
 func BenchmarkSessionPage(b *testing.B) {
 	h := setup(b)
 	const turns = 1000
 	session := "long-session"
-	for i := 1; i <= turns; i++ {
-		h.postTurn(b, keyA, session, i, 20_000+(i%50)*2_000) // a sawtooth under auto-compaction
+	// A sawtooth under auto-compaction, compacted after 600 turns: the
+	// page then lists the 400 turns after it in the current context too.
+	post := func(from, to int) {
+		for i := from; i <= to; i++ {
+			h.postTurn(b, keyA, session, i, 20_000+(i%50)*2_000)
+		}
+		h.waitApplied(b, tenantA, session, int64(to))
 	}
-	h.waitApplied(b, tenantA, session, turns)
+	post(1, 600)
 	require.Equal(b, http.StatusOK, h.api(b, http.MethodPost, "/v1/sessions/"+session+"/compact", keyA, `{}`, nil))
+	post(601, turns)
 	cookie := &http.Cookie{Name: cookieName, Value: h.console.sign(signedIn{tenant: tenantA, nonce: newNonce(), expires: time.Now().Add(time.Hour)})}
 
 	req := func() *http.Request {
@@ -33,7 +40,9 @@ func BenchmarkSessionPage(b *testing.B) {
 	w := httptest.NewRecorder()
 	h.mux.ServeHTTP(w, req())
 	require.Equal(b, http.StatusOK, w.Code)
-	require.Equal(b, turns, strings.Count(w.Body.String(), "<tr><td class=\"num\">"), "every turn is a row")
+	page := w.Body.String()
+	require.Equal(b, turns, strings.Count(page, "</td><td><code>"), "every turn is a row")
+	require.True(b, regexp.MustCompile(`The first 3\d\d messages are not listed`).MatchString(page), "the context lists its last 500 messages")
 	b.ResetTimer()
 	for b.Loop() {
 		w := httptest.NewRecorder()

@@ -140,6 +140,9 @@ func TestBrowser(t *testing.T) {
 	compactions := text(t, ctx, chromedp.CSS("#compactions tbody"))
 	require.Contains(t, compactions, "manual")
 	require.Contains(t, compactions, "completed")
+	context := text(t, ctx, chromedp.ID("context"))
+	require.Contains(t, context, "compact-boundary", "the current context starts with the compaction's head")
+	require.Contains(t, context, "Done with step 9.")
 	shot(t, ctx, dir, "03-session")
 
 	// Memories: the scope, the memory and its diff; restore revision 1.

@@ -14,9 +14,11 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	ctxview "github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // pageSize is how many sessions, scopes or dreams a list page shows.
@@ -220,8 +222,82 @@ type sessionData struct {
 	Compactions []compactionRow
 	Notes       store.Notes
 	Context     store.ContextSize
-	Chart       string // chartData as JSON
-	Truncated   bool
+	// Messages is the current context as stored: the latest compaction's
+	// head, then the messages kept after it (the last maxContextMessages).
+	Messages        []contextMessage
+	MessagesOmitted int
+	Chart           string // chartData as JSON
+	Truncated       bool
+}
+
+// maxContextMessages bounds the context messages a session page lists.
+const maxContextMessages = 500
+
+// previewRunes is how much of a message's text the context list shows.
+const previewRunes = 240
+
+// contextMessage is one message of the current context, as listed.
+type contextMessage struct {
+	Round   int64
+	Role    string
+	Kinds   string // its blocks' types
+	Tokens  int64
+	Preview string
+	Head    bool // made by the compaction
+}
+
+// contextMessages lists a session's stored context for people: each
+// message's role, block types and the start of its text.
+func contextMessages(st sessionctx.State) ([]contextMessage, int) {
+	all := make([]contextMessage, 0, len(st.Head)+len(st.Messages))
+	for i, group := range [][]ctxview.Message{st.Head, st.Messages} {
+		for _, m := range group {
+			all = append(all, contextMessage{Round: m.Round, Role: m.Role, Tokens: m.Tokens, Head: i == 0,
+				Kinds: blockKinds(m.Content), Preview: preview(m.Content)})
+		}
+	}
+	omitted := max(len(all)-maxContextMessages, 0)
+	return all[omitted:], omitted
+}
+
+func blockKinds(c turn.Content) string {
+	kinds := make([]string, 0, len(c))
+	for _, b := range c {
+		if !slices.Contains(kinds, b.Type) {
+			kinds = append(kinds, b.Type)
+		}
+	}
+	return strings.Join(kinds, ", ")
+}
+
+// preview is the start of a message's text: its text blocks, tool calls'
+// names and tool results' text.
+func preview(c turn.Content) string {
+	var sb strings.Builder
+	var walk func(turn.Content)
+	walk = func(c turn.Content) {
+		for _, b := range c {
+			if sb.Len() > previewRunes*4 {
+				return
+			}
+			switch b.Type {
+			case "text":
+				sb.WriteString(b.Text + " ")
+			case "tool_use":
+				sb.WriteString("[" + b.Name + "] ")
+			case "tool_result":
+				if b.Content != nil {
+					walk(*b.Content)
+				}
+			}
+		}
+	}
+	walk(c)
+	r := []rune(strings.TrimSpace(sb.String()))
+	if len(r) > previewRunes {
+		return string(r[:previewRunes]) + "…"
+	}
+	return string(r)
 }
 
 // sessionPage shows one session: the token chart, its turns, the current
@@ -254,6 +330,11 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, s signedIn
 		if d.Context, err = tx.ContextSize(ctx, id); err != nil {
 			return err
 		}
+		st, err := sessionctx.LoadFor(ctx, tx, d.Session)
+		if err != nil {
+			return err
+		}
+		d.Messages, d.MessagesOmitted = contextMessages(st)
 		d.Notes, err = tx.Notes(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			err = nil

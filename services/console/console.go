@@ -163,6 +163,7 @@ func (c *Console) routes() []route {
 		{"GET /console/dreams", false, c.dreams},
 		{"GET /console/dreams/{id}", false, c.dreamPage},
 		{"POST /console/dreams/{id}/approve", true, c.approve},
+		{"POST /console/dreams/{id}/reject", true, c.reject},
 		{"GET /console/usage", false, c.usage},
 	}
 }

@@ -111,6 +111,7 @@ func TestCSRF(t *testing.T) {
 
 	restore := "/console/memories/" + url.PathEscape(scope) + "/" + name + "/restore"
 	approve := "/console/dreams/" + dreamID + "/approve"
+	reject := "/console/dreams/" + dreamID + "/reject"
 	for _, c := range []struct {
 		name string
 		as   *browserless
@@ -130,6 +131,8 @@ func TestCSRF(t *testing.T) {
 			require.Equal(t, http.StatusForbidden, status)
 			status, _ = c.as.post(t, approve, form)
 			require.Equal(t, http.StatusForbidden, status)
+			status, _ = c.as.post(t, reject, form)
+			require.Equal(t, http.StatusForbidden, status)
 			status, _ = c.as.post(t, "/console/logout", form)
 			require.Equal(t, http.StatusForbidden, status)
 		})
@@ -140,8 +143,26 @@ func TestCSRF(t *testing.T) {
 	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/scopes/"+scope+"/memories/"+name, keyA, "", &m))
 	require.Equal(t, int64(2), m.Revision, "a refused form changed the memory")
 
-	// With its token the same form works.
-	status, _ := a.post(t, restore, url.Values{"revision": {"1"}, "csrf": {a.csrf}})
+	var dr struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	}
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/dreams/"+dreamID, keyA, "", &dr))
+	require.Equal(t, "proposed", dr.Status, "a refused form changed the dream")
+
+	// With its token each form works: the proposal is rejected, applying
+	// nothing, and cannot be approved after.
+	status, _ := a.post(t, reject, url.Values{"csrf": {a.csrf}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/dreams/"+dreamID, keyA, "", &dr))
+	require.Equal(t, "killed", dr.Status)
+	require.Contains(t, dr.Error, "rejected")
+	status, _ = a.post(t, approve, url.Values{"csrf": {a.csrf}})
+	require.Equal(t, http.StatusConflict, status)
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/scopes/"+scope+"/memories/"+name, keyA, "", &m))
+	require.Equal(t, int64(2), m.Revision, "the rejected proposal deleted nothing")
+
+	status, _ = a.post(t, restore, url.Values{"revision": {"1"}, "csrf": {a.csrf}})
 	require.Equal(t, http.StatusSeeOther, status)
 	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/scopes/"+scope+"/memories/"+name, keyA, "", &m))
 	require.Equal(t, int64(3), m.Revision)

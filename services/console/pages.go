@@ -658,6 +658,24 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s signedIn) {
 	http.Redirect(w, r, Prefix+"dreams/"+url.PathEscape(d.ID), http.StatusSeeOther)
 }
 
+// reject ends a proposal without applying it (dream.Reject).
+func (c *Console) reject(w http.ResponseWriter, r *http.Request, s signedIn) {
+	d, ok := c.dreamOf(w, r, s)
+	if !ok {
+		return
+	}
+	if _, err := c.cfg.Dreams.Reject(r.Context(), s.tenant, d.ID, "from the console"); err != nil {
+		var de *dream.Error
+		if errors.As(err, &de) {
+			c.fail(w, r, s, http.StatusConflict, "Not rejected: "+de.Detail)
+			return
+		}
+		c.internal(w, r, s, "rejecting the dream", err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"dreams/"+url.PathEscape(d.ID), http.StatusSeeOther)
+}
+
 // usageData is the usage page's: the LLM ledger's rows and their totals.
 type usageData struct {
 	Rows   []store.LLMUsage

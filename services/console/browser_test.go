@@ -94,8 +94,8 @@ func text[S chromedp.Selectable](t *testing.T, ctx context.Context, sel S) strin
 
 // TestBrowser drives the console in chromium as a tenant would: sign in,
 // find the session made through the API, see its chart drawn with the
-// compaction's mark, restore a memory revision and approve a dream
-// proposal, then check both changes through the API.
+// compaction's mark, restore a memory revision, approve one dream proposal
+// and reject another, then check each change through the API.
 func TestBrowser(t *testing.T) {
 	ctx, problems := browser(t)
 	dir := artifacts(t)
@@ -107,6 +107,10 @@ func TestBrowser(t *testing.T) {
 	other := "old_release_notes"
 	require.Equal(t, http.StatusCreated, h.api(t, http.MethodPut, "/v1/scopes/"+scope+"/memories/"+other, keyA, memoryDoc(other, "Old notes."), nil))
 	dreamID := h.makeProposal(t, tenantA, scope, other)
+	// A second proposal, in another scope, to reject.
+	otherScope := "project:console-archive"
+	require.Equal(t, http.StatusCreated, h.api(t, http.MethodPut, "/v1/scopes/"+otherScope+"/memories/"+other, keyA, memoryDoc(other, "Archived notes."), nil))
+	rejectID := h.makeProposal(t, tenantA, otherScope, other)
 	// A model call in the ledger, as llm.Guard records each one (the
 	// builtin provider the compactor used here records none).
 	require.NoError(t, h.store.AddLLMUsage(context.Background(), tenantA, store.LLMUsage{
@@ -181,6 +185,16 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, "approved", dr.Status)
 	require.Equal(t, http.StatusNotFound, h.api(t, http.MethodGet, "/v1/scopes/"+scope+"/memories/"+other, keyA, "", nil),
 		"the approved proposal should have deleted %s", other)
+
+	// The other proposal is rejected: it ends killed and deletes nothing.
+	do(chromedp.Click(link("/console/dreams")), chromedp.WaitVisible(link("/console/dreams/"+rejectID)),
+		chromedp.Click(link("/console/dreams/"+rejectID)), chromedp.WaitVisible(chromedp.ID("reject")),
+		chromedp.Click(chromedp.ID("reject")), chromedp.WaitVisible(chromedp.Search(`//dd[@id="status"][text()="killed"]`)))
+	shot(t, ctx, dir, "10b-dream-rejected")
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/dreams/"+rejectID, keyA, "", &dr))
+	require.Equal(t, "killed", dr.Status)
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/scopes/"+otherScope+"/memories/"+other, keyA, "", nil),
+		"the rejected proposal should have deleted nothing")
 
 	// Usage: the model call is in the ledger.
 	do(chromedp.Click(link("/console/usage")), chromedp.WaitVisible(chromedp.ID("usage")))

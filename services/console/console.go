@@ -57,8 +57,12 @@ type Config struct {
 	Secret []byte
 	// SessionTTL is how long a sign-in lasts (8 hours when 0).
 	SessionTTL time.Duration
-	Now        func() time.Time
-	Log        *slog.Logger
+	// ContextListBytes bounds the stored context a session page reads to
+	// list its messages (8 MiB when 0): a larger one is left to GET
+	// /v1/sessions/{id}/context, which the gateway's admission paces.
+	ContextListBytes int64
+	Now              func() time.Time
+	Log              *slog.Logger
 }
 
 // Console serves the pages.
@@ -78,6 +82,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	if c.cfg.SessionTTL <= 0 {
 		c.cfg.SessionTTL = 8 * time.Hour
+	}
+	if c.cfg.ContextListBytes <= 0 {
+		c.cfg.ContextListBytes = 8 << 20
 	}
 	if c.cfg.Log == nil {
 		c.cfg.Log = slog.Default()

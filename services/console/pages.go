@@ -226,6 +226,7 @@ type sessionData struct {
 	// head, then the messages kept after it (the last maxContextMessages).
 	Messages        []contextMessage
 	MessagesOmitted int
+	ContextTooLarge bool
 	Chart           string // chartData as JSON
 	Truncated       bool
 }
@@ -330,11 +331,15 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, s signedIn
 		if d.Context, err = tx.ContextSize(ctx, id); err != nil {
 			return err
 		}
-		st, err := sessionctx.LoadFor(ctx, tx, d.Session)
-		if err != nil {
-			return err
+		if d.Context.Bytes > c.cfg.ContextListBytes {
+			d.ContextTooLarge = true // the API's context route admits such reads; a page does not make them
+		} else {
+			st, err := sessionctx.LoadFor(ctx, tx, d.Session)
+			if err != nil {
+				return err
+			}
+			d.Messages, d.MessagesOmitted = contextMessages(st)
 		}
-		d.Messages, d.MessagesOmitted = contextMessages(st)
 		d.Notes, err = tx.Notes(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			err = nil

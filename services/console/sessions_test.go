@@ -94,3 +94,20 @@ func TestSessionsList(t *testing.T) {
 	status, _ = a.get(t, "/console/sessions?sort=sideways")
 	require.Equal(t, http.StatusBadRequest, status)
 }
+
+// TestLargeContextIsNotListed: a session page does not read a context over
+// ContextListBytes, and says where to read it.
+func TestLargeContextIsNotListed(t *testing.T) {
+	h := setup(t)
+	h.postTurn(t, keyA, "small", 1, 1_000)
+	h.waitApplied(t, tenantA, "small", 1)
+	a := h.signIn(t, keyA)
+	status, body := a.get(t, "/console/sessions/small")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `<table id="context">`)
+	h.console.cfg.ContextListBytes = 100
+	status, body = a.get(t, "/console/sessions/small")
+	require.Equal(t, http.StatusOK, status)
+	require.NotContains(t, body, `<table id="context">`)
+	require.Contains(t, body, "GET /v1/sessions/small/context")
+}

@@ -51,9 +51,9 @@ type Config struct {
 	Memories *memory.Store
 	Dreams   *dream.Dreams
 	Keys     KeyChecker
-	// Secret signs session cookies and CSRF tokens; empty makes a random
-	// one, so sessions end when the process does (and are not shared
-	// between replicas).
+	// Secret signs session cookies and CSRF tokens (at least
+	// MinSecretBytes); empty makes a random one, so sessions end when the
+	// process does and are not shared between replicas.
 	Secret []byte
 	// SessionTTL is how long a sign-in lasts (8 hours when 0).
 	SessionTTL time.Duration
@@ -64,6 +64,9 @@ type Config struct {
 	Now              func() time.Time
 	Log              *slog.Logger
 }
+
+// MinSecretBytes is the shortest Config.Secret taken.
+const MinSecretBytes = 32
 
 // Console serves the pages.
 type Console struct {
@@ -90,8 +93,11 @@ func New(cfg Config) (*Console, error) {
 		c.cfg.Log = slog.Default()
 	}
 	if len(c.secret) == 0 {
-		c.secret = make([]byte, 32)
+		c.secret = make([]byte, MinSecretBytes)
 		_, _ = rand.Read(c.secret)
+	}
+	if len(c.secret) < MinSecretBytes {
+		return nil, fmt.Errorf("console.New: the secret is %d bytes; give at least %d", len(c.secret), MinSecretBytes)
 	}
 	pages, err := parsePages()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -217,4 +218,30 @@ func TestSafeNext(t *testing.T) {
 	} {
 		require.Equal(t, want, safeNext(in), in)
 	}
+}
+
+// TestSharedSecret: consoles given one secret (gateway replicas) accept
+// each other's cookies and CSRF tokens; another secret accepts neither,
+// and a short one is refused.
+func TestSharedSecret(t *testing.T) {
+	secret := []byte(strings.Repeat("k", MinSecretBytes))
+	one, err := New(Config{Secret: secret})
+	require.NoError(t, err)
+	two, err := New(Config{Secret: secret})
+	require.NoError(t, err)
+	other, err := New(Config{})
+	require.NoError(t, err)
+	s := signedIn{tenant: tenantA, nonce: newNonce(), expires: time.Now().Add(time.Hour)}
+	got, err := two.verify(one.sign(s))
+	require.NoError(t, err)
+	require.Equal(t, tenantA, got.tenant)
+	require.Equal(t, one.csrfToken(s), two.csrfToken(got))
+	_, err = other.verify(one.sign(s))
+	require.Error(t, err)
+	require.NotEqual(t, one.csrfToken(s), other.csrfToken(s))
+	// An expired session counts for nothing.
+	_, err = one.verify(one.sign(signedIn{tenant: tenantA, nonce: newNonce(), expires: time.Now().Add(-time.Second)}))
+	require.Error(t, err)
+	_, err = New(Config{Secret: []byte("short")})
+	require.Error(t, err)
 }

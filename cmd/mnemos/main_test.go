@@ -217,6 +217,7 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 
 	// The gateway target serves the console: the dev key signs in, and the
 	// replayed sessions are listed.
+	require.Contains(t, p.banner, "console       "+p.http+"/console/ (sign in with an API key)", "the banner names the console")
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	browser := &http.Client{Jar: jar}

@@ -82,6 +82,10 @@ type Config struct {
 	DevTenant string // MNEMOS_DEV_TENANT
 	DevAPIKey string // MNEMOS_DEV_API_KEY; "off": no development tenant
 
+	// ConsoleSecret (MNEMOS_CONSOLE_SECRET) signs the console's cookies;
+	// "" makes one at start.
+	ConsoleSecret string
+
 	MaxEventBytes int           // MNEMOS_MAX_EVENT_BYTES
 	GapTimeout    time.Duration // MNEMOS_GAP_TIMEOUT
 

@@ -173,3 +173,14 @@ const repoRoot = "../.."
 func servedTargets() []string {
 	return slices.DeleteFunc(targetNames(), func(t string) bool { return t == TargetAll })
 }
+
+// TestConsoleSecretIsLongEnough: a console secret under 32 bytes is refused
+// at start; one that long is taken.
+func TestConsoleSecretIsLongEnough(t *testing.T) {
+	t.Parallel()
+	_, err := configFromEnv(TargetAll, env(map[string]string{"MNEMOS_CONSOLE_SECRET": "short"}))
+	require.ErrorContains(t, err, "MNEMOS_CONSOLE_SECRET is 5 bytes; give at least 32")
+	cfg, err := configFromEnv(TargetAll, env(map[string]string{"MNEMOS_CONSOLE_SECRET": strings.Repeat("s", 32)}))
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("s", 32), cfg.ConsoleSecret)
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/console"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
@@ -126,6 +127,9 @@ var configTable = []configVar{
 		doc: "the Anthropic-compatible base URL the Messages API proxy (`POST /v1/messages`) forwards to, e.g. `https://api.anthropic.com`"},
 	{env: "MNEMOS_UPSTREAM_ANTHROPIC_KEY", defDoc: "none", secret: true, field: text(func(c *Config) *string { return &c.Upstream.Key }), targets: []string{TargetGateway},
 		doc: "the key the Messages API proxy sends upstream (`x-api-key`); clients authenticate to Mnemos with their Mnemos key"},
+	{env: "MNEMOS_CONSOLE_SECRET", defDoc: "random at start (a restart signs everybody out)", secret: true, field: text(func(c *Config) *string { return &c.ConsoleSecret }), targets: []string{TargetGateway},
+		check: consoleSecretLength,
+		doc:   "signs the [console](console.md)'s session cookies and CSRF tokens, at least 32 bytes; give every gateway replica the same one so a browser may reach any"},
 	{env: "MNEMOS_CONTEXT_WAIT", def: "30s", field: duration(func(c *Config) *time.Duration { return &c.ContextWait }, 0, "30s"), targets: []string{TargetGateway},
 		doc: "how long a context request waits for the compaction its session is due (at or above auto-compact, or at the blocking limit); `?compaction_wait_ms=` overrides it per request"},
 	{env: "MNEMOS_GAP_TIMEOUT", def: "30s", field: duration(func(c *Config) *time.Duration { return &c.GapTimeout }, time.Nanosecond, "30s"), targets: []string{TargetTokenAccounting},
@@ -551,4 +555,12 @@ func orList(words []string) string {
 		return strings.Join(words, "")
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// consoleSecretLength refuses a console secret too short to sign with.
+func consoleSecretLength(c *Config) error {
+	if n := len(c.ConsoleSecret); n > 0 && n < console.MinSecretBytes {
+		return fmt.Errorf("MNEMOS_CONSOLE_SECRET is %d bytes; give at least %d (e.g. openssl rand -base64 32)", n, console.MinSecretBytes)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -168,6 +169,7 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 	_, err := apiOf(t, p, "").Readyz(ctx)
 	require.NoError(t, err)
 	require.Contains(t, p.banner, "nats          in-process (embedded, JetStream store "+vars["MNEMOS_NATS_STORE_DIR"]+")", "the embedded NATS opens no port")
+	var sessions []string
 
 	for _, name := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"} {
 		path := claudecodetest.Path(t, name)
@@ -181,6 +183,7 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 		lastSeq := map[string]int64{}
 		for _, ev := range events {
 			lastSeq[ev.SessionID] = ev.Seq
+			sessions = append(sessions, ev.SessionID)
 		}
 		// The served count after the last event equals the dry run's count
 		// after that event's response: both start from that response's usage.
@@ -211,6 +214,23 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 	body := metricsOf(t, p)
 	require.Regexp(t, `mnemos_turns_ingested_total\{[^}]*transport="http"[^}]*\} [1-9]`, body, "the gateway counted the ingested turns")
 	require.Regexp(t, `mnemos_turns_accounted_total\{[^}]*outcome="applied"[^}]*\} [1-9]`, body, "the accountant counted the applied turns")
+
+	// The gateway target serves the console: the dev key signs in, and the
+	// replayed sessions are listed.
+	require.Contains(t, p.banner, "console       "+p.http+"/console/ (sign in with an API key)", "the banner names the console")
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.PostForm(p.http+"/console/login", url.Values{"key": {"test-dev-key"}})
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "/console/sessions", resp.Request.URL.Path, "signed in, the console shows the sessions")
+	for _, id := range sessions {
+		require.Contains(t, string(page), `href="/console/sessions/`+id+`"`)
+	}
 }
 
 // lastRecordOf finds the uuid of the last record of the response whose

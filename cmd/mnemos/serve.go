@@ -37,6 +37,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/services/console"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -166,6 +167,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		{"http", httpServer(telemetry.HTTPHandler(d.mux, tp, metrics.MeterProvider())), lns[1]},
 	}
 	banner("%-13s http://%s %s", "admin", displayAddr(lns[0].Addr()), "(/metrics, /debug/pprof/, /healthz, /readyz)")
+	if _, ok := status[TargetGateway]; ok { // before the API's line, which tests wait for
+		banner("%-13s http://%s%s %s", "console", displayAddr(lns[1].Addr()), console.Prefix, "(sign in with an API key)")
+	}
 	banner("%-13s http://%s %s", "http", displayAddr(lns[1].Addr()), "(API, /healthz, /readyz)")
 	for _, name := range sortedKeys(status) {
 		banner("target        %-16s %s", name, status[name])

@@ -13,6 +13,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/compactor"
+	"github.com/mnemos-ai/mnemos/services/console"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
@@ -196,5 +197,13 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	}
 	gw.UseRecall(d.recaller)
 	gw.Register(d.mux)
+	con, err := console.New(console.Config{
+		Store: d.store, Settings: d.settings, Memories: gw.Memories(), Dreams: gw.Dreams(),
+		Keys: gw.TenantForKey, Secret: []byte(d.cfg.ConsoleSecret), Log: d.logFor(TargetGateway).With("part", "console"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	con.Register(d.mux)
 	return nil, nil
 }

@@ -354,6 +354,33 @@ func (d *Dreams) Kill(ctx context.Context, tenant, id string) (Dream, error) {
 	return out, err
 }
 
+// Reject ends a proposal the deletion guard held without applying it: the
+// dream ends killed, with "rejected" and reason as its error, and
+// dream.killed is announced. A dream that is not a proposal is refused
+// (CodeNotProposal).
+func (d *Dreams) Reject(ctx context.Context, tenant, id, reason string) (Dream, error) {
+	err := d.db.InTx(ctx, tenant, func(tx *store.Tx) error {
+		r, err := tx.LockDream(ctx, id)
+		if err != nil {
+			return err
+		}
+		why := strings.TrimSpace("rejected " + reason)
+		now := d.clock()
+		ok, err := tx.RejectDream(ctx, id, why, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &Error{Code: CodeNotProposal, DreamID: id, Detail: fmt.Sprintf("dream %s is %s, not a proposal", id, r.Status)}
+		}
+		return Enqueue(ctx, tx, bus.KindDreamKilled, events.Dream{DreamID: id, Scope: r.Scope, Trigger: r.Trigger, Reason: why, At: now})
+	})
+	if err != nil {
+		return Dream{}, err
+	}
+	return d.Get(ctx, tenant, id)
+}
+
 // Approve applies a proposal: every staged change in one transaction, each
 // a revision by the dreamer, expecting the memories (and the index) to be
 // as the run saw them; the dream becomes approved and dream.completed is

@@ -334,6 +334,16 @@ func (t *Tx) SetDreamApproved(ctx context.Context, dreamID string, at time.Time)
 	return n == 1, nil
 }
 
+// RejectDream ends a proposed dream killed, with reason as its error,
+// applying nothing; it reports false when it was not a proposal (any more).
+func (t *Tx) RejectDream(ctx context.Context, dreamID, reason string, at time.Time) (bool, error) {
+	n, err := t.q.DreamReject(ctx, dbsqlc.DreamRejectParams{TenantID: t.tenant, DreamID: dreamID, Reason: reason, At: timestamptz(at)})
+	if err != nil {
+		return false, fmt.Errorf("store.RejectDream: %w", err)
+	}
+	return n == 1, nil
+}
+
 // SupersedeDreamProposals marks the scope's proposals other than dreamID's
 // superseded and returns their ids.
 func (t *Tx) SupersedeDreamProposals(ctx context.Context, scope, dreamID string, at time.Time) ([]string, error) {

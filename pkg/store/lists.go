@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -13,10 +14,31 @@ import (
 
 // SessionKey is a session's place in the listing of a tenant's sessions:
 // newest first, by creation time, then by id (descending). Neither changes
-// once the session exists, so a page boundary stays put.
+// once the session exists, so a page boundary stays put. The other orders
+// (SessionOrder) read their own value: TokenCount or UpdatedAt.
 type SessionKey struct {
-	CreatedAt time.Time
-	SessionID string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	TokenCount int64
+	SessionID  string
+}
+
+// SessionOrder is the order of a listing of sessions.
+type SessionOrder string
+
+// The orders of ListSessions.
+const (
+	// OrderCreated is newest first; the API's order.
+	OrderCreated SessionOrder = ""
+	// OrderActivity is the latest updated first.
+	OrderActivity SessionOrder = "activity"
+	// OrderSize is the largest token count first.
+	OrderSize SessionOrder = "size"
+)
+
+// KeyOf is s's key in a listing.
+func KeyOf(s Session) SessionKey {
+	return SessionKey{CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, TokenCount: s.TokenCount, SessionID: s.SessionID}
 }
 
 // SessionFilter selects the sessions ListSessions returns.
@@ -35,10 +57,12 @@ type SessionFilter struct {
 	MemoryScope map[string]string
 	// Limit bounds the sessions returned.
 	Limit int
+	// Order is the listing's order (newest first by default).
+	Order SessionOrder
 }
 
 // ListSessions returns a page of the tenant's sessions, newest first (see
-// SessionKey), that match f.
+// SessionKey) or in f.Order, that match f.
 func (t *Tx) ListSessions(ctx context.Context, f SessionFilter) ([]Session, error) {
 	before := pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
 	if !f.Before.CreatedAt.IsZero() {
@@ -55,11 +79,29 @@ func (t *Tx) ListSessions(ctx context.Context, f SessionFilter) ([]Session, erro
 	if states == nil {
 		states = []string{}
 	}
-	rows, err := t.q.SessionList(ctx, dbsqlc.SessionListParams{
-		TenantID: t.tenant, BeforeCreatedAt: before, BeforeSessionID: f.Before.SessionID,
-		States: states, UpdatedAfter: lowerBound(f.UpdatedAfter), AgentID: f.AgentID,
-		ScopeFilter: scope, MaxRows: int32(max(f.Limit, 0)),
-	})
+	var rows []dbsqlc.Session
+	var err error
+	switch f.Order {
+	case OrderCreated:
+		rows, err = t.q.SessionList(ctx, dbsqlc.SessionListParams{
+			TenantID: t.tenant, BeforeCreatedAt: before, BeforeSessionID: f.Before.SessionID,
+			States: states, UpdatedAfter: lowerBound(f.UpdatedAfter), AgentID: f.AgentID,
+			ScopeFilter: scope, MaxRows: int32(max(f.Limit, 0)),
+		})
+	case OrderActivity, OrderSize:
+		p := dbsqlc.SessionListSortedParams{
+			TenantID: t.tenant, SortBy: string(f.Order), BeforeSessionID: f.Before.SessionID,
+			BeforeTokens: math.MaxInt64, BeforeUpdatedAt: pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true},
+			States: states, UpdatedAfter: lowerBound(f.UpdatedAfter), AgentID: f.AgentID,
+			ScopeFilter: scope, MaxRows: int32(max(f.Limit, 0)),
+		}
+		if f.Before.SessionID != "" {
+			p.BeforeTokens, p.BeforeUpdatedAt = f.Before.TokenCount, timestamptz(f.Before.UpdatedAt)
+		}
+		rows, err = t.q.SessionListSorted(ctx, p)
+	default:
+		return nil, fmt.Errorf("store.ListSessions: unknown order %q", f.Order)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store.ListSessions: %w", err)
 	}

@@ -499,3 +499,32 @@ func (s *Store) EstimatePrior(ctx context.Context, tenant string) (prose, dense 
 	})
 	return prose, dense, err
 }
+
+// TurnPoint is an applied turn and the count it left the session at.
+type TurnPoint struct {
+	Seq        int64
+	EventID    string
+	TokenCount int64
+	State      string
+	AppliedAt  time.Time
+}
+
+// TurnTimeline returns a session's applied turns in seq order, at most
+// limit of them: one point per turn of the console's token chart.
+func (t *Tx) TurnTimeline(ctx context.Context, sessionID string, limit int) ([]TurnPoint, error) {
+	rows, err := t.q.TurnTimeline(ctx, dbsqlc.TurnTimelineParams{TenantID: t.tenant, SessionID: sessionID, MaxRows: int32(max(limit, 0))})
+	if err != nil {
+		return nil, fmt.Errorf("store.TurnTimeline: %w", err)
+	}
+	out := make([]TurnPoint, len(rows))
+	for i, r := range rows {
+		out[i] = TurnPoint{Seq: r.Seq, EventID: r.EventID, AppliedAt: r.AppliedAt.Time}
+		if r.TokenCount != nil {
+			out[i].TokenCount = *r.TokenCount
+		}
+		if r.State != nil {
+			out[i].State = *r.State
+		}
+	}
+	return out, nil
+}

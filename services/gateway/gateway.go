@@ -851,3 +851,22 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 	}
 	return gm, nil
 }
+
+// Memories is the memory store the API writes through; the console
+// (services/console) shares it so its restores count and check alike.
+func (g *Gateway) Memories() *memory.Store { return g.memories }
+
+// Dreams is the dream service the API approves through, shared with the console.
+func (g *Gateway) Dreams() *dream.Dreams { return g.dreams }
+
+// TenantForKey resolves an API key for another front door (the console's
+// sign-in) through the API's own path: the key cache and the per-address
+// failure limit. It answers the tenant, or the HTTP status and message of
+// the refusal (Retry-After is set on w when the address is blocked).
+func (g *Gateway) TenantForKey(w http.ResponseWriter, r *http.Request, key string) (tenant string, status int, message string) {
+	tenant, failed := g.tenantOf(w, r, key)
+	if failed != nil {
+		return "", failed.status, failed.message
+	}
+	return tenant, 0, ""
+}

@@ -104,6 +104,12 @@ WHERE tenant_id = @tenant_id AND dream_id = @dream_id AND status = 'running';
 UPDATE dreams SET status = 'approved', approved_at = @at
 WHERE tenant_id = @tenant_id AND dream_id = @dream_id AND status = 'proposed';
 
+-- name: DreamReject :execrows
+-- Ends a proposal without applying it: an operator rejected it. It ends
+-- killed (nothing applied), with the reason as its error.
+UPDATE dreams SET status = 'killed', error = @reason, finished_at = coalesce(finished_at, @at)
+WHERE tenant_id = @tenant_id AND dream_id = @dream_id AND status = 'proposed';
+
 -- name: DreamSupersedeProposals :many
 -- A newer dream of the scope makes its earlier proposals moot.
 UPDATE dreams SET status = 'superseded', finished_at = coalesce(finished_at, @at)

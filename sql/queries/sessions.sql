@@ -83,6 +83,27 @@ WHERE tenant_id = @tenant_id
 ORDER BY created_at DESC, session_id DESC
 LIMIT @max_rows;
 
+-- name: SessionListSorted :many
+-- SessionList's page in another order, for the console: by size
+-- (token_count) or by last activity (updated_at), largest or latest first,
+-- then by id, strictly after the previous page's last (value, session_id).
+-- Both values change as sessions move, so a page boundary may too; no
+-- index serves these orders, and the tenant's sessions are sorted.
+SELECT * FROM sessions
+WHERE tenant_id = @tenant_id
+  AND CASE @sort_by::text
+        WHEN 'size' THEN (token_count, session_id) < (@before_tokens::bigint, @before_session_id::text)
+        ELSE (updated_at, session_id) < (@before_updated_at::timestamptz, @before_session_id::text)
+      END
+  AND (cardinality(@states::text[]) = 0 OR state = ANY(@states::text[]))
+  AND updated_at > @updated_after::timestamptz
+  AND (@agent_id::text = '' OR agent_id = @agent_id::text)
+  AND memory_scope @> @scope_filter::jsonb
+ORDER BY CASE WHEN @sort_by::text = 'size' THEN token_count END DESC,
+         CASE WHEN @sort_by::text <> 'size' THEN updated_at END DESC,
+         session_id DESC
+LIMIT @max_rows;
+
 -- name: SessionProxyRound :exec
 -- Records a round the Messages API proxy published: its seq, and how many
 -- of the conversation's messages are published now.

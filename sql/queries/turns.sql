@@ -30,3 +30,10 @@ WHERE tenant_id = @tenant_id AND event_id = @event_id;
 -- Sessions whose oldest waiting event has waited longer than the gap
 -- timeout, across tenants: through the owner's function.
 SELECT tenant_id::text, session_id::text FROM mnemos_stalled_sessions(@before::timestamptz, @max_rows::integer);
+
+-- name: TurnTimeline :many
+-- The applied turns of a session in seq order with the count each left:
+-- the points of the console's token chart.
+SELECT seq, event_id, token_count, state, applied_at FROM turns
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND status = 'applied'
+ORDER BY seq LIMIT @max_rows;

@@ -329,6 +329,33 @@ func (q *Queries) DreamMarkUpdating(ctx context.Context, arg DreamMarkUpdatingPa
 	return result.RowsAffected(), nil
 }
 
+const dreamReject = `-- name: DreamReject :execrows
+UPDATE dreams SET status = 'killed', error = $1, finished_at = coalesce(finished_at, $2)
+WHERE tenant_id = $3 AND dream_id = $4 AND status = 'proposed'
+`
+
+type DreamRejectParams struct {
+	Reason   string
+	At       pgtype.Timestamptz
+	TenantID string
+	DreamID  string
+}
+
+// Ends a proposal without applying it: an operator rejected it. It ends
+// killed (nothing applied), with the reason as its error.
+func (q *Queries) DreamReject(ctx context.Context, arg DreamRejectParams) (int64, error) {
+	result, err := q.db.Exec(ctx, dreamReject,
+		arg.Reason,
+		arg.At,
+		arg.TenantID,
+		arg.DreamID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const dreamRequestKill = `-- name: DreamRequestKill :execrows
 UPDATE dreams SET kill_requested_at = coalesce(kill_requested_at, $1)
 WHERE tenant_id = $2 AND dream_id = $3 AND status = 'running'

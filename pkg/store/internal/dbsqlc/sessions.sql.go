@@ -231,6 +231,117 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 	return items, nil
 }
 
+const sessionListSorted = `-- name: SessionListSorted :many
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
+WHERE tenant_id = $1
+  AND CASE $2::text
+        WHEN 'size' THEN (token_count, session_id) < ($3::bigint, $4::text)
+        ELSE (updated_at, session_id) < ($5::timestamptz, $4::text)
+      END
+  AND (cardinality($6::text[]) = 0 OR state = ANY($6::text[]))
+  AND updated_at > $7::timestamptz
+  AND ($8::text = '' OR agent_id = $8::text)
+  AND memory_scope @> $9::jsonb
+ORDER BY CASE WHEN $2::text = 'size' THEN token_count END DESC,
+         CASE WHEN $2::text <> 'size' THEN updated_at END DESC,
+         session_id DESC
+LIMIT $10
+`
+
+type SessionListSortedParams struct {
+	TenantID        string
+	SortBy          string
+	BeforeTokens    int64
+	BeforeSessionID string
+	BeforeUpdatedAt pgtype.Timestamptz
+	States          []string
+	UpdatedAfter    pgtype.Timestamptz
+	AgentID         string
+	ScopeFilter     []byte
+	MaxRows         int32
+}
+
+// SessionList's page in another order, for the console: by size
+// (token_count) or by last activity (updated_at), largest or latest first,
+// then by id, strictly after the previous page's last (value, session_id).
+// Both values change as sessions move, so a page boundary may too; no
+// index serves these orders, and the tenant's sessions are sorted.
+func (q *Queries) SessionListSorted(ctx context.Context, arg SessionListSortedParams) ([]Session, error) {
+	rows, err := q.db.Query(ctx, sessionListSorted,
+		arg.TenantID,
+		arg.SortBy,
+		arg.BeforeTokens,
+		arg.BeforeSessionID,
+		arg.BeforeUpdatedAt,
+		arg.States,
+		arg.UpdatedAfter,
+		arg.AgentID,
+		arg.ScopeFilter,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Session{}
+	for rows.Next() {
+		var i Session
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.AgentID,
+			&i.Model,
+			&i.ContextWindow,
+			&i.MaxOutputTokens,
+			&i.MemoryScope,
+			&i.AppliedSeq,
+			&i.WaitingTurns,
+			&i.MessageCount,
+			&i.BaselineTokens,
+			&i.HasUsage,
+			&i.PendingTokens,
+			&i.TokenCount,
+			&i.State,
+			&i.CompactionInFlight,
+			&i.CompactRequests,
+			&i.AutoCompactEnabled,
+			&i.ToolCallsTotal,
+			&i.RejectedTurns,
+			&i.LastResponseAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CompactionID,
+			&i.KeepFrom,
+			&i.CompactFailures,
+			&i.CompactCircuitOpen,
+			&i.StaleUsageAbove,
+			&i.ContextEpoch,
+			&i.SkippedSeqs,
+			&i.LastSkippedFrom,
+			&i.LastSkippedTo,
+			&i.CompactCircuitUntil,
+			&i.AutoCompactSeqs,
+			&i.ThrashHeld,
+			&i.Pins,
+			&i.MessageBytes,
+			&i.ProxySeq,
+			&i.ProxyMessages,
+			&i.EstimateFactor,
+			&i.DenseFactor,
+			&i.PendingDense,
+			&i.PrefixTokens,
+			&i.PrefixHash,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at

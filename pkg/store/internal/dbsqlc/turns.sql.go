@@ -222,3 +222,51 @@ func (q *Queries) TurnStalledSessions(ctx context.Context, arg TurnStalledSessio
 	}
 	return items, nil
 }
+
+const turnTimeline = `-- name: TurnTimeline :many
+SELECT seq, event_id, token_count, state, applied_at FROM turns
+WHERE tenant_id = $1 AND session_id = $2 AND status = 'applied'
+ORDER BY seq LIMIT $3
+`
+
+type TurnTimelineParams struct {
+	TenantID  string
+	SessionID string
+	MaxRows   int32
+}
+
+type TurnTimelineRow struct {
+	Seq        int64
+	EventID    string
+	TokenCount *int64
+	State      *string
+	AppliedAt  pgtype.Timestamptz
+}
+
+// The applied turns of a session in seq order with the count each left:
+// the points of the console's token chart.
+func (q *Queries) TurnTimeline(ctx context.Context, arg TurnTimelineParams) ([]TurnTimelineRow, error) {
+	rows, err := q.db.Query(ctx, turnTimeline, arg.TenantID, arg.SessionID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TurnTimelineRow{}
+	for rows.Next() {
+		var i TurnTimelineRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.EventID,
+			&i.TokenCount,
+			&i.State,
+			&i.AppliedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -1,0 +1,207 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+// ChromiumVar names the chromium binary the browser tests drive; they skip
+// without it. ArtifactsVar names where their screenshots go (a temporary
+// directory, logged, when unset).
+const (
+	ChromiumVar  = "MNEMOS_TEST_CHROMIUM"
+	ArtifactsVar = "MNEMOS_TEST_ARTIFACTS"
+)
+
+// browser starts a headless chromium for the test, and collects what its
+// pages report: uncaught exceptions and console errors (a CSP violation is
+// one), so a page that breaks under the policy fails the test.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
+	bin := os.Getenv(ChromiumVar)
+	if bin == "" {
+		t.Skipf("%s is unset: no browser to drive", ChromiumVar)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	var mu sync.Mutex
+	var problems []string
+	var wg sync.WaitGroup
+	messages := chromedp.Console(ctx)
+	wg.Go(func() {
+		for msg, err := range messages {
+			if err != nil {
+				return
+			}
+			if msg.Type == chromedp.ConsoleError || msg.Type == chromedp.ConsoleException {
+				mu.Lock()
+				problems = append(problems, string(msg.Type)+": "+msg.Text)
+				mu.Unlock()
+			}
+		}
+	})
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc(); wg.Wait() })
+	return ctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), problems...)
+	}
+}
+
+// artifacts is the directory screenshots are written to.
+func artifacts(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv(ArtifactsVar)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	dir = filepath.Join(dir, "console")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
+
+// shot saves a full-page screenshot of the page as name.png (quality 100
+// is PNG; below it, JPEG).
+func shot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+}
+
+// text reads an element's text.
+func text[S chromedp.Selectable](t *testing.T, ctx context.Context, sel S) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(sel))
+	require.NoError(t, err)
+	return s
+}
+
+// TestBrowser drives the console in chromium as a tenant would: sign in,
+// find the session made through the API, see its chart drawn with the
+// compaction's mark, restore a memory revision, approve one dream proposal
+// and reject another, then check each change through the API.
+func TestBrowser(t *testing.T) {
+	ctx, problems := browser(t)
+	dir := artifacts(t)
+	h := setup(t)
+	session, scope, name := "refactor-parser", "project:console", "release_day"
+	h.makeSession(t, tenantA, keyA, session)
+	h.makeMemory(t, keyA, scope, name)
+	// A second memory for the proposal to delete, so the restored one stays.
+	other := "old_release_notes"
+	require.Equal(t, http.StatusCreated, h.api(t, http.MethodPut, "/v1/scopes/"+scope+"/memories/"+other, keyA, memoryDoc(other, "Old notes."), nil))
+	dreamID := h.makeProposal(t, tenantA, scope, other)
+	// A second proposal, in another scope, to reject.
+	otherScope := "project:console-archive"
+	require.Equal(t, http.StatusCreated, h.api(t, http.MethodPut, "/v1/scopes/"+otherScope+"/memories/"+other, keyA, memoryDoc(other, "Archived notes."), nil))
+	rejectID := h.makeProposal(t, tenantA, otherScope, other)
+	// A model call in the ledger, as llm.Guard records each one (the
+	// builtin provider the compactor used here records none).
+	require.NoError(t, h.store.AddLLMUsage(context.Background(), tenantA, store.LLMUsage{
+		Day: time.Now(), Task: "compaction", Provider: "anthropic", Model: "claude-haiku-4-5", InputTokens: 12_345, OutputTokens: 678,
+	}, false))
+	base := h.srv.URL
+	do := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, steps...))
+	}
+	link := func(href string) chromedp.CSS { return chromedp.CSS(`a[href="` + href + `"]`) }
+
+	// Sign in: the console sends a signed-out browser to the form.
+	do(chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("key")))
+	shot(t, ctx, dir, "01-login")
+	do(chromedp.SendKeys(chromedp.ID("key"), keyA), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("tenant")))
+	require.Equal(t, tenantA, text(t, ctx, chromedp.ID("tenant")))
+
+	// Sessions: the session is listed; its link opens it, and the chart is
+	// drawn with one compaction mark.
+	sessionLink := link("/console/sessions/" + session)
+	do(chromedp.WaitVisible(sessionLink))
+	shot(t, ctx, dir, "02-sessions")
+	do(chromedp.Click(sessionLink), chromedp.WaitVisible(chromedp.CSS("#chart canvas")), chromedp.WaitVisible(chromedp.CSS("#chart[data-drawn]")))
+	drawn, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("chart"), "data-drawn"))
+	require.NoError(t, err)
+	require.Equal(t, "1", drawn.Value, "the chart should carry one compaction mark")
+	turns, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#turns tbody tr")))
+	require.NoError(t, err)
+	require.Len(t, turns, 9)
+	compactions := text(t, ctx, chromedp.CSS("#compactions tbody"))
+	require.Contains(t, compactions, "manual")
+	require.Contains(t, compactions, "completed")
+	context := text(t, ctx, chromedp.ID("context"))
+	require.Contains(t, context, "compact-boundary", "the current context starts with the compaction's head")
+	require.Contains(t, context, "Done with step 9.")
+	shot(t, ctx, dir, "03-session")
+
+	// Memories: the scope, the memory and its diff; restore revision 1.
+	scopePath := "/console/memories/" + url.PathEscape(scope)
+	do(chromedp.Click(link("/console/memories")), chromedp.WaitVisible(link(scopePath)))
+	shot(t, ctx, dir, "04-memories")
+	do(chromedp.Click(link(scopePath)), chromedp.WaitVisible(link(scopePath+"/"+name)))
+	shot(t, ctx, dir, "05-scope")
+	do(chromedp.Click(link(scopePath+"/"+name)), chromedp.WaitVisible(chromedp.ID("diff")))
+	diff := text(t, ctx, chromedp.ID("diff"))
+	require.Contains(t, diff, "-Releases go out on Tuesdays.")
+	require.Contains(t, diff, "+Releases go out on Thursdays.")
+	shot(t, ctx, dir, "06-memory")
+	do(chromedp.Click(chromedp.ID("restore-1")), chromedp.WaitVisible(chromedp.Search(`//span[@id="revision"][text()="3"]`)))
+	shot(t, ctx, dir, "07-memory-restored")
+	var m struct {
+		Revision int64  `json:"revision"`
+		Body     string `json:"body"`
+	}
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/scopes/"+scope+"/memories/"+name, keyA, "", &m))
+	require.Equal(t, int64(3), m.Revision)
+	require.Contains(t, m.Body, "Tuesdays")
+
+	// Dreams: the proposal is listed as held; approve it.
+	dreamLink := link("/console/dreams/" + dreamID)
+	do(chromedp.Click(link("/console/dreams")), chromedp.WaitVisible(dreamLink))
+	shot(t, ctx, dir, "08-dreams")
+	do(chromedp.Click(dreamLink), chromedp.WaitVisible(chromedp.ID("approve")))
+	shot(t, ctx, dir, "09-dream-proposed")
+	do(chromedp.Click(chromedp.ID("approve")), chromedp.WaitVisible(chromedp.Search(`//dd[@id="status"][text()="approved"]`)))
+	shot(t, ctx, dir, "10-dream-approved")
+	var dr struct {
+		Status string `json:"status"`
+	}
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/dreams/"+dreamID, keyA, "", &dr))
+	require.Equal(t, "approved", dr.Status)
+	require.Equal(t, http.StatusNotFound, h.api(t, http.MethodGet, "/v1/scopes/"+scope+"/memories/"+other, keyA, "", nil),
+		"the approved proposal should have deleted %s", other)
+
+	// The other proposal is rejected: it ends killed and deletes nothing.
+	do(chromedp.Click(link("/console/dreams")), chromedp.WaitVisible(link("/console/dreams/"+rejectID)),
+		chromedp.Click(link("/console/dreams/"+rejectID)), chromedp.WaitVisible(chromedp.ID("reject")),
+		chromedp.Click(chromedp.ID("reject")), chromedp.WaitVisible(chromedp.Search(`//dd[@id="status"][text()="killed"]`)))
+	shot(t, ctx, dir, "10b-dream-rejected")
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/dreams/"+rejectID, keyA, "", &dr))
+	require.Equal(t, "killed", dr.Status)
+	require.Equal(t, http.StatusOK, h.api(t, http.MethodGet, "/v1/scopes/"+otherScope+"/memories/"+other, keyA, "", nil),
+		"the rejected proposal should have deleted nothing")
+
+	// Usage: the model call is in the ledger.
+	do(chromedp.Click(link("/console/usage")), chromedp.WaitVisible(chromedp.ID("usage")))
+	shot(t, ctx, dir, "11-usage")
+	usage := text(t, ctx, chromedp.ID("usage"))
+	require.Contains(t, usage, "claude-haiku-4-5")
+	require.Contains(t, usage, "12345")
+
+	require.Empty(t, problems(), "the pages reported errors (a CSP violation is one)")
+}

@@ -295,16 +295,7 @@ func Measure(ctx context.Context, events []turn.Event, opts MeasureOptions) ([]M
 		wait = 30 * time.Second
 	}
 	api := client.New(opts.URL, opts.APIKey, client.WithHTTPClient(hc))
-	s := sender{opts: opts.SendOptions, api: api}
-	if s.opts.MaxAttempts <= 0 {
-		s.opts.MaxAttempts = 5
-	}
-	if s.opts.Backoff <= 0 {
-		s.opts.Backoff = 500 * time.Millisecond
-	}
-	if s.opts.MaxBackoff <= 0 {
-		s.opts.MaxBackoff = 10 * time.Second
-	}
+	s := newSender(opts.SendOptions, api)
 	heuristics := map[string]*Heuristic{}
 	var out []Measured
 	for i := range events {

@@ -69,6 +69,7 @@ type Config struct {
 
 	NATSURL      string // MNEMOS_NATS_URL; empty in all mode: embedded
 	NATSStoreDir string // MNEMOS_NATS_STORE_DIR, for the embedded server
+	NATSSync     string // MNEMOS_NATS_SYNC: "always" or a duration, for the embedded server
 	// NATSListen (MNEMOS_NATS_LISTEN) opens a loopback port on the embedded
 	// server, guarded by credentials generated at start and never shown.
 	// Empty: no port, the services connect in-process.

@@ -184,3 +184,24 @@ func TestConsoleSecretIsLongEnough(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, strings.Repeat("s", 32), cfg.ConsoleSecret)
 }
+
+// TestNATSSync: MNEMOS_NATS_SYNC takes always or an interval; anything
+// else is refused at start, naming what it takes.
+func TestNATSSync(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]struct {
+		interval time.Duration
+		always   bool
+	}{"": {}, "always": {always: true}, "10s": {interval: 10 * time.Second}} {
+		cfg, err := configFromEnv(TargetAll, env(map[string]string{"MNEMOS_NATS_SYNC": v}))
+		require.NoError(t, err, v)
+		interval, always, err := natsSync(cfg.NATSSync)
+		require.NoError(t, err, v)
+		require.Equal(t, want.interval, interval, v)
+		require.Equal(t, want.always, always, v)
+	}
+	for _, bad := range []string{"sometimes", "1ms", "-5s"} {
+		_, err := configFromEnv(TargetAll, env(map[string]string{"MNEMOS_NATS_SYNC": bad}))
+		require.ErrorContains(t, err, "want always, or an interval", bad)
+	}
+}

@@ -101,6 +101,8 @@ var configTable = []configVar{
 		doc: "NATS with JetStream; required for single targets; a user and password go in the URL (`nats://mnemos:PASSWORD@nats:4222`)"},
 	{env: "MNEMOS_NATS_STORE_DIR", def: ".mnemos/nats", field: text(func(c *Config) *string { return &c.NATSStoreDir }), targets: []string{TargetAll},
 		doc: "embedded JetStream storage"},
+	{env: "MNEMOS_NATS_SYNC", defDoc: "empty: the server's default, every 2 minutes", field: text(func(c *Config) *string { return &c.NATSSync }), check: natsSyncValid, targets: []string{TargetAll},
+		doc: "how the embedded JetStream fsyncs its files: `always` (after every write: an acknowledged turn survives the machine's crash, at a cost in ingest) or an interval such as `10s`"},
 	{env: "MNEMOS_NATS_LISTEN", defDoc: "empty: in-process only", field: text(func(c *Config) *string { return &c.NATSListen }), check: natsListenLoopback, targets: []string{TargetAll},
 		doc: "a loopback `host:port` where the embedded server also listens, with a user and password generated at start and never shown"},
 	{env: "MNEMOS_NAMESPACE", defDoc: "empty", field: text(func(c *Config) *string { return &c.Namespace }),
@@ -536,6 +538,27 @@ func readTrace(c *Config) error {
 // Text
 
 // durationText writes a duration the way people do: 2m, not 2m0s.
+// natsSync reads MNEMOS_NATS_SYNC: always, an interval, or empty (the
+// server's default).
+func natsSync(v string) (interval time.Duration, always bool, err error) {
+	switch v {
+	case "":
+		return 0, false, nil
+	case "always":
+		return 0, true, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 10*time.Millisecond {
+		return 0, false, fmt.Errorf("MNEMOS_NATS_SYNC=%q: want always, or an interval of at least 10ms such as 10s", v)
+	}
+	return d, false, nil
+}
+
+func natsSyncValid(c *Config) error {
+	_, _, err := natsSync(c.NATSSync)
+	return err
+}
+
 func durationText(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {

@@ -228,6 +228,9 @@ func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, log *slog.Logg
 		// The embedded server opens no port unless asked: a local process
 		// that could reach it would read and publish every tenant's turns.
 		nopts := natsembed.Options{StoreDir: cfg.NATSStoreDir}
+		if nopts.SyncInterval, nopts.SyncAlways, err = natsSync(cfg.NATSSync); err != nil {
+			return nil, nil, err
+		}
 		if cfg.NATSListen != "" {
 			host, port, err := net.SplitHostPort(cfg.NATSListen)
 			if err != nil {

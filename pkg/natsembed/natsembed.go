@@ -56,6 +56,12 @@ type Options struct {
 	// Logger receives the server's log lines when Debug is set.
 	// Nil means slog.Default().
 	Logger *slog.Logger
+	// SyncInterval is how often JetStream fsyncs its files in the
+	// background; 0 means the server's default (two minutes). SyncAlways
+	// fsyncs after every write instead: what a single node needs for an
+	// acknowledged publish to survive a machine's crash, at a cost in ingest.
+	SyncInterval time.Duration
+	SyncAlways   bool
 	// ConfigFile, when set, is a nats-server configuration file (the format
 	// of `nats-server -c`) read for its authorization: users and their
 	// permissions. The fields above take precedence over what it says about
@@ -122,6 +128,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	sopts.MaxPayload = maxPayload
 	sopts.JetStream, sopts.StoreDir = true, storeDir
+	sopts.SyncInterval, sopts.SyncAlways = opts.SyncInterval, opts.SyncAlways
 	sopts.NoSigs = true // the host process owns signal handling
 	ns, err := server.NewServer(sopts)
 	if err != nil {

@@ -363,7 +363,7 @@ type ProxyCost struct {
 // answer, in a session of Claude Code's shape: tools and a system prompt
 // of about 12K tokens, CLAUDE.md in a reminder at the front of the first
 // message, cache_control on the system prompt and the last message. A file
-// of 600 lines is about 11,000 tokens, under the size from which Mnemos
+// of 600 lines is about 9,000 tokens, under the size from which Mnemos
 // offloads a tool result, so only (micro-)compaction keeps the session
 // from growing.
 func (s *System) ProxyCost(ctx context.Context, run, name string, files, lines int) (ProxyCost, error) {
@@ -456,7 +456,7 @@ func (s *System) converse(ctx context.Context, session string, files, lines int)
 func reportPath(n int) string { return fmt.Sprintf("/work/reports/r%02d.txt", n) }
 
 // report is the text of report n: its name, then lines of figures, about
-// 18 tokens a line.
+// 15 tokens a line.
 func report(n, lines int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "report %d\n", n)

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,9 +27,11 @@ import (
 // localBenchURL is the database `mnemos bench` uses when given none.
 const localBenchURL = "postgres://postgres@127.0.0.1:5432/mnemos_bench?sslmode=disable"
 
-// runBench runs the accountant, the outbox relay and the gateway in this
-// process against a Postgres and a JetStream, measures them with
-// internal/benchmark and prints the tables of the README.
+// runBench runs the accountant, the compactor, the outbox relay and the
+// gateway in this process against a Postgres and a JetStream, with a
+// scripted Anthropic upstream behind the gateway's Messages API proxy,
+// measures them with internal/benchmark and prints the tables of
+// docs/benchmarks.md (or, with --json, one JSON object).
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mnemos bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -41,6 +46,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rate := fs.Float64("rate", 0, "sustained rate in turns/s (0: half the saturated throughput)")
 	samples := fs.Int("samples", 120, "context-assembly requests timed per session size")
 	sizes := fs.String("sizes", "10000,50000,150000", "session sizes in tokens for context assembly")
+	proxySizes := fs.String("proxy-sizes", "10000,150000", "session sizes in tokens for the Messages API proxy's latency")
+	proxySamples := fs.Int("proxy-samples", 200, "rounds timed per session size, through the proxy and straight each")
+	only := fs.String("only", "", "run one part: "+strings.Join(benchmark.Parts, ", ")+" (default: all)")
+	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of tables")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: mnemos bench [flags]")
 		fs.PrintDefaults()
@@ -52,13 +62,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	var ctxSizes []int64
-	for _, f := range strings.Split(*sizes, ",") {
-		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("--sizes %q: want positive token counts separated by commas", *sizes)
-		}
-		ctxSizes = append(ctxSizes, n)
+	ctxSizes, err := tokenSizes("--sizes", *sizes)
+	if err != nil {
+		return err
+	}
+	upSizes, err := tokenSizes("--proxy-sizes", *proxySizes)
+	if err != nil {
+		return err
+	}
+	if *only != "" && !slices.Contains(benchmark.Parts, *only) {
+		return fmt.Errorf("--only %q: want one of %s", *only, strings.Join(benchmark.Parts, ", "))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
@@ -136,15 +149,60 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer sys.Close()
+	stopProfile, err := startCPUProfile(*cpuProfile, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
 		Rounds: *rounds, Sessions: *sessions, PerSession: *perSession, Publishers: *publishers,
 		SustainFor: *sustain, SustainRate: *rate, ContextSizes: ctxSizes, Samples: *samples,
+		ProxySizes: upSizes, ProxySamples: *proxySamples, Only: *only,
 		Progress: progress,
 	})
 	if err != nil {
 		return err
 	}
+	if *asJSON {
+		return rep.JSON(stdout)
+	}
 	fmt.Fprintln(stdout)
 	rep.Markdown(stdout)
 	return nil
+}
+
+// tokenSizes reads a flag's comma-separated token counts.
+func tokenSizes(name, list string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s %q: want positive token counts separated by commas", name, list)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// startCPUProfile profiles the process's CPU into the file at path until
+// stop, which says on stderr when the file could not be written whole; with
+// no path, it does nothing.
+func startCPUProfile(path string, stderr io.Writer) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path) //nolint:gosec // the operator's own output file
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close() // empty: nothing to lose
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(stderr, "the CPU profile %s: %v\n", path, err)
+		}
+	}, nil
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 )
 
 // Options size a benchmark run. Zero fields take the defaults.
@@ -25,6 +27,13 @@ type Options struct {
 	// timed at (10K, 50K, 150K), Samples times each (120).
 	ContextSizes []int64
 	Samples      int
+	// ProxySizes are the session sizes the Messages API proxy is timed at
+	// (10K, 150K), ProxySamples rounds each way at each (200).
+	ProxySizes   []int64
+	ProxySamples int
+	// Only, when set, names the one part to run: "ingest", "context" or
+	// "proxy".
+	Only string
 	// Run prefixes every session id, keeping runs apart (a timestamp).
 	Run string
 	// Progress, when set, is told what the run is doing.
@@ -42,11 +51,15 @@ func (o Options) withDefaults() Options {
 	def(&o.PerSession, 30)
 	def(&o.Publishers, 8)
 	def(&o.Samples, 120)
+	def(&o.ProxySamples, 200)
 	if o.SustainFor <= 0 {
 		o.SustainFor = 20 * time.Second
 	}
 	if len(o.ContextSizes) == 0 {
 		o.ContextSizes = []int64{10_000, 50_000, 150_000}
+	}
+	if len(o.ProxySizes) == 0 {
+		o.ProxySizes = []int64{10_000, 150_000}
 	}
 	if o.Run == "" {
 		o.Run = "b" + time.Now().UTC().Format("20060102t150405")
@@ -56,6 +69,11 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// Parts are the values Options.Only takes.
+var Parts = []string{"ingest", "context", "proxy"}
+
+func (o Options) runs(part string) bool { return o.Only == "" || o.Only == part }
 
 // Report is what one run measured.
 type Report struct {
@@ -69,6 +87,10 @@ type Report struct {
 	// Sustained is the ingest at a rate below saturation.
 	Sustained Ingest
 	Context   []ContextTiming
+	// Proxy is the Messages API proxy's latency at each size, ProxyCost
+	// what a short and a long session cost through it.
+	Proxy     []ProxyTiming
+	ProxyCost []ProxyCost
 	Took      time.Duration
 }
 
@@ -80,25 +102,46 @@ type ContextTiming struct {
 }
 
 // Run measures the system: saturated ingest with its baselines, ingest at a
-// sustained rate, and context assembly.
+// sustained rate, context assembly, and the Messages API proxy (or the one
+// part Options.Only names).
 func Run(ctx context.Context, s *System, opts Options) (Report, error) {
 	o := opts.withDefaults()
 	start := time.Now()
 	rep := Report{Machine: Describe(ctx, s), Publishers: o.Publishers}
+	if o.runs("ingest") {
+		if err := runIngest(ctx, s, o, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if o.runs("context") {
+		if err := runContext(ctx, s, o, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if o.runs("proxy") {
+		if err := runProxy(ctx, s, o, &rep); err != nil {
+			return rep, err
+		}
+	}
+	rep.Took = time.Since(start)
+	return rep, nil
+}
+
+func runIngest(ctx context.Context, s *System, o Options, rep *Report) error {
 	for i := range o.Rounds {
 		evs := Events(fmt.Sprintf("%s-burst%d", o.Run, i), o.Sessions, o.PerSession)
 		o.Progress("ingest round %d of %d: %d turns, %d publishers", i+1, o.Rounds, len(evs), o.Publishers)
 		in, err := s.IngestBurst(ctx, evs, o.Publishers)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		js, err := RawJetStream(ctx, s.Bus, fmt.Sprintf("%s_%d", o.Run, i), len(evs), in.EventBytes, o.Publishers)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		pg, err := RawPostgres(ctx, s.Store, s.Owner, len(evs), in.EventBytes, o.Publishers)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		o.Progress("  %.0f turns/s; raw JetStream %.0f msgs/s, raw Postgres %.0f rows/s", in.Rate, js, pg)
 		rep.Burst, rep.RawJetStream, rep.RawPostgres = append(rep.Burst, in), append(rep.RawJetStream, js), append(rep.RawPostgres, pg)
@@ -113,32 +156,61 @@ func Run(ctx context.Context, s *System, opts Options) (Report, error) {
 	o.Progress("sustained ingest: %.0f turns/s for %s (%d turns)", rate, o.SustainFor, per*o.Sessions)
 	in, err := s.IngestAtRate(ctx, Events(o.Run+"-sustained", o.Sessions, per), rate)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	rep.Sustained = in
+	return nil
+}
 
+func runContext(ctx context.Context, s *System, o Options, rep *Report) error {
 	for _, size := range o.ContextSizes {
 		id := fmt.Sprintf("%s-ctx%dk", o.Run, size/1000)
 		o.Progress("context assembly: building a %d-token session", size)
 		if err := s.BuildSession(ctx, id, size); err != nil {
-			return rep, err
+			return err
 		}
 		t := ContextTiming{Tokens: size}
 		for range o.Samples {
 			a, err := s.ContextLatency(ctx, id, 1)
 			if err != nil {
-				return rep, err
+				return err
 			}
 			q, err := s.SelectLatency(ctx, id, 1)
 			if err != nil {
-				return rep, err
+				return err
 			}
 			t.Assemble, t.Select = append(t.Assemble, a...), append(t.Select, q...)
 		}
 		rep.Context = append(rep.Context, t)
 	}
-	rep.Took = time.Since(start)
-	return rep, nil
+	return nil
+}
+
+// The proxy's cost sessions: a short one, far from auto-compaction, and a
+// long one that grows past the threshold of a 200K window.
+var costSessions = []struct {
+	name         string
+	files, lines int
+}{{"short", 6, 100}, {"long", 18, 600}}
+
+func runProxy(ctx context.Context, s *System, o Options, rep *Report) error {
+	for _, size := range o.ProxySizes {
+		o.Progress("messages proxy: %d rounds of %d-token sessions, through Mnemos and straight", o.ProxySamples, size)
+		t, err := s.ProxyLatency(ctx, o.Run, size, o.ProxySamples)
+		if err != nil {
+			return err
+		}
+		rep.Proxy = append(rep.Proxy, t)
+	}
+	for _, c := range costSessions {
+		o.Progress("messages proxy: the %s session's cost (%d files of %d lines), straight and through Mnemos", c.name, c.files, c.lines)
+		cost, err := s.ProxyCost(ctx, o.Run, c.name, c.files, c.lines)
+		if err != nil {
+			return err
+		}
+		rep.ProxyCost = append(rep.ProxyCost, cost)
+	}
+	return nil
 }
 
 // Throughput is the median saturated rate, turns a second.
@@ -153,8 +225,8 @@ func (r Report) Throughput() float64 {
 // Markdown writes the report as the tables of the README.
 func (r Report) Markdown(w io.Writer) {
 	m := r.Machine
-	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s memory, %s; %s; PostgreSQL %s; nats-server %s; run took %s.\n\n",
-		m.CPUs, m.CPUModel, m.Memory, m.OS, m.Go, m.Postgres, m.NATS, r.Took.Round(time.Second))
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s memory, %s; %s; PostgreSQL %s; nats-server %s; load average %s at the start; run took %s.\n\n",
+		m.CPUs, m.CPUModel, m.Memory, m.OS, m.Go, m.Postgres, m.NATS, m.Load, r.Took.Round(time.Second))
 
 	if len(r.Burst) > 0 {
 		var p50, p99 []float64
@@ -185,7 +257,46 @@ func (r Report) Markdown(w io.Writer) {
 			s50, s99 := ms(Percentile(c.Select, 50)), ms(Percentile(c.Select, 99))
 			fmt.Fprintf(w, "| %dK tokens | %s / %s ms | %s / %s ms | %.1f |\n", c.Tokens/1000, decimal(a50), decimal(a99), decimal(s50), decimal(s99), a50/s50)
 		}
+		fmt.Fprintln(w)
 	}
+	r.proxyMarkdown(w)
+}
+
+// proxyMarkdown writes the Messages API proxy's tables.
+func (r Report) proxyMarkdown(w io.Writer) {
+	if len(r.Proxy) > 0 {
+		fmt.Fprintf(w, "Messages API proxy: a round of a session through POST /v1/messages (managed and recorded) and the same request straight to the scripted upstream, %d samples each, interleaved, non-streamed, timed to the last byte of the answer.\n\n", len(r.Proxy[0].Through))
+		fmt.Fprintln(w, "| session (tokens the upstream counted) | through Mnemos p50 / p99 | straight p50 / p99 | added p50 / p99 |")
+		fmt.Fprintln(w, "|---|---|---|---|")
+		for _, p := range r.Proxy {
+			t50, t99, s50, s99 := p.percentiles()
+			differed := ""
+			if p.Differed > 0 {
+				differed = fmt.Sprintf(", %d sent up changed", p.Differed)
+			}
+			fmt.Fprintf(w, "| %dK (%s–%s%s) | %s / %s ms | %s / %s ms | **%s / %s ms** |\n", p.Tokens/1000,
+				thousands(float64(p.Sent[0])), thousands(float64(p.Sent[1])), differed,
+				decimal(t50), decimal(t99), decimal(s50), decimal(s99), decimal(t50-s50), decimal(t99-s99))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.ProxyCost) > 0 {
+		fmt.Fprintln(w, "What a session costs, run by the same client straight and through Mnemos, each against a prompt cache of its own; priced input is cache reads × 0.1 + cache writes × 1.25 + plain input × 1.")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| session | calls | cache-read share straight / through | priced input straight / through | through ÷ straight | largest request straight / through (auto-compact threshold) |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|")
+		for _, c := range r.ProxyCost {
+			ps, pt := upstream.PricedInput(c.Straight), upstream.PricedInput(c.Through)
+			fmt.Fprintf(w, "| %s: %d files of %d lines | %d / %d | %.3f / %.3f | %s / %s | **%.2f** | %s / %s (%s) |\n",
+				c.Name, c.Files, c.Lines, c.CallsStraight, c.CallsThrough, upstream.ReadShare(c.Straight), upstream.ReadShare(c.Through),
+				thousands(ps), thousands(pt), pt/ps, thousands(float64(c.LargestStraight)), thousands(float64(c.LargestThrough)), thousands(float64(c.Threshold)))
+		}
+	}
+}
+
+// percentiles are the p50 and p99 through Mnemos and straight, in ms.
+func (p ProxyTiming) percentiles() (t50, t99, s50, s99 float64) {
+	return ms(Percentile(p.Through, 50)), ms(Percentile(p.Through, 99)), ms(Percentile(p.Straight, 50)), ms(Percentile(p.Straight, 99))
 }
 
 // Percentile is the p-th percentile of ds (nearest rank); 0 for none.
@@ -230,18 +341,25 @@ func thousands(v float64) string {
 
 // Machine describes where a run ran.
 type Machine struct {
-	CPUs     int
-	CPUModel string
-	Memory   string
-	OS       string
-	Go       string
-	Postgres string
-	NATS     string
+	CPUs     int    `json:"cpus"`
+	CPUModel string `json:"cpu_model"`
+	Memory   string `json:"memory"`
+	OS       string `json:"os"`
+	Go       string `json:"go"`
+	Postgres string `json:"postgres"`
+	NATS     string `json:"nats"`
+	// Load is the load average over 1, 5 and 15 minutes.
+	Load string `json:"load_average"`
 }
 
 // Describe reads the machine and the servers' versions.
 func Describe(ctx context.Context, s *System) Machine {
-	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), CPUModel: "unknown CPU", Memory: "unknown", OS: runtime.GOOS}
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), CPUModel: "unknown CPU", Memory: "unknown", OS: runtime.GOOS, Load: "unknown"}
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(data)); len(f) >= 3 {
+			m.Load = strings.Join(f[:3], " ")
+		}
+	}
 	if v := procField("/proc/cpuinfo", "model name"); v != "" {
 		m.CPUModel = v
 	}

@@ -1,0 +1,104 @@
+package benchmark
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+)
+
+// The report as one JSON object (`mnemos bench --json`), the parts that
+// ran and nothing else; times in milliseconds.
+type (
+	jsonReport struct {
+		Machine   Machine         `json:"machine"`
+		TookS     float64         `json:"took_s"`
+		Ingest    *jsonIngest     `json:"ingest,omitempty"`
+		Sustained *jsonSustained  `json:"sustained,omitempty"`
+		Context   []jsonContext   `json:"context,omitempty"`
+		Proxy     []jsonProxy     `json:"proxy,omitempty"`
+		ProxyCost []jsonProxyCost `json:"proxy_cost,omitempty"`
+	}
+	jsonIngest struct {
+		TurnsPerS        float64 `json:"turns_per_s"`
+		P50MS            float64 `json:"p50_ms"`
+		P99MS            float64 `json:"p99_ms"`
+		RatioToPostgres  float64 `json:"ratio_to_postgres"`
+		RatioToJetStream float64 `json:"ratio_to_jetstream"`
+	}
+	jsonSustained struct {
+		TurnsPerS float64 `json:"turns_per_s"`
+		P50MS     float64 `json:"p50_ms"`
+		P99MS     float64 `json:"p99_ms"`
+	}
+	jsonContext struct {
+		Tokens      int64   `json:"tokens"`
+		P50MS       float64 `json:"p50_ms"`
+		P99MS       float64 `json:"p99_ms"`
+		SelectP50MS float64 `json:"select_p50_ms"`
+		SelectP99MS float64 `json:"select_p99_ms"`
+	}
+	jsonProxy struct {
+		Tokens        int64    `json:"tokens"`
+		SentTokens    [2]int64 `json:"sent_tokens"`
+		Samples       int      `json:"samples"`
+		P50MS         float64  `json:"p50_ms"`
+		P99MS         float64  `json:"p99_ms"`
+		StraightP50MS float64  `json:"straight_p50_ms"`
+		StraightP99MS float64  `json:"straight_p99_ms"`
+		AddedP50MS    float64  `json:"added_p50_ms"`
+		AddedP99MS    float64  `json:"added_p99_ms"`
+	}
+	jsonProxyCost struct {
+		Session              string  `json:"session"`
+		Files                int     `json:"files"`
+		Lines                int     `json:"lines"`
+		CallsStraight        int     `json:"calls_straight"`
+		CallsThrough         int     `json:"calls_through"`
+		ReadShareStraight    float64 `json:"read_share_straight"`
+		ReadShareThrough     float64 `json:"read_share_through"`
+		PricedStraight       float64 `json:"priced_input_straight"`
+		PricedThrough        float64 `json:"priced_input_through"`
+		PricedRatio          float64 `json:"priced_input_ratio"`
+		LargestStraight      int64   `json:"largest_request_straight"`
+		LargestThrough       int64   `json:"largest_request_through"`
+		AutoCompactThreshold int64   `json:"autocompact_threshold"`
+	}
+)
+
+// JSON writes the report as one JSON object.
+func (r Report) JSON(w io.Writer) error {
+	out := jsonReport{Machine: r.Machine, TookS: r.Took.Seconds()}
+	if len(r.Burst) > 0 {
+		var p50, p99 []float64
+		for _, b := range r.Burst {
+			p50, p99 = append(p50, ms(Percentile(b.Latencies, 50))), append(p99, ms(Percentile(b.Latencies, 99)))
+		}
+		t := r.Throughput()
+		out.Ingest = &jsonIngest{TurnsPerS: t, P50MS: Median(p50), P99MS: Median(p99),
+			RatioToPostgres: t / Median(r.RawPostgres), RatioToJetStream: t / Median(r.RawJetStream)}
+		out.Sustained = &jsonSustained{TurnsPerS: r.Sustained.Offered,
+			P50MS: ms(Percentile(r.Sustained.Latencies, 50)), P99MS: ms(Percentile(r.Sustained.Latencies, 99))}
+	}
+	for _, c := range r.Context {
+		out.Context = append(out.Context, jsonContext{Tokens: c.Tokens,
+			P50MS: ms(Percentile(c.Assemble, 50)), P99MS: ms(Percentile(c.Assemble, 99)),
+			SelectP50MS: ms(Percentile(c.Select, 50)), SelectP99MS: ms(Percentile(c.Select, 99))})
+	}
+	for _, p := range r.Proxy {
+		t50, t99, s50, s99 := p.percentiles()
+		out.Proxy = append(out.Proxy, jsonProxy{Tokens: p.Tokens, SentTokens: p.Sent, Samples: len(p.Through),
+			P50MS: t50, P99MS: t99, StraightP50MS: s50, StraightP99MS: s99, AddedP50MS: t50 - s50, AddedP99MS: t99 - s99})
+	}
+	for _, c := range r.ProxyCost {
+		ps, pt := upstream.PricedInput(c.Straight), upstream.PricedInput(c.Through)
+		out.ProxyCost = append(out.ProxyCost, jsonProxyCost{Session: c.Name, Files: c.Files, Lines: c.Lines,
+			CallsStraight: c.CallsStraight, CallsThrough: c.CallsThrough,
+			ReadShareStraight: upstream.ReadShare(c.Straight), ReadShareThrough: upstream.ReadShare(c.Through),
+			PricedStraight: ps, PricedThrough: pt, PricedRatio: pt / ps,
+			LargestStraight: c.LargestStraight, LargestThrough: c.LargestThrough, AutoCompactThreshold: c.Threshold})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

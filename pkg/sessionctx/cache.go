@@ -87,11 +87,21 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (
 	}
 	key := cacheKey{sess.TenantID, sess.SessionID}
 	held, heldCost, from, end := c.get(key, sess.KeepFrom)
-	added, err := fetchSince(ctx, tx, sess.SessionID, end)
+	added, err := fetchSince(ctx, tx, sess, end)
 	if err != nil {
 		return State{}, err
 	}
 	msgs := held
+	if end > sess.MessageCount {
+		// A newer read filled the cache past this read's session: show
+		// what this session's state describes (see fetchSince).
+		for i, m := range held {
+			if m.Position >= sess.MessageCount {
+				msgs = held[:i]
+				break
+			}
+		}
+	}
 	if len(added) > 0 {
 		msgs = make([]view.Message, 0, len(held)+len(added))
 		msgs = append(append(msgs, held...), added...)
@@ -118,19 +128,24 @@ const (
 )
 
 // fetchSince fetches and decodes the session's messages from position on,
-// a page at a time, pausing between pages when ctx carries a pacer.
-func fetchSince(ctx context.Context, tx *store.Tx, sessionID string, position int64) ([]view.Message, error) {
+// a page at a time, pausing between pages when ctx carries a pacer. It
+// stops at the session's count as read (sess): in READ COMMITTED each
+// statement sees what was committed before it, so a turn applied between
+// the session's read and a page's would otherwise add messages the
+// session's count, tokens and compaction state do not include.
+func fetchSince(ctx context.Context, tx *store.Tx, sess store.Session, position int64) ([]view.Message, error) {
 	pacer := limits.PacerFrom(ctx)
 	size := int32(pageRows)
 	if pacer != nil {
 		size = pacedPageRows
 	}
 	var out []view.Message
-	for {
-		rows, err := tx.MessagesPage(ctx, sessionID, position, size)
+	for position < sess.MessageCount {
+		rows, err := tx.MessagesPage(ctx, sess.SessionID, position, size)
 		if err != nil {
 			return nil, err
 		}
+		rows = throughCount(rows, sess)
 		page, err := Messages(rows)
 		if err != nil {
 			return nil, fmt.Errorf("sessionctx.Load: %w", err)
@@ -147,6 +162,18 @@ func fetchSince(ctx context.Context, tx *store.Tx, sessionID string, position in
 			return nil, err
 		}
 	}
+	return out, nil
+}
+
+// throughCount drops the rows past the session's count as read: those of
+// a turn applied after (see fetchSince).
+func throughCount(rows []store.Message, sess store.Session) []store.Message {
+	for i, r := range rows {
+		if r.Position >= sess.MessageCount {
+			return rows[:i]
+		}
+	}
+	return rows
 }
 
 // get returns the cached messages of key from position keepFrom on, what

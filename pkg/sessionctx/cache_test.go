@@ -244,3 +244,34 @@ func TestCacheReadsALargeSessionAPageAtATime(t *testing.T) {
 	require.EqualValues(t, n, c.Stats().Fetched)
 	require.Equal(t, 18*time.Millisecond, pacer.Rested(), "a rest after each full page")
 }
+
+// TestALoadShowsTheSessionAsItWasRead: a turn applied after the session's
+// row was read (in READ COMMITTED the next statement sees it) adds no
+// message to that read's context, from the store or from a cache a newer
+// read filled; the proxy's count of stored messages relies on it.
+func TestALoadShowsTheSessionAsItWasRead(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	e.round(t, "s", 1)
+	e.round(t, "s", 2)
+	before, err := e.store.GetSession(ctx, tenant, "s")
+	require.NoError(t, err)
+	e.round(t, "s", 3) // applied after the read above
+	c := sessionctx.NewCache(64 << 20)
+	e.load(t, c, "s") // a newer read fills the cache with round 3 too
+
+	for name, load := range map[string]func(tx *store.Tx) (sessionctx.State, error){
+		"cached": func(tx *store.Tx) (sessionctx.State, error) { return c.LoadFor(ctx, tx, before) },
+		"plain":  func(tx *store.Tx) (sessionctx.State, error) { return sessionctx.LoadFor(ctx, tx, before) },
+	} {
+		require.NoError(t, e.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+			st, err := load(tx)
+			require.NoError(t, err)
+			require.Len(t, st.Messages, int(before.MessageCount), "%s: the messages the session's row counts", name)
+			return nil
+		}))
+	}
+	fresh, _ := e.load(t, sessionctx.NewCache(64<<20), "s")
+	require.Greater(t, len(fresh.Messages), int(before.MessageCount), "round 3 did add messages")
+}

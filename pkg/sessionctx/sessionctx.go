@@ -48,7 +48,7 @@ func LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (State, erro
 	if err != nil {
 		return State{}, err
 	}
-	msgs, err := Messages(rows)
+	msgs, err := Messages(throughCount(rows, sess))
 	if err != nil {
 		return State{}, fmt.Errorf("sessionctx.Load: %w", err)
 	}
@@ -66,7 +66,7 @@ func LoadAll(ctx context.Context, tx *store.Tx, sessionID string) (State, []view
 	if err != nil {
 		return State{}, nil, err
 	}
-	all, err := Messages(rows)
+	all, err := Messages(throughCount(rows, sess))
 	if err != nil {
 		return State{}, nil, fmt.Errorf("sessionctx.LoadAll: %w", err)
 	}

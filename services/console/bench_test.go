@@ -3,7 +3,7 @@ package console
 import (
 	"net/http"
 	"net/http/httptest"
-	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,13 +42,21 @@ func BenchmarkSessionPage(b *testing.B) {
 	require.Equal(b, http.StatusOK, w.Code)
 	page := w.Body.String()
 	require.Equal(b, turns, strings.Count(page, "</td><td><code>"), "every turn is a row")
-	require.True(b, regexp.MustCompile(`The first 3\d\d messages are not listed`).MatchString(page), "the context lists its last 500 messages")
-	b.ResetTimer()
+	var took []time.Duration
 	for b.Loop() {
+		start := time.Now()
 		w := httptest.NewRecorder()
 		h.mux.ServeHTTP(w, req())
+		took = append(took, time.Since(start))
 		if w.Code != http.StatusOK {
 			b.Fatalf("status %d", w.Code)
 		}
 	}
+	// The goal is a p99 of 100 ms: report the spread, not only the mean.
+	slices.Sort(took)
+	at := func(p float64) float64 {
+		return float64(took[min(len(took)-1, int(p*float64(len(took))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(at(0.50), "p50-ms")
+	b.ReportMetric(at(0.99), "p99-ms")
 }

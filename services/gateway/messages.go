@@ -212,16 +212,11 @@ func sessionOf(r *http.Request, fields map[string]json.RawMessage) string {
 
 func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
-	releaseWork, releaseBody, ok := g.admitMessages(w, r, tenant)
+	req, body, releaseWork, release, ok := g.openMessages(w, r, tenant)
 	if !ok {
 		return
 	}
-	defer releaseBody()
-	req, body, ok := g.readMessagesRequest(w, r, tenant)
-	if !ok {
-		releaseWork()
-		return
-	}
+	defer release()
 	outcome := proxyPassthrough
 	if req.session != "" {
 		managed, err := g.manage(ctx, tenant, req, body, true)
@@ -283,6 +278,25 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	g.countProxy(ctx, outcome)
 }
 
+// openMessages admits a Messages API request (admitMessages) and reads it
+// (readMessagesRequest), answering the client when either fails. The
+// handler calls releaseWork once Mnemos's work on the request is done
+// (before the upstream's wait) and defers release, which gives back all
+// the request took.
+func (g *Gateway) openMessages(w http.ResponseWriter, r *http.Request, tenant string) (_ *messagesRequest, body []byte, releaseWork, release func(), ok bool) {
+	releaseWork, releaseBody, ok := g.admitMessages(w, r, tenant)
+	if !ok {
+		return nil, nil, nil, nil, false
+	}
+	release = func() { releaseWork(); releaseBody() }
+	req, body, ok := g.readMessagesRequest(w, r, tenant)
+	if !ok {
+		release()
+		return nil, nil, nil, nil, false
+	}
+	return req, body, releaseWork, release, true
+}
+
 // admitMessages admits a Messages API request before its body is read. It
 // counts against the tenant's concurrent_requests while it is read and
 // managed (releaseWork: the wait for the upstream is not counted, or an
@@ -318,16 +332,11 @@ func (g *Gateway) admitMessages(w http.ResponseWriter, r *http.Request, tenant s
 
 // countTokens answers count_tokens for the request as the proxy would send it.
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant string) {
-	releaseWork, releaseBody, ok := g.admitMessages(w, r, tenant)
+	req, body, releaseWork, release, ok := g.openMessages(w, r, tenant)
 	if !ok {
 		return
 	}
-	defer releaseBody()
-	req, body, ok := g.readMessagesRequest(w, r, tenant)
-	if !ok {
-		releaseWork()
-		return
-	}
+	defer release()
 	if req.session != "" {
 		managed, err := g.manage(r.Context(), tenant, req, body, false)
 		var f *refusal

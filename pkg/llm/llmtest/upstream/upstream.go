@@ -26,7 +26,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -91,8 +90,16 @@ func New(cfg Config) *Upstream {
 	return u
 }
 
+// TB is what Start needs of a test. testing.TB has it; naming it here
+// keeps the testing package out of the binaries that serve an upstream
+// with New (`mnemos bench`).
+type TB interface {
+	Helper()
+	Cleanup(func())
+}
+
 // Start serves a new upstream on a local port until the test ends.
-func Start(t testing.TB, cfg Config) *Upstream {
+func Start(t TB, cfg Config) *Upstream {
 	t.Helper()
 	u := New(cfg)
 	srv := httptest.NewServer(u)

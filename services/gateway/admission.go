@@ -176,11 +176,18 @@ func (g *Gateway) withBody(limit func() int64, next func(http.ResponseWriter, *h
 		if r.ContentLength >= 0 && r.ContentLength < size {
 			size = r.ContentLength
 		}
-		release, ok := g.admitCost(w, r, size*bodyFactor, fmt.Sprintf("a body of %d bytes", size))
+		cost := size * bodyFactor
+		release, ok := g.admitCost(w, r, cost, fmt.Sprintf("a body of %d bytes", size))
 		if !ok {
 			return
 		}
 		defer release()
+		if g.admission.isHeavy(cost) {
+			// Reading, decoding and checking a large body takes a core for
+			// a while: it gets what other requests leave.
+			limits.Background(func() { next(w, r, tenant) })
+			return
+		}
 		next(w, r, tenant)
 	}
 }

@@ -389,7 +389,16 @@ func (gt *renderGate) done() {
 // the request away.
 func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate) (context.Context, ContextBody, encodedContext, bool, error) {
 	for {
-		body, parts, blocked, err := g.assemble(ctx, tenant, id, set, m, gate)
+		var body ContextBody
+		var parts encodedContext
+		var blocked bool
+		var err error
+		assemble := func() { body, parts, blocked, err = g.assemble(ctx, tenant, id, set, m, gate) }
+		if limits.PacerFrom(ctx) != nil {
+			limits.Background(assemble) // a heavy render, paced, gets what others leave
+		} else {
+			assemble()
+		}
 		if !errors.Is(err, errHeavyRender) {
 			return ctx, body, parts, blocked, err
 		}

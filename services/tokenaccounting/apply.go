@@ -462,6 +462,22 @@ func (s *Service) write(ctx context.Context, tx *store.Tx, plan turnPlan, waited
 			return err
 		}
 	}
+	added := plan.added
+	if pacer := limits.PacerFrom(ctx); pacer != nil {
+		// A heavy event: its messages go in pages, resting between them,
+		// so Postgres inserts them at a fraction of a core. One
+		// transaction still holds them all: bad content leaves none.
+		for len(added) > pacedInsertRows {
+			page := added[:pacedInsertRows]
+			if err := tx.Pipeline(ctx, func(p *store.Tx) error { return insertMessages(ctx, p, page) }); err != nil {
+				return err
+			}
+			added = added[pacedInsertRows:]
+			if err := pacer.Pause(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	return tx.Pipeline(ctx, func(p *store.Tx) error {
 		for _, d := range plan.decisions {
 			if d.Recorded {
@@ -480,10 +496,8 @@ func (s *Service) write(ctx context.Context, tx *store.Tx, plan turnPlan, waited
 				return err
 			}
 		}
-		for _, m := range plan.added {
-			if _, err := p.InsertMessage(ctx, m); err != nil {
-				return err
-			}
+		if err := insertMessages(ctx, p, added); err != nil {
+			return err
 		}
 		for _, e := range rows {
 			if err := p.Enqueue(ctx, e); err != nil {
@@ -495,6 +509,20 @@ func (s *Service) write(ctx context.Context, tx *store.Tx, plan turnPlan, waited
 		}
 		return p.SaveSession(ctx, plan.next)
 	})
+}
+
+// pacedInsertRows is how many messages a heavy event inserts between rests:
+// a few milliseconds of Postgres's work.
+const pacedInsertRows = 200
+
+// insertMessages queues the inserts of msgs on a pipelined transaction.
+func insertMessages(ctx context.Context, p *store.Tx, msgs []store.Message) error {
+	for _, m := range msgs {
+		if _, err := p.InsertMessage(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stale reports whether a response's usage was measured on the context as it

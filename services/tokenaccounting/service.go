@@ -47,6 +47,11 @@ type Config struct {
 	// others' requests.
 	Heavy      limits.Heavy
 	HeavyBytes int
+	// A heavy event's rows are written paced (limits.Pacer): the writes
+	// rest HeavyRest after each HeavyWork, so the Postgres backend applying
+	// them leaves the machine's cores to other tenants' requests; HeavyRest
+	// 0 paces nothing.
+	HeavyWork, HeavyRest time.Duration
 	// Limits admits the events published straight to NATS against their
 	// tenant's limits (the gateway admits its own); nil admits everything.
 	Limits *limits.Limiter
@@ -62,6 +67,8 @@ func DefaultConfig() Config {
 
 		SessionLockWait: 200 * time.Millisecond,
 		HeavyBytes:      4 << 20,
+		HeavyWork:       2 * time.Millisecond,
+		HeavyRest:       10 * time.Millisecond,
 
 		SessionsCountInterval: 15 * time.Second,
 	}
@@ -150,7 +157,19 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 			return err
 		}
 		defer release()
+		// Decoding and applying a large event takes a core for a while:
+		// it gets what the process's other work leaves.
+		if s.cfg.HeavyRest > 0 {
+			ctx = limits.WithPacer(ctx, limits.NewPacer(s.cfg.HeavyWork, s.cfg.HeavyRest))
+		}
+		limits.Background(func() { err = s.handle(ctx, m) })
+		return err
 	}
+	return s.handle(ctx, m)
+}
+
+// handle decodes, admits and applies one turn.completed message.
+func (s *Service) handle(ctx context.Context, m bus.Message) error {
 	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
 	if err != nil {
 		s.metrics.rejected(ctx, "bad_subject")

@@ -525,3 +525,57 @@ func TestPostgresBackendsKilledUnderLoadLoseNothing(t *testing.T) {
 	}
 	require.Zero(t, h.metrics.Sum("mnemos.bus.deliveries", "result", "dead_lettered"), "an outage dead-letters nothing")
 }
+
+// TestAHeavyEventIsAppliedPacedAndWhole: an event of at least HeavyBytes
+// is applied with its messages inserted a page at a time, resting between
+// pages; it still lands whole, in order, in one transaction, and its
+// redelivery changes nothing.
+func TestAHeavyEventIsAppliedPacedAndWhole(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(c *tokenaccounting.Config) {
+		c.HeavyBytes = 16 << 10
+		c.HeavyWork, c.HeavyRest = time.Millisecond, time.Millisecond
+	})
+	const n = 1_001 // five pages and a last one that is not full
+	inputs := make([]turn.Message, n-1)
+	for i := range inputs {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		inputs[i] = turn.Message{UUID: fmt.Sprintf("heavy-m%04d", i), Role: role, Content: turn.Content{{Type: "text", Text: fmt.Sprintf("message %d of a long pasted history", i)}}}
+	}
+	ev := turn.Event{
+		Schema: turn.SchemaV1, EventID: "ev-heavy-1", TenantID: tenant, SessionID: "heavy", Seq: 1,
+		Model: "claude-sonnet-4-5", ContextWindow: 200_000, MaxOutputTokens: 32_000,
+		InputMessages: inputs, Response: &turn.Message{UUID: "heavy-r", Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: "text", Text: "read it all"}}},
+		Usage:      &turn.Usage{InputTokens: 9_000, OutputTokens: 4},
+		OccurredAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+	}
+	data, err := json.Marshal(ev)
+	require.NoError(t, err)
+	require.Greater(t, len(data), 16<<10, "the event is heavy")
+	h.publish(t, ev, ev.EventID)
+	h.publish(t, ev, ev.EventID+"-again") // a redelivery under another id
+	h.waitApplied(t, map[string]int64{"heavy": 1})
+	h.waitOutboxEmpty(t)
+
+	ctx := context.Background()
+	s, err := h.store.GetSession(ctx, tenant, "heavy")
+	require.NoError(t, err)
+	require.EqualValues(t, n, s.MessageCount)
+	var rows, firstPos, lastPos int64
+	var lastUUID string
+	require.NoError(t, pgtest.Admin(t, h.store).QueryRow(ctx,
+		`SELECT count(*), min(position), max(position), (SELECT uuid FROM messages WHERE session_id = 'heavy' ORDER BY position DESC LIMIT 1)
+		 FROM messages WHERE session_id = 'heavy'`).Scan(&rows, &firstPos, &lastPos, &lastUUID))
+	require.EqualValues(t, n, rows, "every message stored once")
+	require.Zero(t, firstPos)
+	require.EqualValues(t, n-1, lastPos, "positions without a gap")
+	require.Equal(t, "heavy-r", lastUUID, "the response last")
+	var total int64
+	require.NoError(t, pgtest.Admin(t, h.store).QueryRow(ctx,
+		`SELECT max(bytes_through) FROM messages WHERE session_id = 'heavy'`).Scan(&total))
+	require.Equal(t, s.MessageBytes, total, "the session's size is its last message's running total")
+	require.Len(t, h.collect(t, bus.StreamEvents, "turn.accounted.>"), 1, "one turn.accounted")
+}

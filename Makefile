@@ -35,11 +35,15 @@ CHAOS_TEST := TestClusterLosesNothingWhenNodesAndReplicasDie
 CHAOS_RUNS ?= 3
 .PHONY: test-cluster
 test-cluster: ## the three-node JetStream cluster tests of tests/faults: chaos once, and a target started without a leader
-	|TestATargetStartedWhileTheCluster)' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
+	set -o pipefail; $(GO) test -count=1 -timeout=10m -v -run '^($(CHAOS_TEST)|TestATargetStartedWhileTheClusterHasNoLeaderWaitsForIt)$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
 
 .PHONY: test-chaos
-test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (MNEMOS_CHAOS_SEED replays one)
+test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (MNEMOS_CHAOS_SEED replays one; nodes sync always, MNEMOS_CHAOS_SYNC=default for the server's)
 	set -o pipefail; $(GO) test -count=$(CHAOS_RUNS) -timeout=10m -v -run '^$(CHAOS_TEST)$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
+
+.PHONY: bench-cluster
+bench-cluster: ## ingest on the three-node cluster with 1, 2, 3 accountants, JetStream sync default and always: one table (docs/scaling.md), about 5 minutes
+	set -o pipefail; MNEMOS_BENCH_CLUSTER=1 $(GO) test -count=1 -timeout=15m -v -run '^TestClusterIngestThroughput$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|^\||CPU per turn|turns/s|JetStream sync'
 
 # Every fuzz target, as <package>:<FuzzName>; add new ones here.
 FUZZ_TARGETS := \

@@ -2,7 +2,12 @@ package proctest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,15 +25,39 @@ type Cluster struct {
 	names []string
 }
 
+// ClusterOptions configure every node of a cluster.
+type ClusterOptions struct {
+	// Sync is the nodes' JetStream sync_interval: "always" (fsync after
+	// every write, before the acknowledgement), an interval such as "10s",
+	// or empty for the server's default (every two minutes).
+	Sync string
+}
+
 // StartCluster starts n nats-server nodes forming one JetStream cluster and
 // waits until JetStream answers on every node with a meta leader elected.
 // The nodes are killed when t ends.
 func StartCluster(t testing.TB, bins Binaries, n int) *Cluster {
 	t.Helper()
-	client, route := make([]int, n), make([]int, n)
+	return StartClusterWith(t, bins, n, ClusterOptions{})
+}
+
+// StartClusterWith is StartCluster with every node configured by opts.
+func StartClusterWith(t testing.TB, bins Binaries, n int, opts ClusterOptions) *Cluster {
+	t.Helper()
+	var conf []string
+	if opts.Sync != "" {
+		// The command line has no flag for it: a configuration file holds
+		// it, and the flags below add everything else.
+		file := filepath.Join(t.TempDir(), "nats.conf")
+		if err := os.WriteFile(file, fmt.Appendf(nil, "jetstream {\n  sync_interval: %q\n}\n", opts.Sync), 0o600); err != nil {
+			t.Fatalf("proctest: %v", err)
+		}
+		conf = []string{"-c", file}
+	}
+	client, route, monitor := make([]int, n), make([]int, n), make([]int, n)
 	var routes []string
 	for i := range n {
-		client[i], route[i] = freePort(t), freePort(t)
+		client[i], route[i], monitor[i] = freePort(t), freePort(t), freePort(t)
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(route[i]))
 	}
 	c := &Cluster{}
@@ -37,10 +66,10 @@ func StartCluster(t testing.TB, bins Binaries, n int) *Cluster {
 		url := "nats://127.0.0.1:" + strconv.Itoa(client[i])
 		p := &Process{
 			name: "nats-" + name, bin: bins.NATSServer, env: cleanEnv(), t: t,
-			args: []string{
-				"-n", name, "-a", "127.0.0.1", "-p", strconv.Itoa(client[i]), "-js", "-sd", t.TempDir(),
+			args: append(slices.Clone(conf),
+				"-n", name, "-a", "127.0.0.1", "-p", strconv.Itoa(client[i]), "-m", strconv.Itoa(monitor[i]), "-js", "-sd", t.TempDir(),
 				"--cluster_name", "mnemos", "--cluster", routes[i], "--routes", strings.Join(routes, ","),
-			},
+			),
 			// A node alone cannot answer for JetStream until the others
 			// are up: each is ready once it listens; the cluster below.
 			ready: func(ctx context.Context, p *Process) error {
@@ -57,7 +86,7 @@ func StartCluster(t testing.TB, bins Binaries, n int) *Cluster {
 			},
 		}
 		p.start(t)
-		c.Nodes = append(c.Nodes, &NATS{Process: p, url: url})
+		c.Nodes = append(c.Nodes, &NATS{Process: p, url: url, monitor: "http://127.0.0.1:" + strconv.Itoa(monitor[i])})
 		c.names = append(c.names, name)
 	}
 	deadline := time.Now().Add(readyTimeout)
@@ -119,4 +148,34 @@ func (c *Cluster) StreamLeader(ctx context.Context, stream string) (*NATS, error
 		}
 	}
 	return nil, fmt.Errorf("proctest: stream %s has no leader now (%q)", stream, info.Cluster.Leader)
+}
+
+// JetStreamSync is how the node's JetStream syncs its files, as its
+// monitoring endpoint (/varz) reports it: always after every write, or every
+// interval.
+func (n *NATS) JetStreamSync(ctx context.Context) (always bool, interval time.Duration, err error) {
+	if n.monitor == "" {
+		return false, 0, fmt.Errorf("proctest: %s has no monitoring port", n.name)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.monitor+"/varz", nil)
+	if err != nil {
+		return false, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, 0, fmt.Errorf("proctest: %s /varz: %w", n.name, err)
+	}
+	defer resp.Body.Close()
+	var varz struct {
+		JetStream struct {
+			Config struct {
+				SyncInterval time.Duration `json:"sync_interval"`
+				SyncAlways   bool          `json:"sync_always"`
+			} `json:"config"`
+		} `json:"jetstream"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&varz); err != nil {
+		return false, 0, fmt.Errorf("proctest: %s /varz: %w", n.name, err)
+	}
+	return varz.JetStream.Config.SyncAlways, varz.JetStream.Config.SyncInterval, nil
 }

@@ -490,7 +490,8 @@ func SumMetric(r io.Reader, name string, labels map[string]string) (float64, err
 // directory that stay the same across restarts.
 type NATS struct {
 	*Process
-	url string
+	url     string
+	monitor string // the monitoring endpoint's base URL; empty when it has none
 }
 
 // StartNATS starts a nats-server with JetStream on a free port, its store in
@@ -544,4 +545,14 @@ func freePort(t testing.TB) int {
 	}
 	defer func() { _ = ln.Close() }() // only its port number was wanted
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// CPUTime is the CPU time the current run of the process has used so far
+// (see the package's CPUTime).
+func (p *Process) CPUTime() (time.Duration, error) {
+	pid := p.Pid()
+	if pid == 0 {
+		return 0, fmt.Errorf("proctest: %s is not started", p.name)
+	}
+	return CPUTime(pid)
 }

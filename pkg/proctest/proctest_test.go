@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -67,4 +68,22 @@ func TestListeningAddrs(t *testing.T) {
 	addrs, err = proctest.ListeningAddrs(os.Getpid())
 	require.NoError(t, err)
 	require.NotContains(t, addrs, netip.MustParseAddrPort(ln.Addr().String()), "a closed listener is gone")
+}
+
+// TestCPUTime: the process's CPU time grows by about what a busy loop on
+// one goroutine spent, never by less than the loop's CPU can be.
+func TestCPUTime(t *testing.T) {
+	before, err := proctest.CPUTime(os.Getpid())
+	require.NoError(t, err)
+	var sink uint64
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		for i := range 10_000 {
+			sink += uint64(i) * sink
+		}
+	}
+	after, err := proctest.CPUTime(os.Getpid())
+	require.NoError(t, err)
+	require.Greater(t, after, before, "a busy loop of 300 ms used CPU (%d)", sink)
+	_, err = proctest.CPUTime(1 << 30)
+	require.Error(t, err, "no such process")
 }

@@ -103,19 +103,25 @@ func (l *Ledger) Allow(ctx context.Context, tenant string) error {
 	if err != nil {
 		return fmt.Errorf("llmledger.Allow: %w", err)
 	}
-	tokenLimit, moneyLimit := set.LLM.DailyTokenBudget, set.LLM.DailyBudgetUSD
-	if tokenLimit <= 0 && moneyLimit <= 0 {
+	if set.LLM.DailyTokenBudget <= 0 && set.LLM.DailyBudgetUSD <= 0 {
 		return nil
 	}
 	used, cost, err := l.store.LLMSpentOnDay(ctx, tenant, l.now())
 	if err != nil {
 		return fmt.Errorf("llmledger.Allow: %w", err)
 	}
-	if tokenLimit > 0 && used >= tokenLimit {
-		return fmt.Errorf("tenant %s used %d of its %d tokens today (llm.daily_token_budget): %w", tenant, used, tokenLimit, llm.ErrBudgetExhausted)
+	return Check(tenant, set.LLM, used, llm.USD(cost))
+}
+
+// Check is the budgets' verdict on a tenant that has used tokens costing
+// cost today: nil, or an error wrapping llm.ErrBudgetExhausted that names
+// the budget spent and by how much.
+func Check(tenant string, set tenantcfg.LLM, tokens int64, cost llm.USD) error {
+	if limit := set.DailyTokenBudget; limit > 0 && tokens >= limit {
+		return fmt.Errorf("tenant %s used %d of its %d tokens today (llm.daily_token_budget): %w", tenant, tokens, limit, llm.ErrBudgetExhausted)
 	}
-	if moneyLimit > 0 && llm.USD(cost) >= moneyLimit {
-		return fmt.Errorf("tenant %s spent $%s of its $%s today (llm.daily_budget_usd): %w", tenant, llm.USD(cost), moneyLimit, llm.ErrBudgetExhausted)
+	if limit := set.DailyBudgetUSD; limit > 0 && cost >= limit {
+		return fmt.Errorf("tenant %s spent $%s of its $%s today (llm.daily_budget_usd): %w", tenant, cost, limit, llm.ErrBudgetExhausted)
 	}
 	return nil
 }

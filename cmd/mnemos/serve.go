@@ -339,6 +339,11 @@ func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store
 		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself, saves only explicit requests and corrections as memories and picks memories to recall by BM25 (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
 	}
 	banner("llm           %s", d.llmName)
+	for _, model := range cfg.LLM.Models() {
+		if _, ok := cfg.LLMPrices.Lookup(model); !ok {
+			log.Warn("a model has no price: its calls are recorded at no cost and llm.daily_budget_usd does not bound them; give it one in MNEMOS_LLM_PRICES", "model", model)
+		}
+	}
 	if !needsRecall {
 		return d, nil
 	}

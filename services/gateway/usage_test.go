@@ -46,9 +46,9 @@ func TestUsageReportsCostByServiceAndDay(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Sonnet at list price: $3 in, $15 out, $3.75 cache write, $0.30 cache read per million.
-	call("acme", yesterday, llm.TaskCompaction, "claude-sonnet-4-5", llm.Usage{InputTokens: 100_000, OutputTokens: 2_000}) // 0.3 + 0.03
+	call("acme", yesterday, llm.TaskCompaction, "claude-sonnet-4-5", llm.Usage{InputTokens: 100_000, OutputTokens: 2_000})    // 0.3 + 0.03
 	call("acme", yesterday, llm.TaskNotes, "claude-sonnet-4-5", llm.Usage{CacheWriteTokens: 10_000, CacheReadTokens: 50_000}) // 0.0375 + 0.015
-	call("acme", today, llm.TaskCompaction, "claude-sonnet-4-5", llm.Usage{InputTokens: 200_000, OutputTokens: 4_000})     // 0.6 + 0.06
+	call("acme", today, llm.TaskCompaction, "claude-sonnet-4-5", llm.Usage{InputTokens: 200_000, OutputTokens: 4_000})        // 0.6 + 0.06
 	// Haiku at acme's own price: $2 in, $10 out.
 	call("acme", today, llm.TaskRecall, "claude-haiku-4-5", llm.Usage{InputTokens: 1_000, OutputTokens: 100}) // 0.002 + 0.001
 	call("globex", today, llm.TaskRecall, "claude-haiku-4-5", llm.Usage{InputTokens: 1_000, OutputTokens: 100})

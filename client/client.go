@@ -259,6 +259,23 @@ func (c *Client) ListScopes(ctx context.Context, opts ListOptions) (ScopeList, e
 	return out, err
 }
 
+// GetUsage reads the tenant's model usage and its cost by UTC day and
+// service, from and to being YYYY-MM-DD days ("" for the server's defaults:
+// the last 30 days), with today's spending against the daily budgets.
+func (c *Client) GetUsage(ctx context.Context, from, to string) (TenantUsage, error) {
+	var out TenantUsage
+	r := get("/v1/usage")
+	r.query = url.Values{}
+	if from != "" {
+		r.query.Set("from", from)
+	}
+	if to != "" {
+		r.query.Set("to", to)
+	}
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
 // PatchSession sets a session's switches and returns the session.
 func (c *Client) PatchSession(ctx context.Context, id string, patch SessionPatch) (Session, error) {
 	var out Session

@@ -83,6 +83,49 @@ type ScopeSummary struct {
 	LastConsolidatedAt *time.Time `json:"last_consolidated_at,omitempty"`
 }
 
+// UsageRow is the model calls of one UTC day, task (the service that made
+// them), provider and model (Usage.Rows); of one day (Usage.Days); or of one
+// task (Usage.Tasks). CostUSD is exact dollars as a decimal string,
+// CostNanoUSD the same in 10⁻⁹ dollars.
+type UsageRow struct {
+	Day              string `json:"day,omitempty"`
+	Task             string `json:"task,omitempty"`
+	Provider         string `json:"provider,omitempty"`
+	Model            string `json:"model,omitempty"`
+	Calls            int64  `json:"calls"`
+	FailedCalls      int64  `json:"failed_calls"`
+	InputTokens      int64  `json:"input_tokens"`
+	OutputTokens     int64  `json:"output_tokens"`
+	CacheReadTokens  int64  `json:"cache_read_tokens"`
+	CacheWriteTokens int64  `json:"cache_write_tokens"`
+	Tokens           int64  `json:"tokens"`
+	CostUSD          string `json:"cost_usd"`
+	CostNanoUSD      int64  `json:"cost_nanousd"`
+}
+
+// UsageBudget is today's spending against the tenant's daily budgets;
+// Reason says which is spent when Exhausted.
+type UsageBudget struct {
+	Day              string `json:"day"`
+	Tokens           int64  `json:"tokens"`
+	CostUSD          string `json:"cost_usd"`
+	DailyTokenBudget int64  `json:"daily_token_budget"`
+	DailyBudgetUSD   string `json:"daily_budget_usd"`
+	Exhausted        bool   `json:"exhausted"`
+	Reason           string `json:"reason,omitempty"`
+}
+
+// TenantUsage is the tenant's model usage from From to To (UTC days).
+type TenantUsage struct {
+	From   string      `json:"from"`
+	To     string      `json:"to"`
+	Rows   []UsageRow  `json:"rows"`
+	Days   []UsageRow  `json:"days"`
+	Tasks  []UsageRow  `json:"tasks"`
+	Total  UsageRow    `json:"total"`
+	Budget UsageBudget `json:"budget"`
+}
+
 // ScopeList is a page of scopes; NextCursor is "" on the last page.
 type ScopeList struct {
 	Items      []ScopeSummary `json:"items"`

@@ -127,6 +127,9 @@ type Config struct {
 	// MNEMOS_LLM_MODEL (default model), MNEMOS_LLM_MODEL_<TASK> (per task:
 	// COMPACTION, NOTES, EXTRACTION, RECALL, DREAMING), MNEMOS_LLM_TIMEOUT.
 	LLM providers.Config
+	// LLMPrices (MNEMOS_LLM_PRICES over llm.DefaultPrices) price every
+	// model call, beneath each tenant's own prices.
+	LLMPrices llm.Prices
 
 	ContextWait time.Duration // MNEMOS_CONTEXT_WAIT: a blocked context request waits this long for its compaction
 	// CompactionLease (MNEMOS_COMPACTION_LEASE) is how long a compaction's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -206,6 +207,8 @@ var configTable = []configVar{
 		doc: "the model of dreams (consolidation)"},
 	{env: "MNEMOS_LLM_TIMEOUT", def: durationText(anthropic.DefaultTimeout), field: llmTimeoutField, targets: modelTargets(),
 		doc: "one model call"},
+	{env: "MNEMOS_LLM_PRICES", defDoc: "the list prices (`llm.DefaultPrices`)", field: llmPricesField, targets: modelTargets(),
+		doc: "prices of models over the list prices, as JSON: `{\"<model or family>\": {\"input\": 3, \"output\": 15, \"cache_write\": 3.75, \"cache_read\": 0.3}}` in dollars per million tokens, every kind named; a tenant's `llm.prices` win over them (see [token accounting](token-accounting.md#money))"},
 
 	// Logs, gauges, the runtime
 	{env: "MNEMOS_LOG_LEVEL", def: "info", field: logLevelField,
@@ -462,6 +465,33 @@ var llmTimeoutField = func() field {
 	}
 	return f
 }()
+
+// llmPricesField reads MNEMOS_LLM_PRICES over the list prices.
+var llmPricesField = field{
+	parse: func(c *Config, v string) error {
+		c.LLMPrices = llm.DefaultPrices()
+		if strings.TrimSpace(v) == "" {
+			return nil
+		}
+		var own llm.Prices
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&own); err != nil {
+			return fmt.Errorf("want a JSON object of prices: %w", err)
+		}
+		if err := own.Validate(); err != nil {
+			return err
+		}
+		c.LLMPrices = c.LLMPrices.With(own)
+		return nil
+	},
+	show: func(c *Config) string {
+		if c.vars["MNEMOS_LLM_PRICES"] == "" {
+			return "the list prices"
+		}
+		return c.vars["MNEMOS_LLM_PRICES"]
+	},
+}
 
 // ---------------------------------------------------------------------------
 // Checks across variables

@@ -322,7 +322,7 @@ func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store
 		return d, nil
 	}
 	// The model provider, guarded: budgets, timeouts, retries, usage records.
-	ledger := llmledger.New(st, settings)
+	ledger := llmledger.New(st, settings, llmledger.WithPrices(cfg.LLMPrices))
 	rawLLM, err := providers.New(cfg.LLM, map[llm.Task]builtin.Handler{
 		llm.TaskCompaction: compaction.BuiltinSummarizer,
 		llm.TaskNotes:      sessionnotes.Builtin,
@@ -333,12 +333,17 @@ func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store
 	if err != nil {
 		return nil, err
 	}
-	d.provider = llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Meter: metrics.Meter("llm"), TracerProvider: tp})
+	d.provider = llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Pricer: ledger, Meter: metrics.Meter("llm"), TracerProvider: tp})
 	d.llmName = rawLLM.Name()
 	if d.llmName == builtin.Name {
 		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself, saves only explicit requests and corrections as memories and picks memories to recall by BM25 (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")
 	}
 	banner("llm           %s", d.llmName)
+	for _, model := range cfg.LLM.Models() {
+		if _, ok := cfg.LLMPrices.Lookup(model); !ok {
+			log.Warn("a model has no price: its calls are recorded at no cost and llm.daily_budget_usd does not bound them; give it one in MNEMOS_LLM_PRICES", "model", model)
+		}
+	}
 	if !needsRecall {
 		return d, nil
 	}

@@ -26,6 +26,11 @@ type Recorder interface {
 	Record(ctx context.Context, c Call) error
 }
 
+// Pricer says what a call cost, by its tenant's prices.
+type Pricer interface {
+	Cost(ctx context.Context, c Call) (USD, error)
+}
+
 // Call is one guarded call as recorded: all its attempts together.
 type Call struct {
 	Tenant   string
@@ -34,7 +39,9 @@ type Call struct {
 	// Model is the model that answered, else the one asked for (may be "").
 	Model string
 	// Usage is the sum over the attempts that reported any.
-	Usage    Usage
+	Usage Usage
+	// Cost is what Usage cost, by the Pricer (0 without one).
+	Cost     USD
 	Attempts int
 	Duration time.Duration
 	// At is when the call started.
@@ -60,8 +67,8 @@ func (c Call) Outcome() string {
 }
 
 // ErrBudgetExhausted is what a Budget's refusal wraps when the tenant's
-// tokens are spent.
-var ErrBudgetExhausted = errors.New("token budget exhausted")
+// daily budget, of tokens or of money, is spent.
+var ErrBudgetExhausted = errors.New("budget exhausted")
 
 // Defaults of GuardOptions.
 const (
@@ -90,6 +97,9 @@ type GuardOptions struct {
 	Budget Budget
 	// Recorder, when set, records every call that reached the provider.
 	Recorder Recorder
+	// Pricer, when set, prices every call that reached the provider
+	// (Call.Cost) before it is recorded and counted (mnemos.llm.cost).
+	Pricer Pricer
 	// Meter, when set, counts tokens (mnemos.llm.tokens) and calls
 	// (mnemos.llm.calls), and times them (mnemos.llm.duration).
 	Meter metric.Meter
@@ -202,13 +212,24 @@ func (g *guarded) Complete(ctx context.Context, req Request) (Response, error) {
 	if call.Model == "" {
 		call.Model = req.Model
 	}
+	var perr error
+	if g.o.Pricer != nil {
+		// A call that could not be priced is recorded at no cost, and the
+		// caller is told.
+		if call.Cost, perr = g.o.Pricer.Cost(context.WithoutCancel(ctx), call); perr != nil {
+			call.Cost, perr = 0, fmt.Errorf("llm: price the call: %w", perr)
+		}
+	}
 	g.endSpan(span, req, call, resp)
 	g.m.call(ctx, call)
 	if g.o.Recorder != nil {
 		// The call happened even when the caller has given up on it.
 		if rerr := g.o.Recorder.Record(context.WithoutCancel(ctx), call); rerr != nil {
-			return resp, errors.Join(err, fmt.Errorf("llm: record usage: %w", rerr))
+			return resp, errors.Join(err, perr, fmt.Errorf("llm: record usage: %w", rerr))
 		}
+	}
+	if perr != nil {
+		return resp, errors.Join(err, perr)
 	}
 	return resp, err
 }
@@ -282,6 +303,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // guardMetrics are the instruments Guard counts with.
 type guardMetrics struct {
 	tokens   metric.Int64Counter
+	cost     metric.Int64Counter
 	calls    metric.Int64Counter
 	duration metric.Float64Histogram
 }
@@ -296,6 +318,11 @@ func newGuardMetrics(m metric.Meter) guardMetrics {
 	if err != nil {
 		tokens, _ = fallback.Int64Counter("mnemos.llm.tokens")
 	}
+	cost, err := m.Int64Counter("mnemos.llm.cost", metric.WithUnit("{nanodollar}"),
+		metric.WithDescription("What LLM calls cost by the tenant's prices, in nano-dollars (10^-9 USD), by tenant, task, provider and model."))
+	if err != nil {
+		cost, _ = fallback.Int64Counter("mnemos.llm.cost")
+	}
 	calls, err := m.Int64Counter("mnemos.llm.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("LLM calls, by tenant, task, provider and outcome (ok or the error kind)."))
 	if err != nil {
@@ -306,7 +333,7 @@ func newGuardMetrics(m metric.Meter) guardMetrics {
 	if err != nil {
 		duration, _ = fallback.Float64Histogram("mnemos.llm.duration")
 	}
-	return guardMetrics{tokens: tokens, calls: calls, duration: duration}
+	return guardMetrics{tokens: tokens, cost: cost, calls: calls, duration: duration}
 }
 
 func (m guardMetrics) call(ctx context.Context, c Call) {
@@ -316,6 +343,9 @@ func (m guardMetrics) call(ctx context.Context, c Call) {
 		attribute.String("provider", c.Provider),
 	}
 	m.calls.Add(ctx, 1, metric.WithAttributes(append(base, attribute.String("outcome", c.Outcome()))...))
+	if c.Cost > 0 {
+		m.cost.Add(ctx, int64(c.Cost), metric.WithAttributes(append(base, attribute.String("model", c.Model))...))
+	}
 	m.duration.Record(ctx, c.Duration.Seconds(), metric.WithAttributes(
 		attribute.String("task", string(c.Task)), attribute.String("provider", c.Provider), attribute.String("outcome", c.Outcome())))
 	for _, k := range []struct {

@@ -124,7 +124,7 @@ const (
 	KindRateLimited ErrorKind = "rate_limited"
 	KindServer      ErrorKind = "server"
 	KindTimeout     ErrorKind = "timeout"
-	// KindBudget: the tenant's token budget is spent.
+	// KindBudget: the tenant's daily budget (of tokens or of money) is spent.
 	KindBudget ErrorKind = "budget_exhausted"
 	// KindBadResponse: the answer could not be used (empty, or not the JSON asked for).
 	KindBadResponse ErrorKind = "bad_response"

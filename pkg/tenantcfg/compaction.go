@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -152,12 +153,27 @@ type LLM struct {
 	// DailyTokenBudget bounds the tokens the tenant's model calls may use per
 	// UTC day, every task together; 0 means no bound.
 	DailyTokenBudget int64 `json:"daily_token_budget"`
+	// DailyBudgetUSD bounds what the tenant's model calls may cost per UTC
+	// day, every task together, by the tenant's prices; 0 means no bound.
+	// Its JSON is a number of dollars ("daily_budget_usd": 2.5).
+	DailyBudgetUSD llm.USD `json:"daily_budget_usd"`
+	// Prices are the tenant's own prices of models, in dollars per million
+	// tokens, over the process's table (MNEMOS_LLM_PRICES over the list
+	// prices): a model's key here wins over the table's. Each price names
+	// input, output, cache_write and cache_read.
+	Prices llm.Prices `json:"prices,omitempty"`
 }
 
 // Validate reports settings that cannot work.
 func (l LLM) Validate() error {
 	if l.DailyTokenBudget < 0 {
 		return fmt.Errorf("llm: daily_token_budget must not be negative, got %d", l.DailyTokenBudget)
+	}
+	if l.DailyBudgetUSD < 0 {
+		return fmt.Errorf("llm: daily_budget_usd must not be negative, got %s", l.DailyBudgetUSD)
+	}
+	if err := l.Prices.Validate(); err != nil {
+		return fmt.Errorf("llm: prices: %w", err)
 	}
 	return nil
 }

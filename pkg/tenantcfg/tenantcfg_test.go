@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -51,13 +52,30 @@ func TestOverlayRefusesWhatCannotWork(t *testing.T) {
 		`[1, 2]`:                                "cannot unmarshal",
 		`{"limits": {"events_per_second": -5}}`: "events_per_second",
 		`{"limits": {"events_burst": 0}}`:       "events_burst",
-		`{"limits": {"active_sessions": 10, "active_minutes": 0}}`: "active_minutes",
-		`{"compaction": {"min_retention": 1.5}}`:                   "min_retention",
-		`{"compaction": {"min_retention": -0.1}}`:                  "min_retention",
+		`{"limits": {"active_sessions": 10, "active_minutes": 0}}`:                                         "active_minutes",
+		`{"compaction": {"min_retention": 1.5}}`:                                                           "min_retention",
+		`{"compaction": {"min_retention": -0.1}}`:                                                          "min_retention",
+		`{"llm": {"daily_budget_usd": -1}}`:                                                                "negative",
+		`{"llm": {"daily_budget_usd": 0.0000000001}}`:                                                      "more than 9 decimals",
+		`{"llm": {"prices": {"claude-sonnet-4-5": {"input": 2}}}}`:                                         "names no cache_read, cache_write, output",
+		`{"llm": {"prices": {"m": {"input": 1, "output": 1, "cache_write": 1, "cache_read": -1}}}}`:        "negative",
+		`{"llm": {"prices": {"m": {"input": 1, "output": 1, "cache_write": 1, "cache_read": 1, "x": 1}}}}`: "unknown field",
+		`{"llm": {"prices": {"": {"input": 1, "output": 1, "cache_write": 1, "cache_read": 1}}}}`:          "names no model",
 	} {
 		_, err := tenantcfg.Overlay(defaults, []byte(doc))
 		require.ErrorContains(t, err, want, doc)
 	}
+}
+
+func TestOverlayReadsMoneyExactly(t *testing.T) {
+	t.Parallel()
+	s, err := tenantcfg.Overlay(defaults, []byte(`{"llm": {"daily_budget_usd": 2.5, "prices": {"claude-sonnet-4-5": {"input": 2.4, "output": 12, "cache_write": 3, "cache_read": 0.24}}}}`))
+	require.NoError(t, err)
+	require.Equal(t, 2*llm.Dollar+llm.Dollar/2, s.LLM.DailyBudgetUSD)
+	p, ok := s.LLM.Prices.Lookup("claude-sonnet-4-5-20250929")
+	require.True(t, ok)
+	require.Equal(t, llm.Price{Input: 2_400, Output: 12_000, CacheWrite: 3_000, CacheRead: 240}, p)
+	require.Nil(t, defaults.LLM.Prices, "a tenant's prices do not leak into the defaults")
 }
 
 func TestCacheReadsOncePerTTL(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -681,28 +682,37 @@ func (c *Console) reject(w http.ResponseWriter, r *http.Request, s signedIn) {
 	http.Redirect(w, r, Prefix+"dreams/"+url.PathEscape(d.ID), http.StatusSeeOther)
 }
 
-// usageData is the usage page's: the LLM ledger's rows and their totals.
+// usageData is the usage page's: the LLM ledger's rows and their totals,
+// with what they cost in dollars.
 type usageData struct {
-	Rows   []store.LLMUsage
-	Totals store.LLMUsage
+	Rows   []usageRow
+	Totals usageRow
 }
 
-// usage shows the tenant's model calls and tokens by day, service (task)
-// and model: the LLM ledger the daily budget is kept with.
+// usageRow is a row of the ledger and its cost as exact dollars.
+type usageRow struct {
+	store.LLMUsage
+	Cost string
+}
+
+func costRow(u store.LLMUsage) usageRow {
+	return usageRow{LLMUsage: u, Cost: llm.USD(u.CostNanoUSD).String()}
+}
+
+// usage shows the tenant's model calls, tokens and their cost by day,
+// service (task) and model: the LLM ledger the daily budgets are kept with.
 func (c *Console) usage(w http.ResponseWriter, r *http.Request, s signedIn) {
 	rows, err := c.cfg.Store.LLMUsageOf(r.Context(), s.tenant)
 	if err != nil {
 		c.internal(w, r, s, "reading usage", err)
 		return
 	}
-	d := usageData{Rows: rows}
+	var d usageData
+	var total store.LLMUsage
 	for _, u := range rows {
-		d.Totals.Calls += u.Calls
-		d.Totals.FailedCalls += u.FailedCalls
-		d.Totals.InputTokens += u.InputTokens
-		d.Totals.OutputTokens += u.OutputTokens
-		d.Totals.CacheReadTokens += u.CacheReadTokens
-		d.Totals.CacheWriteTokens += u.CacheWriteTokens
+		d.Rows = append(d.Rows, costRow(u))
+		total = total.Add(u)
 	}
+	d.Totals = costRow(total)
 	c.render(w, http.StatusOK, "usage", c.signedView(s, "usage", "Usage", d))
 }

@@ -180,6 +180,7 @@ func (g *Gateway) Register(mux Mux) {
 	mux.Handle("POST /v1/turns", g.auth(g.expensive(g.withBody(eventBody, g.postTurn))))
 	mux.Handle("GET /v1/sessions", g.auth(g.listSessions))
 	mux.Handle("GET /v1/scopes", g.auth(g.listScopes))
+	mux.Handle("GET /v1/usage", g.auth(g.getUsage))
 	mux.Handle("GET /v1/sessions/{id}", g.auth(g.getSession))
 	mux.Handle("PATCH /v1/sessions/{id}", g.auth(g.patchSession))
 	mux.Handle("GET /v1/sessions/{id}/pins", g.auth(g.getPins))

@@ -105,23 +105,29 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE SET
 
 -- name: LLMUsageAdd :exec
 INSERT INTO llm_usage (tenant_id, day, task, provider, model, calls, failed_calls,
-    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd)
 VALUES (@tenant_id, @day, @task, @provider, @model, 1, @failed,
-    @input_tokens, @output_tokens, @cache_read_tokens, @cache_write_tokens)
+    @input_tokens, @output_tokens, @cache_read_tokens, @cache_write_tokens, @cost_nanousd)
 ON CONFLICT (tenant_id, day, task, provider, model) DO UPDATE SET
     calls = llm_usage.calls + 1,
     failed_calls = llm_usage.failed_calls + excluded.failed_calls,
     input_tokens = llm_usage.input_tokens + excluded.input_tokens,
     output_tokens = llm_usage.output_tokens + excluded.output_tokens,
     cache_read_tokens = llm_usage.cache_read_tokens + excluded.cache_read_tokens,
-    cache_write_tokens = llm_usage.cache_write_tokens + excluded.cache_write_tokens;
+    cache_write_tokens = llm_usage.cache_write_tokens + excluded.cache_write_tokens,
+    cost_nanousd = llm_usage.cost_nanousd + excluded.cost_nanousd;
 
--- name: LLMUsageTokensOnDay :one
-SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)::bigint
+-- name: LLMUsageOnDay :one
+SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)::bigint AS tokens,
+    coalesce(sum(cost_nanousd), 0)::bigint AS cost_nanousd
 FROM llm_usage WHERE tenant_id = @tenant_id AND day = @day;
 
 -- name: LLMUsageList :many
 SELECT * FROM llm_usage WHERE tenant_id = @tenant_id ORDER BY day, task, provider, model;
+
+-- name: LLMUsageBetween :many
+SELECT * FROM llm_usage WHERE tenant_id = @tenant_id AND day BETWEEN @from_day AND @to_day
+ORDER BY day, task, provider, model;
 
 -- name: CompactionRelease :exec
 -- Gives a running compaction back, to be taken again by the next delivery.

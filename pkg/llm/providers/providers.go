@@ -4,7 +4,9 @@
 package providers
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
@@ -36,6 +38,29 @@ func (cfg Config) Kind() string {
 	default:
 		return builtin.Name
 	}
+}
+
+// Models lists the models the selected provider calls: its default model
+// (the provider's own default when none is set) and each task's, without
+// repeats; none for builtin.
+func (cfg Config) Models() []string {
+	var def string
+	var per llm.Models
+	switch cfg.Kind() {
+	case anthropic.Name:
+		def, per = cmp.Or(cfg.Anthropic.Model, anthropic.DefaultModel), cfg.Anthropic.Models
+	case openai.Name:
+		def, per = cmp.Or(cfg.OpenAI.Model, openai.DefaultModel), cfg.OpenAI.Models
+	default:
+		return nil
+	}
+	out := []string{def}
+	for _, task := range llm.Tasks {
+		if m := per[task]; m != "" && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // New returns the provider cfg selects. The builtin provider answers with

@@ -64,3 +64,12 @@ func TestNew(t *testing.T) {
 		require.Error(t, err, "%+v", bad)
 	}
 }
+
+func TestModelsListsWhatTheProviderCalls(t *testing.T) {
+	t.Parallel()
+	require.Nil(t, providers.Config{}.Models(), "builtin calls no model")
+	cfg := providers.Config{Anthropic: anthropic.Config{APIKey: "k", Models: llm.Models{llm.TaskRecall: "claude-haiku-4-5", llm.TaskNotes: "claude-haiku-4-5"}}}
+	require.Equal(t, []string{anthropic.DefaultModel, "claude-haiku-4-5"}, cfg.Models())
+	cfg = providers.Config{OpenAI: openai.Config{BaseURL: "http://vllm:8000/v1", Model: "llama3.1:70b"}}
+	require.Equal(t, []string{"llama3.1:70b"}, cfg.Models())
+}

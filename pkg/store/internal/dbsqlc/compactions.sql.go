@@ -540,16 +540,17 @@ func (q *Queries) ContextSnapshotPut(ctx context.Context, arg ContextSnapshotPut
 
 const lLMUsageAdd = `-- name: LLMUsageAdd :exec
 INSERT INTO llm_usage (tenant_id, day, task, provider, model, calls, failed_calls,
-    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd)
 VALUES ($1, $2, $3, $4, $5, 1, $6,
-    $7, $8, $9, $10)
+    $7, $8, $9, $10, $11)
 ON CONFLICT (tenant_id, day, task, provider, model) DO UPDATE SET
     calls = llm_usage.calls + 1,
     failed_calls = llm_usage.failed_calls + excluded.failed_calls,
     input_tokens = llm_usage.input_tokens + excluded.input_tokens,
     output_tokens = llm_usage.output_tokens + excluded.output_tokens,
     cache_read_tokens = llm_usage.cache_read_tokens + excluded.cache_read_tokens,
-    cache_write_tokens = llm_usage.cache_write_tokens + excluded.cache_write_tokens
+    cache_write_tokens = llm_usage.cache_write_tokens + excluded.cache_write_tokens,
+    cost_nanousd = llm_usage.cost_nanousd + excluded.cost_nanousd
 `
 
 type LLMUsageAddParams struct {
@@ -563,6 +564,7 @@ type LLMUsageAddParams struct {
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
+	CostNanousd      int64
 }
 
 func (q *Queries) LLMUsageAdd(ctx context.Context, arg LLMUsageAddParams) error {
@@ -577,12 +579,57 @@ func (q *Queries) LLMUsageAdd(ctx context.Context, arg LLMUsageAddParams) error 
 		arg.OutputTokens,
 		arg.CacheReadTokens,
 		arg.CacheWriteTokens,
+		arg.CostNanousd,
 	)
 	return err
 }
 
+const lLMUsageBetween = `-- name: LLMUsageBetween :many
+SELECT tenant_id, day, task, provider, model, calls, failed_calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd FROM llm_usage WHERE tenant_id = $1 AND day BETWEEN $2 AND $3
+ORDER BY day, task, provider, model
+`
+
+type LLMUsageBetweenParams struct {
+	TenantID string
+	FromDay  pgtype.Date
+	ToDay    pgtype.Date
+}
+
+func (q *Queries) LLMUsageBetween(ctx context.Context, arg LLMUsageBetweenParams) ([]LlmUsage, error) {
+	rows, err := q.db.Query(ctx, lLMUsageBetween, arg.TenantID, arg.FromDay, arg.ToDay)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LlmUsage{}
+	for rows.Next() {
+		var i LlmUsage
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.Day,
+			&i.Task,
+			&i.Provider,
+			&i.Model,
+			&i.Calls,
+			&i.FailedCalls,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CacheReadTokens,
+			&i.CacheWriteTokens,
+			&i.CostNanousd,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lLMUsageList = `-- name: LLMUsageList :many
-SELECT tenant_id, day, task, provider, model, calls, failed_calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens FROM llm_usage WHERE tenant_id = $1 ORDER BY day, task, provider, model
+SELECT tenant_id, day, task, provider, model, calls, failed_calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd FROM llm_usage WHERE tenant_id = $1 ORDER BY day, task, provider, model
 `
 
 func (q *Queries) LLMUsageList(ctx context.Context, tenantID string) ([]LlmUsage, error) {
@@ -606,6 +653,7 @@ func (q *Queries) LLMUsageList(ctx context.Context, tenantID string) ([]LlmUsage
 			&i.OutputTokens,
 			&i.CacheReadTokens,
 			&i.CacheWriteTokens,
+			&i.CostNanousd,
 		); err != nil {
 			return nil, err
 		}
@@ -617,21 +665,27 @@ func (q *Queries) LLMUsageList(ctx context.Context, tenantID string) ([]LlmUsage
 	return items, nil
 }
 
-const lLMUsageTokensOnDay = `-- name: LLMUsageTokensOnDay :one
-SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)::bigint
+const lLMUsageOnDay = `-- name: LLMUsageOnDay :one
+SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)::bigint AS tokens,
+    coalesce(sum(cost_nanousd), 0)::bigint AS cost_nanousd
 FROM llm_usage WHERE tenant_id = $1 AND day = $2
 `
 
-type LLMUsageTokensOnDayParams struct {
+type LLMUsageOnDayParams struct {
 	TenantID string
 	Day      pgtype.Date
 }
 
-func (q *Queries) LLMUsageTokensOnDay(ctx context.Context, arg LLMUsageTokensOnDayParams) (int64, error) {
-	row := q.db.QueryRow(ctx, lLMUsageTokensOnDay, arg.TenantID, arg.Day)
-	var column_1 int64
-	err := row.Scan(&column_1)
-	return column_1, err
+type LLMUsageOnDayRow struct {
+	Tokens      int64
+	CostNanousd int64
+}
+
+func (q *Queries) LLMUsageOnDay(ctx context.Context, arg LLMUsageOnDayParams) (LLMUsageOnDayRow, error) {
+	row := q.db.QueryRow(ctx, lLMUsageOnDay, arg.TenantID, arg.Day)
+	var i LLMUsageOnDayRow
+	err := row.Scan(&i.Tokens, &i.CostNanousd)
+	return i, err
 }
 
 const sessionAddContextBreak = `-- name: SessionAddContextBreak :exec

@@ -163,6 +163,7 @@ type LlmUsage struct {
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
+	CostNanousd      int64
 }
 
 type Memory struct {

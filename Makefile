@@ -53,7 +53,8 @@ FUZZ_TARGETS := \
 	./pkg/memory:FuzzParseDocument \
 	./pkg/memory:FuzzIndex \
 	./pkg/sessionnotes:FuzzSubstitute \
-	./pkg/ctxedit:FuzzParse
+	./pkg/ctxedit:FuzzParse \
+	./services/gateway:FuzzJSONWalk
 FUZZTIME ?= 30s
 .PHONY: fuzz-short
 fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each

@@ -49,7 +49,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	preflightSamples := fs.Int("preflight-samples", 500, "pre-flight requests timed per session size")
 	proxySizes := fs.String("proxy-sizes", "10000,150000", "session sizes in tokens for the Messages API proxy's latency")
 	proxySamples := fs.Int("proxy-samples", 200, "rounds timed per session size, through the proxy and straight each")
-	only := fs.String("only", "", "run one part: "+strings.Join(benchmark.Parts, ", ")+" (default: all)")
+	only := fs.String("only", "", "run these parts, separated by commas: "+strings.Join(benchmark.Parts, ", ")+" (default: all)")
 	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of tables")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file")
 	fs.Usage = func() {
@@ -71,8 +71,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *only != "" && !slices.Contains(benchmark.Parts, *only) {
-		return fmt.Errorf("--only %q: want one of %s", *only, strings.Join(benchmark.Parts, ", "))
+	if *only != "" {
+		for _, part := range strings.Split(*only, ",") {
+			if !slices.Contains(benchmark.Parts, part) {
+				return fmt.Errorf("--only %q: want some of %s, separated by commas", *only, strings.Join(benchmark.Parts, ", "))
+			}
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }

@@ -34,8 +34,8 @@ type Options struct {
 	// (10K, 150K), ProxySamples rounds each way at each (200).
 	ProxySizes   []int64
 	ProxySamples int
-	// Only, when set, names the one part to run: "ingest", "context",
-	// "preflight" or "proxy".
+	// Only, when set, names the parts to run, separated by commas:
+	// "ingest", "context", "preflight", "proxy".
 	Only string
 	// Run prefixes every session id, keeping runs apart (a timestamp).
 	Run string
@@ -77,7 +77,9 @@ func (o Options) withDefaults() Options {
 // Parts are the values Options.Only takes.
 var Parts = []string{"ingest", "context", "preflight", "proxy"}
 
-func (o Options) runs(part string) bool { return o.Only == "" || o.Only == part }
+func (o Options) runs(part string) bool {
+	return o.Only == "" || slices.Contains(strings.Split(o.Only, ","), part)
+}
 
 // Report is what one run measured.
 type Report struct {

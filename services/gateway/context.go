@@ -327,12 +327,9 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	if err != nil {
 		return ContextBody{}, encodedContext{}, false, err
 	}
-	next := g.accountCacheBreak(ctx, tenant, st.Session, snapshot, system, messages)
-	if next != nil && !leaveSnapshot {
-		if err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error { return tx.PutContextSnapshot(ctx, *next) }); err != nil {
-			return ContextBody{}, encodedContext{}, false, err
-		}
-		next = nil
+	next, err := g.recordCacheBreak(ctx, tenant, st.Session, snapshot, system, messages, leaveSnapshot)
+	if err != nil {
+		return ContextBody{}, encodedContext{}, false, err
 	}
 	body := ContextBody{
 		SessionID: id, MessageUUIDs: rendered.UUIDs,
@@ -551,6 +548,17 @@ func (g *Gateway) awaitPrefetch(ctx context.Context, tenant, id string, b recall
 		}
 	}
 	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error { return recall.Close(ctx, tx, id, b.Waiting) })
+}
+
+// recordCacheBreak accounts for a cache break (accountCacheBreak) and
+// writes the snapshot it returns, or with leave returns it for the caller
+// to write.
+func (g *Gateway) recordCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte, leave bool) (*store.ContextSnapshot, error) {
+	next := g.accountCacheBreak(ctx, tenant, sess, prev, system, messages)
+	if next == nil || leave {
+		return next, nil
+	}
+	return nil, g.store.InTx(ctx, tenant, func(tx *store.Tx) error { return tx.PutContextSnapshot(ctx, *next) })
 }
 
 // accountCacheBreak compares the rendered prefix with the session's last one

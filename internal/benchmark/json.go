@@ -48,6 +48,7 @@ type (
 	jsonProxy struct {
 		Tokens        int64    `json:"tokens"`
 		SentTokens    [2]int64 `json:"sent_tokens"`
+		SentChanged   int      `json:"sent_up_changed"`
 		Samples       int      `json:"samples"`
 		P50MS         float64  `json:"p50_ms"`
 		P99MS         float64  `json:"p99_ms"`
@@ -98,7 +99,7 @@ func (r Report) JSON(w io.Writer) error {
 	}
 	for _, p := range r.Proxy {
 		t50, t99, s50, s99 := p.percentiles()
-		out.Proxy = append(out.Proxy, jsonProxy{Tokens: p.Tokens, SentTokens: p.Sent, Samples: len(p.Through),
+		out.Proxy = append(out.Proxy, jsonProxy{Tokens: p.Tokens, SentTokens: p.Sent, SentChanged: p.Differed, Samples: len(p.Through),
 			P50MS: t50, P99MS: t99, StraightP50MS: s50, StraightP99MS: s99, AddedP50MS: t50 - s50, AddedP99MS: t99 - s99})
 	}
 	for _, c := range r.ProxyCost {

@@ -535,7 +535,7 @@ func relayReply(w http.ResponseWriter, resp *http.Response, stream bool) (reply,
 // client's conversation not published yet and the upstream's answer, with
 // its usage, under the session's next seq.
 // The context snapshot the request's render left (req.snapshot) is written
-// in the same transaction.
+// in the same transaction, its writes sent in one round trip (Pipeline).
 func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, rep reply) error {
 	session, n := req.session, int64(len(req.messages))
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
@@ -568,15 +568,18 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 		if err != nil {
 			return err
 		}
-		if err := tx.Enqueue(ctx, row); err != nil {
-			return err
-		}
-		if req.snapshot != nil {
-			if err := tx.PutContextSnapshot(ctx, *req.snapshot); err != nil {
+		// The writes in one round trip.
+		return tx.Pipeline(ctx, func(p *store.Tx) error {
+			if err := p.Enqueue(ctx, row); err != nil {
 				return err
 			}
-		}
-		return tx.RecordProxyRound(ctx, session, seq, n+1)
+			if req.snapshot != nil {
+				if err := p.PutContextSnapshot(ctx, *req.snapshot); err != nil {
+					return err
+				}
+			}
+			return p.RecordProxyRound(ctx, session, seq, n+1)
+		})
 	})
 	if err == nil {
 		req.snapshot = nil

@@ -66,7 +66,7 @@ fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each
 
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: ## mnemos bench: ingest (saturated and sustained) and context assembly, with raw JetStream and Postgres baselines and ratios
+bench: ## mnemos bench: ingest (saturated and sustained), context assembly, pre-flight and the Messages API proxy, with raw JetStream and Postgres baselines and ratios
 	$(GO) run ./cmd/mnemos bench $(BENCH_FLAGS)
 
 .PHONY: bench-go

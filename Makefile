@@ -57,7 +57,8 @@ FUZZ_TARGETS := \
 	./pkg/memory:FuzzParseDocument \
 	./pkg/memory:FuzzIndex \
 	./pkg/sessionnotes:FuzzSubstitute \
-	./pkg/ctxedit:FuzzParse
+	./pkg/ctxedit:FuzzParse \
+	./services/gateway:FuzzJSONWalk
 FUZZTIME ?= 30s
 .PHONY: fuzz-short
 fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each
@@ -69,7 +70,7 @@ fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each
 
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: ## mnemos bench: ingest (saturated and sustained) and context assembly, with raw JetStream and Postgres baselines and ratios
+bench: ## mnemos bench: ingest (saturated and sustained), context assembly, pre-flight and the Messages API proxy, with raw JetStream and Postgres baselines and ratios
 	$(GO) run ./cmd/mnemos bench $(BENCH_FLAGS)
 
 .PHONY: bench-go

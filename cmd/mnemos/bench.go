@@ -45,10 +45,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sustain := fs.Duration("sustain", 20*time.Second, "how long turns are offered at the sustained rate")
 	rate := fs.Float64("rate", 0, "sustained rate in turns/s (0: half the saturated throughput)")
 	samples := fs.Int("samples", 120, "context-assembly requests timed per session size")
-	sizes := fs.String("sizes", "10000,50000,150000", "session sizes in tokens for context assembly")
+	sizes := fs.String("sizes", "10000,50000,150000", "session sizes in tokens for context assembly and pre-flight")
+	preflightSamples := fs.Int("preflight-samples", 500, "pre-flight requests timed per session size")
 	proxySizes := fs.String("proxy-sizes", "10000,150000", "session sizes in tokens for the Messages API proxy's latency")
 	proxySamples := fs.Int("proxy-samples", 200, "rounds timed per session size, through the proxy and straight each")
-	only := fs.String("only", "", "run one part: "+strings.Join(benchmark.Parts, ", ")+" (default: all)")
+	only := fs.String("only", "", "run these parts, separated by commas: "+strings.Join(benchmark.Parts, ", ")+" (default: all)")
 	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of tables")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file")
 	fs.Usage = func() {
@@ -70,8 +71,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *only != "" && !slices.Contains(benchmark.Parts, *only) {
-		return fmt.Errorf("--only %q: want one of %s", *only, strings.Join(benchmark.Parts, ", "))
+	if *only != "" {
+		for _, part := range strings.Split(*only, ",") {
+			if !slices.Contains(benchmark.Parts, part) {
+				return fmt.Errorf("--only %q: want some of %s, separated by commas", *only, strings.Join(benchmark.Parts, ", "))
+			}
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
@@ -156,7 +161,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stopProfile()
 	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
 		Rounds: *rounds, Sessions: *sessions, PerSession: *perSession, Publishers: *publishers,
-		SustainFor: *sustain, SustainRate: *rate, ContextSizes: ctxSizes, Samples: *samples,
+		SustainFor: *sustain, SustainRate: *rate, ContextSizes: ctxSizes, Samples: *samples, PreflightSamples: *preflightSamples,
 		ProxySizes: upSizes, ProxySamples: *proxySamples, Only: *only,
 		Progress: progress,
 	})

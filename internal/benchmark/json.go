@@ -16,6 +16,7 @@ type (
 		Ingest    *jsonIngest     `json:"ingest,omitempty"`
 		Sustained *jsonSustained  `json:"sustained,omitempty"`
 		Context   []jsonContext   `json:"context,omitempty"`
+		Preflight []jsonPreflight `json:"preflight,omitempty"`
 		Proxy     []jsonProxy     `json:"proxy,omitempty"`
 		ProxyCost []jsonProxyCost `json:"proxy_cost,omitempty"`
 	}
@@ -38,9 +39,16 @@ type (
 		SelectP50MS float64 `json:"select_p50_ms"`
 		SelectP99MS float64 `json:"select_p99_ms"`
 	}
+	jsonPreflight struct {
+		Tokens  int64   `json:"tokens"`
+		Samples int     `json:"samples"`
+		P50MS   float64 `json:"p50_ms"`
+		P99MS   float64 `json:"p99_ms"`
+	}
 	jsonProxy struct {
 		Tokens        int64    `json:"tokens"`
 		SentTokens    [2]int64 `json:"sent_tokens"`
+		SentChanged   int      `json:"sent_up_changed"`
 		Samples       int      `json:"samples"`
 		P50MS         float64  `json:"p50_ms"`
 		P99MS         float64  `json:"p99_ms"`
@@ -85,9 +93,13 @@ func (r Report) JSON(w io.Writer) error {
 			P50MS: ms(Percentile(c.Assemble, 50)), P99MS: ms(Percentile(c.Assemble, 99)),
 			SelectP50MS: ms(Percentile(c.Select, 50)), SelectP99MS: ms(Percentile(c.Select, 99))})
 	}
+	for _, p := range r.Preflight {
+		out.Preflight = append(out.Preflight, jsonPreflight{Tokens: p.Tokens, Samples: len(p.Latencies),
+			P50MS: ms(Percentile(p.Latencies, 50)), P99MS: ms(Percentile(p.Latencies, 99))})
+	}
 	for _, p := range r.Proxy {
 		t50, t99, s50, s99 := p.percentiles()
-		out.Proxy = append(out.Proxy, jsonProxy{Tokens: p.Tokens, SentTokens: p.Sent, Samples: len(p.Through),
+		out.Proxy = append(out.Proxy, jsonProxy{Tokens: p.Tokens, SentTokens: p.Sent, SentChanged: p.Differed, Samples: len(p.Through),
 			P50MS: t50, P99MS: t99, StraightP50MS: s50, StraightP99MS: s99, AddedP50MS: t50 - s50, AddedP99MS: t99 - s99})
 	}
 	for _, c := range r.ProxyCost {

@@ -27,12 +27,15 @@ type Options struct {
 	// timed at (10K, 50K, 150K), Samples times each (120).
 	ContextSizes []int64
 	Samples      int
+	// PreflightSamples is how many preflights are timed at each of the
+	// ContextSizes (500).
+	PreflightSamples int
 	// ProxySizes are the session sizes the Messages API proxy is timed at
 	// (10K, 150K), ProxySamples rounds each way at each (200).
 	ProxySizes   []int64
 	ProxySamples int
-	// Only, when set, names the one part to run: "ingest", "context" or
-	// "proxy".
+	// Only, when set, names the parts to run, separated by commas:
+	// "ingest", "context", "preflight", "proxy".
 	Only string
 	// Run prefixes every session id, keeping runs apart (a timestamp).
 	Run string
@@ -51,6 +54,7 @@ func (o Options) withDefaults() Options {
 	def(&o.PerSession, 30)
 	def(&o.Publishers, 8)
 	def(&o.Samples, 120)
+	def(&o.PreflightSamples, 500)
 	def(&o.ProxySamples, 200)
 	if o.SustainFor <= 0 {
 		o.SustainFor = 20 * time.Second
@@ -71,9 +75,11 @@ func (o Options) withDefaults() Options {
 }
 
 // Parts are the values Options.Only takes.
-var Parts = []string{"ingest", "context", "proxy"}
+var Parts = []string{"ingest", "context", "preflight", "proxy"}
 
-func (o Options) runs(part string) bool { return o.Only == "" || o.Only == part }
+func (o Options) runs(part string) bool {
+	return o.Only == "" || slices.Contains(strings.Split(o.Only, ","), part)
+}
 
 // Report is what one run measured.
 type Report struct {
@@ -87,6 +93,8 @@ type Report struct {
 	// Sustained is the ingest at a rate below saturation.
 	Sustained Ingest
 	Context   []ContextTiming
+	// Preflight is POST /v1/sessions/{id}/preflight at the context sizes.
+	Preflight []PreflightTiming
 	// Proxy is the Messages API proxy's latency at each size, ProxyCost
 	// what a short and a long session cost through it.
 	Proxy     []ProxyTiming
@@ -102,8 +110,8 @@ type ContextTiming struct {
 }
 
 // Run measures the system: saturated ingest with its baselines, ingest at a
-// sustained rate, context assembly, and the Messages API proxy (or the one
-// part Options.Only names).
+// sustained rate, context assembly, pre-flight, and the Messages API proxy
+// (or the one part Options.Only names).
 func Run(ctx context.Context, s *System, opts Options) (Report, error) {
 	o := opts.withDefaults()
 	start := time.Now()
@@ -113,8 +121,14 @@ func Run(ctx context.Context, s *System, opts Options) (Report, error) {
 			return rep, err
 		}
 	}
+	built := map[int64]string{} // the sessions BuildSession made, by size
 	if o.runs("context") {
-		if err := runContext(ctx, s, o, &rep); err != nil {
+		if err := runContext(ctx, s, o, built, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if o.runs("preflight") {
+		if err := runPreflight(ctx, s, o, built, &rep); err != nil {
 			return rep, err
 		}
 	}
@@ -162,13 +176,28 @@ func runIngest(ctx context.Context, s *System, o Options, rep *Report) error {
 	return nil
 }
 
-func runContext(ctx context.Context, s *System, o Options, rep *Report) error {
+// contextSession is the session of about size tokens context assembly and
+// pre-flight are timed on, built once a run.
+func contextSession(ctx context.Context, s *System, o Options, built map[int64]string, size int64) (string, error) {
+	if id, ok := built[size]; ok {
+		return id, nil
+	}
+	id := fmt.Sprintf("%s-ctx%dk", o.Run, size/1000)
+	o.Progress("building a %d-token session", size)
+	if err := s.BuildSession(ctx, id, size); err != nil {
+		return "", err
+	}
+	built[size] = id
+	return id, nil
+}
+
+func runContext(ctx context.Context, s *System, o Options, built map[int64]string, rep *Report) error {
 	for _, size := range o.ContextSizes {
-		id := fmt.Sprintf("%s-ctx%dk", o.Run, size/1000)
-		o.Progress("context assembly: building a %d-token session", size)
-		if err := s.BuildSession(ctx, id, size); err != nil {
+		id, err := contextSession(ctx, s, o, built, size)
+		if err != nil {
 			return err
 		}
+		o.Progress("context assembly: %d samples of the %d-token session", o.Samples, size)
 		t := ContextTiming{Tokens: size}
 		for range o.Samples {
 			a, err := s.ContextLatency(ctx, id, 1)
@@ -182,6 +211,24 @@ func runContext(ctx context.Context, s *System, o Options, rep *Report) error {
 			t.Assemble, t.Select = append(t.Assemble, a...), append(t.Select, q...)
 		}
 		rep.Context = append(rep.Context, t)
+	}
+	return nil
+}
+
+// runPreflight times pre-flight on the sessions of context assembly: they
+// are not changed by it (no compaction is asked for).
+func runPreflight(ctx context.Context, s *System, o Options, built map[int64]string, rep *Report) error {
+	for _, size := range o.ContextSizes {
+		id, err := contextSession(ctx, s, o, built, size)
+		if err != nil {
+			return err
+		}
+		o.Progress("pre-flight: %d samples of the %d-token session", o.PreflightSamples, size)
+		d, err := s.PreflightLatency(ctx, id, o.PreflightSamples)
+		if err != nil {
+			return err
+		}
+		rep.Preflight = append(rep.Preflight, PreflightTiming{Tokens: size, Latencies: d})
 	}
 	return nil
 }
@@ -256,6 +303,15 @@ func (r Report) Markdown(w io.Writer) {
 			a50, a99 := ms(Percentile(c.Assemble, 50)), ms(Percentile(c.Assemble, 99))
 			s50, s99 := ms(Percentile(c.Select, 50)), ms(Percentile(c.Select, 99))
 			fmt.Fprintf(w, "| %dK tokens | %s / %s ms | %s / %s ms | %.1f |\n", c.Tokens/1000, decimal(a50), decimal(a99), decimal(s50), decimal(s99), a50/s50)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Preflight) > 0 {
+		fmt.Fprintf(w, "Pre-flight: POST /v1/sessions/{id}/preflight over HTTP with the next round (a request, a tool call and its 3,200-byte result); %d samples each.\n\n", len(r.Preflight[0].Latencies))
+		fmt.Fprintln(w, "| session | pre-flight p50 / p99 |")
+		fmt.Fprintln(w, "|---|---|")
+		for _, p := range r.Preflight {
+			fmt.Fprintf(w, "| %dK tokens | %s / %s ms |\n", p.Tokens/1000, decimal(ms(Percentile(p.Latencies, 50))), decimal(ms(Percentile(p.Latencies, 99))))
 		}
 		fmt.Fprintln(w)
 	}

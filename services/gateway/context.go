@@ -62,6 +62,9 @@ type ContextBody struct {
 	// session is the session as read with the context (the Messages API
 	// proxy needs its stored message count and switches).
 	session store.Session
+	// snapshot is the context snapshot the cache-break check left for the
+	// caller to write (assemble's leaveSnapshot); nil when there is none.
+	snapshot *store.ContextSnapshot
 }
 
 // CompactionRef names the compaction a context starts with.
@@ -112,7 +115,7 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 		var parts encodedContext
 		var blocked bool
 		var f *refusal
-		ctx, body, parts, blocked, err = g.assembleAdmitted(ctx, tenant, id, set, m, gate)
+		ctx, body, parts, blocked, err = g.assembleAdmitted(ctx, tenant, id, set, m, gate, false)
 		if errors.As(err, &f) {
 			g.turnAway(w, r, f)
 			return
@@ -247,8 +250,10 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // now due, and the cut m's edits make, and deciding what is shown beside
 // each user message (waiting, boundedly, for the prefetch of the latest
 // one), and accounts for cache breaks. blocked reports a count at or above
-// the blocking limit.
-func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate) (ContextBody, encodedContext, bool, error) {
+// the blocking limit. The context snapshot the cache-break check records is
+// written here, or with leaveSnapshot left in the body for the caller to
+// write in a transaction of its own (the proxy's, with its round).
+func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate, leaveSnapshot bool) (ContextBody, encodedContext, bool, error) {
 	pacer := limits.PacerFrom(ctx) // a heavy render's (renderAdmission)
 	var st sessionctx.State
 	var section []string
@@ -322,7 +327,8 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	if err != nil {
 		return ContextBody{}, encodedContext{}, false, err
 	}
-	if err := g.accountCacheBreak(ctx, tenant, st.Session, snapshot, system, messages); err != nil {
+	next, err := g.recordCacheBreak(ctx, tenant, st.Session, snapshot, system, messages, leaveSnapshot)
+	if err != nil {
 		return ContextBody{}, encodedContext{}, false, err
 	}
 	body := ContextBody{
@@ -330,7 +336,7 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 		CacheBreakpoints: rendered.Breakpoints, Tokens: accounting.Status(limits, st.Session.TokenCount),
 		ContextTokens: rendered.Tokens, ClearedToolResults: len(st.Cleared),
 		CompactionInFlight: st.Session.CompactionInFlight, Epoch: st.Session.ContextEpoch, LLMProvider: g.cfg.LLMProvider,
-		session: st.Session,
+		session: st.Session, snapshot: next,
 	}
 	if m != nil {
 		body.ContextManagement = m.answer(editContext(st))
@@ -387,13 +393,13 @@ func (gt *renderGate) done() {
 // render the gate cannot admit is sized exactly, waits for a heavy slot and
 // runs paced (the returned ctx carries the pacer). A *refusal error turns
 // the request away.
-func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate) (context.Context, ContextBody, encodedContext, bool, error) {
+func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate, leaveSnapshot bool) (context.Context, ContextBody, encodedContext, bool, error) {
 	for {
 		var body ContextBody
 		var parts encodedContext
 		var blocked bool
 		var err error
-		assemble := func() { body, parts, blocked, err = g.assemble(ctx, tenant, id, set, m, gate) }
+		assemble := func() { body, parts, blocked, err = g.assemble(ctx, tenant, id, set, m, gate, leaveSnapshot) }
 		if limits.PacerFrom(ctx) != nil {
 			limits.Background(assemble) // a heavy render, paced, gets what others leave
 		} else {
@@ -553,15 +559,27 @@ func (g *Gateway) awaitPrefetch(ctx context.Context, tenant, id string, b recall
 	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error { return recall.Close(ctx, tx, id, b.Waiting) })
 }
 
+// recordCacheBreak accounts for a cache break (accountCacheBreak) and
+// writes the snapshot it returns, or with leave returns it for the caller
+// to write.
+func (g *Gateway) recordCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte, leave bool) (*store.ContextSnapshot, error) {
+	next := g.accountCacheBreak(ctx, tenant, sess, prev, system, messages)
+	if next == nil || leave {
+		return next, nil
+	}
+	return nil, g.store.InTx(ctx, tenant, func(tx *store.Tx) error { return tx.PutContextSnapshot(ctx, *next) })
+}
+
 // accountCacheBreak compares the rendered prefix with the session's last one
-// (prev, read with the context; nil before the first), and records it when it changed.
+// (prev, read with the context; nil before the first), and returns the
+// snapshot to record when it changed (nil when nothing changed).
 // A prefix that no longer starts with the last one is a cache break:
 // expected when a compaction, a micro-compaction or an edit's cut was
 // recorded since (each moves the session's epoch), else unexpected, and
 // counted either way.
 // The prefix is the system and messages parts one after the other
 // (assembly.Join), hashed as they are rather than joined.
-func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte) error {
+func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte) *store.ContextSnapshot {
 	pacer := limits.PacerFrom(ctx) // a heavy render hashes paced too
 	cut := int64(-1)
 	if prev != nil {
@@ -586,11 +604,7 @@ func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess sto
 			}
 		}
 	}
-	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-		return tx.PutContextSnapshot(ctx, store.ContextSnapshot{
-			SessionID: sess.SessionID, Epoch: sess.ContextEpoch, PrefixLen: length, PrefixHash: sum,
-		})
-	})
+	return &store.ContextSnapshot{SessionID: sess.SessionID, Epoch: sess.ContextEpoch, PrefixLen: length, PrefixHash: sum}
 }
 
 // hashParts hashes the concatenation of parts: the SHA-256 of all of it

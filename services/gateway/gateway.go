@@ -133,6 +133,10 @@ type Gateway struct {
 	upstreams *ttlcache.Cache[Upstream] // tenant → its upstream for the proxy
 	keyGuard  *keyGuard
 	admission *admission
+	// readable and unchanged are the proxy's verdicts on client messages
+	// (messages_digest.go): that they decode, and whether a rendering is
+	// the client's message.
+	readable, unchanged *verdicts
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
@@ -153,6 +157,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		keyGuard:  newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
 		admission: newAdmission(cfg),
 		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),
+		readable:  newVerdicts(verdictLimit), unchanged: newVerdicts(verdictLimit),
 	}
 	if err := g.observeInflight(meter); err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)

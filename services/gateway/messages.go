@@ -135,9 +135,54 @@ type messagesRequest struct {
 	stream   bool
 	session  string // "" when it names none (sessionOf)
 	upstream Upstream
-	// turns are the messages decoded (decodeMessages), once a session's
-	// request needs them.
-	turns []turn.Message
+	// turns are the messages decoded, each once it is needed (turnAt);
+	// decoded marks those that are. digests are the messages'
+	// messageDigest, taken when a session's request is checked
+	// (checkMessages).
+	turns   []turn.Message
+	decoded []bool
+	digests []digest
+	// snapshot is the context snapshot the managed request's render
+	// leaves to write (the cache-break check's), with the round when it is
+	// recorded (flushSnapshot otherwise); nil when there is none.
+	snapshot *store.ContextSnapshot
+}
+
+// turnAt is message i decoded (decodeMessage), once.
+func (req *messagesRequest) turnAt(i int) (turn.Message, error) {
+	if req.turns == nil {
+		req.turns, req.decoded = make([]turn.Message, len(req.messages)), make([]bool, len(req.messages))
+	}
+	if !req.decoded[i] {
+		m, err := decodeMessage(i, req.messages[i])
+		if err != nil {
+			return turn.Message{}, err
+		}
+		req.turns[i], req.decoded[i] = m, true
+	}
+	return req.turns[i], nil
+}
+
+// checkMessages takes the digests of a session's request's messages and
+// reports the first one Mnemos cannot decode: each is decoded unless the
+// same bytes decoded before (g.readable), and then only when needed.
+func (g *Gateway) checkMessages(tenant string, req *messagesRequest) error {
+	if req.digests != nil {
+		return nil
+	}
+	digests := make([]digest, len(req.messages))
+	for i, raw := range req.messages {
+		digests[i] = messageDigest(tenant, raw)
+		if _, ok := g.readable.get(digests[i]); ok {
+			continue
+		}
+		if _, err := req.turnAt(i); err != nil {
+			return err
+		}
+		g.readable.put(digests[i], true)
+	}
+	req.digests = digests
+	return nil
 }
 
 // readMessagesRequest reads and parses a request body and the session it
@@ -156,12 +201,17 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 		return nil, nil, false
 	}
 	req := &messagesRequest{}
-	if err := json.Unmarshal(body, &req.fields); err != nil || req.fields == nil {
+	// Checked once; then split without encoding/json's scanner (messages_json.go).
+	if !json.Valid(body) {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
+		return nil, nil, false
+	}
+	if req.fields, err = splitObject(body); err != nil {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
 		return nil, nil, false
 	}
 	if raw, ok := req.fields["messages"]; ok {
-		if err := json.Unmarshal(raw, &req.messages); err != nil {
+		if req.messages, err = splitArray(raw); err != nil {
 			anthropicError(w, http.StatusBadRequest, "invalid_request_error", "messages: want an array of messages")
 			return nil, nil, false
 		}
@@ -217,6 +267,8 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		return
 	}
 	defer release()
+	// A round not recorded leaves its render's context snapshot to write.
+	defer g.flushSnapshot(context.WithoutCancel(ctx), tenant, req)
 	outcome := proxyPassthrough
 	if req.session != "" {
 		managed, err := g.manage(ctx, tenant, req, body, true)
@@ -242,6 +294,9 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		default:
 			outcome, body = proxyManaged, managed
 		}
+	}
+	if outcome != proxyManaged {
+		g.flushSnapshot(ctx, tenant, req) // no round to write it with
 	}
 	releaseWork() // the upstream's time is not the tenant's expensive work
 	resp := g.sendUp(w, r, req.upstream, "/v1/messages", body)
@@ -339,6 +394,7 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 	defer release()
 	if req.session != "" {
 		managed, err := g.manage(r.Context(), tenant, req, body, false)
+		g.flushSnapshot(r.Context(), tenant, req) // no round is recorded here
 		var f *refusal
 		switch {
 		case errors.As(err, &f):
@@ -478,40 +534,70 @@ func relayReply(w http.ResponseWriter, resp *http.Response, stream bool) (reply,
 // recordRound publishes a round through the outbox: the messages of the
 // client's conversation not published yet and the upstream's answer, with
 // its usage, under the session's next seq.
+// The context snapshot the request's render left (req.snapshot) is written
+// in the same transaction, its writes sent in one round trip (Pipeline).
 func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, rep reply) error {
-	session, msgs := req.session, req.turns
-	return g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+	session, n := req.session, int64(len(req.messages))
+	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		sess, err := tx.LockSession(ctx, session, turn.MainAgent)
 		if err != nil {
 			return err
 		}
 		from := sess.ProxyMessages
-		if from > int64(len(msgs)) {
-			return fmt.Errorf("%w: the session has %d of its messages published, the client sent %d", errDiverged, from, len(msgs))
+		if from > n {
+			return fmt.Errorf("%w: the session has %d of its messages published, the client sent %d", errDiverged, from, n)
 		}
 		seq := max(sess.ProxySeq, sess.AppliedSeq) + 1
 		ev := turn.Event{
 			Schema: turn.SchemaV1, EventID: roundEventID(tenant, session, seq), TenantID: tenant, SessionID: session, Seq: seq,
 			Model: req.model, MemoryScope: scopeOf(r), OccurredAt: time.Now().UTC(), Usage: &rep.Usage,
 		}
-		for i := from; i < int64(len(msgs)); i++ {
-			m := msgs[i]
+		for i := from; i < n; i++ {
+			m, err := req.turnAt(int(i))
+			if err != nil {
+				return err
+			}
 			m.UUID = messageUUID(tenant, session, i)
 			ev.InputMessages = append(ev.InputMessages, m)
 		}
 		ev.Response = &turn.Message{
-			UUID: messageUUID(tenant, session, int64(len(msgs))), Role: "assistant",
+			UUID: messageUUID(tenant, session, n), Role: "assistant",
 			Content: withoutCacheControl(rep.Content), StopReason: rep.StopReason,
 		}
 		row, err := outbox.Event(ctx, bus.KindTurnCompleted, tenant, session, bus.MsgID(tenant, ev.EventID), ev)
 		if err != nil {
 			return err
 		}
-		if err := tx.Enqueue(ctx, row); err != nil {
-			return err
-		}
-		return tx.RecordProxyRound(ctx, session, seq, int64(len(msgs))+1)
+		// The writes in one round trip.
+		return tx.Pipeline(ctx, func(p *store.Tx) error {
+			if err := p.Enqueue(ctx, row); err != nil {
+				return err
+			}
+			if req.snapshot != nil {
+				if err := p.PutContextSnapshot(ctx, *req.snapshot); err != nil {
+					return err
+				}
+			}
+			return p.RecordProxyRound(ctx, session, seq, n+1)
+		})
 	})
+	if err == nil {
+		req.snapshot = nil
+	}
+	return err
+}
+
+// flushSnapshot writes the context snapshot a managed request's render
+// left (req.snapshot), when its round is not recorded with it.
+func (g *Gateway) flushSnapshot(ctx context.Context, tenant string, req *messagesRequest) {
+	if req.snapshot == nil {
+		return
+	}
+	snap := *req.snapshot
+	req.snapshot = nil
+	if err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error { return tx.PutContextSnapshot(ctx, snap) }); err != nil {
+		g.log.Warn("messages proxy: the context snapshot was not written", "tenant", tenant, "session", req.session, "err", err)
+	}
 }
 
 // proxyNamespace is the UUID v5 namespace of the ids the proxy gives.
@@ -544,22 +630,18 @@ func scopeOf(r *http.Request) map[string]string {
 	return scope
 }
 
-// decodeMessages reads a request's messages as turn messages, their
+// decodeMessage reads message i of a request as a turn message, its
 // cache_control markers dropped: the client moves them every request, and
 // they say nothing of the conversation.
-func decodeMessages(raw []json.RawMessage) ([]turn.Message, error) {
-	out := make([]turn.Message, len(raw))
-	for i, data := range raw {
-		var m struct {
-			Role    string       `json:"role"`
-			Content turn.Content `json:"content"`
-		}
-		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		out[i] = turn.Message{Role: m.Role, Content: withoutCacheControl(m.Content)}
+func decodeMessage(i int, data []byte) (turn.Message, error) {
+	var m struct {
+		Role    string       `json:"role"`
+		Content turn.Content `json:"content"`
 	}
-	return out, nil
+	if err := json.Unmarshal(data, &m); err != nil {
+		return turn.Message{}, fmt.Errorf("message %d: %w", i, err)
+	}
+	return turn.Message{Role: m.Role, Content: withoutCacheControl(m.Content)}, nil
 }
 
 // withoutCacheControl is c with every cache_control dropped, in tool

@@ -34,15 +34,13 @@ const reminderPrefix = "<system-reminder>"
 // The memory section follows the client's system prompt. When compact is
 // set and the request would reach the auto-compact threshold, the session
 // is compacted first (compactBeforeCall), so the upstream never receives a
-// request over it. A session with nothing stored is not changed.
+// request over it. A session with nothing stored is not changed. The
+// render's context snapshot is left in req.snapshot, to be written with the
+// round (recordRound) or on its own (flushSnapshot).
 func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesRequest, body []byte, compact bool) ([]byte, error) {
 	session := req.session
-	if req.turns == nil {
-		turns, err := decodeMessages(req.messages)
-		if err != nil {
-			return body, err // a message Mnemos cannot read: the upstream judges it
-		}
-		req.turns = turns
+	if err := g.checkMessages(tenant, req); err != nil {
+		return body, err // a message Mnemos cannot read: the upstream judges it
 	}
 	set, err := g.settings.For(ctx, tenant)
 	if err != nil {
@@ -52,7 +50,8 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	// GET /context: a large one is paced or refused, never held unbounded.
 	gate := &renderGate{}
 	defer gate.done()
-	ctx, cb, parts, _, err := g.assembleAdmitted(ctx, tenant, session, set, nil, gate)
+	ctx, cb, parts, _, err := g.assembleAdmitted(ctx, tenant, session, set, nil, gate, true)
+	req.snapshot = cb.snapshot
 	if errors.Is(err, store.ErrNotFound) {
 		return body, nil // a new session: nothing stored to manage yet
 	}
@@ -69,19 +68,26 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	tail := req.messages[stored:]
 	if compact && set.Compaction.Compacts(cb.session) && cb.Tokens.AutoCompact > 0 {
 		next := cb.Tokens.Count
-		for _, m := range req.turns[stored:] {
+		for i := stored; i < int64(len(req.messages)); i++ {
+			m, err := req.turnAt(int(i))
+			if err != nil {
+				return body, err
+			}
 			next += tokens.EstimateMessage(m)
 		}
 		if next >= cb.Tokens.AutoCompact {
+			g.flushSnapshot(ctx, tenant, req) // the render before the compaction's, as it was
 			if _, err := g.compactBeforeCall(ctx, tenant, session, g.cfg.ContextWait, ""); err != nil {
 				return body, fmt.Errorf("compacting before the call: %w", err)
 			}
-			if _, cb, parts, _, err = g.assembleAdmitted(ctx, tenant, session, set, nil, gate); err != nil {
+			_, cb, parts, _, err = g.assembleAdmitted(ctx, tenant, session, set, nil, gate, true)
+			req.snapshot = cb.snapshot
+			if err != nil {
 				return body, err
 			}
 		}
 	}
-	rendered, err := keepUnchanged(req, parts.messages, cb.MessageUUIDs, cb.session.KeepFrom)
+	rendered, err := keepUnchanged(req, parts.messages, cb.MessageUUIDs, cb.session.KeepFrom, g.unchanged)
 	if err != nil {
 		return body, err
 	}
@@ -104,8 +110,10 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 // A message is left as sent when its rendering and the client's message,
 // without cache_control, are the same JSON once canonical (canonicalJSON):
 // Postgres keeps a tool's input with its keys in its own order, so bytes
-// alone would call every stored tool call changed.
-func keepUnchanged(req *messagesRequest, rendered [][]byte, uuids []string, keepFrom int64) ([][]byte, error) {
+// alone would call every stored tool call changed. The verdict on a pair
+// of the client's message and a rendering is kept in known (by their
+// digests: req.digests, from checkMessages) and not worked out again.
+func keepUnchanged(req *messagesRequest, rendered [][]byte, uuids []string, keepFrom int64, known *verdicts) ([][]byte, error) {
 	out := make([][]byte, len(rendered))
 	copy(out, rendered)
 	pos := keepFrom
@@ -115,17 +123,24 @@ func keepUnchanged(req *messagesRequest, rendered [][]byte, uuids []string, keep
 		}
 		p := pos
 		pos++
-		if p < 0 || p >= int64(len(req.turns)) {
+		if p < 0 || p >= int64(len(req.messages)) {
 			continue
 		}
-		m := req.turns[p]
-		client, err := assembly.Wire{Role: m.Role, Content: m.Content}.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		same, err := sameJSON(part, client)
-		if err != nil {
-			return nil, err
+		pair := pairDigest(req.digests[p], part)
+		same, ok := known.get(pair)
+		if !ok {
+			m, err := req.turnAt(int(p))
+			if err != nil {
+				return nil, err
+			}
+			client, err := assembly.Wire{Role: m.Role, Content: m.Content}.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			if same, err = sameJSON(part, client); err != nil {
+				return nil, err
+			}
+			known.put(pair, same)
 		}
 		if same {
 			out[i] = req.messages[p]
@@ -177,17 +192,16 @@ func managedBody(req *messagesRequest, parts encodedContext, compacted bool, tai
 		}
 		msgs[0] = first
 	}
-	fields := maps.Clone(req.fields)
-	var err error
-	if fields["messages"], err = turn.Marshal(msgs); err != nil {
-		return nil, err
-	}
+	fields := req.fields
 	if len(parts.system) > 0 {
-		if fields["system"], err = withSystem(req.fields["system"], parts.system); err != nil {
+		system, err := withSystem(req.fields["system"], parts.system)
+		if err != nil {
 			return nil, err
 		}
+		fields = maps.Clone(req.fields)
+		fields["system"] = system
 	}
-	return turn.Marshal(fields)
+	return encodeFields(fields, msgs)
 }
 
 // wireMessage is a message with its content kept block by block as sent.

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -57,4 +59,39 @@ func BenchmarkContextAssembly(b *testing.B) {
 		b.Logf("context assembly, %dK-token session: p50 %.2f ms, p99 %.2f ms; plain SELECT of its messages: p50 %.2f ms, p99 %.2f ms; ratio of p50s %.1f (%d samples each)",
 			k, a50, a99, s50, s99, a50/s50, len(r.assemble))
 	}
+}
+
+// TestPreflightBenchEndToEnd runs the pre-flight part of `mnemos bench` on
+// small sessions, with context assembly, so that it cannot rot: both parts
+// ran on the same sessions, every pre-flight was timed, and the JSON report
+// carries them.
+func TestPreflightBenchEndToEnd(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	rep, err := benchmark.Run(context.Background(), sys, benchmark.Options{
+		Only: "context,preflight", ContextSizes: []int64{2_000, 4_000}, Samples: 3, PreflightSamples: 7, Progress: t.Logf,
+	})
+	require.NoError(t, err)
+	require.Empty(t, rep.Burst)
+	require.Empty(t, rep.Proxy)
+	require.Len(t, rep.Context, 2)
+	require.Len(t, rep.Preflight, 2)
+	for i, p := range rep.Preflight {
+		require.Equal(t, rep.Context[i].Tokens, p.Tokens)
+		require.Len(t, p.Latencies, 7)
+	}
+	var out bytes.Buffer
+	require.NoError(t, rep.JSON(&out))
+	var parsed struct {
+		Preflight []struct {
+			Tokens int64   `json:"tokens"`
+			P50MS  float64 `json:"p50_ms"`
+			P99MS  float64 `json:"p99_ms"`
+		} `json:"preflight"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &parsed))
+	require.Len(t, parsed.Preflight, 2)
+	require.EqualValues(t, 4_000, parsed.Preflight[1].Tokens)
+	require.Positive(t, parsed.Preflight[1].P50MS)
+	require.LessOrEqual(t, parsed.Preflight[1].P50MS, parsed.Preflight[1].P99MS)
 }

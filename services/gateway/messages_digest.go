@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"sync"
+)
+
+// The proxy's verdicts on a client's messages, kept by digest so that a
+// message the client sends again, round after round, is judged once: that
+// it decodes (checkMessages) and whether the session's rendering of it is
+// the client's message (keepUnchanged). Both are functions of bytes only —
+// the client's message as sent, and the rendering — so a verdict found
+// under their digests is the one the work would give again.
+
+// digest is a SHA-256.
+type digest = [sha256.Size]byte
+
+// messageDigest is the digest of a client's message as sent, under its
+// tenant: one tenant's verdicts are never another's (not even by timing).
+func messageDigest(tenant string, raw []byte) digest {
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(tenant)))
+	h.Write(n[:])
+	h.Write([]byte(tenant))
+	h.Write(raw)
+	var out digest
+	h.Sum(out[:0])
+	return out
+}
+
+// pairDigest is the digest of a client's message (by its messageDigest)
+// beside a rendering of the session's.
+func pairDigest(client digest, rendered []byte) digest {
+	h := sha256.New()
+	h.Write(client[:])
+	h.Write(rendered)
+	var out digest
+	h.Sum(out[:0])
+	return out
+}
+
+// verdictLimit is how many verdicts of each kind a generation keeps: the
+// messages of a few hundred long sessions, a few MiB.
+const verdictLimit = 1 << 16
+
+// verdicts remembers a bool by digest, for at most about 2×limit digests:
+// when the current generation is full it becomes the previous one, and the
+// one before is dropped, so what is still asked for stays.
+type verdicts struct {
+	mu         sync.Mutex
+	limit      int
+	cur, older map[digest]bool
+}
+
+func newVerdicts(limit int) *verdicts {
+	return &verdicts{limit: limit, cur: map[digest]bool{}}
+}
+
+// get is the verdict on d, if one is kept; a nil verdicts keeps none.
+func (v *verdicts) get(d digest) (verdict, ok bool) {
+	if v == nil {
+		return false, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if verdict, ok = v.cur[d]; ok {
+		return verdict, true
+	}
+	if verdict, ok = v.older[d]; ok {
+		v.putLocked(d, verdict) // still asked for: kept in the current generation
+	}
+	return verdict, ok
+}
+
+// put keeps verdict on d.
+func (v *verdicts) put(d digest, verdict bool) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.putLocked(d, verdict)
+}
+
+func (v *verdicts) putLocked(d digest, verdict bool) {
+	if len(v.cur) >= v.limit {
+		v.older, v.cur = v.cur, make(map[digest]bool, v.limit/4)
+	}
+	v.cur[d] = verdict
+}

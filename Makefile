@@ -26,16 +26,19 @@ build: ## build bin/mnemos
 	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos
 
 .PHONY: test
-test: ## unit and integration tests against real Postgres and NATS JetStream; then chaos (test-chaos) and the hostile-load suite, each on its own
-	$(GO) test $(TEST_FLAGS) -skip '^$(CHAOS_TEST)$$' $$($(GO) list $(PKGS) | grep -v /tests/hostile)
+test: ## unit and integration tests against real Postgres and NATS JetStream; then the cluster tests (test-cluster), chaos (test-chaos) and the hostile-load suite, each on its own
+	$(GO) test $(TEST_FLAGS) -skip '^($(CHAOS_TEST)|$(LEADER_TEST)|$(CLUSTER_BENCH))$$' $$($(GO) list $(PKGS) | grep -v /tests/hostile)
+	$(MAKE) test-cluster
 	$(MAKE) test-chaos
 	$(GO) test -count=1 -timeout=15m ./tests/hostile/ # measures latency: without the race detector, alone on the machine
 
 CHAOS_TEST := TestClusterLosesNothingWhenNodesAndReplicasDie
+LEADER_TEST := TestATargetStartedWhileTheClusterHasNoLeaderWaitsForIt
+CLUSTER_BENCH := TestClusterIngestThroughput
 CHAOS_RUNS ?= 3
 .PHONY: test-cluster
 test-cluster: ## the three-node JetStream cluster tests of tests/faults: chaos once, and a target started without a leader
-	set -o pipefail; $(GO) test -count=1 -timeout=10m -v -run '^($(CHAOS_TEST)|TestATargetStartedWhileTheClusterHasNoLeaderWaitsForIt)$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
+	set -o pipefail; $(GO) test -count=1 -timeout=10m -v -run '^($(CHAOS_TEST)|$(LEADER_TEST))$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
 
 .PHONY: test-chaos
 test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (MNEMOS_CHAOS_SEED replays one; nodes sync always, MNEMOS_CHAOS_SYNC=default for the server's)
@@ -43,7 +46,7 @@ test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (
 
 .PHONY: bench-cluster
 bench-cluster: ## ingest on the three-node cluster with 1, 2, 3 accountants, JetStream sync default and always: one table (docs/scaling.md), about 5 minutes
-	set -o pipefail; MNEMOS_BENCH_CLUSTER=1 $(GO) test -count=1 -timeout=15m -v -run '^TestClusterIngestThroughput$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|^\||CPU per turn|turns/s|JetStream sync'
+	set -o pipefail; MNEMOS_BENCH_CLUSTER=1 $(GO) test -count=1 -timeout=15m -v -run '^$(CLUSTER_BENCH)$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|^\||CPU per turn|turns/s|JetStream sync'
 
 # Every fuzz target, as <package>:<FuzzName>; add new ones here.
 FUZZ_TARGETS := \

@@ -26,9 +26,8 @@ build: ## build bin/mnemos
 	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos
 
 .PHONY: test
-test: ## unit and integration tests against real Postgres and NATS JetStream; then chaos (test-chaos) and the hostile-load suite, each on its own
+test: ## unit and integration tests against real Postgres and NATS JetStream; then the hostile-load suite on its own (chaos: make test-chaos)
 	$(GO) test $(TEST_FLAGS) -skip '^($(CHAOS_TEST)|$(CLUSTER_BENCH))$$' $$($(GO) list $(PKGS) | grep -v /tests/hostile)
-	$(MAKE) test-chaos
 	$(GO) test -count=1 -timeout=15m ./tests/hostile/ # measures latency: without the race detector, alone on the machine
 
 CHAOS_TEST := TestClusterLosesNothingWhenNodesAndReplicasDie

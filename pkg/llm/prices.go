@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
 )
 
 // USD is an amount of money in nano-dollars (10⁻⁹ US dollars), exact: money
@@ -206,20 +208,10 @@ func (ps Prices) With(over Prices) Prices {
 // "claude-sonnet-4-6" is not priced as "claude-sonnet-4". The second result
 // is false when no key matches.
 func (ps Prices) Lookup(model string) (Price, bool) {
-	name := strings.ToLower(strings.TrimSpace(model))
-	name = strings.ReplaceAll(name, "[1m]", "")
-	if p, ok := ps.exact(name); ok {
+	if p, ok := ps.exact(strings.ReplaceAll(strings.ToLower(strings.TrimSpace(model)), tokens.OneMillionTag, "")); ok {
 		return p, true
 	}
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	for _, marker := range []string{"claude-", "gpt-"} {
-		if i := strings.Index(name, marker); i > 0 {
-			name = name[i:]
-			break
-		}
-	}
+	name, _ := tokens.ModelName(model)
 	best, found := "", false
 	for key := range ps {
 		k := strings.ToLower(key)

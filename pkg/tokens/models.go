@@ -44,27 +44,34 @@ var modelTable = []ModelInfo{
 	{Family: "gpt-4o", Window: 128_000, MaxOutput: 16_384},
 }
 
-// LookupModel finds a model's family in the table. The name may carry a
-// provider prefix ("us.anthropic.claude-…", "openai/gpt-4o"), a date or
-// version suffix, and the OneMillionTag, which sets the window to
-// OneMillionWindow. The second result is false for a model the table does not
-// know; its info then holds UnknownMaxOutput and, only when tagged [1m], a window.
-func LookupModel(model string) (ModelInfo, bool) {
-	name := strings.ToLower(strings.TrimSpace(model))
-	oneMillion := strings.Contains(name, OneMillionTag)
+// ModelName is a model id as the tables look it up: lower case, without
+// the [1m] tag (oneMillion reports it), a provider path, or the region and
+// vendor that Bedrock and similar ids put before the family.
+func ModelName(model string) (name string, oneMillion bool) {
+	name = strings.ToLower(strings.TrimSpace(model))
+	oneMillion = strings.Contains(name, OneMillionTag)
 	if oneMillion {
 		name = strings.ReplaceAll(name, OneMillionTag, "")
 	}
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
-	// Bedrock and similar ids put a region and vendor before the family.
 	for _, marker := range []string{"claude-", "gpt-"} {
 		if i := strings.Index(name, marker); i > 0 {
 			name = name[i:]
 			break
 		}
 	}
+	return name, oneMillion
+}
+
+// LookupModel finds a model's family in the table. The name may carry a
+// provider prefix ("us.anthropic.claude-…", "openai/gpt-4o"), a date or
+// version suffix, and the OneMillionTag, which sets the window to
+// OneMillionWindow. The second result is false for a model the table does not
+// know; its info then holds UnknownMaxOutput and, only when tagged [1m], a window.
+func LookupModel(model string) (ModelInfo, bool) {
+	name, oneMillion := ModelName(model)
 	info, ok := ModelInfo{MaxOutput: UnknownMaxOutput}, false
 	for _, m := range modelTable {
 		if familyMatches(name, m.Family) {

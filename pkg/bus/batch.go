@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +25,8 @@ type Outgoing struct {
 // PublishBatch publishes msgs without waiting for each acknowledgement in
 // turn, then waits for all of them. It returns, in order, whether each one
 // was stored; the error is the first failure. A message's outcome is only
-// reported as stored once the server acknowledged it.
+// reported as stored once the server acknowledged it, within the bus's
+// AckWait: one without an acknowledgement by then is reported not stored.
 func (b *Bus) PublishBatch(ctx context.Context, msgs []Outgoing) ([]bool, error) {
 	stored := make([]bool, len(msgs))
 	futures := make([]jetstream.PubAckFuture, len(msgs))
@@ -57,6 +59,11 @@ func (b *Bus) PublishBatch(ctx context.Context, msgs []Outgoing) ([]bool, error)
 		}
 		futures[i] = f
 	}
+	// Each acknowledgement fails after the bus's AckWait (jetstream's
+	// publish async timeout); the batch also stops waiting a moment after
+	// that, so a lost acknowledgement never holds its caller.
+	wait, cancel := context.WithTimeout(ctx, b.ackWait+time.Second)
+	defer cancel()
 	for i, f := range futures {
 		if f == nil {
 			spans[i].End()
@@ -67,8 +74,8 @@ func (b *Bus) PublishBatch(ctx context.Context, msgs []Outgoing) ([]bool, error)
 			stored[i] = true
 		case err := <-f.Err():
 			fail(i, err)
-		case <-ctx.Done():
-			fail(i, ctx.Err())
+		case <-wait.Done():
+			fail(i, fmt.Errorf("no acknowledgement within %s: %w", b.ackWait, wait.Err()))
 		}
 		spans[i].End()
 	}

@@ -15,6 +15,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,12 @@ type Config struct {
 	// DuplicateWindow is how long the streams remember message ids to drop
 	// a second publish of the same id (EnsureStreams). 0 means two minutes.
 	DuplicateWindow time.Duration
+	// AckWait is how long a publish waits for the stream's acknowledgement
+	// before it fails and may be sent again (its message id makes a second
+	// copy harmless). 0 means DefaultAckWait. An acknowledgement can be lost
+	// for good: a node killed after it took the message, a reply dropped
+	// while the connection moved to another node.
+	AckWait time.Duration
 	// AfterHandled, when set, is called with the consumer's durable name
 	// after a handler succeeded and before its message is acknowledged: the
 	// point where a crash leaves work committed but unacknowledged. It is a
@@ -85,8 +92,14 @@ type Bus struct {
 	infoEvery       time.Duration
 	replicas        int
 	duplicateWindow time.Duration
+	ackWait         time.Duration
 	afterHandled    func(consumer string)
 }
+
+// DefaultAckWait is how long a publish waits for its acknowledgement unless
+// Config.AckWait says otherwise: the JetStream client's own default for a
+// request without a deadline.
+const DefaultAckWait = 5 * time.Second
 
 // Connect connects to NATS and checks that JetStream is available. The
 // connection reconnects forever, with backoff, until Close.
@@ -131,7 +144,11 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		replicas:  max(cfg.Replicas, 1),
 
 		duplicateWindow: cfg.DuplicateWindow,
+		ackWait:         cmp.Or(cfg.AckWait, DefaultAckWait),
 		afterHandled:    cfg.AfterHandled,
+	}
+	if cfg.AckWait < 0 {
+		return nil, fmt.Errorf("bus.Connect: AckWait %s: want 0 or more", cfg.AckWait)
 	}
 	if b.duplicateWindow <= 0 {
 		b.duplicateWindow = DefaultDuplicateWindow
@@ -165,7 +182,10 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	b.nc = nc
 
-	js, err := jetstream.New(nc)
+	// Without a timeout, an asynchronous publish whose acknowledgement is
+	// lost waits forever, and so does whoever waits for it (the outbox
+	// relay, holding its rows locked).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(b.ackWait), jetstream.WithDefaultTimeout(b.ackWait))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bus.Connect: jetstream.New: %w", err)

@@ -129,3 +129,65 @@ func TestRelayReportsItsBacklog(t *testing.T) {
 		return ok && n == 0
 	}, 20*time.Second, 10*time.Millisecond)
 }
+
+// TestRelayLetsGoOfRowsWhoseAcknowledgementIsLost: a publish whose
+// acknowledgement never comes (a node killed after it took the message, a
+// reply lost while the connection moved) fails after the bus's AckWait, and
+// the relay's round ends, releasing its rows for the next round. The chaos
+// schedule found the relay waiting forever instead, its transaction holding
+// the rows locked, so that no relay could publish them again.
+func TestRelayLetsGoOfRowsWhoseAcknowledgementIsLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.New(t)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		for i := range 3 {
+			if err := tx.Enqueue(ctx, store.OutboxEvent{Subject: bus.Subject(bus.KindTurnAccounted, "acme", "lost"), MsgID: fmt.Sprintf("l-%d", i), Payload: []byte("{}")}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+
+	// No stream yet; a plain subscriber takes the messages and answers
+	// none of them, as a node that dies before acknowledging does.
+	cfg := bustest.Config(t)
+	cfg.AckWait = 300 * time.Millisecond
+	b, err := bus.Connect(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close(ctx) })
+	swallow, err := b.Conn().SubscribeSync(b.Prefix(bus.Subject(bus.KindTurnAccounted, "acme", "lost")))
+	require.NoError(t, err)
+	require.NoError(t, b.Conn().Flush())
+
+	relay := outbox.New(outbox.Config{Batch: 10}, st, b, bustest.Logger(t))
+	rctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel) // first of the cleanups: a round still waiting ends
+	round := make(chan error, 1)
+	go func() {
+		_, err := relay.RelayOnce(rctx)
+		round <- err
+	}()
+	select {
+	case err := <-round:
+		require.ErrorIs(t, err, jetstream.ErrAsyncPublishTimeout, "the round fails on the missing acknowledgements")
+	case <-time.After(15 * time.Second):
+		t.Fatal("the relay still waits for acknowledgements that will never come, its rows locked")
+	}
+	msg, err := swallow.NextMsg(time.Second)
+	require.NoError(t, err, "the message did leave")
+	require.Equal(t, "acme:l-0", msg.Header.Get(jetstream.MsgIDHeader))
+	require.NoError(t, swallow.Unsubscribe())
+
+	// The rows are free: a relay whose bus has its streams publishes them.
+	backlog, err := st.OutboxBacklog(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, backlog, "nothing was deleted without an acknowledgement")
+	n, err := outbox.New(outbox.Config{Batch: 10}, st, bustest.Connect(t, cfg), bustest.Logger(t)).RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	backlog, err = st.OutboxBacklog(ctx)
+	require.NoError(t, err)
+	require.Zero(t, backlog)
+}

@@ -22,6 +22,11 @@ import (
 // chaosSeedEnv replays a chaos schedule: the seed a failed run printed.
 const chaosSeedEnv = "MNEMOS_CHAOS_SEED"
 
+// chaosSyncEnv sets the nodes' JetStream sync_interval under chaos: unset,
+// always (production's setting, deploy/nats/nats.conf); "default" for the
+// server's own (every two minutes), or an interval such as 10s.
+const chaosSyncEnv = "MNEMOS_CHAOS_SYNC"
+
 // The cluster's load: sessions × rounds events, a pause between two events
 // of a session, so the load lasts through the whole schedule.
 const (
@@ -50,8 +55,15 @@ func TestClusterLosesNothingWhenNodesAndReplicasDie(t *testing.T) {
 	}
 	t.Logf("chaos seed %d (replay with %s=%d)", seed, chaosSeedEnv, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
+	syncSetting := "always"
+	if v := os.Getenv(chaosSyncEnv); v == "default" {
+		syncSetting = ""
+	} else if v != "" {
+		syncSetting = v
+	}
 
-	cluster := proctest.StartCluster(t, bins, 3)
+	cluster := proctest.StartClusterWith(t, bins, 3, proctest.ClusterOptions{Sync: syncSetting})
+	requireSync(t, cluster, syncSetting)
 	s := newSystem(t, systemOptions{natsURL: cluster.URL(), replicas: 3})
 	gateways := []*proctest.Process{s.start("gateway", nil), s.start("gateway", nil)}
 	var accountants []*proctest.Process
@@ -152,8 +164,8 @@ func TestClusterLosesNothingWhenNodesAndReplicasDie(t *testing.T) {
 	outOfOrder := s.count(`SELECT count(*) FROM messages a JOIN messages b
 		ON a.tenant_id = b.tenant_id AND a.session_id = b.session_id AND a.seq < b.seq AND a.position > b.position`)
 	slices.Sort(recoveries)
-	t.Logf("chaos: %d events, %d kills, %d lost, %d doubled, %d out of order, recovery p99 %.1f s",
-		total, len(steps), total-applied, doubled, outOfOrder, recoveries[len(recoveries)-1].Seconds())
+	t.Logf("chaos: %d events, JetStream sync %s, %d kills, %d lost, %d doubled, %d out of order, recovery p99 %.1f s",
+		total, syncName(syncSetting), len(steps), total-applied, doubled, outOfOrder, recoveries[len(recoveries)-1].Seconds())
 	require.Equal(t, total, applied, "every acknowledged event applied once")
 	require.Zero(t, doubled, "no message stored twice")
 	require.Zero(t, outOfOrder, "every session's messages in seq order")

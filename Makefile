@@ -26,21 +26,26 @@ build: ## build bin/mnemos
 	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos
 
 .PHONY: test
-test: ## unit and integration tests against real Postgres and NATS JetStream; then the hostile-load suite on its own (chaos: make test-chaos)
-	$(GO) test $(TEST_FLAGS) -skip '^($(CHAOS_TEST)|$(CLUSTER_BENCH))$$' $$($(GO) list $(PKGS) | grep -v /tests/hostile)
+test: ## unit and integration tests against real Postgres and NATS JetStream; then, each on its own, the hostile-load suite, the cluster tests and chaos
+	$(GO) test $(TEST_FLAGS) -skip '^($(CHAOS_TEST)|$(LEADER_TEST)|$(CLUSTER_BENCH))$$' $$($(GO) list $(PKGS) | grep -v /tests/hostile)
 	$(GO) test -count=1 -timeout=15m ./tests/hostile/ # measures latency: without the race detector, alone on the machine
+	$(MAKE) test-cluster
+	$(MAKE) test-chaos
 
 CHAOS_TEST := TestClusterLosesNothingWhenNodesAndReplicasDie
 LEADER_TEST := TestATargetStartedWhileTheClusterHasNoLeaderWaitsForIt
 CLUSTER_BENCH := TestClusterIngestThroughput
 CHAOS_RUNS ?= 3
+# What the cluster tests print: each test's outcome, the chaos schedule and
+# summary, and a failure's message (the processes' own logs are left out).
+CLUSTER_LINES := '^(---|ok|FAIL|PASS)|chaos|cluster_test.go|system_test.go|Error Trace:|Error:|Messages:|panic'
 .PHONY: test-cluster
 test-cluster: ## the three-node JetStream cluster tests of tests/faults: chaos once, and a target started without a leader
-	set -o pipefail; $(GO) test -count=1 -timeout=10m -v -run '^($(CHAOS_TEST)|$(LEADER_TEST))$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
+	set -o pipefail; $(GO) test -count=1 -timeout=10m -v -run '^($(CHAOS_TEST)|$(LEADER_TEST))$$' ./tests/faults/ | grep -E $(CLUSTER_LINES)
 
 .PHONY: test-chaos
 test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (MNEMOS_CHAOS_SEED replays one; nodes sync always, MNEMOS_CHAOS_SYNC=default for the server's)
-	set -o pipefail; $(GO) test -count=$(CHAOS_RUNS) -timeout=10m -v -run '^$(CHAOS_TEST)$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|chaos'
+	set -o pipefail; $(GO) test -count=$(CHAOS_RUNS) -timeout=10m -v -run '^$(CHAOS_TEST)$$' ./tests/faults/ | grep -E $(CLUSTER_LINES)
 
 .PHONY: bench-cluster
 bench-cluster: ## ingest on the three-node cluster with 1, 2, 3 accountants, JetStream sync default and always: one table (docs/scaling.md), about 5 minutes

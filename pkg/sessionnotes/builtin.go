@@ -28,7 +28,7 @@ const (
 // data itself, the way compaction's extractive summary does — a title from
 // the first request, the latest request and answer as the current state,
 // every request in the task specification, the files touched, the shell
-// commands run, the tool calls that failed, and one terse worklog line —
+// commands run, the tool calls that failed, and one numbered worklog line —
 // merging what the notes already list. It answers with the changed
 // sections, as a model would, so the answer goes through ParseEdits too.
 // Tool names are the defaults. The output depends only on the request.
@@ -72,7 +72,12 @@ func builtinEdits(doc Document, msgs []view.Message) []Section {
 	set(HeadingFiles, mergeFiles(body(HeadingFiles), f.Files))
 	set(HeadingWorkflow, parseList(body(HeadingWorkflow)).add(codeLines(f.Commands)...).render(builtinListBytes, "commands"))
 	set(HeadingErrors, parseList(body(HeadingErrors)).add(lines(f.Errors)...).render(builtinListBytes, "errors"))
-	set(HeadingWorklog, parseList(body(HeadingWorklog)).add(worklogLine(msgs, f)).render(builtinListBytes, "entries"))
+	// Each entry is numbered: two updates over windows that read alike
+	// would otherwise write the same line, which the list drops, and
+	// answer no change at all.
+	log := parseList(body(HeadingWorklog))
+	entry := fmt.Sprintf("Update %d: %s", len(log.items)+log.omitted+1, worklogLine(msgs, f))
+	set(HeadingWorklog, log.add(entry).render(builtinListBytes, "entries"))
 	return edits
 }
 

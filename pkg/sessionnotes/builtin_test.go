@@ -81,7 +81,7 @@ func TestBuiltinFillsTheNotesFromTheConversation(t *testing.T) {
 	require.Equal(t, "- /src/parse.go (read, edited)", body(doc, sessionnotes.HeadingFiles))
 	require.Equal(t, "- `go test ./pkg/parse`", body(doc, sessionnotes.HeadingWorkflow))
 	require.Contains(t, body(doc, sessionnotes.HeadingErrors), "Bash: FAIL: TestParse (unexpected EOF)")
-	require.Equal(t, "- 8 messages, 3 tool calls (Bash: 1, Edit: 1, Read: 1), 1 failed; files: /src/parse.go; latest request: # Fix the failing parser test in pkg/parse",
+	require.Equal(t, "- Update 1: 8 messages, 3 tool calls (Bash: 1, Edit: 1, Read: 1), 1 failed; files: /src/parse.go; latest request: # Fix the failing parser test in pkg/parse",
 		body(doc, sessionnotes.HeadingWorklog))
 	require.Empty(t, body(doc, sessionnotes.HeadingLearnings), "what the data does not say stays empty")
 	require.NotContains(t, answer, "# "+sessionnotes.HeadingLearnings, "only changed sections are answered")
@@ -167,4 +167,26 @@ func TestRecentKeepsTheLatestRounds(t *testing.T) {
 	require.LessOrEqual(t, view.Tokens(got), all/2)
 	require.Equal(t, c.msgs[len(c.msgs)-1], got[len(got)-1])
 	require.Len(t, sessionnotes.Recent(c.msgs, 1), 1, "the latest round always stays")
+}
+
+// TestBuiltinWritesAWorklogEntryEveryUpdate: two updates over windows that
+// read alike (the same number of messages and tool calls, the same answer)
+// each add their entry. The second used to repeat the first entry word for
+// word, which a list drops, so nothing changed and the empty answer was
+// rejected: an agent looping on one command saw its notes stop.
+func TestBuiltinWritesAWorklogEntryEveryUpdate(t *testing.T) {
+	t.Parallel()
+	doc := template(t)
+	for n := range 3 {
+		var c chat
+		c.round = int64(n * 10)
+		for i := range 3 {
+			c.call(fmt.Sprintf("w%d-%d", n, i), "Bash", map[string]any{"command": "make test"}, fmt.Sprintf("round %d.%d: ok", n, i), false)
+			c.answer("Running the next step.")
+		}
+		doc, _ = update(t, doc, c.msgs)
+	}
+	// Seven messages each: the request merges an answer with the call after it.
+	require.Equal(t, "- Update 1: 7 messages, 3 tool calls (Bash: 3)\n- Update 2: 7 messages, 3 tool calls (Bash: 3)\n- Update 3: 7 messages, 3 tool calls (Bash: 3)",
+		body(doc, sessionnotes.HeadingWorklog))
 }

@@ -26,11 +26,11 @@ build: ## build bin/mnemos
 	CGO_ENABLED=0 $(GO) build -tags grpcnotrace -trimpath -o bin/mnemos ./cmd/mnemos
 
 .PHONY: test
-test: ## unit and integration tests against real Postgres and NATS JetStream; then, each on its own, the hostile-load suite, the cluster tests and chaos
+test: ## unit and integration tests against real Postgres and NATS JetStream; then, each on its own, the hostile-load suite, the cluster tests and chaos (three runs in all)
 	$(GO) test $(TEST_FLAGS) -skip '^($(CHAOS_TEST)|$(LEADER_TEST)|$(CLUSTER_BENCH))$$' $$($(GO) list $(PKGS) | grep -v /tests/hostile)
 	$(GO) test -count=1 -timeout=15m ./tests/hostile/ # measures latency: without the race detector, alone on the machine
 	$(MAKE) test-cluster
-	$(MAKE) test-chaos
+	$(MAKE) test-chaos CHAOS_RUNS=2
 
 CHAOS_TEST := TestClusterLosesNothingWhenNodesAndReplicasDie
 LEADER_TEST := TestATargetStartedWhileTheClusterHasNoLeaderWaitsForIt
@@ -45,7 +45,7 @@ test-cluster: ## the three-node JetStream cluster tests of tests/faults: chaos o
 
 .PHONY: test-chaos
 test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (MNEMOS_CHAOS_SEED replays one; nodes sync always, MNEMOS_CHAOS_SYNC=default for the server's)
-	set -o pipefail; $(GO) test -count=$(CHAOS_RUNS) -timeout=10m -v -run '^$(CHAOS_TEST)$$' ./tests/faults/ | grep -E $(CLUSTER_LINES)
+	set -o pipefail; $(GO) test -count=$(CHAOS_RUNS) -timeout=20m -v -run '^$(CHAOS_TEST)$$' ./tests/faults/ | grep -E $(CLUSTER_LINES)
 
 .PHONY: bench-cluster
 bench-cluster: ## ingest on the three-node cluster with 1, 2, 3 accountants, JetStream sync default and always: one table (docs/scaling.md), about 5 minutes

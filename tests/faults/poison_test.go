@@ -77,16 +77,8 @@ func TestPoisonMessageIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 // deadLetterMsgs returns the dead letters by original message id.
 func (s *system) deadLetterMsgs() map[string]jetstream.Msg {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := s.bus.JetStream().OrderedConsumer(ctx, s.bus.StreamName(bus.StreamDeadLetter), jetstream.OrderedConsumerConfig{})
-	require.NoError(s.t, err)
-	info, err := c.Info(ctx)
-	require.NoError(s.t, err)
 	out := map[string]jetstream.Msg{}
-	for range info.NumPending {
-		m, err := c.Next(jetstream.FetchMaxWait(10 * time.Second))
-		require.NoError(s.t, err)
+	for _, m := range s.readStream(bus.StreamDeadLetter, "") {
 		out[m.Headers().Get(bus.HeaderOriginalMsgID)] = m
 	}
 	return out

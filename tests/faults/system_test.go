@@ -9,6 +9,7 @@ package faults_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -39,6 +40,15 @@ func TestMain(m *testing.M) { proctest.Main(m, &bins) }
 const (
 	tenant = "acme"
 	apiKey = "faults-test-key"
+)
+
+// keys are the API keys of the tenants the tests send as; a test that adds a
+// tenant adds its key here too (the chaos test's second tenant).
+var keys = map[string]string{tenant: apiKey, otherTenant: otherKey}
+
+const (
+	otherTenant = "globex"
+	otherKey    = "faults-test-key-globex"
 )
 
 // Generous bounds for asynchronous outcomes on a busy two-core machine.
@@ -151,7 +161,7 @@ func post(ctx context.Context, gateway *proctest.Process, ev turn.Event) int {
 	if err != nil {
 		return 0
 	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Authorization", "Bearer "+keys[cmp.Or(ev.TenantID, tenant)])
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0
@@ -161,12 +171,19 @@ func post(ctx context.Context, gateway *proctest.Process, ev turn.Event) int {
 	return resp.StatusCode
 }
 
-// waitApplied waits until every session has applied (or moved past) its last seq.
-func (s *system) waitApplied(want map[string]int64) {
+// waitApplied waits until every session has applied (or moved past) its
+// last seq. Sessions are the tenant's, unless of is given: each session's.
+func (s *system) waitApplied(want map[string]int64, of ...map[string]string) {
 	s.t.Helper()
+	tenantOf := func(id string) string {
+		if len(of) > 0 {
+			return of[0][id]
+		}
+		return tenant
+	}
 	require.Eventually(s.t, func() bool {
 		for id, seq := range want {
-			sess, err := s.store.GetSession(context.Background(), tenant, id)
+			sess, err := s.store.GetSession(context.Background(), tenantOf(id), id)
 			if err != nil || sess.AppliedSeq < seq {
 				return false
 			}
@@ -223,19 +240,68 @@ func (s *system) msgIDs(stream, filter string) map[string]int {
 // (unprefixed), in stream order.
 func (s *system) streamMsgs(stream, filter string) []jetstream.Msg {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := s.bus.JetStream().OrderedConsumer(ctx, s.bus.StreamName(stream), jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.bus.Prefix(filter)}})
-	require.NoError(s.t, err)
-	info, err := c.Info(ctx)
-	require.NoError(s.t, err)
-	var out []jetstream.Msg
-	for range info.NumPending {
-		m, err := c.Next(jetstream.FetchMaxWait(10 * time.Second))
-		require.NoError(s.t, err)
-		out = append(out, m)
+	return s.readStream(stream, s.bus.Prefix(filter))
+}
+
+// readStream reads every message of a stream (on subjects matching filter,
+// prefixed; empty: all), in stream order. A cluster that just lost a node
+// elects its leaders for a few seconds and answers no request meanwhile:
+// a read that fails is tried again, from the start, for settleTimeout.
+func (s *system) readStream(stream, filter string) []jetstream.Msg {
+	s.t.Helper()
+	read := func() ([]jetstream.Msg, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st, err := s.bus.JetStream().Stream(ctx, s.bus.StreamName(stream))
+		if err != nil {
+			return nil, err
+		}
+		// A plain pull consumer of its own, not an ordered one: after the
+		// chaos schedule's node kills, ordered consumers placed on some
+		// nodes failed every read with "no responders" while the stream
+		// and every other consumer served.
+		cfg := jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}
+		if filter != "" {
+			cfg.FilterSubjects = []string{filter}
+		}
+		c, err := st.CreateConsumer(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = st.DeleteConsumer(context.Background(), c.CachedInfo().Name) }()
+		info, err := c.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []jetstream.Msg
+		for uint64(len(out)) < info.NumPending {
+			batch, err := c.Fetch(int(min(info.NumPending-uint64(len(out)), 500)), jetstream.FetchMaxWait(10*time.Second))
+			if err != nil {
+				return nil, err
+			}
+			n := len(out)
+			for m := range batch.Messages() {
+				out = append(out, m)
+			}
+			if err := batch.Error(); err != nil {
+				return nil, err
+			}
+			if len(out) == n {
+				return nil, fmt.Errorf("%d of %d messages read, then none", n, info.NumPending)
+			}
+		}
+		return out, nil
 	}
-	return out
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		out, err := read()
+		if err == nil {
+			return out
+		}
+		require.True(s.t, time.Now().Before(deadline), "reading stream %s: %v", stream, err)
+		s.t.Logf("reading stream %s failed, trying again: %v", stream, err)
+		time.Sleep(time.Second)
+	}
 }
 
 // deadLetters returns the dead letters' reasons by original message id.
@@ -260,6 +326,8 @@ type eventOptions struct {
 	// firstInput, when set, is the first round's usage input side: a
 	// session that starts large.
 	firstInput int64
+	// tenant of the events; empty: tenant.
+	tenant string
 }
 
 // session makes n rounds of an agent working through tool calls: each round
@@ -286,7 +354,7 @@ func session(id string, n int, o eventOptions) []turn.Event {
 			{Type: turn.BlockToolUse, ID: fmt.Sprintf("%s-t%d", id, seq), Name: "Bash", Input: json.RawMessage(`{"command":"make test"}`)},
 		}}
 		ev := turn.Event{
-			Schema: turn.SchemaV1, EventID: fmt.Sprintf("%s-%d", id, seq), TenantID: tenant, SessionID: id, Seq: int64(seq),
+			Schema: turn.SchemaV1, EventID: fmt.Sprintf("%s-%d", id, seq), TenantID: cmp.Or(o.tenant, tenant), SessionID: id, Seq: int64(seq),
 			Model: "claude-sonnet-4-5", ContextWindow: o.window, MaxOutputTokens: o.maxOutput,
 			InputMessages: []turn.Message{in}, Response: &resp,
 			OccurredAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC).Add(time.Duration(seq) * time.Second),

@@ -313,8 +313,11 @@ func (g *Gateway) exactCount(ctx context.Context, tenant string, req *messagesRe
 	if resp.StatusCode != http.StatusOK {
 		return fail(fmt.Errorf("the upstream answered %s", resp.Status))
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&counted); err != nil || counted.InputTokens <= 0 {
-		return fail(fmt.Errorf("the upstream's answer has no input_tokens (%v)", err))
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&counted); err != nil {
+		return fail(fmt.Errorf("reading the upstream's answer: %w", err))
+	}
+	if counted.InputTokens <= 0 {
+		return fail(errors.New("the upstream's answer has no input_tokens"))
 	}
 	outcome := "under"
 	if counted.InputTokens >= estimate {

@@ -64,7 +64,7 @@ func Defaults() Settings {
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
-		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate(), s.Dreaming.Validate(), s.Limits.Validate())
+		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate(), s.Dreaming.Validate(), s.Limits.Validate(), s.Proxy.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

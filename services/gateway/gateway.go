@@ -817,6 +817,7 @@ type gatewayMetrics struct {
 	edits             metric.Int64Counter
 	editsSaved        metric.Int64Counter
 	proxyRequests     metric.Int64Counter
+	exactCounts       metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (gatewayMetrics, error) {
@@ -850,6 +851,9 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 		return gm, err
 	}
 	if gm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Messages API requests, by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), diverged, upstream_error, client_gone, unrecorded.")); err != nil {
+		return gm, err
+	}
+	if gm.exactCounts, err = m.Int64Counter("mnemos.proxy.exact_counts", metric.WithDescription("count_tokens calls the proxy made near the auto-compact threshold (proxy.exact_count_within_percent), by outcome: over or under the estimate, failed (the estimate decided).")); err != nil {
 		return gm, err
 	}
 	if gm.editsSaved, err = m.Int64Counter("mnemos.context.edits.tokens_saved", metric.WithDescription("Tokens context-management edits took out of contexts.")); err != nil {

@@ -146,6 +146,9 @@ type messagesRequest struct {
 	// leaves to write (the cache-break check's), with the round when it is
 	// recorded (flushSnapshot otherwise); nil when there is none.
 	snapshot *store.ContextSnapshot
+	// client is the request as the client sent it: its headers go up with
+	// every call made for it (forward).
+	client *http.Request
 }
 
 // turnAt is message i decoded (decodeMessage), once.
@@ -200,7 +203,7 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "reading the body: "+err.Error())
 		return nil, nil, false
 	}
-	req := &messagesRequest{}
+	req := &messagesRequest{client: r}
 	// Checked once; then split without encoding/json's scanner (messages_json.go).
 	if !json.Valid(body) {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")

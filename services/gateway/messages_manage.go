@@ -6,8 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"math"
+	"net/http"
 	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -74,6 +81,9 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 				return body, err
 			}
 			next += tokens.EstimateMessage(m)
+		}
+		if within := set.Proxy.ExactCountWithinPercent; within > 0 && req.client != nil && nearThreshold(next, cb.Tokens.AutoCompact, within) {
+			next = g.exactCount(ctx, tenant, req, parts, cb.Compaction != nil, tail, next)
 		}
 		if next >= cb.Tokens.AutoCompact {
 			g.flushSnapshot(ctx, tenant, req) // the render before the compaction's, as it was
@@ -260,4 +270,75 @@ func withSystem(system json.RawMessage, section [][]byte) (json.RawMessage, erro
 		blocks = append(blocks, b)
 	}
 	return turn.Marshal(blocks)
+}
+
+// nearThreshold reports whether an estimate is within percent of the
+// threshold, on either side.
+func nearThreshold(estimate, threshold int64, percent float64) bool {
+	margin := float64(threshold) * percent / 100
+	return math.Abs(float64(estimate-threshold)) <= margin
+}
+
+// exactCount asks the upstream's count_tokens for the request as it would
+// go up now (the session's context rendered, then the client's new
+// messages), and answers that figure. When the upstream cannot say, it
+// answers the estimate: the decision falls back to it, as without the
+// setting. Counted in mnemos.proxy.exact_counts by outcome (over, under,
+// failed).
+func (g *Gateway) exactCount(ctx context.Context, tenant string, req *messagesRequest, parts encodedContext, compacted bool, tail []json.RawMessage, estimate int64) int64 {
+	fail := func(err error) int64 {
+		g.log.Warn("messages proxy: count_tokens failed; deciding on the estimate", "tenant", tenant, "session", req.session, "err", err)
+		g.metrics.exactCounts.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
+		return estimate
+	}
+	body, err := managedBody(req, parts, compacted, tail)
+	if err != nil {
+		return fail(err)
+	}
+	// count_tokens takes the request's content, not how to answer it.
+	body, err = withoutFields(body, "max_tokens", "stream", "metadata", "temperature", "top_p", "top_k", "stop_sequences", "service_tier", "context_management")
+	if err != nil {
+		return fail(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, exactCountWait)
+	defer cancel()
+	resp, err := g.forward(cctx, req.client, req.upstream, "/v1/messages/count_tokens", body)
+	if err != nil {
+		return fail(err)
+	}
+	defer resp.Body.Close()
+	var counted struct {
+		InputTokens int64 `json:"input_tokens"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fail(fmt.Errorf("the upstream answered %s", resp.Status))
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&counted); err != nil {
+		return fail(fmt.Errorf("reading the upstream's answer: %w", err))
+	}
+	if counted.InputTokens <= 0 {
+		return fail(errors.New("the upstream's answer has no input_tokens"))
+	}
+	outcome := "under"
+	if counted.InputTokens >= estimate {
+		outcome = "over"
+	}
+	g.metrics.exactCounts.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+	g.log.Debug("messages proxy: exact count near the threshold", "tenant", tenant, "session", req.session, "estimate", estimate, "exact", counted.InputTokens)
+	return counted.InputTokens
+}
+
+// exactCountWait bounds the count_tokens call: past it, the estimate decides.
+const exactCountWait = 5 * time.Second
+
+// withoutFields is a JSON object without the named top-level fields.
+func withoutFields(body []byte, names ...string) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		delete(fields, n)
+	}
+	return json.Marshal(fields)
 }

@@ -262,7 +262,7 @@ func (s *system) readStream(stream, filter string) []jetstream.Msg {
 		// and every other consumer served.
 		cfg := jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}
 		if filter != "" {
-			cfg.FilterSubjects = []string{filter}
+			cfg.FilterSubject = filter // one subject: the servers before 2.10 take no list
 		}
 		c, err := st.CreateConsumer(ctx, cfg)
 		if err != nil {

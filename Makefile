@@ -65,9 +65,13 @@ FUZZ_TARGETS := \
 	./pkg/sessionnotes:FuzzSubstitute \
 	./pkg/ctxedit:FuzzParse \
 	./services/gateway:FuzzJSONWalk
-FUZZTIME ?= 30s
+# A count of executions, not a duration: Go 1.26's fuzz coordinator can fail a
+# target with a bare "context deadline exceeded" when a -fuzztime duration runs
+# out on a busy machine (go.dev/issue/75804, fixed in Go 1.27); a count has no
+# deadline to race.
+FUZZTIME ?= 100000x
 .PHONY: fuzz-short
-fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (30s) each
+fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (100000x: that many inputs) each
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		pkg=$${target%%:*}; name=$${target##*:}; \
 		echo "== $$name ($$pkg, $(FUZZTIME))"; \

@@ -51,6 +51,9 @@ type Call struct {
 	ErrorKind ErrorKind
 	// Err is the final error, nil when the call succeeded.
 	Err error
+	// Forked reports that the call followed the agent's own request
+	// (Request.Prefix), to read the provider's prompt cache.
+	Forked bool
 }
 
 // Outcome names how the call ended, for metrics and logs: "ok", the error
@@ -208,6 +211,7 @@ func (g *guarded) Complete(ctx context.Context, req Request) (Response, error) {
 		At:        start,
 		ErrorKind: KindOf(err),
 		Err:       err,
+		Forked:    resp.Forked,
 	}
 	if call.Model == "" {
 		call.Model = req.Model
@@ -324,7 +328,7 @@ func newGuardMetrics(m metric.Meter) guardMetrics {
 		cost, _ = fallback.Int64Counter("mnemos.llm.cost")
 	}
 	calls, err := m.Int64Counter("mnemos.llm.calls", metric.WithUnit("{call}"),
-		metric.WithDescription("LLM calls, by tenant, task, provider and outcome (ok or the error kind)."))
+		metric.WithDescription("LLM calls, by tenant, task, provider, outcome (ok or the error kind) and whether the call forked the agent's request."))
 	if err != nil {
 		calls, _ = fallback.Int64Counter("mnemos.llm.calls")
 	}
@@ -342,7 +346,7 @@ func (m guardMetrics) call(ctx context.Context, c Call) {
 		attribute.String("task", string(c.Task)),
 		attribute.String("provider", c.Provider),
 	}
-	m.calls.Add(ctx, 1, metric.WithAttributes(append(base, attribute.String("outcome", c.Outcome()))...))
+	m.calls.Add(ctx, 1, metric.WithAttributes(append(base, attribute.String("outcome", c.Outcome()), attribute.Bool("forked", c.Forked))...))
 	if c.Cost > 0 {
 		m.cost.Add(ctx, int64(c.Cost), metric.WithAttributes(append(base, attribute.String("model", c.Model))...))
 	}

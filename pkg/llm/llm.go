@@ -61,6 +61,24 @@ type Request struct {
 	// JSONSchema, when set, asks for a JSON object answer matching it (the
 	// response's Text is then that JSON).
 	JSONSchema json.RawMessage
+
+	// Session names the agent session the call works on, and Ask is the
+	// task's request in forked form: what the call asks when it follows
+	// the agent's own conversation instead of Messages. With both set,
+	// WithForks gives the call the agent's last request (Prefix), and a
+	// provider that can fork it (Forker) sends that request unchanged with
+	// System and Ask appended, so the provider's prompt cache serves
+	// everything the agent has sent; any other provider, or a call without
+	// a Prefix, sends System and Messages as always.
+	Session string
+	Ask     turn.Content
+	// Continuation is, for a forked call with Tools, the tool calls made
+	// so far and their results, as text after Ask (see ForkedTurn); the
+	// same turns are in Messages as tool_use and tool_result blocks, so any
+	// call of a loop can go either way.
+	Continuation []Message
+	// Prefix is the agent's last request, set by WithForks.
+	Prefix *Prefix
 }
 
 // ToolCall is a tool call the model made.
@@ -100,6 +118,9 @@ type Response struct {
 	StopReason string     `json:"stop_reason"`
 	Model      string     `json:"model"`
 	Usage      Usage      `json:"usage"`
+	// Forked reports that the call followed the agent's request
+	// (Request.Prefix) instead of sending Messages.
+	Forked bool `json:"forked,omitempty"`
 }
 
 // Provider calls a model.

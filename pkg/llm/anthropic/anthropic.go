@@ -98,7 +98,36 @@ func (p *Provider) Model(req llm.Request) string { return p.models.Pick(req, p.m
 // Complete makes one Messages API call. With req.JSONSchema set it forces a
 // call of AnswerTool, whose input schema is the schema, and returns that
 // input as Text.
+//
+// With req.Prefix set the call is a fork of the agent's request (see
+// fork). A fork the API refuses, or whose answer cannot be used, is made
+// again as an ordinary call, its usage added: a fork only saves money.
 func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if req.Prefix != nil && len(req.Ask) > 0 {
+		resp, err := p.fork(ctx, req)
+		if err == nil || !forkFallsBack(err) || ctx.Err() != nil {
+			return resp, err
+		}
+		plain, err := p.complete(ctx, req)
+		plain.Usage = plain.Usage.Add(resp.Usage)
+		return plain, err
+	}
+	return p.complete(ctx, req)
+}
+
+// forkFallsBack reports whether a failed fork is made again unforked: when
+// the request or its answer was at fault (a fork adds to an agent request
+// that may be near its window), not the API's state.
+func forkFallsBack(err error) bool {
+	switch llm.KindOf(err) {
+	case llm.KindRequest, llm.KindBadResponse, llm.KindUnsupported, llm.KindPromptTooLong:
+		return true
+	}
+	return false
+}
+
+// complete makes the ordinary call of req.
+func (p *Provider) complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	params, err := p.params(req)
 	if err != nil {
 		return llm.Response{}, &llm.Error{Kind: llm.KindRequest, Err: fmt.Errorf("anthropic: %w", err)}
@@ -306,16 +335,7 @@ func toolResult(b turn.Block) (*sdk.ToolResultBlockParam, error) {
 // response translates the SDK's message. When JSON was asked for, the
 // AnswerTool call's input is the Text, and its absence KindBadResponse.
 func response(msg *sdk.Message, wantJSON bool) (llm.Response, error) {
-	resp := llm.Response{
-		StopReason: string(msg.StopReason),
-		Model:      msg.Model,
-		Usage: llm.Usage{
-			InputTokens:      msg.Usage.InputTokens,
-			OutputTokens:     msg.Usage.OutputTokens,
-			CacheReadTokens:  msg.Usage.CacheReadInputTokens,
-			CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
-		},
-	}
+	resp := llm.Response{StopReason: string(msg.StopReason), Model: msg.Model, Usage: usageOf(msg)}
 	var text strings.Builder
 	var answer json.RawMessage
 	for _, c := range msg.Content {
@@ -343,6 +363,16 @@ func response(msg *sdk.Message, wantJSON bool) (llm.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// usageOf is a message's usage.
+func usageOf(msg *sdk.Message) llm.Usage {
+	return llm.Usage{
+		InputTokens:      msg.Usage.InputTokens,
+		OutputTokens:     msg.Usage.OutputTokens,
+		CacheReadTokens:  msg.Usage.CacheReadInputTokens,
+		CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
+	}
 }
 
 // The two ways the API says a request does not fit the window:

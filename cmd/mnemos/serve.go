@@ -333,7 +333,10 @@ func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store
 	if err != nil {
 		return nil, err
 	}
-	d.provider = llm.Guard(rawLLM, llm.GuardOptions{Budget: ledger, Recorder: ledger, Pricer: ledger, Meter: metrics.Meter("llm"), TracerProvider: tp})
+	// Background calls fork the agent's last request where the provider
+	// can (Anthropic): its prompt cache then serves them.
+	forked := llm.WithForks(rawLLM, llmledger.AgentRequests(st))
+	d.provider = llm.Guard(forked, llm.GuardOptions{Budget: ledger, Recorder: ledger, Pricer: ledger, Meter: metrics.Meter("llm"), TracerProvider: tp})
 	d.llmName = rawLLM.Name()
 	if d.llmName == builtin.Name {
 		log.Info("no model configured: the builtin provider writes summaries and session notes from the data itself, saves only explicit requests and corrections as memories and picks memories to recall by BM25 (set ANTHROPIC_API_KEY, OPENAI_API_KEY or MNEMOS_OPENAI_BASE_URL to use a model)")

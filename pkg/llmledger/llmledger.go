@@ -1,11 +1,13 @@
 // Package llmledger keeps model-call usage in Postgres, per tenant, UTC day,
 // task, provider and model, with what the calls cost by the tenant's
 // prices, and enforces each tenant's daily budgets of tokens and of money.
-// It is the llm.Recorder, llm.Budget and llm.Pricer of a running process.
+// It is the llm.Recorder, llm.Budget and llm.Pricer of a running process,
+// and finds the agent requests background calls fork (AgentRequests).
 package llmledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -124,4 +126,24 @@ func Check(tenant string, set tenantcfg.LLM, tokens int64, cost llm.USD) error {
 		return fmt.Errorf("tenant %s spent $%s of its $%s today (llm.daily_budget_usd): %w", tenant, cost, limit, llm.ErrBudgetExhausted)
 	}
 	return nil
+}
+
+// AgentRequests finds a session's last agent request in st, the one the
+// Messages API proxy kept (store.AgentRequest), for llm.WithForks.
+func AgentRequests(st *store.Store) llm.Prefixes {
+	return func(ctx context.Context, tenant, session string) (*llm.Prefix, error) {
+		var ar store.AgentRequest
+		err := st.InTx(ctx, tenant, func(tx *store.Tx) error {
+			var err error
+			ar, err = tx.AgentRequest(ctx, session)
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &llm.Prefix{Model: ar.Model, Body: ar.Body, Reply: ar.Reply, Beta: ar.Beta}, nil
+	}
 }

@@ -328,7 +328,7 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	if outcome == proxyManaged {
 		// The client has its answer; recording it must not depend on the
 		// client staying connected.
-		if err := g.recordRound(context.WithoutCancel(ctx), tenant, r, req, reply); err != nil {
+		if err := g.recordRound(context.WithoutCancel(ctx), tenant, r, req, body, reply); err != nil {
 			g.log.Error("messages proxy: the round was not recorded", "tenant", tenant, "session", req.session, "err", err)
 			outcome = proxyUnrecorded
 		}
@@ -538,8 +538,10 @@ func relayReply(w http.ResponseWriter, resp *http.Response, stream bool) (reply,
 // client's conversation not published yet and the upstream's answer, with
 // its usage, under the session's next seq.
 // The context snapshot the request's render left (req.snapshot) is written
-// in the same transaction, its writes sent in one round trip (Pipeline).
-func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, rep reply) error {
+// in the same transaction, its writes sent in one round trip (Pipeline),
+// and so is the request as it was sent up (sent), for background calls to
+// fork, when the answer shows the prompt cache in use (agentRequest).
+func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, sent []byte, rep reply) error {
 	session, n := req.session, int64(len(req.messages))
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		sess, err := tx.LockSession(ctx, session, turn.MainAgent)
@@ -581,6 +583,11 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 					return err
 				}
 			}
+			if ar, ok := agentRequest(req, sent, rep); ok {
+				if err := p.PutAgentRequest(ctx, ar); err != nil {
+					return err
+				}
+			}
 			return p.RecordProxyRound(ctx, session, seq, n+1)
 		})
 	})
@@ -588,6 +595,31 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 		req.snapshot = nil
 	}
 	return err
+}
+
+// agentRequest is the request sent up for a round, kept for background
+// calls to fork, when the answer shows it read or wrote the prompt cache:
+// without a breakpoint there is nothing a fork could read. The answer goes
+// with it when it called no tool (a fork cannot follow a tool call without
+// its result).
+func agentRequest(req *messagesRequest, sent []byte, rep reply) (store.AgentRequest, bool) {
+	if rep.Usage.CacheReadInputTokens+rep.Usage.CacheCreationInputTokens <= 0 || len(sent) == 0 {
+		return store.AgentRequest{}, false
+	}
+	ar := store.AgentRequest{SessionID: req.session, Model: req.model, Body: sent}
+	if req.client != nil {
+		ar.Beta = req.client.Header.Get("anthropic-beta")
+	}
+	calls := rep.StopReason == "tool_use"
+	for _, b := range rep.Content {
+		calls = calls || b.Type == turn.BlockToolUse || b.Type == "server_tool_use"
+	}
+	if !calls && len(rep.Content) > 0 {
+		if content, err := json.Marshal(withoutCacheControl(rep.Content)); err == nil {
+			ar.Reply = content
+		}
+	}
+	return ar, true
 }
 
 // flushSnapshot writes the context snapshot a managed request's render

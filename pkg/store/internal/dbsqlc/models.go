@@ -23,6 +23,16 @@ type AgentMemoryWrite struct {
 	Writes    int64
 }
 
+type AgentRequest struct {
+	TenantID  string
+	SessionID string
+	Model     string
+	Body      []byte
+	Reply     []byte
+	Beta      string
+	UpdatedAt pgtype.Timestamptz
+}
+
 type ApiKey struct {
 	KeyHash   []byte
 	TenantID  string

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
@@ -31,6 +32,10 @@ type SummaryInput struct {
 	Model string
 	// MaxTokens bounds the summary's output; 0 means DefaultSummaryMaxTokens.
 	MaxTokens int64
+	// Session, set when Messages are the session's whole context, lets the
+	// call fork the agent's last request (llm.Request.Session): the
+	// summary is then asked of the conversation as the agent sent it.
+	Session string
 }
 
 // Summary is the outcome of Summarize.
@@ -77,14 +82,18 @@ func Summarize(ctx context.Context, p llm.Provider, in SummaryInput) (Summary, e
 		}
 		sum.DroppedMessages = len(in.Messages) - len(msgs)
 		sum.Attempts++
-		resp, err := p.Complete(ctx, llm.Request{
+		req := llm.Request{
 			Tenant:    in.Tenant,
 			Task:      llm.TaskCompaction,
 			Model:     in.Model,
 			System:    systemPrompt,
 			Messages:  requestMessages(msgs, in.Instructions),
 			MaxTokens: maxTokens,
-		})
+		}
+		if in.Session != "" && start == 0 {
+			req.Session, req.Ask = in.Session, turn.Content{textBlock(instructions(in.Instructions))}
+		}
+		resp, err := p.Complete(ctx, req)
 		if err == nil {
 			sum.Usage = sum.Usage.Add(resp.Usage)
 			if resp.Model != "" {

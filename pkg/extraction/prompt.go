@@ -66,6 +66,10 @@ type Input struct {
 	// Tenant attributes the call's usage; Model overrides the provider's
 	// extraction model when set.
 	Tenant, Model string
+	// SessionID, when set, lets the calls fork the agent's last request
+	// (llm.Request.Session): the messages are then the conversation as the
+	// agent sent it.
+	SessionID string
 	// Scope is the one scope the run writes to.
 	Scope memory.Scope
 	// Messages are the session's messages since the last extraction,
@@ -100,16 +104,19 @@ func Request(in Input) llm.Request {
 		m.Content = trim(m.Content, in.ToolResultBytes, in.ToolInputBytes)
 		msgs[i] = m
 	}
+	ask := turn.Content{
+		{Type: turn.BlockText, Text: Manifest(in.Scope, in.Manifest, in.Now)},
+		{Type: turn.BlockText, Text: instructions(in.Scope, in.Now, in.MaxTurns)},
+	}
 	return llm.Request{
-		Tenant: in.Tenant,
-		Task:   llm.TaskExtraction,
-		Model:  in.Model,
-		System: systemPrompt,
-		Messages: compaction.Conversation(msgs,
-			turn.Block{Type: turn.BlockText, Text: Manifest(in.Scope, in.Manifest, in.Now)},
-			turn.Block{Type: turn.BlockText, Text: instructions(in.Scope, in.Now, in.MaxTurns)},
-		),
+		Tenant:    in.Tenant,
+		Task:      llm.TaskExtraction,
+		Model:     in.Model,
+		System:    systemPrompt,
+		Messages:  compaction.Conversation(msgs, ask...),
 		MaxTokens: DefaultMaxOutputTokens,
+		Session:   in.SessionID,
+		Ask:       ask,
 	}
 }
 

@@ -76,6 +76,7 @@ func Loop(ctx context.Context, p llm.Provider, req llm.Request, ex *Executor, ma
 			return res, nil
 		}
 		results := make(turn.Content, 0, len(resp.ToolCalls))
+		texts, errs := make([]string, 0, len(resp.ToolCalls)), make([]bool, 0, len(resp.ToolCalls))
 		for _, call := range resp.ToolCalls {
 			out, err := ex.Run(ctx, call)
 			if err != nil {
@@ -91,8 +92,11 @@ func Loop(ctx context.Context, p llm.Provider, req llm.Request, ex *Executor, ma
 			}
 			content := turn.Content{{Type: turn.BlockText, Text: text}}
 			results = append(results, turn.Block{Type: turn.BlockToolResult, ToolUseID: call.ID, Content: &content, IsError: out.IsError})
+			texts, errs = append(texts, text), append(errs, out.IsError)
 		}
 		req.Messages = append(req.Messages, llm.Message{Role: "user", Content: results})
+		// The same turn for a forked call (llm.Request.Continuation).
+		req.Continuation = append(req.Continuation, llm.ForkedTurn(resp.ToolCalls, texts, errs)...)
 	}
 	res.Capped = true
 	return res, nil

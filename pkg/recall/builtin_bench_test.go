@@ -18,7 +18,7 @@ func BenchmarkBuiltinSelector(b *testing.B) {
 		cands = append(cands, cand("project:repo-x", fmt.Sprintf("note-%03d", i), memory.TypeProject,
 			fmt.Sprintf("How the %s behaves under load, observation %d, and what to check first", t, i)))
 	}
-	req := request("acme", "can you run the migration on the staging database before the deploy window?", []string{"Bash", "Read"}, cands, 5, testNow)
+	req := request("acme", "", "can you run the migration on the staging database before the deploy window?", []string{"Bash", "Read"}, cands, 5, testNow)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Builtin(context.Background(), req); err != nil {

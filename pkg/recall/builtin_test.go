@@ -27,7 +27,7 @@ func cand(scope, name string, typ memory.Type, desc string) Candidate {
 // pick runs the builtin selector on the request the Recaller would send.
 func pick(t *testing.T, query string, tools []string, cands []Candidate, max int) []string {
 	t.Helper()
-	resp, err := Builtin(context.Background(), request("acme", query, tools, cands, max, testNow))
+	resp, err := Builtin(context.Background(), request("acme", "", query, tools, cands, max, testNow))
 	require.NoError(t, err)
 	got, err := parseAnswer(resp.Text)
 	require.NoError(t, err)
@@ -144,7 +144,7 @@ func TestToolReferencesForToolsJustUsedAreLeftOutButTheirPitfallsAreNot(t *testi
 // Recaller is a bad request, not an empty answer.
 func TestBuiltinRefusesARequestItCannotRead(t *testing.T) {
 	t.Parallel()
-	req := request("acme", "hello world", nil, nil, 5, testNow)
+	req := request("acme", "", "hello world", nil, nil, 5, testNow)
 	bad := req
 	bad.JSONSchema = json.RawMessage(`{"type":"object"}`)
 	_, err := Builtin(context.Background(), bad)

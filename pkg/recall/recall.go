@@ -216,7 +216,7 @@ func (r *Recaller) recall(ctx context.Context, q Query) (Result, error) {
 		return r.conclude(ctx, q, res, OutcomeNone)
 	}
 	res.Provider = r.provider.Name()
-	resp, err := r.provider.Complete(ctx, request(q.Tenant, q.Text, q.RecentTools, cands, set.MaxMemories, now))
+	resp, err := r.provider.Complete(ctx, request(q.Tenant, q.SessionID, q.Text, q.RecentTools, cands, set.MaxMemories, now))
 	res.Model = resp.Model
 	var picks []string
 	if err == nil {

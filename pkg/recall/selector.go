@@ -40,8 +40,9 @@ type Candidate struct {
 
 // request builds the selector's call: the prompt, one user message listing
 // the tools just used, the candidates and the request, and a JSON answer of
-// at most max references.
-func request(tenant, query string, tools []string, cands []Candidate, max int, now time.Time) llm.Request {
+// at most max references. Forked (llm.Request.Session), the selector
+// also sees the agent's conversation that led to the request.
+func request(tenant, session, query string, tools []string, cands []Candidate, max int, now time.Time) llm.Request {
 	var named []string
 	for _, t := range tools {
 		if t = strings.TrimSpace(t); t != "" && !strings.ContainsAny(t, ",\n") {
@@ -61,12 +62,15 @@ func request(tenant, query string, tools []string, cands []Candidate, max int, n
 	}
 	b.WriteString("\n" + requestLine + "\n")
 	b.WriteString(clipQuery(query))
+	ask := turn.Content{{Type: turn.BlockText, Text: b.String()}}
 	return llm.Request{
 		Tenant: tenant, Task: llm.TaskRecall,
 		System:     fmt.Sprintf(SystemPrompt, max),
-		Messages:   []llm.Message{{Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: b.String()}}}},
+		Messages:   []llm.Message{{Role: "user", Content: ask}},
 		MaxTokens:  int64(200 + 60*max),
 		JSONSchema: answerSchema(max),
+		Session:    session,
+		Ask:        ask,
 	}
 }
 

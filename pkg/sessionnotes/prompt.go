@@ -73,16 +73,21 @@ func Request(in UpdateInput) llm.Request {
 		VarHeadings:         strings.Join(Headings(), "\n"),
 		VarSessionID:        in.SessionID,
 	}
+	ask := turn.Content{
+		{Type: turn.BlockText, Text: notesOpen + in.Notes.Render() + notesClose},
+		{Type: turn.BlockText, Text: Substitute(prompt, vars)},
+	}
 	return llm.Request{
-		Tenant: in.Tenant,
-		Task:   llm.TaskNotes,
-		Model:  in.Model,
-		System: systemPrompt,
-		Messages: compaction.Conversation(in.Messages,
-			turn.Block{Type: turn.BlockText, Text: notesOpen + in.Notes.Render() + notesClose},
-			turn.Block{Type: turn.BlockText, Text: Substitute(prompt, vars)},
-		),
+		Tenant:    in.Tenant,
+		Task:      llm.TaskNotes,
+		Model:     in.Model,
+		System:    systemPrompt,
+		Messages:  compaction.Conversation(in.Messages, ask...),
 		MaxTokens: DefaultMaxOutputTokens,
+		// Forked, the update reads the agent's whole conversation, the
+		// messages since the last update among them.
+		Session: in.SessionID,
+		Ask:     ask,
 	}
 }
 

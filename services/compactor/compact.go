@@ -442,9 +442,13 @@ func (s *Service) summarize(ctx context.Context, j job, msgs []view.Message) (*r
 		instructions = j.set.Compaction.Instructions
 	}
 	if !s.circuitOpen(j) {
-		sum, err := compaction.Summarize(ctx, s.provider, compaction.SummaryInput{
-			Tenant: j.state.Session.TenantID, Messages: msgs, Instructions: instructions,
-		})
+		in := compaction.SummaryInput{Tenant: j.state.Session.TenantID, Messages: msgs, Instructions: instructions}
+		if len(msgs) == len(j.shown) {
+			// The whole context: the agent's last request holds it, and
+			// the call may fork that request.
+			in.Session = j.state.Session.SessionID
+		}
+		sum, err := compaction.Summarize(ctx, s.provider, in)
 		res.sum = sum
 		if err == nil {
 			res.method, res.summary = events.MethodFull, sum.Text

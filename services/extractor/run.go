@@ -136,7 +136,7 @@ func (s *Service) extract(ctx context.Context, c singlerun.Claim, scope memory.S
 		return fmt.Errorf("extractor: %w", err)
 	}
 	req := extraction.Request(extraction.Input{
-		Tenant: c.Tenant, Scope: scope, Messages: sessionnotes.Recent(msgs, s.cfg.MaxInputTokens),
+		Tenant: c.Tenant, SessionID: session, Scope: scope, Messages: sessionnotes.Recent(msgs, s.cfg.MaxInputTokens),
 		Manifest: heads, Now: s.now(), MaxTurns: set.Extraction.MaxTurns,
 	})
 	res, err := memtools.Loop(ctx, s.provider, req, ex, set.Extraction.MaxTurns)

@@ -54,6 +54,17 @@ func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
 // takes Postgres or NATS away reaches them through a link.
 func startMnemosOn(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKey string) *mnemos {
 	t.Helper()
+	return startMnemosWith(t, st, b, upstreamURL, apiKey, builtin.New(map[llm.Task]builtin.Handler{
+		llm.TaskCompaction: compaction.BuiltinSummarizer,
+		llm.TaskNotes:      sessionnotes.Builtin,
+		llm.TaskExtraction: extraction.Builtin,
+	}))
+}
+
+// startMnemosWith is startMnemosOn with the background services' model
+// calls made by provider.
+func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKey string, provider llm.Provider) *mnemos {
+	t.Helper()
 	log := bustest.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, st.EnsureTenant(ctx, tenant, "Acme"))
@@ -63,11 +74,6 @@ func startMnemosOn(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKe
 	require.NoError(t, err)
 	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
-	provider := builtin.New(map[llm.Task]builtin.Handler{
-		llm.TaskCompaction: compaction.BuiltinSummarizer,
-		llm.TaskNotes:      sessionnotes.Builtin,
-		llm.TaskExtraction: extraction.Builtin,
-	})
 	comp, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())
 	require.NoError(t, err)
 	notes, err := sessionmemory.New(sessionmemory.DefaultConfig(), st, b, settings, provider, log, metrics.Meter())

@@ -148,7 +148,9 @@ func (p Price) Validate() error {
 type Prices map[string]Price
 
 // DefaultPrices are the public list prices, in dollars per million tokens,
-// of the models the model table knows (pkg/tokens), as of November 2025.
+// of the models the model table knows (pkg/tokens), as of November 2025,
+// and of the providers' default models (Claude Sonnet 5 and 5.5, GPT-5.4
+// mini), as of November 2026.
 // Long-context (over 200K input tokens) and batch prices are not modelled.
 // OpenAI bills cache writes as input; its models' cache_write is their
 // input price.
@@ -157,6 +159,9 @@ func DefaultPrices() Prices {
 		return Price{Input: PerMillion(in), Output: PerMillion(out), CacheWrite: PerMillion(write), CacheRead: PerMillion(read)}
 	}
 	return Prices{
+		"claude-sonnet-5-5": m(2_000, 10_000, 2_500, 200),
+		"claude-sonnet-5":   m(2_000, 10_000, 2_500, 200),
+		"gpt-5.4-mini":      m(750, 4_500, 750, 75),
 		"claude-opus-4-5":   m(5_000, 25_000, 6_250, 500),
 		"claude-sonnet-4-5": m(3_000, 15_000, 3_750, 300),
 		"claude-haiku-4-5":  m(1_000, 5_000, 1_250, 100),

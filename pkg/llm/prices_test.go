@@ -44,6 +44,8 @@ func TestPricesLookupFindsTheFamily(t *testing.T) {
 		"openai/gpt-4o-mini":                         "0.15",
 		"gpt-4o-2024-08-06":                          "2.5",
 		"gpt-4.1-nano":                               "0.1",
+		"claude-sonnet-5-5":                          "2",
+		"gpt-5.4-mini-2026-03-17":                    "0.75",
 	} {
 		p, ok := ps.Lookup(model)
 		require.True(t, ok, model)

@@ -73,3 +73,11 @@ func TestModelsListsWhatTheProviderCalls(t *testing.T) {
 	cfg = providers.Config{OpenAI: openai.Config{BaseURL: "http://vllm:8000/v1", Model: "llama3.1:70b"}}
 	require.Equal(t, []string{"llama3.1:70b"}, cfg.Models())
 }
+
+func TestEveryDefaultModelHasAPrice(t *testing.T) {
+	t.Parallel()
+	for _, model := range []string{anthropic.DefaultModel, openai.DefaultModel} {
+		_, ok := llm.DefaultPrices().Lookup(model)
+		require.True(t, ok, "%s, a provider's default model, has a list price: its calls count against budgets in money", model)
+	}
+}

@@ -223,7 +223,10 @@ func TestAnInventedNameIsDroppedAndCountedTheRestSurfaced(t *testing.T) {
 			require.Contains(t, msg, "Tools just used: Bash\n")
 			require.Contains(t, msg, "- project:repo-x/staging-db-read-only-fridays [feedback, saved today]: The staging database is read-only on Fridays\n")
 			require.Contains(t, msg, "- user:u-42/prefers-short-answers [user, saved today]: The user wants terse replies\n")
-			require.True(t, strings.HasSuffix(msg, "Request:\ncan you run the migration on the staging database?"), msg)
+			// The request comes last (the Anthropic provider may follow it
+			// with how to give the answer).
+			require.Contains(t, msg, "\n\nRequest:\ncan you run the migration on the staging database?", msg)
+			require.NotContains(t, msg[strings.Index(msg, "Request:"):], "- ", "no memory after the request")
 			require.Len(t, rec.calls, 1)
 			require.Equal(t, llm.TaskRecall, rec.calls[0].Task)
 			require.Equal(t, tenant, rec.calls[0].Tenant)

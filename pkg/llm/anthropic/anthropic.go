@@ -141,6 +141,24 @@ func (p *Provider) complete(ctx context.Context, req llm.Request) (llm.Response,
 	return response(msg, req.JSONSchema != nil)
 }
 
+// answerAsk closes a JSON call to a model that cannot be made to call
+// AnswerTool.
+const answerAsk = "Give your answer by calling the " + AnswerTool + " tool once, with the answer as its input."
+
+// ForcesTools reports whether model accepts a tool_choice that forces a
+// tool. Claude Sonnet 5.5 and Opus 5.5 refuse one (400
+// invalid_request_error): a JSON answer is asked of them in words, and
+// read from the answer tool's call or, failing that, from the text.
+func ForcesTools(model string) bool {
+	m := strings.ToLower(model)
+	for _, family := range []string{"claude-sonnet-5-5", "claude-opus-5-5"} {
+		if strings.Contains(m, family) {
+			return false
+		}
+	}
+	return true
+}
+
 // params translates req to the SDK's request.
 func (p *Provider) params(req llm.Request) (sdk.MessageNewParams, error) {
 	params := sdk.MessageNewParams{
@@ -176,7 +194,12 @@ func (p *Provider) params(req llm.Request) (sdk.MessageNewParams, error) {
 			return params, fmt.Errorf("json schema: %w", err)
 		}
 		params.Tools = append(params.Tools, tool)
-		params.ToolChoice = sdk.ToolChoiceParamOfTool(AnswerTool)
+		if ForcesTools(params.Model) {
+			params.ToolChoice = sdk.ToolChoiceParamOfTool(AnswerTool)
+		} else if n := len(params.Messages); n > 0 && params.Messages[n-1].Role == sdk.MessageParamRoleUser {
+			// The model chooses: ask in words (its answer in text is read too).
+			params.Messages[n-1].Content = append(params.Messages[n-1].Content, sdk.NewTextBlock(answerAsk))
+		}
 	}
 	if n := len(params.Tools); n > 0 {
 		params.Tools[n-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
@@ -352,6 +375,11 @@ func response(msg *sdk.Message, wantJSON bool) (llm.Response, error) {
 	}
 	resp.Text = text.String()
 	if wantJSON {
+		if answer == nil {
+			if text, ok := jsonAnswer(resp.Text); ok {
+				answer = json.RawMessage(text) // a model that was not forced, answering in words
+			}
+		}
 		if answer == nil {
 			return resp, &llm.Error{Kind: llm.KindBadResponse,
 				Err: fmt.Errorf("anthropic: asked for JSON, the model did not call %s (stop reason %q)", AnswerTool, resp.StopReason)}

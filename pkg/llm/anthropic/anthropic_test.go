@@ -3,6 +3,7 @@ package anthropic_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -161,32 +162,64 @@ func TestModelChoice(t *testing.T) {
 	}
 }
 
-func TestJSONIsAForcedToolCall(t *testing.T) {
+func TestJSONIsACallOfTheAnswerTool(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t, llmtest.Sequence(llmtest.Reply{Text: `{"facts":["a","b"]}`,
-		Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}), anthropic.Config{})
-	schema := `{"type":"object","properties":{"facts":{"type":"array","items":{"type":"string"}}},"required":["facts"],"additionalProperties":false}`
-	resp, err := s.p.Complete(context.Background(), llm.Request{
-		Messages:   []llm.Message{{Role: "user", Content: turn.Content{text("List the facts.")}}},
-		Tools:      []llm.Tool{{Name: "lookup", InputSchema: json.RawMessage(`{"type":"object"}`)}},
-		JSONSchema: json.RawMessage(schema),
-	})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"facts":["a","b"]}`, resp.Text)
-	require.Empty(t, resp.ToolCalls, "the answer tool's call is the text, not a tool call")
-	require.Equal(t, llm.Usage{InputTokens: 10, OutputTokens: 5}, resp.Usage)
+	for _, tc := range []struct {
+		model  string
+		forced bool
+	}{
+		{"claude-sonnet-4-5", true},
+		// Sonnet 5.5, the default, refuses a forced tool (the fake does too):
+		// the call offers the answer tool and asks for it in words.
+		{"", false},
+	} {
+		t.Run(fmt.Sprintf("model %q", tc.model), func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, llmtest.Sequence(llmtest.Reply{Text: `{"facts":["a","b"]}`,
+				Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}), anthropic.Config{Model: tc.model})
+			schema := `{"type":"object","properties":{"facts":{"type":"array","items":{"type":"string"}}},"required":["facts"],"additionalProperties":false}`
+			resp, err := s.p.Complete(context.Background(), llm.Request{
+				Messages:   []llm.Message{{Role: "user", Content: turn.Content{text("List the facts.")}}},
+				Tools:      []llm.Tool{{Name: "lookup", InputSchema: json.RawMessage(`{"type":"object"}`)}},
+				JSONSchema: json.RawMessage(schema),
+			})
+			require.NoError(t, err)
+			require.JSONEq(t, `{"facts":["a","b"]}`, resp.Text)
+			require.Empty(t, resp.ToolCalls, "the answer tool's call is the text, not a tool call")
+			require.Equal(t, llm.Usage{InputTokens: 10, OutputTokens: 5}, resp.Usage)
 
-	b := s.body(t, 0)
-	require.Equal(t, map[string]any{"type": "tool", "name": anthropic.AnswerTool}, b["tool_choice"])
-	tools := b["tools"].([]any)
-	require.Len(t, tools, 2)
-	answer := tools[1].(map[string]any)
-	require.Equal(t, anthropic.AnswerTool, answer["name"])
-	require.Equal(t, map[string]any{"type": "ephemeral"}, answer["cache_control"])
-	gotSchema, err := json.Marshal(answer["input_schema"])
-	require.NoError(t, err)
-	require.JSONEq(t, schema, string(gotSchema))
-	require.NotContains(t, tools[0].(map[string]any), "cache_control")
+			b := s.body(t, 0)
+			msgs := b["messages"].([]any)
+			last := msgs[len(msgs)-1].(map[string]any)["content"].([]any)
+			asked := last[len(last)-1].(map[string]any)["text"]
+			if tc.forced {
+				require.Equal(t, map[string]any{"type": "tool", "name": anthropic.AnswerTool}, b["tool_choice"])
+				require.Equal(t, "List the facts.", asked)
+			} else {
+				require.NotContains(t, b, "tool_choice")
+				require.Contains(t, asked, "calling the answer tool")
+			}
+			tools := b["tools"].([]any)
+			require.Len(t, tools, 2)
+			answer := tools[1].(map[string]any)
+			require.Equal(t, anthropic.AnswerTool, answer["name"])
+			require.Equal(t, map[string]any{"type": "ephemeral"}, answer["cache_control"])
+			gotSchema, err := json.Marshal(answer["input_schema"])
+			require.NoError(t, err)
+			require.JSONEq(t, schema, string(gotSchema))
+			require.NotContains(t, tools[0].(map[string]any), "cache_control")
+		})
+	}
+}
+
+func TestForcesTools(t *testing.T) {
+	t.Parallel()
+	for model, want := range map[string]bool{
+		"claude-sonnet-4-5": true, "claude-sonnet-5": true, "claude-haiku-4-5": true,
+		"claude-sonnet-5-5": false, "claude-sonnet-5-5-20260929": false, "us.anthropic.claude-opus-5-5-v1:0": false,
+	} {
+		require.Equal(t, want, anthropic.ForcesTools(model), model)
+	}
 }
 
 func TestBadRequestsAreRefusedBeforeSending(t *testing.T) {

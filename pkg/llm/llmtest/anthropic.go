@@ -21,14 +21,26 @@ import (
 // or a blank text block, ending with an assistant message whose text ends
 // in whitespace, or whose tool_use and tool_result blocks do not
 // pair up (every tool_use answered in the next user message, every
-// tool_result answering the previous assistant message). A JSON request
-// (tool_choice of one tool) is answered with a call of that tool whose
-// input is the reply's Text, when that text is a JSON object.
+// tool_result answering the previous assistant message), or forcing a tool
+// on a model that refuses it. A JSON request (tool_choice of one tool, or
+// the answer tool offered and the choice left to the model) is answered
+// with a call of that tool whose input is the reply's Text, when that text
+// is a JSON object.
 func NewAnthropicServer(t testing.TB, script Script) *Server {
 	return newServer(t, script, anthropicWire{}, []string{"/v1/messages"}, "")
 }
 
 type anthropicWire struct{}
+
+// answerToolName is the tool the Anthropic provider offers for a JSON
+// answer (anthropic.AnswerTool).
+const answerToolName = "answer"
+
+// refusesForcedTools reports the models the API refuses a forcing
+// tool_choice for, as it does: Claude Sonnet 5.5 and Opus 5.5.
+func refusesForcedTools(model string) bool {
+	return strings.Contains(model, "claude-sonnet-5-5") || strings.Contains(model, "claude-opus-5-5")
+}
 
 type anthropicMessage struct {
 	Role    string       `json:"role"`
@@ -60,8 +72,18 @@ func (anthropicWire) decode(data []byte) (Request, error) {
 		return req, err
 	}
 	forced := ""
-	if body.ToolChoice != nil && body.ToolChoice.Type == "tool" {
+	switch {
+	case body.ToolChoice != nil && (body.ToolChoice.Type == "tool" || body.ToolChoice.Type == "any") && refusesForcedTools(body.Model):
+		return req, fmt.Errorf("tool_choice: %s does not support forcing a tool; use \"auto\" or leave tool_choice out", body.Model)
+	case body.ToolChoice != nil && body.ToolChoice.Type == "tool":
 		forced, req.JSON, req.answerTool = body.ToolChoice.Name, true, body.ToolChoice.Name
+	case body.ToolChoice == nil || body.ToolChoice.Type == "auto":
+		// Offered the answer tool and left to choose, the fake model calls it.
+		for _, tool := range body.Tools {
+			if tool.Name == answerToolName {
+				forced, req.JSON, req.answerTool = answerToolName, true, answerToolName
+			}
+		}
 	}
 	for i, tool := range body.Tools {
 		if tool.Name != forced {

@@ -49,17 +49,14 @@ func (p *Provider) fork(ctx context.Context, req llm.Request) (llm.Response, err
 	if err != nil {
 		return llm.Response{}, classify(err)
 	}
-	resp := llm.Response{StopReason: string(msg.StopReason), Model: msg.Model, Forked: true, Usage: usageOf(msg)}
-	var text strings.Builder
-	for _, c := range msg.Content {
-		switch c.Type {
-		case "text":
-			text.WriteString(c.Text)
-		case "tool_use":
-			return resp, &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("anthropic: fork: the model called %s instead of answering", c.Name)}
-		}
+	resp, _ := response(msg, false) // asking no JSON, it fails on nothing
+	resp.Forked = true
+	if len(resp.ToolCalls) > 0 {
+		// One of the agent's tools: the fork cannot run it.
+		calls := resp.ToolCalls
+		resp.Text, resp.ToolCalls = "", nil
+		return resp, &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("anthropic: fork: the model called %s instead of answering", calls[0].Name)}
 	}
-	resp.Text = text.String()
 	if len(req.Tools) > 0 {
 		return forkCalls(resp, len(req.Continuation)/2)
 	}

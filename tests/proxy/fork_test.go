@@ -98,7 +98,7 @@ func TestBackgroundCallsForkTheAgentsRequest(t *testing.T) {
 		msgs = append(msgs, answer.ToParam())
 		waitApplied(t, st, "forked", int64(i))
 		// Each round's notes update before the next round.
-		if !assert.Eventually(t, func() bool { return forkedCalls(ledger.Calls(), llm.TaskNotes) >= i }, 10*time.Second, 20*time.Millisecond,
+		if !assert.Eventually(t, func() bool { return forkedCalls(ledger.Calls(), llm.TaskNotes) >= i }, 30*time.Second, 20*time.Millisecond,
 			"round %d: no forked notes update", i) {
 			for _, c := range ledger.Calls() {
 				t.Logf("%s forked=%v err=%v", c.Task, c.Forked, c.Err)
@@ -118,8 +118,10 @@ func TestBackgroundCallsForkTheAgentsRequest(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, 1, forkedCalls(ledger.Calls(), llm.TaskCompaction), "the summary forked the agent's request")
 
-	if !assert.Eventually(t, func() bool { return forkedCalls(ledger.Calls(), llm.TaskExtraction) >= 2*rounds }, 30*time.Second, 20*time.Millisecond,
-		"every round's extraction forked, in two turns: the write, then the end") {
+	// Extraction runs coalesce when turns come faster than they finish:
+	// at least one, in two turns (the write, then the end).
+	if !assert.Eventually(t, func() bool { return forkedCalls(ledger.Calls(), llm.TaskExtraction) >= 2 }, 30*time.Second, 20*time.Millisecond,
+		"the extraction forked") {
 		for _, c := range ledger.Calls() {
 			t.Logf("%s forked=%v err=%v", c.Task, c.Forked, c.Err)
 		}

@@ -186,7 +186,7 @@ var configTable = []configVar{
 	{env: "MNEMOS_LLM_PROVIDER", defDoc: "chosen by the keys", field: providerField, check: providerHasKey, targets: modelTargets(),
 		doc: "`anthropic`, `openai` or `builtin`; empty: anthropic when an Anthropic key is set, else openai when an OpenAI key or base URL is set, else builtin"},
 	{env: "ANTHROPIC_API_KEY", alias: "MNEMOS_ANTHROPIC_API_KEY", defDoc: "none", secret: true, field: text(func(c *Config) *string { return &c.LLM.Anthropic.APIKey }), targets: modelTargets(),
-		doc: "the Anthropic provider (official SDK; the system prompt is marked for prompt caching)"},
+		doc: "the Anthropic provider (official SDK; the system prompt is marked for prompt caching; a JSON answer is a forced call of an `answer` tool, or, on Claude Sonnet 5.5 and Opus 5.5, which refuse a forced tool, the tool offered and asked for in words; background calls of proxied sessions fork the agent's request: [messages-api.md](messages-api.md#background-calls-read-the-agents-prompt-cache))"},
 	{env: "MNEMOS_ANTHROPIC_BASE_URL", defDoc: "the API's", field: text(func(c *Config) *string { return &c.LLM.Anthropic.BaseURL }), targets: modelTargets(),
 		doc: "another Anthropic endpoint"},
 	{env: "OPENAI_API_KEY", alias: "MNEMOS_OPENAI_API_KEY", defDoc: "none", secret: true, field: text(func(c *Config) *string { return &c.LLM.OpenAI.APIKey }), targets: modelTargets(),

@@ -88,24 +88,51 @@ func ForkedTurn(calls []ToolCall, results []string, isError []bool) []Message {
 	}
 }
 
+// forkedAnswer is the JSON a forked model answers with when it has tools
+// (ForkedCalls writes it, ReadForkedCalls reads it).
+type forkedAnswer struct {
+	ToolCalls []forkedCall `json:"tool_calls"`
+	Text      string       `json:"text,omitempty"`
+}
+
+type forkedCall struct {
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
 // ForkedCalls is the JSON a forked model answers with when it has tools:
 // {"tool_calls": [{"name", "input"}], "text"}.
 func ForkedCalls(calls []ToolCall, text string) []byte {
-	type call struct {
-		Name  string          `json:"name"`
-		Input json.RawMessage `json:"input"`
-	}
-	out := struct {
-		ToolCalls []call `json:"tool_calls"`
-		Text      string `json:"text,omitempty"`
-	}{ToolCalls: []call{}, Text: text}
+	out := forkedAnswer{ToolCalls: []forkedCall{}, Text: text}
 	for _, c := range calls {
 		input := c.Input
 		if !json.Valid(input) {
 			input = json.RawMessage("{}")
 		}
-		out.ToolCalls = append(out.ToolCalls, call{c.Name, input})
+		out.ToolCalls = append(out.ToolCalls, forkedCall{c.Name, input})
 	}
-	data, _ := json.Marshal(out) // names, raw JSON inputs and a string always encode
+	data, _ := json.Marshal(out) // names, valid JSON inputs and a string always encode
 	return data
+}
+
+// ReadForkedCalls reads a forked model's JSON answer (ForkedCalls): its
+// tool calls, with ids made up and unique in a loop (turns counts the
+// loop's turns so far), and its text.
+func ReadForkedCalls(answer []byte, turns int) ([]ToolCall, string, error) {
+	var out forkedAnswer
+	if err := json.Unmarshal(answer, &out); err != nil {
+		return nil, "", fmt.Errorf("the tool calls do not read: %w", err)
+	}
+	var calls []ToolCall
+	for i, c := range out.ToolCalls {
+		if c.Name == "" {
+			return nil, "", fmt.Errorf("tool call %d names no tool", i+1)
+		}
+		input := c.Input
+		if !json.Valid(input) || string(input) == "null" {
+			input = json.RawMessage("{}")
+		}
+		calls = append(calls, ToolCall{ID: fmt.Sprintf("fork_%d_%d", turns+1, i+1), Name: c.Name, Input: input})
+	}
+	return calls, out.Text, nil
 }

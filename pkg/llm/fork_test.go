@@ -62,3 +62,26 @@ func TestWithForksLeavesAProviderThatCannotForkAlone(t *testing.T) {
 		return nil, nil
 	}))
 }
+
+func TestForkedCallsReadBackAsTheyWereWritten(t *testing.T) {
+	t.Parallel()
+	calls := []llm.ToolCall{
+		{ID: "a", Name: "memory_write", Input: []byte(`{"name":"x","body":"y"}`)},
+		{ID: "b", Name: "memory_list"}, // no input: {}
+	}
+	got, text, err := llm.ReadForkedCalls(llm.ForkedCalls(calls, "done"), 2)
+	require.NoError(t, err)
+	require.Equal(t, "done", text)
+	require.Equal(t, []llm.ToolCall{
+		{ID: "fork_3_1", Name: "memory_write", Input: []byte(`{"name":"x","body":"y"}`)},
+		{ID: "fork_3_2", Name: "memory_list", Input: []byte(`{}`)},
+	}, got)
+
+	for answer, want := range map[string]string{
+		`{"tool_calls": [{"input": {}}]}`: "tool call 1 names no tool",
+		`{"tool_calls": {}}`:              "do not read",
+	} {
+		_, _, err := llm.ReadForkedCalls([]byte(answer), 0)
+		require.ErrorContains(t, err, want, answer)
+	}
+}

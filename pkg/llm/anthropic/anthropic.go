@@ -358,7 +358,16 @@ func toolResult(b turn.Block) (*sdk.ToolResultBlockParam, error) {
 // response translates the SDK's message. When JSON was asked for, the
 // AnswerTool call's input is the Text, and its absence KindBadResponse.
 func response(msg *sdk.Message, wantJSON bool) (llm.Response, error) {
-	resp := llm.Response{StopReason: string(msg.StopReason), Model: msg.Model, Usage: usageOf(msg)}
+	resp := llm.Response{
+		StopReason: string(msg.StopReason),
+		Model:      msg.Model,
+		Usage: llm.Usage{
+			InputTokens:      msg.Usage.InputTokens,
+			OutputTokens:     msg.Usage.OutputTokens,
+			CacheReadTokens:  msg.Usage.CacheReadInputTokens,
+			CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
+		},
+	}
 	var text strings.Builder
 	var answer json.RawMessage
 	for _, c := range msg.Content {
@@ -391,16 +400,6 @@ func response(msg *sdk.Message, wantJSON bool) (llm.Response, error) {
 		}
 	}
 	return resp, nil
-}
-
-// usageOf is a message's usage.
-func usageOf(msg *sdk.Message) llm.Usage {
-	return llm.Usage{
-		InputTokens:      msg.Usage.InputTokens,
-		OutputTokens:     msg.Usage.OutputTokens,
-		CacheReadTokens:  msg.Usage.CacheReadInputTokens,
-		CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
-	}
 }
 
 // The two ways the API says a request does not fit the window:

@@ -177,36 +177,20 @@ func compactJSON(raw json.RawMessage) string {
 	return b.String()
 }
 
-// forkCalls reads the tool calls of a forked answer (forkTools): ids are
-// made up, unique in the loop (turns counts its turns so far). An answer
-// with no JSON in it is a final answer in words.
+// forkCalls reads the tool calls of a forked answer (forkTools,
+// llm.ReadForkedCalls). An answer with no JSON in it is a final answer in
+// words.
 func forkCalls(resp llm.Response, turns int) (llm.Response, error) {
 	answer, ok := jsonAnswer(resp.Text)
 	if !ok {
 		return resp, nil
 	}
-	var out struct {
-		ToolCalls []struct {
-			Name  string          `json:"name"`
-			Input json.RawMessage `json:"input"`
-		} `json:"tool_calls"`
-		Text string `json:"text"`
+	calls, text, err := llm.ReadForkedCalls([]byte(answer), turns)
+	if err != nil {
+		return resp, &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("anthropic: fork: %w", err)}
 	}
-	if err := json.Unmarshal([]byte(answer), &out); err != nil {
-		return resp, &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("anthropic: fork: the tool calls do not read: %w", err)}
-	}
-	resp.Text = out.Text
-	for i, c := range out.ToolCalls {
-		if c.Name == "" {
-			return resp, &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("anthropic: fork: tool call %d names no tool", i+1)}
-		}
-		input := c.Input
-		if len(bytes.TrimSpace(input)) == 0 || string(input) == "null" {
-			input = json.RawMessage("{}")
-		}
-		resp.ToolCalls = append(resp.ToolCalls, llm.ToolCall{ID: fmt.Sprintf("fork_%d_%d", turns+1, i+1), Name: c.Name, Input: input})
-	}
-	if len(resp.ToolCalls) > 0 {
+	resp.Text, resp.ToolCalls = text, calls
+	if len(calls) > 0 {
 		resp.StopReason = string(sdk.StopReasonToolUse)
 	}
 	return resp, nil

@@ -12,7 +12,8 @@
 // replica once it runs out (a crashed worker); a worker that finds its
 // lease gone has its work cancelled, and Claim.Check lets the work's last
 // write make sure, in its own transaction, that the key is still its own.
-// A trailing run left behind by a worker that stopped is found by Sweep.
+// A trailing run left behind by a worker that stopped, and a run whose
+// worker died while it ran (its lease ran out), are found by Sweep.
 //
 // Work must be idempotent and read what it has to do from Postgres, not
 // from the request: a trailing run stands for every request coalesced into
@@ -141,10 +142,12 @@ func (r *Runs) Request(ctx context.Context, tenant, key string, work Work, opts 
 	return true, r.run(ctx, c, work, opts)
 }
 
-// Sweep runs the trailing runs left behind by workers that stopped: keys
-// with requests pending whose lease was released or ran out. Each is
-// adopted (unless another worker does first) and run like a request.
-// It returns how many it ran.
+// Sweep runs what workers that stopped left behind: keys whose lease ran
+// out (the worker died while its run was under way: the run may stand for
+// requests whose messages were acknowledged, so nothing else would make
+// it) and released keys with a run pending. Each is adopted (unless
+// another worker does first) and run like a request. It returns how many
+// it ran.
 func (r *Runs) Sweep(ctx context.Context, work Work, opts Options) (int, error) {
 	refs, err := r.st.StaleRuns(ctx, r.cfg.Kind, 100)
 	if err != nil {

@@ -274,9 +274,11 @@ func TestStoppingLeavesTheTrailingRunToTheSweep(t *testing.T) {
 	require.Zero(t, n, "nothing left to sweep")
 }
 
-// TestSweepTakesOverAnExpiredLease: a worker died holding a key with a
-// request pending; once its lease runs out the sweep runs the key, while
-// a live lease is left alone.
+// TestSweepTakesOverAnExpiredLease: workers died holding keys, one with a
+// request pending, one mid-run with none (a sweep's run, or a trailing
+// run, whose requests were acknowledged long ago); once their leases run
+// out the sweep runs both keys, while a live lease and an idle key are
+// left alone.
 func TestSweepTakesOverAnExpiredLease(t *testing.T) {
 	t.Parallel()
 	st := setup(t)
@@ -284,7 +286,9 @@ func TestSweepTakesOverAnExpiredLease(t *testing.T) {
 	_, err := pgtest.Admin(t, st).Exec(ctx, `
 		INSERT INTO run_leases (tenant_id, kind, key, owner, lease_until, pending) VALUES
 		($1, $2, 'dead', 'a-dead-worker', now() - interval '1 second', true),
+		($1, $2, 'died-mid-run', 'a-dead-worker', now() - interval '2 seconds', false),
 		($1, $2, 'alive', 'a-live-worker', now() + interval '1 hour', true),
+		($1, $2, 'idle', '', NULL, false),
 		($1, 'another-kind', 'dead', 'a-dead-worker', now() - interval '1 second', true)`, tenant, kind)
 	require.NoError(t, err)
 	r := runs(t, st, 0)
@@ -294,9 +298,13 @@ func TestSweepTakesOverAnExpiredLease(t *testing.T) {
 		return nil
 	}, singlerun.Options{})
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	require.Equal(t, []string{"dead"}, swept)
+	require.Equal(t, 2, n)
+	require.Equal(t, []string{"died-mid-run", "dead"}, swept, "longest expired first")
 	require.Equal(t, "a-live-worker", lease(t, st, "alive").Owner)
+	require.Empty(t, lease(t, st, "died-mid-run").Owner, "the sweep's run let the key go")
+	n, err = r.Sweep(ctx, func(context.Context, singlerun.Claim) error { return nil }, singlerun.Options{})
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing left to sweep")
 	ran, err := r.Request(ctx, tenant, "alive", nil, singlerun.Options{})
 	require.NoError(t, err)
 	require.False(t, ran, "a live lease holds its key")

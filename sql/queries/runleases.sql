@@ -16,11 +16,12 @@ ON CONFLICT (tenant_id, kind, key) DO UPDATE SET
 RETURNING (owner = @owner)::bool AS claimed;
 
 -- name: RunLeaseAdopt :execrows
--- Takes a key whose trailing run waits behind a lease that was released
--- or ran out (its run's worker stopped), for owner until lease_until.
+-- Takes, for owner until lease_until, a key whose lease ran out (its
+-- run's worker died or stalled mid-run, pending or not) or whose trailing
+-- run waits behind a lease that was released.
 UPDATE run_leases SET owner = @owner, lease_until = @lease_until, pending = false, updated_at = now()
 WHERE tenant_id = @tenant_id AND kind = @kind AND key = @key
-  AND pending AND (lease_until IS NULL OR lease_until < now());
+  AND (lease_until < now() OR (pending AND lease_until IS NULL));
 
 -- name: RunLeaseRenew :execrows
 UPDATE run_leases SET lease_until = @lease_until, updated_at = now()
@@ -58,6 +59,7 @@ FOR SHARE;
 SELECT * FROM run_leases WHERE tenant_id = @tenant_id AND kind = @kind AND key = @key;
 
 -- name: RunLeaseStale :many
--- Trailing runs of a kind whose holder stopped, across tenants, for the
--- sweep: through the owner's function.
+-- Runs of a kind whose holder stopped, across tenants, for the sweep: keys
+-- whose lease ran out and released keys with a run pending, through the
+-- owner's function.
 SELECT tenant_id::text, key::text FROM mnemos_stale_runs(@kind::text, @max_rows::integer);

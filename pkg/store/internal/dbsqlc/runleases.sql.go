@@ -14,7 +14,7 @@ import (
 const runLeaseAdopt = `-- name: RunLeaseAdopt :execrows
 UPDATE run_leases SET owner = $1, lease_until = $2, pending = false, updated_at = now()
 WHERE tenant_id = $3 AND kind = $4 AND key = $5
-  AND pending AND (lease_until IS NULL OR lease_until < now())
+  AND (lease_until < now() OR (pending AND lease_until IS NULL))
 `
 
 type RunLeaseAdoptParams struct {
@@ -25,8 +25,9 @@ type RunLeaseAdoptParams struct {
 	Key        string
 }
 
-// Takes a key whose trailing run waits behind a lease that was released
-// or ran out (its run's worker stopped), for owner until lease_until.
+// Takes, for owner until lease_until, a key whose lease ran out (its
+// run's worker died or stalled mid-run, pending or not) or whose trailing
+// run waits behind a lease that was released.
 func (q *Queries) RunLeaseAdopt(ctx context.Context, arg RunLeaseAdoptParams) (int64, error) {
 	result, err := q.db.Exec(ctx, runLeaseAdopt,
 		arg.Owner,
@@ -279,8 +280,9 @@ type RunLeaseStaleRow struct {
 	Key      string
 }
 
-// Trailing runs of a kind whose holder stopped, across tenants, for the
-// sweep: through the owner's function.
+// Runs of a kind whose holder stopped, across tenants, for the sweep: keys
+// whose lease ran out and released keys with a run pending, through the
+// owner's function.
 func (q *Queries) RunLeaseStale(ctx context.Context, arg RunLeaseStaleParams) ([]RunLeaseStaleRow, error) {
 	rows, err := q.db.Query(ctx, runLeaseStale, arg.Kind, arg.MaxRows)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -313,7 +314,7 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		g.countProxy(ctx, proxyUpstream)
 		return
 	}
-	reply, err := relayReply(w, resp, req.stream)
+	reply, err := relayReply(w, resp)
 	if err != nil {
 		// A round the client did not get whole is not the session's: the
 		// client sends it again, and that one is recorded.
@@ -442,8 +443,15 @@ func (g *Gateway) sendUp(w http.ResponseWriter, r *http.Request, to Upstream, pa
 		return nil
 	}
 	copyUpstreamHeaders(w, resp)
-	w.WriteHeader(resp.StatusCode)
+	if resp.StatusCode != http.StatusOK || eventStream(resp) {
+		w.WriteHeader(resp.StatusCode)
+	} // else relayReply writes the header, with the answer's length
 	return resp
+}
+
+// eventStream reports whether an answer is a stream of server-sent events.
+func eventStream(resp *http.Response) bool {
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 }
 
 // upstreamOf is the tenant's upstream: its own, else the process's.
@@ -501,16 +509,22 @@ type reply struct {
 }
 
 // relayReply copies the upstream's answer to the client as it comes — a
-// stream event by event, flushed — and reads the message it carries.
-func relayReply(w http.ResponseWriter, resp *http.Response, stream bool) (reply, error) {
-	if !stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+// stream event by event, flushed — and reads the message it carries. A
+// whole answer goes with its length and is flushed: the client has all of
+// it before the round is recorded, so the recording is not on its wait.
+func relayReply(w http.ResponseWriter, resp *http.Response) (reply, error) {
+	if !eventStream(resp) {
 		data, err := io.ReadAll(resp.Body)
 		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
 			return reply{}, err
 		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.WriteHeader(http.StatusOK)
 		if _, err := w.Write(data); err != nil {
 			return reply{}, err
 		}
+		_ = http.NewResponseController(w).Flush() // a writer that cannot flush sends it all when the handler returns
 		var rep reply
 		if err := json.Unmarshal(data, &rep); err != nil {
 			return reply{}, fmt.Errorf("the upstream's answer: %w", err)

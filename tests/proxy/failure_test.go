@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -174,7 +175,9 @@ func TestNATSDownPublishesTheRoundWhenBack(t *testing.T) {
 	got, err := cv.round(t, "second, while NATS is away")
 	require.NoError(t, err)
 	require.Equal(t, "noted", got.Content[0].Text)
-	require.EqualValues(t, 2, m.metrics.Sum("mnemos.proxy.requests", "outcome", "managed"), "managed: Postgres was there")
+	// The client has its answer before the round is recorded.
+	require.Eventually(t, func() bool { return m.metrics.Sum("mnemos.proxy.requests", "outcome", "managed") == 2 },
+		10*time.Second, 10*time.Millisecond, "managed: Postgres was there")
 	// Other events may wait beside it (the first round's accounted event,
 	// if its relay had not run yet): count the session's turns only.
 	var waiting int
@@ -262,4 +265,55 @@ func TestARoundWithBlocksOfOtherTypesIsRecorded(t *testing.T) {
 	require.Len(t, calls, 2)
 	require.Contains(t, string(calls[1].Body), `"tool_reference"`, "the managed request still carries the block")
 	require.EqualValues(t, 2, m.metrics.Sum("mnemos.proxy.requests", "outcome", "managed"))
+}
+
+// TestTheClientHasItsAnswerBeforeTheRoundIsRecorded: a whole (not
+// streamed) answer reaches the client, with its length, before Mnemos
+// records the round, so recording is not part of the client's wait. The
+// upstream here holds the session's row locked from the moment it answers:
+// the client still gets its answer, the round waits for the lock, and is
+// recorded once it is let go.
+func TestTheClientHasItsAnswerBeforeTheRoundIsRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	up := upstream.Start(t, upstream.Config{Script: echo})
+	m := startMnemos(t, up.URL, key)
+	cv := converse(m.api.URL, key, "unhurried")
+	_, err := cv.round(t, "first")
+	require.NoError(t, err)
+	waitApplied(t, m.store, "unhurried", 1)
+
+	admin := pgtest.Admin(t, m.store)
+	hold, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer hold.Rollback(ctx) //nolint:errcheck // let go below; a second rollback does nothing
+	up.SetScript(func(r *upstream.Request) (upstream.Reply, error) {
+		_, err := hold.Exec(ctx, `SELECT 1 FROM sessions WHERE tenant_id = $1 AND session_id = 'unhurried' FOR UPDATE`, tenant)
+		if err != nil {
+			return upstream.Reply{}, err
+		}
+		return echo(r)
+	})
+
+	answered := make(chan error, 1)
+	go func() {
+		got, err := cv.round(t, "second")
+		if err == nil && (len(got.Content) != 1 || got.Content[0].Text != "noted") {
+			err = fmt.Errorf("the answer is not the upstream's: %+v", got.Content)
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client waited for the round to be recorded")
+	}
+	sess, err := m.store.GetSession(ctx, tenant, "unhurried")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, sess.ProxySeq, "the round waits for the session's lock")
+
+	require.NoError(t, hold.Rollback(ctx))
+	waitApplied(t, m.store, "unhurried", 2)
+	require.Equal(t, []string{"first", "noted", "second", "noted"}, storedTexts(t, m.store, "unhurried"))
 }

@@ -150,13 +150,6 @@ type IndexResult struct {
 	Changed bool
 }
 
-// ScopeSummary is a scope of a tenant that holds live memories.
-type ScopeSummary struct {
-	Scope     Scope
-	Memories  int64
-	UpdatedAt time.Time
-}
-
 // maxScopeMemories bounds the memories of one scope an index edit is
 // checked against; a scope is far smaller.
 const maxScopeMemories = 100_000
@@ -284,23 +277,6 @@ func (s *Store) Headers(ctx context.Context, tenant string, scope Scope, limit i
 		rows, err := tx.MemoryHeaders(ctx, scope.String(), limit)
 		for _, r := range rows {
 			out = append(out, toMemory(scope, r).Header())
-		}
-		return err
-	})
-	return out, err
-}
-
-// Scopes lists the tenant's scopes that hold live memories.
-func (s *Store) Scopes(ctx context.Context, tenant string) ([]ScopeSummary, error) {
-	var out []ScopeSummary
-	err := s.db.InTx(ctx, tenant, func(tx *store.Tx) error {
-		rows, err := tx.MemoryScopes(ctx)
-		for _, r := range rows {
-			sc, perr := ParseScope(r.Scope)
-			if perr != nil {
-				continue // written by this package, so never; skip rather than fail the listing
-			}
-			out = append(out, ScopeSummary{Scope: sc, Memories: r.Memories, UpdatedAt: utc(r.UpdatedAt)})
 		}
 		return err
 	})

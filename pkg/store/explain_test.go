@@ -2,139 +2,199 @@ package store_test
 
 import (
 	"context"
-	"fmt"
-	"os"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
 
-// The tables that grow with every session: a query of them that has no
-// index to use reads all of them, and costs more with every tenant's data.
-var growingTables = []string{"messages", "turns", "memories"}
+// bigTables are the tables that grow with every session: a statement that
+// reads them must find its rows by an index.
+var bigTables = []string{"messages", "turns", "memories"}
 
-// namedQuery is one query of sql/queries, its parameters numbered as sqlc
-// numbers them.
-type namedQuery struct {
-	name, file, sql string
-	params          int
-}
+// query is one statement sqlc generated, with its name.
+type query struct{ name, sql string }
 
-var (
-	queryName = regexp.MustCompile(`(?m)^-- name: (\w+) :\w+\s*$`)
-	// A parameter: sqlc.arg(x), sqlc.narg(x) or @x (not the @@ operator).
-	queryParam = regexp.MustCompile(`sqlc\.n?arg\('?(\w+)'?\)|@(\w+)`)
-)
-
-// readQueries reads every named query under dir.
-func readQueries(t *testing.T, dir string) []namedQuery {
+// queries reads every statement sqlc generated (internal/dbsqlc): the
+// string constants that begin with its "-- name:" line, as the services
+// send them.
+func queries(t *testing.T) []query {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	files, err := filepath.Glob(filepath.Join("internal", "dbsqlc", "*.sql.go"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	var out []namedQuery
+	named := regexp.MustCompile(`^-- name: (\w+) :\w+`)
+	var out []query
+	fset := token.NewFileSet()
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		file, err := parser.ParseFile(fset, f, nil, 0)
 		require.NoError(t, err)
-		text := string(data)
-		marks := queryName.FindAllStringSubmatchIndex(text, -1)
-		for i, m := range marks {
-			end := len(text)
-			if i+1 < len(marks) {
-				end = marks[i+1][0]
+		ast.Inspect(file, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
 			}
-			body := strings.TrimSpace(text[m[1]:end])
-			body = strings.TrimSuffix(body, ";")
-			numbers := map[string]int{}
-			sql := queryParam.ReplaceAllStringFunc(body, func(p string) string {
-				sub := queryParam.FindStringSubmatch(p)
-				name := sub[1] + sub[2]
-				if _, ok := numbers[name]; !ok {
-					numbers[name] = len(numbers) + 1
-				}
-				return fmt.Sprintf("$%d", numbers[name])
-			})
-			out = append(out, namedQuery{name: text[m[2]:m[3]], file: filepath.Base(f), sql: sql, params: len(numbers)})
-		}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				return true
+			}
+			if m := named.FindStringSubmatch(s); m != nil {
+				out = append(out, query{name: m[1], sql: s})
+			}
+			return true
+		})
 	}
 	return out
 }
 
-// names and seqScans match, for each growing table, a query naming it and
-// a plan line reading it whole.
-var names, seqScans = map[string]*regexp.Regexp{}, map[string]*regexp.Regexp{}
-
-func init() {
-	for _, table := range growingTables {
-		names[table] = regexp.MustCompile(`(?i)\b(from|join|into|update)\s+` + table + `\b`)
-		seqScans[table] = regexp.MustCompile(`Seq Scan on ` + table + `\b`)
-	}
-}
-
-// touches reports the growing tables a query names.
-func touches(sql string) []string {
-	var out []string
-	for _, table := range growingTables {
-		if names[table].MatchString(sql) {
-			out = append(out, table)
+// wholeScans are the reads of a big table a plan (EXPLAIN's JSON) makes
+// without narrowing them past the tenant: a sequential scan, or an index
+// scan whose condition is the tenant alone (row-level security adds
+// tenant_id = ... to every statement, and every index leads with it).
+func wholeScans(plan any) []string {
+	var found []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			rel, _ := x["Relation Name"].(string)
+			index, _ := x["Index Name"].(string)
+			big := slices.Contains(bigTables, rel) || slices.ContainsFunc(bigTables, func(t string) bool { return strings.HasPrefix(index, t+"_") })
+			switch {
+			case x["Node Type"] == "Seq Scan" && big:
+				found = append(found, rel+": sequential scan")
+			case index != "" && big && tenantOnly(x["Index Cond"]):
+				found = append(found, index+": the tenant alone")
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
 		}
 	}
-	return out
+	walk(plan)
+	return found
 }
 
-// TestHotQueriesUseTheirIndexes plans every query of sql/queries that reads
-// or writes messages, turns or memories, with sequential scans priced out
-// (enable_seqscan off) and the generic plan a prepared statement gets
-// whatever its parameters: a sequential scan of one of them left in the
-// plan means no index can serve the query.
+// tenantOnly reports whether an index condition constrains nothing but the
+// tenant (or nothing at all).
+func tenantOnly(cond any) bool {
+	c, _ := cond.(string)
+	for part := range strings.SplitSeq(strings.Trim(c, "()"), " AND ") {
+		if strings.TrimSpace(part) != "" && !strings.Contains(part, "tenant_id") {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHotQueriesUseTheirIndexes: every statement the services run on
+// messages, turns or memories finds its rows by an index that narrows them
+// past the tenant, planned as the services' role under row-level security,
+// on tables with rows and statistics (fill). Each is prepared and explained
+// as the generic plan a prepared statement gets (its parameters unknown),
+// with sequential scans priced out: a plan that still scans a big table has
+// no index it could use, and one that scans an index by the tenant alone
+// reads the whole tenant.
 func TestHotQueriesUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	admin := pgtest.Admin(t, pgtest.New(t))
-	conn, err := admin.Acquire(ctx)
+	url := pgtest.URL(t)
+	fill(t, pgtest.AdminURL(t, url))
+	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
-	defer conn.Release()
-	for _, set := range []string{"SET enable_seqscan = off", "SET plan_cache_mode = force_generic_plan"} {
-		_, err := conn.Exec(ctx, set)
-		require.NoError(t, err)
-	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; SELECT set_config('mnemos.tenant_id', 'acme', false)`)
+	require.NoError(t, err)
 
-	planned := 0
-	for _, q := range readQueries(t, filepath.Join("..", "..", "sql", "queries")) {
-		tables := touches(q.sql)
-		if len(tables) == 0 {
+	// The check itself: a read of a session's messages by a column no index
+	// leads with is caught, and so is one of the whole tenant.
+	qs := queries(t)
+	require.Greater(t, len(qs), 100, "the generated statements were found")
+	controls := []query{
+		{name: "ControlByStopReason", sql: "SELECT count(*) FROM messages WHERE stop_reason = $1"},
+		{name: "ControlWholeTenant", sql: "SELECT count(*) FROM messages WHERE seq > $1"},
+	}
+	for _, q := range controls {
+		require.NotEmpty(t, wholeScans(explain(t, conn, q)), "%s is caught", q.name)
+	}
+	checked := 0
+	for _, q := range qs {
+		if !mentions(q.sql, bigTables) {
 			continue
 		}
-		_, err := conn.Exec(ctx, "PREPARE hot AS "+q.sql)
-		require.NoError(t, err, "%s (%s): prepare", q.name, q.file)
-		args := strings.TrimSuffix(strings.Repeat("NULL,", q.params), ",")
-		explain := "EXPLAIN EXECUTE hot"
-		if args != "" {
-			explain += "(" + args + ")"
-		}
-		rows, err := conn.Query(ctx, explain)
-		require.NoError(t, err, "%s: explain", q.name)
-		var plan []string
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			plan = append(plan, line)
-		}
-		require.NoError(t, rows.Err())
-		_, err = conn.Exec(ctx, "DEALLOCATE hot")
-		require.NoError(t, err)
-		planned++
+		checked++
+		assert.Empty(t, wholeScans(explain(t, conn, q)), "%s reads a big table whole: give it an index, or write it so that one serves it", q.name)
+	}
+	require.Greater(t, checked, 30, "the statements on the big tables were checked")
+}
 
-		for _, table := range tables {
-			scan := slices.ContainsFunc(plan, seqScans[table].MatchString)
-			require.False(t, scan, "%s (%s) reads %s whole:\n%s\n%s", q.name, q.file, table, q.sql, strings.Join(plan, "\n"))
+// fill gives the big tables rows and statistics, as the administrator: two
+// tenants of 100 sessions, each of 100 messages and 50 turns, and 1,000
+// memories in 20 scopes. On empty tables every index costs the same and the
+// planner's choice among them tells nothing.
+func fill(t *testing.T, adminURL string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, adminURL)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, `
+		INSERT INTO tenants (tenant_id, name) VALUES ('acme', 'Acme'), ('other', 'Other') ON CONFLICT DO NOTHING;
+		INSERT INTO sessions (tenant_id, session_id)
+			SELECT t, 's' || s FROM unnest(ARRAY['acme', 'other']) t, generate_series(1, 100) s;
+		INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, bytes_through)
+			SELECT t, 's' || s, 'm' || s || '-' || p, p, p / 2 + 1, CASE WHEN p % 2 = 0 THEN 'user' ELSE 'assistant' END,
+			       '[{"type": "text", "text": "a message of the session"}]', '\x00', 6, (p + 1) * 60
+			FROM unnest(ARRAY['acme', 'other']) t, generate_series(1, 100) s, generate_series(0, 99) p;
+		INSERT INTO turns (tenant_id, session_id, event_id, seq, status)
+			SELECT t, 's' || s, 'e' || s || '-' || q, q, 'applied'
+			FROM unnest(ARRAY['acme', 'other']) t, generate_series(1, 100) s, generate_series(1, 50) q;
+		INSERT INTO memories (tenant_id, scope, name, revision, type, description, body, created_at, updated_at)
+			SELECT t, 'project:p' || (n % 20), 'memory-' || n, 1, 'project', 'a memory', 'what it says', now(), now()
+			FROM unnest(ARRAY['acme', 'other']) t, generate_series(1, 500) n;
+		ANALYZE`)
+	require.NoError(t, err)
+}
+
+// explain is q's generic plan, as EXPLAIN's JSON decoded.
+func explain(t *testing.T, conn *pgx.Conn, q query) any {
+	t.Helper()
+	ctx := context.Background()
+	desc, err := conn.Prepare(ctx, q.name, q.sql)
+	require.NoError(t, err, q.name)
+	stmt := "EXPLAIN (FORMAT JSON) EXECUTE " + pgx.Identifier{q.name}.Sanitize()
+	if n := len(desc.ParamOIDs); n > 0 {
+		stmt += "(" + strings.TrimSuffix(strings.Repeat("NULL,", n), ",") + ")"
+	}
+	var raw []byte
+	require.NoError(t, conn.QueryRow(ctx, stmt).Scan(&raw), q.name)
+	var plan any
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	return plan
+}
+
+// mentions reports whether sql names one of tables as a word.
+func mentions(sql string, tables []string) bool {
+	for _, tbl := range tables {
+		if regexp.MustCompile(`\b` + tbl + `\b`).MatchString(sql) {
+			return true
 		}
 	}
-	require.Greater(t, planned, 20, "the hot queries were found and planned")
+	return false
 }

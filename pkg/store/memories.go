@@ -90,26 +90,6 @@ func (t *Tx) PutMemory(ctx context.Context, m Memory) error {
 	return nil
 }
 
-// MemoryScope is a scope of the tenant that holds live memories.
-type MemoryScope struct {
-	Scope     string
-	Memories  int64
-	UpdatedAt time.Time
-}
-
-// MemoryScopes lists the tenant's scopes that hold live memories, by name.
-func (t *Tx) MemoryScopes(ctx context.Context) ([]MemoryScope, error) {
-	rows, err := t.q.MemoryScopeList(ctx, t.tenant)
-	if err != nil {
-		return nil, fmt.Errorf("store.MemoryScopes: %w", err)
-	}
-	out := make([]MemoryScope, len(rows))
-	for i, r := range rows {
-		out[i] = MemoryScope{Scope: r.Scope, Memories: r.Memories, UpdatedAt: r.UpdatedAt.Time}
-	}
-	return out, nil
-}
-
 // MemoryRevision is one change of a memory, with the memory as it was after it.
 type MemoryRevision struct {
 	Scope       string

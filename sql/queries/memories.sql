@@ -34,13 +34,6 @@ ON CONFLICT (tenant_id, scope, name) DO UPDATE SET
     created_at = excluded.created_at,
     updated_at = excluded.updated_at;
 
--- name: MemoryScopeList :many
--- The tenant's scopes that hold live memories.
-SELECT scope, count(*)::bigint AS memories, max(updated_at)::timestamptz AS updated_at FROM memories
-WHERE tenant_id = @tenant_id AND deleted_at IS NULL
-GROUP BY scope
-ORDER BY scope;
-
 -- name: MemoryRevisionInsert :exec
 INSERT INTO memory_revisions (tenant_id, scope, name, revision, op, actor, reason, source_turns, session_id,
                               restored_from, type, description, body, deleted, created_at)

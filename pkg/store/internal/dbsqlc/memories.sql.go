@@ -485,40 +485,6 @@ func (q *Queries) MemoryRevisionList(ctx context.Context, arg MemoryRevisionList
 	return items, nil
 }
 
-const memoryScopeList = `-- name: MemoryScopeList :many
-SELECT scope, count(*)::bigint AS memories, max(updated_at)::timestamptz AS updated_at FROM memories
-WHERE tenant_id = $1 AND deleted_at IS NULL
-GROUP BY scope
-ORDER BY scope
-`
-
-type MemoryScopeListRow struct {
-	Scope     string
-	Memories  int64
-	UpdatedAt pgtype.Timestamptz
-}
-
-// The tenant's scopes that hold live memories.
-func (q *Queries) MemoryScopeList(ctx context.Context, tenantID string) ([]MemoryScopeListRow, error) {
-	rows, err := q.db.Query(ctx, memoryScopeList, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []MemoryScopeListRow{}
-	for rows.Next() {
-		var i MemoryScopeListRow
-		if err := rows.Scan(&i.Scope, &i.Memories, &i.UpdatedAt); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const memorySectionGet = `-- name: MemorySectionGet :one
 SELECT tenant_id, session_id, compaction_id, blocks, created_at FROM memory_sections WHERE tenant_id = $1 AND session_id = $2
 `

@@ -49,6 +49,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	preflightSamples := fs.Int("preflight-samples", 500, "pre-flight requests timed per session size")
 	proxySizes := fs.String("proxy-sizes", "10000,150000", "session sizes in tokens for the Messages API proxy's latency")
 	proxySamples := fs.Int("proxy-samples", 200, "rounds timed per session size, through the proxy and straight each")
+	scale := fs.Bool("scale", false, "run the scale part alone (--only scale): fill the tables to --scale-sessions with COPY, measuring ingest and context at each step; takes minutes")
+	scaleSessions := fs.String("scale-sessions", "1000,100000", "the scale run's steps, in sessions stored")
+	scaleMessages := fs.Int("scale-messages", 100, "messages of each session the scale run stores")
+	scaleSamples := fs.Int("scale-samples", 1000, "context reads timed at each step of the scale run")
 	only := fs.String("only", "", "run these parts, separated by commas: "+strings.Join(benchmark.Parts, ", ")+" (default: all)")
 	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of tables")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file")
@@ -70,6 +74,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	upSizes, err := tokenSizes("--proxy-sizes", *proxySizes)
 	if err != nil {
 		return err
+	}
+	steps, err := tokenSizes("--scale-sessions", *scaleSessions)
+	if err != nil {
+		return err
+	}
+	if !slices.IsSorted(steps) || len(slices.Compact(slices.Clone(steps))) != len(steps) {
+		return fmt.Errorf("--scale-sessions %q: want the steps in increasing order", *scaleSessions)
+	}
+	if *scale {
+		if *only != "" && *only != "scale" {
+			return fmt.Errorf("--scale runs the scale part alone; it takes no --only %q", *only)
+		}
+		*only = "scale"
 	}
 	if *only != "" {
 		for _, part := range strings.Split(*only, ",") {
@@ -162,7 +179,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
 		Rounds: *rounds, Sessions: *sessions, PerSession: *perSession, Publishers: *publishers,
 		SustainFor: *sustain, SustainRate: *rate, ContextSizes: ctxSizes, Samples: *samples, PreflightSamples: *preflightSamples,
-		ProxySizes: upSizes, ProxySamples: *proxySamples, Only: *only,
+		ProxySizes: upSizes, ProxySamples: *proxySamples, ScaleSessions: steps, ScaleMessages: *scaleMessages, ScaleSamples: *scaleSamples, Only: *only,
 		Progress: progress,
 	})
 	if err != nil {
@@ -182,7 +199,7 @@ func tokenSizes(name, list string) ([]int64, error) {
 	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%s %q: want positive token counts separated by commas", name, list)
+			return nil, fmt.Errorf("%s %q: want positive numbers separated by commas", name, list)
 		}
 		out = append(out, n)
 	}

@@ -642,6 +642,8 @@ func TestBenchCommandPrintsItsTables(t *testing.T) {
 	}
 	require.Error(t, run(context.Background(), []string{"bench", "--sizes", "big"}, env(nil), io.Discard, io.Discard))
 	require.Error(t, run(context.Background(), []string{"bench", "--only", "everything"}, env(nil), io.Discard, io.Discard))
+	require.ErrorContains(t, run(context.Background(), []string{"bench", "--scale", "--scale-sessions", "5000,100"}, env(nil), io.Discard, io.Discard), "increasing order")
+	require.ErrorContains(t, run(context.Background(), []string{"bench", "--scale", "--only", "proxy"}, env(nil), io.Discard, io.Discard), "scale part alone")
 }
 
 // longUntilItsCompaction writes long.jsonl up to its own /compact (the

@@ -19,6 +19,21 @@ type (
 		Preflight []jsonPreflight `json:"preflight,omitempty"`
 		Proxy     []jsonProxy     `json:"proxy,omitempty"`
 		ProxyCost []jsonProxyCost `json:"proxy_cost,omitempty"`
+		Scale     []jsonScale     `json:"scale,omitempty"`
+		// ScaleRatios are the last scale step's over the first's.
+		ScaleRatios *jsonScaleRatios `json:"scale_ratios,omitempty"`
+	}
+	jsonScale struct {
+		Sessions  int64   `json:"sessions"`
+		Messages  int64   `json:"messages"`
+		FillS     float64 `json:"fill_s"`
+		TurnsPerS float64 `json:"turns_per_s"`
+		P50MS     float64 `json:"context_p50_ms"`
+		P99MS     float64 `json:"context_p99_ms"`
+	}
+	jsonScaleRatios struct {
+		IngestTimePerTurn float64 `json:"ingest_time_per_turn"`
+		ContextP99        float64 `json:"context_p99"`
 	}
 	jsonIngest struct {
 		TurnsPerS        float64 `json:"turns_per_s"`
@@ -109,6 +124,14 @@ func (r Report) JSON(w io.Writer) error {
 			ReadShareStraight: upstream.ReadShare(c.Straight), ReadShareThrough: upstream.ReadShare(c.Through),
 			PricedStraight: ps, PricedThrough: pt, PricedRatio: pt / ps,
 			LargestStraight: c.LargestStraight, LargestThrough: c.LargestThrough, AutoCompactThreshold: c.Threshold})
+	}
+	for _, st := range r.Scale {
+		out.Scale = append(out.Scale, jsonScale{Sessions: st.Sessions, Messages: st.Messages, FillS: st.Fill.Seconds(), TurnsPerS: st.Ingest.Rate,
+			P50MS: ms(Percentile(st.Context, 50)), P99MS: ms(Percentile(st.Context, 99))})
+	}
+	if len(r.Scale) > 1 {
+		ingest, p99 := r.ScaleRatios()
+		out.ScaleRatios = &jsonScaleRatios{IngestTimePerTurn: ingest, ContextP99: p99}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -34,8 +34,17 @@ type Options struct {
 	// (10K, 150K), ProxySamples rounds each way at each (200).
 	ProxySizes   []int64
 	ProxySamples int
+	// ScaleSessions are the steps of the scale run, in sessions stored
+	// (1,000 then 100,000), each of ScaleMessages messages (100): at each
+	// step one saturated ingest round of Sessions × PerSession turns and
+	// ScaleSamples (1,000) context reads of a 10K-token session: enough
+	// for a p99 of ten samples.
+	ScaleSessions []int64
+	ScaleMessages int
+	ScaleSamples  int
 	// Only, when set, names the parts to run, separated by commas:
-	// "ingest", "context", "preflight", "proxy".
+	// "ingest", "context", "preflight", "proxy", "scale". The scale run
+	// takes minutes and runs only when named.
 	Only string
 	// Run prefixes every session id, keeping runs apart (a timestamp).
 	Run string
@@ -56,6 +65,11 @@ func (o Options) withDefaults() Options {
 	def(&o.Samples, 120)
 	def(&o.PreflightSamples, 500)
 	def(&o.ProxySamples, 200)
+	def(&o.ScaleMessages, 100)
+	def(&o.ScaleSamples, 1_000)
+	if len(o.ScaleSessions) == 0 {
+		o.ScaleSessions = []int64{1_000, 100_000}
+	}
 	if o.SustainFor <= 0 {
 		o.SustainFor = 20 * time.Second
 	}
@@ -75,10 +89,13 @@ func (o Options) withDefaults() Options {
 }
 
 // Parts are the values Options.Only takes.
-var Parts = []string{"ingest", "context", "preflight", "proxy"}
+var Parts = []string{"ingest", "context", "preflight", "proxy", "scale"}
 
 func (o Options) runs(part string) bool {
-	return o.Only == "" || slices.Contains(strings.Split(o.Only, ","), part)
+	if o.Only == "" {
+		return part != "scale"
+	}
+	return slices.Contains(strings.Split(o.Only, ","), part)
 }
 
 // Report is what one run measured.
@@ -99,7 +116,9 @@ type Report struct {
 	// what a short and a long session cost through it.
 	Proxy     []ProxyTiming
 	ProxyCost []ProxyCost
-	Took      time.Duration
+	// Scale are the scale run's steps, fewest sessions first.
+	Scale []ScaleStep
+	Took  time.Duration
 }
 
 // ContextTiming is context assembly at one session size.
@@ -134,6 +153,11 @@ func Run(ctx context.Context, s *System, opts Options) (Report, error) {
 	}
 	if o.runs("proxy") {
 		if err := runProxy(ctx, s, o, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if o.runs("scale") {
+		if err := runScale(ctx, s, o, built, &rep); err != nil {
 			return rep, err
 		}
 	}
@@ -316,6 +340,36 @@ func (r Report) Markdown(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	r.proxyMarkdown(w)
+	r.scaleMarkdown(w)
+}
+
+// scaleMarkdown writes the scale run's table: each step, and the last
+// against the first.
+func (r Report) scaleMarkdown(w io.Writer) {
+	if len(r.Scale) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Scale: the tenant's tables filled by COPY in steps, then vacuumed and checkpointed; at each, one saturated ingest round of %d turns and %d context reads of a %dK-token session.\n\n",
+		r.Scale[0].Ingest.Turns, len(r.Scale[0].Context), scaleContextTokens/1000)
+	fmt.Fprintln(w, "| sessions stored | messages stored | fill took | ingest turns/s | context p50 / p99 |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, st := range r.Scale {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s ms |\n", thousands(float64(st.Sessions)), thousands(float64(st.Messages)), st.Fill.Round(time.Second),
+			thousands(st.Ingest.Rate), decimal(ms(Percentile(st.Context, 50))), decimal(ms(Percentile(st.Context, 99))))
+	}
+	if len(r.Scale) > 1 {
+		ingest, p99 := r.ScaleRatios()
+		fmt.Fprintf(w, "\nLargest ÷ smallest: context p99 **%.2f**, ingest time per turn **%.2f**.\n", p99, ingest)
+	}
+	fmt.Fprintln(w)
+}
+
+// ScaleRatios compare the scale run's last step with its first: ingest's
+// time per turn (the first step's rate over the last's) and the context
+// p99, each last over first.
+func (r Report) ScaleRatios() (ingest, contextP99 float64) {
+	first, last := r.Scale[0], r.Scale[len(r.Scale)-1]
+	return first.Ingest.Rate / last.Ingest.Rate, ms(Percentile(last.Context, 99)) / ms(Percentile(first.Context, 99))
 }
 
 // proxyMarkdown writes the Messages API proxy's tables.

@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/internal/benchmark"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+)
+
+// TestScaleBenchEndToEnd runs the scale part of `mnemos bench` in small
+// steps, so that it cannot rot: the tables hold what each step filled, each
+// step measured an ingest round and the context reads, and the report and
+// its JSON carry both steps and their ratios.
+func TestScaleBenchEndToEnd(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	ctx := context.Background()
+	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
+		Only: "scale", ScaleSessions: []int64{20, 60}, ScaleMessages: 10, ScaleSamples: 5, Sessions: 5, PerSession: 4, Progress: t.Logf,
+	})
+	require.NoError(t, err)
+	require.Empty(t, rep.Burst, "only the scale run ran")
+	require.Len(t, rep.Scale, 2)
+	for i, want := range []int64{20, 60} {
+		st := rep.Scale[i]
+		require.Equal(t, want, st.Sessions)
+		require.Greater(t, st.Messages, want*10, "the filled messages and the measured sessions'")
+		require.Equal(t, 20, st.Ingest.Turns)
+		require.Len(t, st.Ingest.Latencies, 20)
+		require.Len(t, st.Context, 5)
+	}
+	var filled, messages, turns int64
+	require.NoError(t, pgtest.Admin(t, sys.Store).QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM sessions WHERE session_id LIKE 'fill-%'),
+		       (SELECT count(*) FROM messages WHERE session_id LIKE 'fill-%'),
+		       (SELECT count(*) FROM turns WHERE session_id LIKE 'fill-%')`).Scan(&filled, &messages, &turns))
+	require.EqualValues(t, 60, filled)
+	require.EqualValues(t, 600, messages)
+	require.EqualValues(t, 300, turns)
+
+	var md, js bytes.Buffer
+	rep.Markdown(&md)
+	t.Log("\n" + md.String())
+	require.Contains(t, md.String(), "| 60 | ")
+	require.Contains(t, md.String(), "Largest ÷ smallest")
+	require.NoError(t, rep.JSON(&js))
+	var out struct {
+		Scale []struct {
+			Sessions int64 `json:"sessions"`
+		} `json:"scale"`
+		Ratios struct {
+			ContextP99 float64 `json:"context_p99"`
+		} `json:"scale_ratios"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &out))
+	require.Len(t, out.Scale, 2)
+	require.EqualValues(t, 60, out.Scale[1].Sessions)
+	require.Positive(t, out.Ratios.ContextP99)
+}

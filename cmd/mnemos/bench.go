@@ -75,25 +75,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	steps, err := tokenSizes("--scale-sessions", *scaleSessions)
+	steps, parts, err := benchParts(*scale, *scaleSessions, *only)
 	if err != nil {
 		return err
-	}
-	if !slices.IsSorted(steps) || len(slices.Compact(slices.Clone(steps))) != len(steps) {
-		return fmt.Errorf("--scale-sessions %q: want the steps in increasing order", *scaleSessions)
-	}
-	if *scale {
-		if *only != "" && *only != "scale" {
-			return fmt.Errorf("--scale runs the scale part alone; it takes no --only %q", *only)
-		}
-		*only = "scale"
-	}
-	if *only != "" {
-		for _, part := range strings.Split(*only, ",") {
-			if !slices.Contains(benchmark.Parts, part) {
-				return fmt.Errorf("--only %q: want some of %s, separated by commas", *only, strings.Join(benchmark.Parts, ", "))
-			}
-		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
@@ -179,7 +163,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
 		Rounds: *rounds, Sessions: *sessions, PerSession: *perSession, Publishers: *publishers,
 		SustainFor: *sustain, SustainRate: *rate, ContextSizes: ctxSizes, Samples: *samples, PreflightSamples: *preflightSamples,
-		ProxySizes: upSizes, ProxySamples: *proxySamples, ScaleSessions: steps, ScaleMessages: *scaleMessages, ScaleSamples: *scaleSamples, Only: *only,
+		ProxySizes: upSizes, ProxySamples: *proxySamples, ScaleSessions: steps, ScaleMessages: *scaleMessages, ScaleSamples: *scaleSamples, Only: parts,
 		Progress: progress,
 	})
 	if err != nil {
@@ -191,6 +175,33 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(stdout)
 	rep.Markdown(stdout)
 	return nil
+}
+
+// benchParts reads the flags that choose what runs: the scale run's steps
+// (--scale-sessions, increasing) and the parts (--only, or "scale" alone
+// with --scale).
+func benchParts(scale bool, scaleSessions, only string) ([]int64, string, error) {
+	steps, err := tokenSizes("--scale-sessions", scaleSessions)
+	if err != nil {
+		return nil, "", err
+	}
+	if !slices.IsSorted(steps) || len(slices.Compact(slices.Clone(steps))) != len(steps) {
+		return nil, "", fmt.Errorf("--scale-sessions %q: want the steps in increasing order", scaleSessions)
+	}
+	if scale {
+		if only != "" && only != "scale" {
+			return nil, "", fmt.Errorf("--scale runs the scale part alone; it takes no --only %q", only)
+		}
+		only = "scale"
+	}
+	if only != "" {
+		for _, part := range strings.Split(only, ",") {
+			if !slices.Contains(benchmark.Parts, part) {
+				return nil, "", fmt.Errorf("--only %q: want some of %s, separated by commas", only, strings.Join(benchmark.Parts, ", "))
+			}
+		}
+	}
+	return steps, only, nil
 }
 
 // tokenSizes reads a flag's comma-separated token counts.

@@ -47,6 +47,10 @@ test-cluster: ## the three-node JetStream cluster tests of tests/faults: chaos o
 test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (MNEMOS_CHAOS_SEED replays one; nodes sync always, MNEMOS_CHAOS_SYNC=default for the server's)
 	set -o pipefail; $(GO) test -count=$(CHAOS_RUNS) -timeout=20m -v -run '^$(CHAOS_TEST)$$' ./tests/faults/ | grep -E $(CLUSTER_LINES)
 
+.PHONY: bench-rss
+bench-rss: ## the resident set of one mnemos -target=all as 1K to 10K sessions become active: one table (docs/benchmarks.md), a few minutes
+	set -o pipefail; MNEMOS_BENCH_RSS=1 $(GO) test -count=1 -timeout=20m -v -run '^TestRSSWithActiveSessions$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|[|] |RSS of|Error'
+
 .PHONY: bench-cluster
 bench-cluster: ## ingest on the three-node cluster with 1, 2, 3 accountants, JetStream sync default and always: one table (docs/scaling.md), about 5 minutes
 	set -o pipefail; MNEMOS_BENCH_CLUSTER=1 $(GO) test -count=1 -timeout=15m -v -run '^$(CLUSTER_BENCH)$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|^\||CPU per turn|turns/s|JetStream sync'

@@ -351,7 +351,14 @@ func (p *Process) Addr() string {
 
 // PeakRSS is the largest resident set the current run of the process has
 // had, in bytes: VmHWM of /proc/<pid>/status, so only on Linux.
-func (p *Process) PeakRSS() (int64, error) {
+func (p *Process) PeakRSS() (int64, error) { return p.status("VmHWM") }
+
+// RSS is the resident set of the current run of the process now, in
+// bytes: VmRSS of /proc/<pid>/status, so only on Linux.
+func (p *Process) RSS() (int64, error) { return p.status("VmRSS") }
+
+// status reads a size in kB from the process's /proc/<pid>/status.
+func (p *Process) status(field string) (int64, error) {
 	p.mu.Lock()
 	cmd := p.cmd
 	p.mu.Unlock()
@@ -360,18 +367,18 @@ func (p *Process) PeakRSS() (int64, error) {
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 	if err != nil {
-		return 0, fmt.Errorf("proctest: %s peak RSS: %w", p.name, err)
+		return 0, fmt.Errorf("proctest: %s %s: %w", p.name, field, err)
 	}
 	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("proctest: %s peak RSS: %q: %w", p.name, line, err)
+				return 0, fmt.Errorf("proctest: %s %s: %q: %w", p.name, field, line, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("proctest: %s peak RSS: no VmHWM in /proc/%d/status", p.name, cmd.Process.Pid)
+	return 0, fmt.Errorf("proctest: %s: no %s in /proc/%d/status", p.name, field, cmd.Process.Pid)
 }
 
 // URL is the process's base HTTP URL.

@@ -16,7 +16,8 @@ type ScaleStep struct {
 	Sessions, Messages int64
 	Ingest             Ingest
 	Context            []time.Duration
-	// Fill is how long storing the step's sessions took (COPY and ANALYZE).
+	// Fill is how long storing the step's sessions took (COPY, VACUUM and
+	// CHECKPOINT).
 	Fill time.Duration
 }
 
@@ -61,6 +62,10 @@ func runScale(ctx context.Context, s *System, o Options, built map[int64]string,
 	return nil
 }
 
+// messageBytes is the size a filled message counts for in its session's
+// running totals (messages.bytes_through, sessions.message_bytes).
+const messageBytes = 80
+
 // fillSessions stores sessions from through to-1 of the benchmark tenant
 // ("fill-000042"), as the schema's owner with COPY, a thousand sessions a
 // statement: each session's row, its ScaleMessages messages (a user request
@@ -79,13 +84,13 @@ func fillSessions(ctx context.Context, s *System, o Options, from, to int64) err
 		id := func(n int64) string { return fmt.Sprintf("fill-%06d", n) }
 		n := lo
 		_, err := s.Owner.CopyFrom(ctx, pgx.Identifier{"sessions"},
-			[]string{"tenant_id", "session_id", "agent_id", "model", "applied_seq", "message_count", "created_at", "updated_at"},
+			[]string{"tenant_id", "session_id", "agent_id", "model", "applied_seq", "message_count", "message_bytes", "created_at", "updated_at"},
 			pgx.CopyFromFunc(func() ([]any, error) {
 				if n >= hi {
 					return nil, nil
 				}
 				n++
-				return []any{Tenant, id(n - 1), "main", "claude-sonnet-4-5", per / 2, per, at, at}, nil
+				return []any{Tenant, id(n - 1), "main", "claude-sonnet-4-5", per / 2, per, per * messageBytes, at, at}, nil
 			}))
 		if err != nil {
 			return fmt.Errorf("benchmark: fill sessions: %w", err)
@@ -105,7 +110,7 @@ func fillSessions(ctx context.Context, s *System, o Options, from, to int64) err
 					role, text = "assistant", fmt.Sprintf("Done with step %d; the tests pass.", p/2)
 				}
 				row := []any{Tenant, id(n), fmt.Sprintf("%s-m%d", id(n), p), p, p/2 + 1, role,
-					`[{"type":"text","text":"` + text + `"}]`, hash[:], int64(len(text) / 4), (p + 1) * 80}
+					`[{"type":"text","text":"` + text + `"}]`, hash[:], int64(len(text) / 4), (p + 1) * messageBytes}
 				p++
 				return row, nil
 			}))

@@ -76,62 +76,41 @@ func fillSessions(ctx context.Context, s *System, o Options, from, to int64) err
 		return nil
 	}
 	const chunk = 1_000
-	per := int64(o.ScaleMessages)
+	per, turns := int64(o.ScaleMessages), int64(o.ScaleMessages)/2
 	hash := sha256.Sum256([]byte("fill"))
 	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	id := func(n int64) string { return fmt.Sprintf("fill-%06d", n) }
 	for lo := from; lo < to; lo += chunk {
 		hi := min(lo+chunk, to)
-		id := func(n int64) string { return fmt.Sprintf("fill-%06d", n) }
-		n := lo
-		_, err := s.Owner.CopyFrom(ctx, pgx.Identifier{"sessions"},
+		err := copyRows(ctx, s, "sessions",
 			[]string{"tenant_id", "session_id", "agent_id", "model", "applied_seq", "message_count", "message_bytes", "created_at", "updated_at"},
-			pgx.CopyFromFunc(func() ([]any, error) {
-				if n >= hi {
-					return nil, nil
-				}
-				n++
-				return []any{Tenant, id(n - 1), "main", "claude-sonnet-4-5", per / 2, per, per * messageBytes, at, at}, nil
-			}))
+			hi-lo, func(i int64) []any {
+				return []any{Tenant, id(lo + i), "main", "claude-sonnet-4-5", turns, per, per * messageBytes, at, at}
+			})
 		if err != nil {
-			return fmt.Errorf("benchmark: fill sessions: %w", err)
+			return err
 		}
-		n, p := lo, int64(0)
-		_, err = s.Owner.CopyFrom(ctx, pgx.Identifier{"messages"},
+		err = copyRows(ctx, s, "messages",
 			[]string{"tenant_id", "session_id", "uuid", "position", "seq", "role", "content", "content_hash", "estimate_tokens", "bytes_through"},
-			pgx.CopyFromFunc(func() ([]any, error) {
-				if p == per {
-					n, p = n+1, 0
-				}
-				if n >= hi {
-					return nil, nil
-				}
+			(hi-lo)*per, func(i int64) []any {
+				n, p := lo+i/per, i%per
 				role, text := "user", fmt.Sprintf("Step %d of session %d: carry on with the migration and report back.", p/2, n)
 				if p%2 == 1 {
 					role, text = "assistant", fmt.Sprintf("Done with step %d; the tests pass.", p/2)
 				}
-				row := []any{Tenant, id(n), fmt.Sprintf("%s-m%d", id(n), p), p, p/2 + 1, role,
+				return []any{Tenant, id(n), fmt.Sprintf("%s-m%d", id(n), p), p, p/2 + 1, role,
 					`[{"type":"text","text":"` + text + `"}]`, hash[:], int64(len(text) / 4), (p + 1) * messageBytes}
-				p++
-				return row, nil
-			}))
+			})
 		if err != nil {
-			return fmt.Errorf("benchmark: fill messages: %w", err)
+			return err
 		}
-		n, q := lo, int64(0)
-		_, err = s.Owner.CopyFrom(ctx, pgx.Identifier{"turns"},
-			[]string{"tenant_id", "session_id", "event_id", "seq", "status", "applied_at"},
-			pgx.CopyFromFunc(func() ([]any, error) {
-				if q == per/2 {
-					n, q = n+1, 0
-				}
-				if n >= hi {
-					return nil, nil
-				}
-				q++
-				return []any{Tenant, id(n), fmt.Sprintf("%s-e%d", id(n), q), q, "applied", at}, nil
-			}))
+		err = copyRows(ctx, s, "turns", []string{"tenant_id", "session_id", "event_id", "seq", "status", "applied_at"},
+			(hi-lo)*turns, func(i int64) []any {
+				n, q := lo+i/turns, i%turns+1
+				return []any{Tenant, id(n), fmt.Sprintf("%s-e%d", id(n), q), q, "applied", at}
+			})
 		if err != nil {
-			return fmt.Errorf("benchmark: fill turns: %w", err)
+			return err
 		}
 		if hi%(10*chunk) == 0 || hi == to {
 			o.Progress("scale: filled %d of %d sessions (%d messages each)", hi, to, per)
@@ -145,6 +124,23 @@ func fillSessions(ctx context.Context, s *System, o Options, from, to int64) err
 	}
 	if _, err := s.Owner.Exec(ctx, "CHECKPOINT"); err != nil {
 		o.Progress("scale: no checkpoint (%v); measuring anyway", err)
+	}
+	return nil
+}
+
+// copyRows copies n rows into table with COPY, as the schema's owner: row
+// makes the i-th.
+func copyRows(ctx context.Context, s *System, table string, columns []string, n int64, row func(i int64) []any) error {
+	i := int64(0)
+	_, err := s.Owner.CopyFrom(ctx, pgx.Identifier{table}, columns, pgx.CopyFromFunc(func() ([]any, error) {
+		if i == n {
+			return nil, nil
+		}
+		i++
+		return row(i - 1), nil
+	}))
+	if err != nil {
+		return fmt.Errorf("benchmark: fill %s: %w", table, err)
 	}
 	return nil
 }

@@ -133,7 +133,6 @@ type messagesRequest struct {
 	fields   map[string]json.RawMessage
 	messages []json.RawMessage
 	model    string
-	stream   bool
 	session  string // "" when it names none (sessionOf)
 	upstream Upstream
 	// turns are the messages decoded, each once it is needed (turnAt);
@@ -220,8 +219,7 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 			return nil, nil, false
 		}
 	}
-	_ = json.Unmarshal(req.fields["model"], &req.model)   // the upstream judges the model
-	_ = json.Unmarshal(req.fields["stream"], &req.stream) // absent or not a bool: not streamed
+	_ = json.Unmarshal(req.fields["model"], &req.model) // the upstream judges the model
 	req.session = sessionOf(r, req.fields)
 	if req.session != "" && !turn.ValidToken(req.session) {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf(

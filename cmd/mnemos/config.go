@@ -93,6 +93,7 @@ type Config struct {
 	// How each consuming target consumes: MNEMOS_<TARGET>_WORKERS and
 	// MNEMOS_<TARGET>_MAX_DELIVER (the accountant's workers: MNEMOS_WORKERS).
 	TokenAccounting Consumer
+	AccountingBatch int // MNEMOS_TOKEN_ACCOUNTING_BATCH
 	Compactor       Consumer
 	SessionMemory   Consumer
 	Extractor       Consumer

@@ -39,7 +39,8 @@ func TestConfigTableDefaults(t *testing.T) {
 	require.Equal(t, defaultDevAPIKey, cfg.DevAPIKey)
 	require.Equal(t, 8<<20, cfg.MaxEventBytes)
 	require.EqualValues(t, 256<<20, cfg.MaxInflightBytes)
-	require.Equal(t, 16, cfg.TokenAccounting.Workers)
+	require.Equal(t, 64, cfg.TokenAccounting.Workers)
+	require.Equal(t, 64, cfg.AccountingBatch)
 	require.Equal(t, 30*time.Second, cfg.GapTimeout)
 	require.Equal(t, slog.LevelInfo, cfg.LogLevel)
 	require.Equal(t, "text", cfg.LogFormat)
@@ -148,6 +149,9 @@ func TestConsumingTargetsTakeWorkersAndMaxDeliver(t *testing.T) {
 	} {
 		require.Equal(t, want(name), got, "%s reaches its service", name)
 	}
+	cfg, err = configFromEnv(TargetAll, env(map[string]string{"MNEMOS_TOKEN_ACCOUNTING_BATCH": "7"}))
+	require.NoError(t, err)
+	require.Equal(t, 7, tokenAccountingConfig(cfg).Batch, "MNEMOS_TOKEN_ACCOUNTING_BATCH reaches the accountant")
 
 	_, err = configFromEnv(TargetAll, env(map[string]string{"MNEMOS_DREAMER_MAX_DELIVER": "0", "MNEMOS_RECALL_WORKERS": "many"}))
 	require.ErrorContains(t, err, `MNEMOS_DREAMER_MAX_DELIVER="0": want a positive integer`)

@@ -47,6 +47,50 @@ func (t *Tx) MessageHashes(ctx context.Context, sessionID string, uuids []string
 	return out, nil
 }
 
+// InsertMessages is InsertMessage for many messages in one statement (of
+// one session or many), skipping those whose session holds their uuid.
+func (t *Tx) InsertMessages(ctx context.Context, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	p := dbsqlc.MessageInsertManyParams{TenantID: t.tenant}
+	for _, m := range msgs {
+		p.SessionIds = append(p.SessionIds, m.SessionID)
+		p.Uuids = append(p.Uuids, m.UUID)
+		p.Positions = append(p.Positions, m.Position)
+		p.Seqs = append(p.Seqs, m.Seq)
+		p.Roles = append(p.Roles, m.Role)
+		p.Contents = append(p.Contents, string(m.Content))
+		p.ContentHashes = append(p.ContentHashes, m.ContentHash)
+		p.Estimates = append(p.Estimates, m.EstimateTokens)
+		p.IsResponses = append(p.IsResponses, m.IsResponse)
+		p.StopReasons = append(p.StopReasons, m.StopReason)
+		p.BytesThrough = append(p.BytesThrough, m.BytesThrough)
+	}
+	if err := t.q.MessageInsertMany(ctx, p); err != nil {
+		return fmt.Errorf("store.InsertMessages: %w", err)
+	}
+	return nil
+}
+
+// MessageHashesOf is MessageHashes for the turns of many sessions at once:
+// sessionIDs and uuids are parallel. It returns the hashes by session, then
+// by uuid.
+func (t *Tx) MessageHashesOf(ctx context.Context, sessionIDs, uuids []string) (map[string]map[string][]byte, error) {
+	rows, err := t.q.MessageHashesOfSessions(ctx, dbsqlc.MessageHashesOfSessionsParams{TenantID: t.tenant, SessionIds: sessionIDs, Uuids: uuids})
+	if err != nil {
+		return nil, fmt.Errorf("store.MessageHashesOf: %w", err)
+	}
+	out := map[string]map[string][]byte{}
+	for _, r := range rows {
+		if out[r.SessionID] == nil {
+			out[r.SessionID] = map[string][]byte{}
+		}
+		out[r.SessionID][r.Uuid] = r.ContentHash
+	}
+	return out, nil
+}
+
 // InsertMessage stores a message at its position. It reports false, and
 // stores nothing, when the session holds a message with that uuid already.
 func (t *Tx) InsertMessage(ctx context.Context, m Message) (bool, error) {

@@ -80,6 +80,24 @@ func (t *Tx) ReplacementsFor(ctx context.Context, sessionID, kind string, toolUs
 	return out, nil
 }
 
+// ReplacementsOf is ReplacementsFor for the turns of many sessions at once:
+// sessionIDs and toolUseIDs are parallel. It returns the decisions by
+// session, then by tool use id.
+func (t *Tx) ReplacementsOf(ctx context.Context, kind string, sessionIDs, toolUseIDs []string) (map[string]map[string]Replacement, error) {
+	rows, err := t.q.ReplacementsForSessions(ctx, dbsqlc.ReplacementsForSessionsParams{TenantID: t.tenant, SessionIds: sessionIDs, ToolUseIds: toolUseIDs, Kind: kind})
+	if err != nil {
+		return nil, fmt.Errorf("store.ReplacementsOf: %w", err)
+	}
+	out := map[string]map[string]Replacement{}
+	for _, r := range rows {
+		if out[r.SessionID] == nil {
+			out[r.SessionID] = map[string]Replacement{}
+		}
+		out[r.SessionID][r.ToolUseID] = toReplacement(r)
+	}
+	return out, nil
+}
+
 // Replacements lists a session's decisions in the order they were made.
 func (t *Tx) Replacements(ctx context.Context, sessionID string) ([]Replacement, error) {
 	rows, err := t.q.ReplacementListBySession(ctx, dbsqlc.ReplacementListBySessionParams{TenantID: t.tenant, SessionID: sessionID})

@@ -174,17 +174,25 @@ func turnMessages(ev turn.Event) int {
 }
 
 // overTurnLimits checks one event against the tenant's caps on a turn's
-// messages and encoded size; size 0 is not checked.
+// messages and encoded size; size 0 is not checked. A refusal is counted.
 func (s *Service) overTurnLimits(ctx context.Context, lim limits.Config, ev turn.Event, size int) *turn.InputError {
+	ie, limit := turnLimitRefusal(lim, ev, size)
+	if ie != nil {
+		s.cfg.Limits.Record(ctx, limit)
+	}
+	return ie
+}
+
+// turnLimitRefusal is overTurnLimits without the counting: the refusal and
+// the limit it is counted under.
+func turnLimitRefusal(lim limits.Config, ev turn.Event, size int) (*turn.InputError, string) {
 	if n := turnMessages(ev); lim.TurnMessages > 0 && n > lim.TurnMessages {
-		s.cfg.Limits.Record(ctx, limits.LimitTurnMessages)
-		return turn.Refuse(turn.ReasonTooManyMessages, "the turn has %d messages; the tenant's turn_messages limit is %d", n, lim.TurnMessages)
+		return turn.Refuse(turn.ReasonTooManyMessages, "the turn has %d messages; the tenant's turn_messages limit is %d", n, lim.TurnMessages), limits.LimitTurnMessages
 	}
 	if lim.TurnBytes > 0 && size > lim.TurnBytes {
-		s.cfg.Limits.Record(ctx, limits.LimitEventBytes)
-		return turn.Refuse(turn.ReasonTooLarge, "the event is %d bytes; the tenant's turn_bytes limit is %d", size, lim.TurnBytes)
+		return turn.Refuse(turn.ReasonTooLarge, "the event is %d bytes; the tenant's turn_bytes limit is %d", size, lim.TurnBytes), limits.LimitEventBytes
 	}
-	return nil
+	return nil, ""
 }
 
 // applyEvent stores one event's messages, moves the session's count and
@@ -226,15 +234,7 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 			return err
 		}
 	}
-	if p := ev.RequestPrefix; p != nil {
-		if _, _, ok, perr := accounting.PrefixOf(*sess, p); perr == nil && !ok {
-			// Nothing else of the event is wrong: it applies with the
-			// session's prefix, and the client hears of it in the log.
-			s.metrics.unknownPrefix(ctx)
-			s.log.Warn("request_prefix names a hash the session does not hold; the session's prefix is kept",
-				"tenant", ev.TenantID, "session", ev.SessionID, "seq", ev.Seq, "hash", p.Hash)
-		}
-	}
+	s.checkPrefix(ctx, *sess, ev)
 	if accounting.RequestOf(ev).ModelChanged(*sess) {
 		// The usage was measured by another model: the context is
 		// counted by its estimate until the new model reports.
@@ -249,7 +249,15 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if err := s.write(ctx, tx, plan, waited); err != nil {
 		return err
 	}
-	if plan.next.CompactRequests > sess.CompactRequests {
+	s.noteApplied(ctx, *sess, plan)
+	*sess = plan.next
+	return nil
+}
+
+// noteApplied counts and logs what applying a plan to the session as it
+// was before did.
+func (s *Service) noteApplied(ctx context.Context, before store.Session, plan turnPlan) {
+	if plan.next.CompactRequests > before.CompactRequests {
 		s.metrics.compactRequested(ctx)
 	}
 	if plan.staleUsage {
@@ -258,15 +266,26 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 	if plan.thrashHeld {
 		s.metrics.thrashHeld(ctx)
 		s.log.Warn("thrash guard: no automatic compaction asked, too many within the last turns",
-			"tenant", ev.TenantID, "session", ev.SessionID, "seq", ev.Seq, "recent", plan.next.AutoCompactSeqs)
+			"tenant", plan.ev.TenantID, "session", plan.ev.SessionID, "seq", plan.ev.Seq, "recent", plan.next.AutoCompactSeqs)
 	}
-	for _, d := range in.decisions {
+	for _, d := range plan.decisions {
 		if !d.Recorded {
 			s.metrics.offloaded(ctx, int64(d.SizeChars))
 		}
 	}
-	*sess = plan.next
-	return nil
+}
+
+// checkPrefix warns of an event whose request prefix names a hash the
+// session does not hold. Nothing else of the event is wrong: it applies
+// with the session's prefix, and the client hears of it in the log.
+func (s *Service) checkPrefix(ctx context.Context, sess store.Session, ev turn.Event) {
+	if p := ev.RequestPrefix; p != nil {
+		if _, _, ok, perr := accounting.PrefixOf(sess, p); perr == nil && !ok {
+			s.metrics.unknownPrefix(ctx)
+			s.log.Warn("request_prefix names a hash the session does not hold; the session's prefix is kept",
+				"tenant", ev.TenantID, "session", ev.SessionID, "seq", ev.Seq, "hash", p.Hash)
+		}
+	}
 }
 
 // turnInput is one event's messages as sent, encoded and hashed, and what
@@ -310,22 +329,32 @@ func prepare(ev turn.Event) (turnInput, error) {
 }
 
 // checkKnown refuses an event that resends a stored message with other
-// content, or whose new messages would pass the session's cap.
+// content, or whose new messages would pass the session's cap. A refusal
+// over the cap is counted.
 func (s *Service) checkKnown(ctx context.Context, lim limits.Config, sess store.Session, in turnInput) *turn.InputError {
+	ie, limit := knownRefusal(lim, sess, in)
+	if limit != "" {
+		s.cfg.Limits.Record(ctx, limit)
+	}
+	return ie
+}
+
+// knownRefusal is checkKnown without the counting: the refusal and the
+// limit it is counted under, if any.
+func knownRefusal(lim limits.Config, sess store.Session, in turnInput) (*turn.InputError, string) {
 	for i, m := range in.msgs {
 		if prev, ok := in.known[m.UUID]; ok && !bytes.Equal(prev, in.sums[i]) {
-			return turn.Refuse(turn.ReasonDuplicateUUID, "message %s was sent before with different content", m.UUID)
+			return turn.Refuse(turn.ReasonDuplicateUUID, "message %s was sent before with different content", m.UUID), ""
 		}
 	}
 	if limit := int64(lim.SessionMessages); limit > 0 {
 		fresh := int64(len(in.msgs) - len(in.known)) // a turn's uuids are distinct (turn.Decode)
 		if sess.MessageCount+fresh > limit {
-			s.cfg.Limits.Record(ctx, limits.LimitSessionMessages)
 			return turn.Refuse(turn.ReasonSessionFull,
-				"session %s holds %d messages; the turn's %d new ones would pass the tenant's session_messages limit of %d", in.ev.SessionID, sess.MessageCount, fresh, limit)
+				"session %s holds %d messages; the turn's %d new ones would pass the tenant's session_messages limit of %d", in.ev.SessionID, sess.MessageCount, fresh, limit), limits.LimitSessionMessages
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 // turnPlan is everything applying one event writes.
@@ -455,12 +484,9 @@ func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time
 // their replacements, the new messages, the outbox rows, the turn and the
 // session.
 func (s *Service) write(ctx context.Context, tx *store.Tx, plan turnPlan, waited bool) error {
-	rows := make([]store.OutboxEvent, len(plan.outgoing))
-	for i, e := range plan.outgoing {
-		var err error
-		if rows[i], err = outbox.Emit(ctx, e); err != nil {
-			return err
-		}
+	rows, err := outboxRows(ctx, plan)
+	if err != nil {
+		return err
 	}
 	added := plan.added
 	if pacer := limits.PacerFrom(ctx); pacer != nil {
@@ -478,37 +504,53 @@ func (s *Service) write(ctx context.Context, tx *store.Tx, plan turnPlan, waited
 			}
 		}
 	}
-	return tx.Pipeline(ctx, func(p *store.Tx) error {
-		for _, d := range plan.decisions {
-			if d.Recorded {
-				continue
-			}
-			if err := p.InsertToolResult(ctx, store.ToolResult{
-				ID: d.ToolResultID, SessionID: plan.next.SessionID, MessageUUID: d.MessageUUID,
-				ToolUseID: d.ToolUseID, Content: d.Original, SizeChars: int64(d.SizeChars),
-			}); err != nil {
-				return err
-			}
-			if err := p.RecordReplacement(ctx, store.Replacement{
-				SessionID: plan.next.SessionID, ToolUseID: d.ToolUseID, Kind: store.ReplaceOffload,
-				ToolResultID: d.ToolResultID, Text: d.Replacement,
-			}); err != nil {
-				return err
-			}
+	return tx.Pipeline(ctx, func(p *store.Tx) error { return queueWrites(ctx, p, plan, rows, added, waited) })
+}
+
+// outboxRows encodes the events a plan announces.
+func outboxRows(ctx context.Context, plan turnPlan) ([]store.OutboxEvent, error) {
+	rows := make([]store.OutboxEvent, len(plan.outgoing))
+	for i, e := range plan.outgoing {
+		var err error
+		if rows[i], err = outbox.Emit(ctx, e); err != nil {
+			return nil, err
 		}
-		if err := insertMessages(ctx, p, added); err != nil {
+	}
+	return rows, nil
+}
+
+// queueWrites queues a plan's writes on a pipelined transaction, with rows
+// its outbox rows and added the messages not written yet.
+func queueWrites(ctx context.Context, p *store.Tx, plan turnPlan, rows []store.OutboxEvent, added []store.Message, waited bool) error {
+	for _, d := range plan.decisions {
+		if d.Recorded {
+			continue
+		}
+		if err := p.InsertToolResult(ctx, store.ToolResult{
+			ID: d.ToolResultID, SessionID: plan.next.SessionID, MessageUUID: d.MessageUUID,
+			ToolUseID: d.ToolUseID, Content: d.Original, SizeChars: int64(d.SizeChars),
+		}); err != nil {
 			return err
 		}
-		for _, e := range rows {
-			if err := p.Enqueue(ctx, e); err != nil {
-				return err
-			}
-		}
-		if err := recordTurn(ctx, p, plan.ev, waited, store.TurnApplied, "", plan.next.TokenCount, plan.next.State); err != nil {
+		if err := p.RecordReplacement(ctx, store.Replacement{
+			SessionID: plan.next.SessionID, ToolUseID: d.ToolUseID, Kind: store.ReplaceOffload,
+			ToolResultID: d.ToolResultID, Text: d.Replacement,
+		}); err != nil {
 			return err
 		}
-		return p.SaveSession(ctx, plan.next)
-	})
+	}
+	if err := insertMessages(ctx, p, added); err != nil {
+		return err
+	}
+	for _, e := range rows {
+		if err := p.Enqueue(ctx, e); err != nil {
+			return err
+		}
+	}
+	if err := recordTurn(ctx, p, plan.ev, waited, store.TurnApplied, "", plan.next.TokenCount, plan.next.State); err != nil {
+		return err
+	}
+	return p.SaveSession(ctx, plan.next)
 }
 
 // pacedInsertRows is how many messages a heavy event inserts between rests:

@@ -19,6 +19,7 @@ type serviceMetrics struct {
 	stale    metric.Int64Counter
 	thrash   metric.Int64Counter
 	prefix   metric.Int64Counter
+	batch    metric.Int64Histogram
 }
 
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
@@ -56,7 +57,17 @@ func newMetrics(m metric.Meter) (serviceMetrics, error) {
 		metric.WithDescription("Turn events whose request_prefix named only a hash the session did not hold: the session's prefix was kept.")); err != nil {
 		return sm, err
 	}
+	if sm.batch, err = m.Int64Histogram("mnemos.accounting.batch_size", metric.WithUnit("{turn}"),
+		metric.WithDescription("Turn events applied together in one transaction (group commit); events a batch leaves out are applied one by one and not counted here.")); err != nil {
+		return sm, err
+	}
 	return sm, nil
+}
+
+func (m serviceMetrics) batched(ctx context.Context, n int) {
+	if n > 0 {
+		m.batch.Record(ctx, int64(n))
+	}
 }
 
 func (m serviceMetrics) outcome(ctx context.Context, o Outcome, d time.Duration) {

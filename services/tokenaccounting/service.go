@@ -32,6 +32,10 @@ type Config struct {
 	GapTimeout time.Duration
 	// Workers handle events concurrently (different sessions in parallel).
 	Workers int
+	// Batch is the most turn events of one tenant applied in one
+	// transaction (group commit, see batch.go); 1 applies each on its own.
+	// A batch holds at most the events in hand at once, Workers.
+	Batch int
 	// MaxDeliver bounds redeliveries of an event that keeps failing.
 	MaxDeliver int
 	// SessionsCountInterval is how often the sessions are counted by
@@ -62,7 +66,8 @@ func DefaultConfig() Config {
 	return Config{
 		MaxEventBytes: turn.DefaultMaxEventBytes,
 		GapTimeout:    30 * time.Second,
-		Workers:       16,
+		Workers:       64,
+		Batch:         64,
 		MaxDeliver:    8,
 
 		SessionLockWait: 200 * time.Millisecond,
@@ -85,6 +90,7 @@ type Service struct {
 	metrics  serviceMetrics
 	meter    metric.Meter
 	sessions sessionsGauge
+	batches  batches
 }
 
 // New builds the service; settings gives each tenant's thresholds. meter may be nil.
@@ -189,7 +195,11 @@ func (s *Service) handle(ctx context.Context, m bus.Message) error {
 	if err := s.admit(ctx, m, ev); err != nil {
 		return err
 	}
-	err = s.apply(ctx, ev, len(m.Data))
+	if s.cfg.Batch > 1 && limits.PacerFrom(ctx) == nil {
+		err = s.applyBatched(ctx, ev, len(m.Data))
+	} else {
+		err = s.apply(ctx, ev, len(m.Data))
+	}
 	if ie, ok := turn.AsInputError(err); ok {
 		s.metrics.rejected(ctx, string(ie.Reason))
 		return bus.Permanent(ie) // the dead letter's reason starts with the code, as the decoder's do

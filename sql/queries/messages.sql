@@ -12,10 +12,31 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) m;
 
+-- name: MessageHashesOfSessions :many
+-- MessageHashes for the turns of many sessions at once: session_ids and
+-- uuids are parallel, one probe per pair.
+SELECT (@session_ids::text[])[i]::text AS session_id, (@uuids::text[])[i]::text AS uuid, m.content_hash
+FROM generate_subscripts(@session_ids::text[], 1) AS i
+CROSS JOIN LATERAL (
+    SELECT content_hash FROM messages
+    WHERE tenant_id = @tenant_id AND messages.session_id = (@session_ids::text[])[i] AND messages.uuid = (@uuids::text[])[i]
+    LIMIT 1
+) m;
+
 -- name: MessageInsert :execrows
 -- Inserts a message unless the session has its uuid already (0 rows then).
 INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, bytes_through)
 VALUES (@tenant_id, @session_id, @uuid, @position, @seq, @role, @content, @content_hash, @estimate_tokens, @is_response, @stop_reason, @bytes_through)
+ON CONFLICT (tenant_id, session_id, uuid) DO NOTHING;
+
+-- name: MessageInsertMany :exec
+-- MessageInsert for the messages of a batch of turns in one statement: the
+-- arrays are parallel, one message per index.
+INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, bytes_through)
+SELECT @tenant_id::text, (@session_ids::text[])[i], (@uuids::text[])[i], (@positions::bigint[])[i], (@seqs::bigint[])[i], (@roles::text[])[i],
+    (@contents::text[])[i]::jsonb, (@content_hashes::bytea[])[i], (@estimates::bigint[])[i], (@is_responses::boolean[])[i],
+    (@stop_reasons::text[])[i], (@bytes_through::bigint[])[i]
+FROM generate_subscripts(@session_ids::text[], 1) AS i
 ON CONFLICT (tenant_id, session_id, uuid) DO NOTHING;
 
 -- name: MessageListBySession :many

@@ -15,6 +15,16 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) r;
 
+-- name: ReplacementsForSessions :many
+-- ReplacementsFor the turns of many sessions at once: session_ids and
+-- tool_use_ids are parallel, one probe per pair.
+SELECT r.* FROM generate_subscripts(@session_ids::text[], 1) AS i
+CROSS JOIN LATERAL (
+    SELECT * FROM content_replacements c
+    WHERE c.tenant_id = @tenant_id AND c.session_id = (@session_ids::text[])[i] AND c.tool_use_id = (@tool_use_ids::text[])[i] AND c.kind = @kind
+    LIMIT 1
+) r;
+
 -- name: ReplacementInsert :exec
 INSERT INTO content_replacements (tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement)
 VALUES (@tenant_id, @session_id, @tool_use_id, @kind, @tool_result_id, @replacement)

@@ -124,3 +124,35 @@ func TestApplyIntoLargeSessionRound(t *testing.T) {
 		require.Equal(t, n+2*applyMessages, s.MessageCount)
 	}
 }
+
+// BenchmarkApplyBatch measures the accountant applying one turn to each of
+// 64 sessions (two new messages and a tool result each, as the ingest part
+// of `mnemos bench` sends), one event per transaction and all in one
+// transaction as the group commit does, and reports the time per turn of
+// each, the ratio, and the allocations of each.
+func BenchmarkApplyBatch(b *testing.B) {
+	const sessions = 64
+	for _, mode := range []string{"one-by-one", "batch"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			acc, _, _ := applySetup(b, nil)
+			b.ReportAllocs()
+			var per []float64
+			for round := 1; b.Loop(); round++ {
+				evs := benchmark.Events(fmt.Sprintf("%s-%d", mode, round), sessions, 1)
+				start := time.Now()
+				if mode == "batch" {
+					for i, err := range acc.ApplyAll(ctx, evs) {
+						require.NoError(b, err, evs[i].EventID)
+					}
+				} else {
+					for _, ev := range evs {
+						require.NoError(b, acc.Apply(ctx, ev))
+					}
+				}
+				per = append(per, float64(time.Since(start).Nanoseconds())/sessions)
+			}
+			b.ReportMetric(benchmark.Median(per), "ns/turn")
+		})
+	}
+}

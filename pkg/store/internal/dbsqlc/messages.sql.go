@@ -73,6 +73,50 @@ func (q *Queries) MessageHashes(ctx context.Context, arg MessageHashesParams) ([
 	return items, nil
 }
 
+const messageHashesOfSessions = `-- name: MessageHashesOfSessions :many
+SELECT ($1::text[])[i]::text AS session_id, ($2::text[])[i]::text AS uuid, m.content_hash
+FROM generate_subscripts($1::text[], 1) AS i
+CROSS JOIN LATERAL (
+    SELECT content_hash FROM messages
+    WHERE tenant_id = $3 AND messages.session_id = ($1::text[])[i] AND messages.uuid = ($2::text[])[i]
+    LIMIT 1
+) m
+`
+
+type MessageHashesOfSessionsParams struct {
+	SessionIds []string
+	Uuids      []string
+	TenantID   string
+}
+
+type MessageHashesOfSessionsRow struct {
+	SessionID   string
+	Uuid        string
+	ContentHash []byte
+}
+
+// MessageHashes for the turns of many sessions at once: session_ids and
+// uuids are parallel, one probe per pair.
+func (q *Queries) MessageHashesOfSessions(ctx context.Context, arg MessageHashesOfSessionsParams) ([]MessageHashesOfSessionsRow, error) {
+	rows, err := q.db.Query(ctx, messageHashesOfSessions, arg.SessionIds, arg.Uuids, arg.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MessageHashesOfSessionsRow{}
+	for rows.Next() {
+		var i MessageHashesOfSessionsRow
+		if err := rows.Scan(&i.SessionID, &i.Uuid, &i.ContentHash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageInsert = `-- name: MessageInsert :execrows
 INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, bytes_through)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -114,6 +158,50 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (i
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const messageInsertMany = `-- name: MessageInsertMany :exec
+INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, is_response, stop_reason, bytes_through)
+SELECT $1::text, ($2::text[])[i], ($3::text[])[i], ($4::bigint[])[i], ($5::bigint[])[i], ($6::text[])[i],
+    ($7::text[])[i]::jsonb, ($8::bytea[])[i], ($9::bigint[])[i], ($10::boolean[])[i],
+    ($11::text[])[i], ($12::bigint[])[i]
+FROM generate_subscripts($2::text[], 1) AS i
+ON CONFLICT (tenant_id, session_id, uuid) DO NOTHING
+`
+
+type MessageInsertManyParams struct {
+	TenantID      string
+	SessionIds    []string
+	Uuids         []string
+	Positions     []int64
+	Seqs          []int64
+	Roles         []string
+	Contents      []string
+	ContentHashes [][]byte
+	Estimates     []int64
+	IsResponses   []bool
+	StopReasons   []string
+	BytesThrough  []int64
+}
+
+// MessageInsert for the messages of a batch of turns in one statement: the
+// arrays are parallel, one message per index.
+func (q *Queries) MessageInsertMany(ctx context.Context, arg MessageInsertManyParams) error {
+	_, err := q.db.Exec(ctx, messageInsertMany,
+		arg.TenantID,
+		arg.SessionIds,
+		arg.Uuids,
+		arg.Positions,
+		arg.Seqs,
+		arg.Roles,
+		arg.Contents,
+		arg.ContentHashes,
+		arg.Estimates,
+		arg.IsResponses,
+		arg.StopReasons,
+		arg.BytesThrough,
+	)
+	return err
 }
 
 const messageListBySession = `-- name: MessageListBySession :many

@@ -672,3 +672,104 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 	)
 	return err
 }
+
+const sessionsCreate = `-- name: SessionsCreate :exec
+INSERT INTO sessions (tenant_id, session_id, agent_id)
+SELECT $1::text, ($2::text[])[i], ($3::text[])[i]
+FROM generate_subscripts($2::text[], 1) AS i
+ORDER BY 2
+ON CONFLICT (tenant_id, session_id) DO NOTHING
+`
+
+type SessionsCreateParams struct {
+	TenantID   string
+	SessionIds []string
+	AgentIds   []string
+}
+
+// Creates those of a batch's sessions that do not exist yet, in key order;
+// the existing ones are neither changed nor locked.
+func (q *Queries) SessionsCreate(ctx context.Context, arg SessionsCreateParams) error {
+	_, err := q.db.Exec(ctx, sessionsCreate, arg.TenantID, arg.SessionIds, arg.AgentIds)
+	return err
+}
+
+const sessionsLockFree = `-- name: SessionsLockFree :many
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
+WHERE tenant_id = $1 AND session_id = ANY($2::text[])
+ORDER BY session_id
+FOR UPDATE SKIP LOCKED
+`
+
+type SessionsLockFreeParams struct {
+	TenantID   string
+	SessionIds []string
+}
+
+// Locks, in key order, those of the sessions no other transaction holds,
+// and returns them locked until the transaction ends; the ones another
+// transaction holds are left out.
+func (q *Queries) SessionsLockFree(ctx context.Context, arg SessionsLockFreeParams) ([]Session, error) {
+	rows, err := q.db.Query(ctx, sessionsLockFree, arg.TenantID, arg.SessionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Session{}
+	for rows.Next() {
+		var i Session
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.AgentID,
+			&i.Model,
+			&i.ContextWindow,
+			&i.MaxOutputTokens,
+			&i.MemoryScope,
+			&i.AppliedSeq,
+			&i.WaitingTurns,
+			&i.MessageCount,
+			&i.BaselineTokens,
+			&i.HasUsage,
+			&i.PendingTokens,
+			&i.TokenCount,
+			&i.State,
+			&i.CompactionInFlight,
+			&i.CompactRequests,
+			&i.AutoCompactEnabled,
+			&i.ToolCallsTotal,
+			&i.RejectedTurns,
+			&i.LastResponseAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CompactionID,
+			&i.KeepFrom,
+			&i.CompactFailures,
+			&i.CompactCircuitOpen,
+			&i.StaleUsageAbove,
+			&i.ContextEpoch,
+			&i.SkippedSeqs,
+			&i.LastSkippedFrom,
+			&i.LastSkippedTo,
+			&i.CompactCircuitUntil,
+			&i.AutoCompactSeqs,
+			&i.ThrashHeld,
+			&i.Pins,
+			&i.MessageBytes,
+			&i.ProxySeq,
+			&i.ProxyMessages,
+			&i.EstimateFactor,
+			&i.DenseFactor,
+			&i.PendingDense,
+			&i.PrefixTokens,
+			&i.PrefixHash,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -125,6 +125,57 @@ func (q *Queries) ReplacementsFor(ctx context.Context, arg ReplacementsForParams
 	return items, nil
 }
 
+const replacementsForSessions = `-- name: ReplacementsForSessions :many
+SELECT r.tenant_id, r.session_id, r.tool_use_id, r.kind, r.tool_result_id, r.replacement, r.decided_at FROM generate_subscripts($1::text[], 1) AS i
+CROSS JOIN LATERAL (
+    SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements c
+    WHERE c.tenant_id = $2 AND c.session_id = ($1::text[])[i] AND c.tool_use_id = ($3::text[])[i] AND c.kind = $4
+    LIMIT 1
+) r
+`
+
+type ReplacementsForSessionsParams struct {
+	SessionIds []string
+	TenantID   string
+	ToolUseIds []string
+	Kind       string
+}
+
+// ReplacementsFor the turns of many sessions at once: session_ids and
+// tool_use_ids are parallel, one probe per pair.
+func (q *Queries) ReplacementsForSessions(ctx context.Context, arg ReplacementsForSessionsParams) ([]ContentReplacement, error) {
+	rows, err := q.db.Query(ctx, replacementsForSessions,
+		arg.SessionIds,
+		arg.TenantID,
+		arg.ToolUseIds,
+		arg.Kind,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ContentReplacement{}
+	for rows.Next() {
+		var i ContentReplacement
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.SessionID,
+			&i.ToolUseID,
+			&i.Kind,
+			&i.ToolResultID,
+			&i.Replacement,
+			&i.DecidedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const replacementsOfKind = `-- name: ReplacementsOfKind :many
 SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements
 WHERE tenant_id = $1 AND session_id = $2 AND kind = $3

@@ -1,0 +1,352 @@
+package tokenaccounting
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// Group commit. A turn is a handful of small rows; in a transaction of its
+// own it costs a commit and five round trips, several times what its rows
+// cost Postgres. So the events of a tenant that arrive while that tenant's
+// transaction before is under way wait, and go together in the next one:
+// one lock statement for all their sessions, one read of the messages they
+// resend, one of their tool results' decisions, one pipeline of every write
+// and one commit. Each message is acknowledged only after the transaction
+// holding its event committed (its handler waits for it). At low load an
+// event finds nobody running and goes alone, as before: batching adds no
+// wait, it only takes what queued up anyway.
+//
+// Only the plain case is batched: the session's next seq, free, with no
+// events waiting behind a gap, on the session's model, within the tenant's
+// limits. Everything else — a duplicate, an out-of-order event, a refusal,
+// a session another transaction holds, a batch whose transaction failed —
+// is applied on its own afterwards by the one-event path (apply), which
+// decides it exactly as it always has.
+
+// errAlone tells an event's handler to apply it on its own.
+var errAlone = errors.New("tokenaccounting: apply on its own")
+
+// queued is an event waiting for its tenant's next batch.
+type queued struct {
+	ctx  context.Context
+	ev   turn.Event
+	size int
+	at   time.Time
+	done chan error // nil: applied; errAlone; or the batch's failure
+}
+
+// batches holds each tenant's events waiting for a transaction, and which
+// tenants have one under way.
+type batches struct {
+	mu      sync.Mutex
+	waiting map[string][]*queued
+}
+
+// applyBatched applies ev in its tenant's next batch, or on its own when
+// the batch leaves it out.
+func (s *Service) applyBatched(ctx context.Context, ev turn.Event, size int) error {
+	q := &queued{ctx: ctx, ev: ev, size: size, at: s.now(), done: make(chan error, 1)}
+	s.batches.mu.Lock()
+	if s.batches.waiting == nil {
+		s.batches.waiting = map[string][]*queued{}
+	}
+	list, running := s.batches.waiting[ev.TenantID]
+	s.batches.waiting[ev.TenantID] = append(list, q)
+	s.batches.mu.Unlock()
+	if !running {
+		go s.drain(ev.TenantID)
+	}
+	var err error
+	select {
+	case err = <-q.done:
+	case <-ctx.Done():
+		// The batch may still apply it: the message, not acknowledged,
+		// comes again and is then a duplicate.
+		return ctx.Err()
+	}
+	if errors.Is(err, errAlone) {
+		return s.apply(ctx, ev, size)
+	}
+	return err
+}
+
+// ApplyAll applies events as the group commit does, without the bus: each
+// tenant's in batches of at most Config.Batch events, one transaction each,
+// the events a batch leaves out applied one by one after it. It returns what
+// Apply would have for each event.
+func (s *Service) ApplyAll(ctx context.Context, evs []turn.Event) []error {
+	errs := make([]error, len(evs))
+	byTenant := map[string][]int{}
+	var tenants []string
+	for i, ev := range evs {
+		if byTenant[ev.TenantID] == nil {
+			tenants = append(tenants, ev.TenantID)
+		}
+		byTenant[ev.TenantID] = append(byTenant[ev.TenantID], i)
+	}
+	for _, tenant := range tenants {
+		for idx := range slices.Chunk(byTenant[tenant], max(s.cfg.Batch, 1)) {
+			batch := make([]*queued, len(idx))
+			for j, i := range idx {
+				batch[j] = &queued{ctx: ctx, ev: evs[i], at: s.now(), done: make(chan error, 1)}
+			}
+			s.applyBatch(tenant, batch)
+			for j, i := range idx {
+				if errs[i] = <-batch[j].done; errors.Is(errs[i], errAlone) {
+					errs[i] = s.apply(ctx, evs[i], 0)
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// drain runs a tenant's batches, one transaction at a time, until nothing
+// of the tenant waits. A tenant present in waiting, even with an empty
+// list, has its drain running.
+func (s *Service) drain(tenant string) {
+	for {
+		s.batches.mu.Lock()
+		list := s.batches.waiting[tenant]
+		if len(list) == 0 {
+			delete(s.batches.waiting, tenant)
+			s.batches.mu.Unlock()
+			return
+		}
+		n := min(len(list), s.cfg.Batch)
+		batch := list[:n:n]
+		s.batches.waiting[tenant] = append([]*queued{}, list[n:]...)
+		s.batches.mu.Unlock()
+		s.applyBatch(tenant, batch)
+	}
+}
+
+// planned is an event of a batch with what applying it writes.
+type planned struct {
+	q      *queued
+	before store.Session
+	plan   turnPlan
+}
+
+// applyBatch applies the batchable events of one tenant's batch in one
+// transaction and answers each event's handler: nil for one applied,
+// errAlone for one left to its own transaction.
+func (s *Service) applyBatch(tenant string, batch []*queued) {
+	if len(batch) == 1 {
+		batch[0].done <- errAlone
+		return
+	}
+	ctx := batch[0].ctx
+	slices.SortStableFunc(batch, func(a, b *queued) int {
+		return cmp.Or(cmp.Compare(a.ev.SessionID, b.ev.SessionID), cmp.Compare(a.ev.Seq, b.ev.Seq))
+	})
+	var done []planned
+	set, err := s.settings.For(ctx, tenant)
+	if err == nil {
+		err = s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+			var err error
+			done, err = s.planBatch(ctx, tx, set, batch)
+			if err != nil || len(done) == 0 {
+				return err
+			}
+			var added []store.Message
+			for _, d := range done {
+				added = append(added, d.plan.added...)
+			}
+			return tx.Pipeline(ctx, func(p *store.Tx) error {
+				// Every message in one statement; nothing else written
+				// refers to them.
+				if err := p.InsertMessages(ctx, added); err != nil {
+					return err
+				}
+				for _, d := range done {
+					rows, err := outboxRows(ctx, d.plan)
+					if err != nil {
+						return err
+					}
+					if err := queueWrites(ctx, p, d.plan, rows, nil, false); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+	}
+	if err != nil {
+		// Nothing of the batch was written: each event is decided on its
+		// own, which also reports what is wrong with it, if anything.
+		if ctx.Err() == nil && !errors.Is(err, store.ErrSessionBusy) {
+			s.log.Debug("batch not applied; its events go one by one", "tenant", tenant, "events", len(batch), "err", err)
+		}
+		done = nil
+	}
+	s.metrics.batched(ctx, len(done))
+	applied := make(map[*queued]bool, len(done))
+	for _, d := range done {
+		s.noteApplied(d.q.ctx, d.before, d.plan)
+		s.metrics.outcome(d.q.ctx, OutcomeApplied, s.now().Sub(d.q.at))
+		applied[d.q] = true
+		d.q.done <- nil
+	}
+	for _, q := range batch {
+		if !applied[q] {
+			q.done <- errAlone
+		}
+	}
+}
+
+// planBatch locks the batch's sessions and plans its batchable events, in
+// session and seq order, from reads made for the whole batch at once; the
+// others are left out. It writes nothing but the sessions it creates.
+func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, batch []*queued) ([]planned, error) {
+	var ids, agents []string
+	for i, q := range batch {
+		if i == 0 || q.ev.SessionID != batch[i-1].ev.SessionID {
+			ids, agents = append(ids, q.ev.SessionID), append(agents, q.ev.Agent())
+		}
+	}
+	sessions, err := tx.LockFreeSessions(ctx, ids, agents, s.cfg.SessionLockWait)
+	if err != nil {
+		return nil, err
+	}
+	r, err := readBatch(ctx, tx, batch, sessions)
+	if err != nil {
+		return nil, err
+	}
+	var prior *[2]float64
+	now := s.now().UTC()
+	var out []planned
+	for i, q := range batch {
+		sid := q.ev.SessionID
+		sess, ok := sessions[sid]
+		in := r.ins[i]
+		if !ok || in == nil || !batchable(set, sess, q) {
+			continue
+		}
+		in.known = knownOf(r.known[sid], in.uuids)
+		if ie, _ := knownRefusal(set.Limits, sess, *in); ie != nil {
+			continue
+		}
+		in.shown, in.decisions, err = set.Offload.Apply(in.msgs,
+			func(id string) (string, bool, error) { rep, ok := r.frozen[sid][id]; return rep.Text, ok, nil },
+			func(id string) string { return toolResultID(q.ev.TenantID, sid, id) })
+		if err != nil {
+			return nil, err
+		}
+		if sess.AppliedSeq == 0 && sess.EstimateFactor == 0 && sess.DenseFactor == 0 {
+			// A new session starts from what the tenant's sessions learnt.
+			if prior == nil {
+				prior = new([2]float64)
+				if prior[0], prior[1], err = tx.EstimatePrior(ctx); err != nil {
+					return nil, err
+				}
+			}
+			sess.EstimateFactor, sess.DenseFactor = prior[0], prior[1]
+		}
+		s.checkPrefix(q.ctx, sess, q.ev)
+		plan, err := planTurn(set, sess, *in, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, planned{q: q, before: sess, plan: plan})
+		// The batch's later events of the session see this one applied.
+		sessions[sid] = plan.next
+		r.remember(sid, plan)
+	}
+	return out, nil
+}
+
+// batchReads is what a batch's events are decided from, read for all of
+// them at once: each event's messages (nil for one whose session is held
+// elsewhere, or that cannot be encoded), the hashes of those its session
+// stored, and the offload decisions made for its tool results.
+type batchReads struct {
+	ins    []*turnInput
+	known  map[string]map[string][]byte
+	frozen map[string]map[string]store.Replacement
+}
+
+func readBatch(ctx context.Context, tx *store.Tx, batch []*queued, sessions map[string]store.Session) (batchReads, error) {
+	r := batchReads{ins: make([]*turnInput, len(batch)), frozen: map[string]map[string]store.Replacement{}}
+	var hashSessions, hashUUIDs, toolSessions, toolIDs []string
+	for i, q := range batch {
+		if _, ok := sessions[q.ev.SessionID]; !ok {
+			continue
+		}
+		in, err := prepare(q.ev)
+		if err != nil {
+			continue // the event's own transaction reports it
+		}
+		r.ins[i] = &in
+		for _, u := range in.uuids {
+			hashSessions, hashUUIDs = append(hashSessions, q.ev.SessionID), append(hashUUIDs, u)
+		}
+		for _, id := range in.toolUseIDs {
+			toolSessions, toolIDs = append(toolSessions, q.ev.SessionID), append(toolIDs, id)
+		}
+	}
+	var err error
+	if r.known, err = tx.MessageHashesOf(ctx, hashSessions, hashUUIDs); err != nil {
+		return r, err
+	}
+	if len(toolIDs) > 0 {
+		if r.frozen, err = tx.ReplacementsOf(ctx, store.ReplaceOffload, toolSessions, toolIDs); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// remember makes what a planned event stores visible to the batch's later
+// events of its session, as the store would show them to an event applied
+// after it: its messages' hashes and its offload decisions.
+func (r *batchReads) remember(sid string, plan turnPlan) {
+	for _, m := range plan.added {
+		if r.known[sid] == nil {
+			r.known[sid] = map[string][]byte{}
+		}
+		r.known[sid][m.UUID] = m.ContentHash
+	}
+	for _, d := range plan.decisions {
+		if r.frozen[sid] == nil {
+			r.frozen[sid] = map[string]store.Replacement{}
+		}
+		if _, ok := r.frozen[sid][d.ToolUseID]; !ok {
+			r.frozen[sid][d.ToolUseID] = store.Replacement{SessionID: sid, ToolUseID: d.ToolUseID, Kind: store.ReplaceOffload, ToolResultID: d.ToolResultID, Text: d.Replacement}
+		}
+	}
+}
+
+// batchable reports whether an event takes the plain path with its session
+// as it stands: the next seq, nothing waiting, the same model, within the
+// tenant's limits and the model's window.
+func batchable(set tenantcfg.Settings, sess store.Session, q *queued) bool {
+	ev := q.ev
+	if ev.Seq != sess.AppliedSeq+1 || sess.WaitingTurns != 0 || accounting.RequestOf(ev).ModelChanged(sess) {
+		return false
+	}
+	if ie, _ := turnLimitRefusal(set.Limits, ev, q.size); ie != nil {
+		return false
+	}
+	return accounting.CheckWindow(set.Tokens, ev) == nil
+}
+
+// knownOf is the part of a session's stored hashes that names uuids.
+func knownOf(stored map[string][]byte, uuids []string) map[string][]byte {
+	out := map[string][]byte{}
+	for _, u := range uuids {
+		if h, ok := stored[u]; ok {
+			out[u] = h
+		}
+	}
+	return out
+}

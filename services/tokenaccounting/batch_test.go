@@ -1,0 +1,183 @@
+package tokenaccounting
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// batchEvent is a turn of session sid: a user message (uuid u, text) and an
+// answer calling a tool when tool is set, or the tool's result (output)
+// when result is.
+func batchEvent(sid string, seq int64, u, text string) turn.Event {
+	return turn.Event{
+		Schema: turn.SchemaV1, EventID: fmt.Sprintf("%s-%d", sid, seq), SessionID: sid, Seq: seq, Model: "claude-sonnet-4-5",
+		InputMessages: []turn.Message{{UUID: u, Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: text}}}},
+		Response: &turn.Message{UUID: fmt.Sprintf("%s-a%d", sid, seq), Role: "assistant", StopReason: "tool_use", Content: turn.Content{
+			{Type: turn.BlockToolUse, ID: fmt.Sprintf("%s-t%d", sid, seq), Name: "Bash", Input: []byte(`{"command":"make"}`)},
+		}},
+		Usage:      &turn.Usage{InputTokens: 1000 * seq, OutputTokens: 20},
+		OccurredAt: time.Date(2026, 11, 28, 9, 0, int(seq), 0, time.UTC),
+	}
+}
+
+func withResult(ev turn.Event, toolUseID, output string) turn.Event {
+	c := turn.Content{{Type: turn.BlockText, Text: output}}
+	ev.InputMessages = append(ev.InputMessages, turn.Message{UUID: ev.EventID + "-r", Role: "user",
+		Content: turn.Content{{Type: turn.BlockToolResult, ToolUseID: toolUseID, Content: &c}}})
+	return ev
+}
+
+// TestABatchEndsWhereOneByOneEnds applies the same turns, a mix of every
+// case the accountant tells apart, to two tenants: one event at a time,
+// and in batches as the group commit makes them (what a batch leaves out
+// applied on its own afterwards, as its handler does). Every session, message,
+// turn and outbox row ends the same, and the plain turns did go in batches.
+func TestABatchEndsWhereOneByOneEnds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.New(t)
+	settings := `{"limits": {"turn_messages": 3}, "offload": {"threshold_chars": 2000, "preview_bytes": 200, "turn_cap_chars": 1000000}}`
+	for _, id := range []string{"one", "batched"} {
+		require.NoError(t, st.EnsureTenant(ctx, id, id))
+		require.NoError(t, st.SetTenantSettings(ctx, id, []byte(settings)))
+	}
+	defaults := tenantcfg.Defaults()
+	defaults.Limits = limits.Config{}
+	cache, err := tenantcfg.NewCache(defaults, st.TenantSettings, time.Minute)
+	require.NoError(t, err)
+	svc, err := New(DefaultConfig(), st, nil, cache, slog.New(slog.DiscardHandler), nil)
+	require.NoError(t, err)
+
+	big := strings.Repeat("FAIL pkg/store TestSomething: want 3, got 4\n", 100) // offloaded: over 2,000 characters
+	plain := func(sid string, seq int64) turn.Event {
+		return batchEvent(sid, seq, fmt.Sprintf("%s-u%d", sid, seq), fmt.Sprintf("step %d of %s", seq, sid))
+	}
+	resend := plain("a", 2)
+	resend.InputMessages = append([]turn.Message{plain("a", 1).InputMessages[0]}, resend.InputMessages...) // a's first message again, unchanged
+	changed := plain("e", 2)
+	changed.InputMessages[0].UUID = "e-u1" // e's first message again, with other content
+	tooMany := plain("c", 1)
+	for i := range 3 {
+		tooMany.InputMessages = append(tooMany.InputMessages, turn.Message{UUID: fmt.Sprintf("c-x%d", i), Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: "more"}}})
+	}
+	offloaded := withResult(plain("f", 2), "f-t1", big)
+	resentResult := plain("f", 3)
+	resentResult.InputMessages = append([]turn.Message{offloaded.InputMessages[1]}, resentResult.InputMessages...)
+	otherModel := plain("g", 2)
+	otherModel.Model = "claude-opus-4-1"
+
+	first := []turn.Event{
+		plain("a", 1), resend, plain("a", 3), // in order, one resending a stored message
+		plain("b", 1), plain("b", 3), // a gap: 3 waits
+		tooMany, plain("c", 2), // refused, then the session goes on
+		plain("d", 1), plain("d", 1), // the same event twice
+		plain("e", 1), changed, // a stored uuid with other content: refused
+		plain("f", 1), offloaded, resentResult, // a result offloaded, then sent again
+		plain("g", 1), otherModel, // the model changes
+	}
+	second := []turn.Event{plain("b", 2), plain("a", 4), plain("d", 2), plain("a", 3)} // the gap closes; a duplicate of an applied turn
+	for _, ev := range append(append([]turn.Event{}, first...), second...) {
+		ev.TenantID = "one"
+		require.NoError(t, ignoreRefusal(svc.Apply(ctx, ev)), ev.EventID)
+	}
+	batchedOf := func(evs []turn.Event) (alone []turn.Event) {
+		qs := make([]*queued, len(evs))
+		for i, ev := range evs {
+			ev.TenantID = "batched"
+			qs[i] = &queued{ctx: ctx, ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
+		}
+		svc.applyBatch("batched", qs)
+		for _, q := range qs {
+			if err := <-q.done; err != nil {
+				require.ErrorIs(t, err, errAlone)
+				alone = append(alone, q.ev)
+				require.NoError(t, ignoreRefusal(svc.apply(ctx, q.ev, q.size)), q.ev.EventID)
+			}
+		}
+		return alone
+	}
+	alone := batchedOf(first)
+	var ids []string
+	for _, ev := range alone {
+		ids = append(ids, ev.EventID)
+	}
+	// The plain turns went in the batch: a-1..3, b-1, c-2 (c-1 was never
+	// applied: c-2 is not its next seq), d-1 once, e-1, f-1..3, g-1.
+	require.ElementsMatch(t, []string{"b-3", "c-1", "c-2", "d-1", "e-2", "g-2"}, ids)
+	ids = ids[:0]
+	for _, ev := range batchedOf(second) {
+		ids = append(ids, ev.EventID)
+	}
+	// The duplicate, and b-2: a turn waits behind it.
+	require.ElementsMatch(t, []string{"a-3", "b-2"}, ids)
+
+	for _, sid := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		want, got := sessionState(t, st, "one", sid), sessionState(t, st, "batched", sid)
+		want = bytes.ReplaceAll(want, []byte(toolResultID("one", sid, "f-t1")), []byte(toolResultID("batched", sid, "f-t1")))
+		require.Equal(t, string(want), string(got), "session %s", sid)
+	}
+	admin := pgtest.Admin(t, st)
+	outbox := func(tenant string) []string {
+		rows, err := admin.Query(ctx, "SELECT replace(subject, $1, 'T') || ' ' || msg_id FROM outbox WHERE tenant_id = $2 ORDER BY 1", "."+tenant+".", tenant)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return out
+	}
+	require.Equal(t, outbox("one"), outbox("batched"))
+	require.NotEmpty(t, outbox("one"))
+}
+
+// ignoreRefusal is err unless it refuses the event (the dead letter's case).
+func ignoreRefusal(err error) error {
+	if _, ok := turn.AsInputError(err); ok {
+		return nil
+	}
+	return err
+}
+
+// sessionState prints what a session holds: its row's accounting, its
+// messages, its turns and its tool results, without times.
+func sessionState(t *testing.T, st *store.Store, tenant, sid string) []byte {
+	t.Helper()
+	ctx := context.Background()
+	var b bytes.Buffer
+	s, err := st.GetSession(ctx, tenant, sid)
+	require.NoError(t, err)
+	s.TenantID, s.CreatedAt, s.UpdatedAt = "", time.Time{}, time.Time{}
+	fmt.Fprintf(&b, "%+v\n", s)
+	require.NoError(t, st.InTx(ctx, tenant, func(tx *store.Tx) error {
+		msgs, err := tx.Messages(ctx, sid)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			content := m.Content
+			m.CreatedAt, m.Content = time.Time{}, nil
+			fmt.Fprintf(&b, "message %+v %s\n", m, content)
+		}
+		for seq := int64(1); seq <= s.AppliedSeq; seq++ {
+			tr, err := tx.TurnBySeq(ctx, sid, seq)
+			if err != nil {
+				return fmt.Errorf("turn %d: %w", seq, err)
+			}
+			fmt.Fprintf(&b, "turn %d %s %s %q %d %s\n", tr.Seq, tr.EventID, tr.Status, tr.Reason, tr.TokenCount, tr.State)
+		}
+		return nil
+	}))
+	return b.Bytes()
+}

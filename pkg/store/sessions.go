@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -194,41 +193,41 @@ func (t *Tx) LockSessionWithin(ctx context.Context, sessionID, agentID string, w
 	return toSession(r)
 }
 
-// LockFreeSessions is LockSessionWithin for a batch of sessions: it creates
-// those of ids that do not exist yet (agents is parallel to ids: a new
-// session's agent) and locks, in key order, those no other transaction
-// holds, which it returns by id; a session another transaction holds is
-// left out, for its caller to apply on its own. Every wait of the rest of
-// the transaction is bounded by wait too (lock_timeout): a batch that would
-// queue behind another transaction fails with ErrSessionBusy instead, and
-// its turns are applied one by one.
-func (t *Tx) LockFreeSessions(ctx context.Context, ids, agents []string, wait time.Duration) (map[string]Session, error) {
-	if _, err := t.tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(max(wait.Milliseconds(), 1), 10)); err != nil {
-		return nil, fmt.Errorf("store.LockFreeSessions: %w", err)
-	}
-	err := t.q.SessionsCreate(ctx, dbsqlc.SessionsCreateParams{TenantID: t.tenant, SessionIds: ids, AgentIds: agents})
-	var rows []dbsqlc.Session
-	if err == nil {
-		rows, err = t.q.SessionsLockFree(ctx, dbsqlc.SessionsLockFreeParams{TenantID: t.tenant, SessionIds: ids})
-	}
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "23503": // foreign key: no such tenant
-		return nil, fmt.Errorf("store.LockFreeSessions: tenant %q: %w", t.tenant, ErrUnknownTenant)
-	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: the wait ran out
-		return nil, fmt.Errorf("store.LockFreeSessions: %w", ErrSessionBusy)
-	case err != nil:
-		return nil, fmt.Errorf("store.LockFreeSessions: %w", err)
+// LockFreeSessions is LockSession for a batch of sessions, in one
+// statement: it creates those of ids that do not exist yet (agents is
+// parallel to ids: a new session's agent) and locks, in key order, the
+// others no other transaction holds, and returns them all by id. A session
+// another transaction holds is left out, for its caller to apply on its
+// own. Run it in InTxWaiting: creating a session another transaction is
+// creating waits for that one.
+func (t *Tx) LockFreeSessions(ctx context.Context, ids, agents []string) (map[string]Session, error) {
+	rows, err := t.q.SessionsLockFree(ctx, dbsqlc.SessionsLockFreeParams{TenantID: t.tenant, SessionIds: ids, AgentIds: agents})
+	if err != nil {
+		return nil, fmt.Errorf("store.LockFreeSessions: %w", lockError(t.tenant, err))
 	}
 	out := make(map[string]Session, len(rows))
 	for _, r := range rows {
-		s, err := toSession(r)
+		s, err := toSession(dbsqlc.Session(r))
 		if err != nil {
 			return nil, fmt.Errorf("store.LockFreeSessions: %w", err)
 		}
 		out[s.SessionID] = s
 	}
 	return out, nil
+}
+
+// lockError names what a statement that locks a tenant's rows failed on:
+// the tenant does not exist (ErrUnknownTenant), or the transaction's lock
+// wait ran out (ErrSessionBusy).
+func lockError(tenant string, err error) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23503": // foreign key: no such tenant
+		return fmt.Errorf("tenant %q: %w", tenant, ErrUnknownTenant)
+	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: the wait ran out
+		return fmt.Errorf("%w: %w", ErrSessionBusy, err)
+	}
+	return err
 }
 
 // SessionProgress is what a turn is checked against before it is accepted:

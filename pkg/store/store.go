@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -169,10 +171,23 @@ func Redact(dbURL string) string {
 // StaleNotesClaims), each returning only what its caller needs, after which
 // every tenant's part is handled in a transaction of that tenant.
 func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (err error) {
+	return s.inTx(ctx, tenant, beginForTenant(tenant), fn)
+}
+
+// InTxWaiting is InTx with every lock wait of the transaction bounded by
+// wait (lock_timeout, set with BEGIN): a statement that would wait longer
+// fails, and the transaction is over. For a transaction that should rather
+// give up than queue behind another (a batch of turns).
+func (s *Store) InTxWaiting(ctx context.Context, tenant string, wait time.Duration, fn func(*Tx) error) error {
+	begin := beginForTenant(tenant) + "; SELECT set_config('lock_timeout', '" + strconv.FormatInt(max(wait.Milliseconds(), 1), 10) + "', true)"
+	return s.inTx(ctx, tenant, begin, fn)
+}
+
+func (s *Store) inTx(ctx context.Context, tenant, begin string, fn func(*Tx) error) (err error) {
 	if tenant == "" {
 		return errors.New("store.InTx: no tenant")
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginForTenant(tenant)})
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 	if err != nil {
 		return fmt.Errorf("store.InTx: begin: %w", err)
 	}

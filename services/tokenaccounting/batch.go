@@ -152,7 +152,7 @@ func (s *Service) applyBatch(tenant string, batch []*queued) {
 	var done []planned
 	set, err := s.settings.For(ctx, tenant)
 	if err == nil {
-		err = s.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		err = s.store.InTxWaiting(ctx, tenant, s.cfg.SessionLockWait, func(tx *store.Tx) error {
 			var err error
 			done, err = s.planBatch(ctx, tx, set, batch)
 			if err != nil || len(done) == 0 {
@@ -214,7 +214,7 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 			ids, agents = append(ids, q.ev.SessionID), append(agents, q.ev.Agent())
 		}
 	}
-	sessions, err := tx.LockFreeSessions(ctx, ids, agents, s.cfg.SessionLockWait)
+	sessions, err := tx.LockFreeSessions(ctx, ids, agents)
 	if err != nil {
 		return nil, err
 	}

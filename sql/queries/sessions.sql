@@ -10,23 +10,29 @@ RETURNING *;
 -- (lock_not_available past it).
 SELECT * FROM mnemos_lock_session(@tenant_id::text, @session_id::text, @agent_id::text, @wait_ms::integer);
 
--- name: SessionsCreate :exec
--- Creates those of a batch's sessions that do not exist yet, in key order;
--- the existing ones are neither changed nor locked.
-INSERT INTO sessions (tenant_id, session_id, agent_id)
-SELECT @tenant_id::text, (@session_ids::text[])[i], (@agent_ids::text[])[i]
-FROM generate_subscripts(@session_ids::text[], 1) AS i
-ORDER BY 2
-ON CONFLICT (tenant_id, session_id) DO NOTHING;
-
 -- name: SessionsLockFree :many
--- Locks, in key order, those of the sessions no other transaction holds,
--- and returns them locked until the transaction ends; the ones another
--- transaction holds are left out.
-SELECT * FROM sessions
-WHERE tenant_id = @tenant_id AND session_id = ANY(@session_ids::text[])
-ORDER BY session_id
-FOR UPDATE SKIP LOCKED;
+-- Creates those of a batch's sessions that do not exist yet (agent_ids is
+-- parallel: a new session's agent) and locks, in key order, the existing
+-- ones no other transaction holds; returns both, locked until the
+-- transaction ends. The ones another transaction holds are left out. (The
+-- sessions created are the statement's own, so locked; held reads the
+-- table as it was before them.)
+WITH created AS (
+    INSERT INTO sessions (tenant_id, session_id, agent_id)
+    SELECT @tenant_id::text, (@session_ids::text[])[i], (@agent_ids::text[])[i]
+    FROM generate_subscripts(@session_ids::text[], 1) AS i
+    ORDER BY 2
+    ON CONFLICT (tenant_id, session_id) DO NOTHING
+    RETURNING *
+), held AS (
+    SELECT * FROM sessions
+    WHERE tenant_id = @tenant_id AND session_id = ANY(@session_ids::text[])
+    ORDER BY session_id
+    FOR UPDATE SKIP LOCKED
+)
+SELECT * FROM created
+UNION ALL
+SELECT * FROM held;
 
 -- name: SessionProgress :one
 -- What the gateway checks a turn against: one row by its key.

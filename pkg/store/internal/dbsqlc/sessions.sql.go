@@ -673,51 +673,93 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 	return err
 }
 
-const sessionsCreate = `-- name: SessionsCreate :exec
-INSERT INTO sessions (tenant_id, session_id, agent_id)
-SELECT $1::text, ($2::text[])[i], ($3::text[])[i]
-FROM generate_subscripts($2::text[], 1) AS i
-ORDER BY 2
-ON CONFLICT (tenant_id, session_id) DO NOTHING
-`
-
-type SessionsCreateParams struct {
-	TenantID   string
-	SessionIds []string
-	AgentIds   []string
-}
-
-// Creates those of a batch's sessions that do not exist yet, in key order;
-// the existing ones are neither changed nor locked.
-func (q *Queries) SessionsCreate(ctx context.Context, arg SessionsCreateParams) error {
-	_, err := q.db.Exec(ctx, sessionsCreate, arg.TenantID, arg.SessionIds, arg.AgentIds)
-	return err
-}
-
 const sessionsLockFree = `-- name: SessionsLockFree :many
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
-WHERE tenant_id = $1 AND session_id = ANY($2::text[])
-ORDER BY session_id
-FOR UPDATE SKIP LOCKED
+WITH created AS (
+    INSERT INTO sessions (tenant_id, session_id, agent_id)
+    SELECT $1::text, ($2::text[])[i], ($3::text[])[i]
+    FROM generate_subscripts($2::text[], 1) AS i
+    ORDER BY 2
+    ON CONFLICT (tenant_id, session_id) DO NOTHING
+    RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash
+), held AS (
+    SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
+    WHERE tenant_id = $1 AND session_id = ANY($2::text[])
+    ORDER BY session_id
+    FOR UPDATE SKIP LOCKED
+)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM created
+UNION ALL
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM held
 `
 
 type SessionsLockFreeParams struct {
 	TenantID   string
 	SessionIds []string
+	AgentIds   []string
 }
 
-// Locks, in key order, those of the sessions no other transaction holds,
-// and returns them locked until the transaction ends; the ones another
-// transaction holds are left out.
-func (q *Queries) SessionsLockFree(ctx context.Context, arg SessionsLockFreeParams) ([]Session, error) {
-	rows, err := q.db.Query(ctx, sessionsLockFree, arg.TenantID, arg.SessionIds)
+type SessionsLockFreeRow struct {
+	TenantID            string
+	SessionID           string
+	AgentID             string
+	Model               string
+	ContextWindow       int64
+	MaxOutputTokens     int64
+	MemoryScope         []byte
+	AppliedSeq          int64
+	WaitingTurns        int64
+	MessageCount        int64
+	BaselineTokens      int64
+	HasUsage            bool
+	PendingTokens       int64
+	TokenCount          int64
+	State               string
+	CompactionInFlight  bool
+	CompactRequests     int64
+	AutoCompactEnabled  bool
+	ToolCallsTotal      int64
+	RejectedTurns       int64
+	LastResponseAt      pgtype.Timestamptz
+	CreatedAt           pgtype.Timestamptz
+	UpdatedAt           pgtype.Timestamptz
+	CompactionID        *string
+	KeepFrom            int64
+	CompactFailures     int32
+	CompactCircuitOpen  bool
+	StaleUsageAbove     int64
+	ContextEpoch        int64
+	SkippedSeqs         int64
+	LastSkippedFrom     int64
+	LastSkippedTo       int64
+	CompactCircuitUntil pgtype.Timestamptz
+	AutoCompactSeqs     []int64
+	ThrashHeld          int64
+	Pins                []string
+	MessageBytes        int64
+	ProxySeq            int64
+	ProxyMessages       int64
+	EstimateFactor      float64
+	DenseFactor         float64
+	PendingDense        int64
+	PrefixTokens        int64
+	PrefixHash          string
+}
+
+// Creates those of a batch's sessions that do not exist yet (agent_ids is
+// parallel: a new session's agent) and locks, in key order, the existing
+// ones no other transaction holds; returns both, locked until the
+// transaction ends. The ones another transaction holds are left out. (The
+// sessions created are the statement's own, so locked; held reads the
+// table as it was before them.)
+func (q *Queries) SessionsLockFree(ctx context.Context, arg SessionsLockFreeParams) ([]SessionsLockFreeRow, error) {
+	rows, err := q.db.Query(ctx, sessionsLockFree, arg.TenantID, arg.SessionIds, arg.AgentIds)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Session{}
+	items := []SessionsLockFreeRow{}
 	for rows.Next() {
-		var i Session
+		var i SessionsLockFreeRow
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.SessionID,

@@ -196,7 +196,9 @@ func turnLimitRefusal(lim limits.Config, ev turn.Event, size int) (*turn.InputEr
 }
 
 // applyEvent stores one event's messages, moves the session's count and
-// writes its events. The decisions are made from reads first (planTurn, pure);
+// writes its events. The group commit (batch.go) decides the plain case the
+// same way for many events at once: a new reason to treat a turn otherwise
+// must also keep such turns out of batches (batchable). The decisions are made from reads first (planTurn, pure);
 // the writes then go out in one pipeline, so bad content never leaves half
 // an event.
 func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, size int, waited bool) error {

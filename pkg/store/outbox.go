@@ -50,6 +50,38 @@ func (t *Tx) Enqueue(ctx context.Context, e OutboxEvent) error {
 	return nil
 }
 
+// EnqueueAll is Enqueue for many events in one statement; they are
+// published in the order given.
+func (t *Tx) EnqueueAll(ctx context.Context, es []OutboxEvent) error {
+	if len(es) == 0 {
+		return nil
+	}
+	p := dbsqlc.OutboxInsertManyParams{TenantID: t.tenant}
+	for _, e := range es {
+		hdr := []byte("{}")
+		if len(e.Headers) > 0 {
+			var err error
+			if hdr, err = json.Marshal(e.Headers); err != nil {
+				return fmt.Errorf("store.EnqueueAll: headers: %w", err)
+			}
+		}
+		p.Subjects = append(p.Subjects, e.Subject)
+		p.MsgIds = append(p.MsgIds, e.MsgID)
+		p.Payloads = append(p.Payloads, e.Payload)
+		p.Headers = append(p.Headers, string(hdr))
+	}
+	if err := t.q.OutboxInsertMany(ctx, p); err != nil {
+		return fmt.Errorf("store.EnqueueAll: %w", err)
+	}
+	if !t.notified {
+		if err := t.q.OutboxNotify(ctx); err != nil {
+			return fmt.Errorf("store.EnqueueAll: notify: %w", err)
+		}
+		t.notified = true
+	}
+	return nil
+}
+
 // RelayOutbox claims up to max of the oldest outbox rows, hands them to
 // publish, and deletes those publish reports as done, in one transaction.
 // The rows are every tenant's: the transaction names no tenant and reaches

@@ -423,6 +423,33 @@ func (t *Tx) RecordAppliedTurn(ctx context.Context, sessionID, eventID string, s
 	return nil
 }
 
+// AppliedTurn is an event applied on arrival, for RecordAppliedTurns.
+type AppliedTurn struct {
+	SessionID, EventID string
+	Seq, TokenCount    int64
+	State              string
+}
+
+// RecordAppliedTurns is RecordAppliedTurn with status applied for many
+// events in one statement.
+func (t *Tx) RecordAppliedTurns(ctx context.Context, turns []AppliedTurn) error {
+	if len(turns) == 0 {
+		return nil
+	}
+	p := dbsqlc.TurnRecordAppliedManyParams{TenantID: t.tenant, Status: TurnApplied}
+	for _, tr := range turns {
+		p.SessionIds = append(p.SessionIds, tr.SessionID)
+		p.EventIds = append(p.EventIds, tr.EventID)
+		p.Seqs = append(p.Seqs, tr.Seq)
+		p.TokenCounts = append(p.TokenCounts, tr.TokenCount)
+		p.States = append(p.States, tr.State)
+	}
+	if err := t.q.TurnRecordAppliedMany(ctx, p); err != nil {
+		return fmt.Errorf("store.RecordAppliedTurns: %w", err)
+	}
+	return nil
+}
+
 // FinishTurn records the outcome of applying an event and drops its payload.
 func (t *Tx) FinishTurn(ctx context.Context, eventID, status, reason string, count int64, state string) error {
 	err := t.q.TurnFinish(ctx, dbsqlc.TurnFinishParams{

@@ -524,6 +524,26 @@ func outboxRows(ctx context.Context, plan turnPlan) ([]store.OutboxEvent, error)
 // queueWrites queues a plan's writes on a pipelined transaction, with rows
 // its outbox rows and added the messages not written yet.
 func queueWrites(ctx context.Context, p *store.Tx, plan turnPlan, rows []store.OutboxEvent, added []store.Message, waited bool) error {
+	if err := queueOffloads(ctx, p, plan); err != nil {
+		return err
+	}
+	if err := insertMessages(ctx, p, added); err != nil {
+		return err
+	}
+	for _, e := range rows {
+		if err := p.Enqueue(ctx, e); err != nil {
+			return err
+		}
+	}
+	if err := recordTurn(ctx, p, plan.ev, waited, store.TurnApplied, "", plan.next.TokenCount, plan.next.State); err != nil {
+		return err
+	}
+	return p.SaveSession(ctx, plan.next)
+}
+
+// queueOffloads queues a plan's new offload decisions: each result stored
+// whole and its replacement.
+func queueOffloads(ctx context.Context, p *store.Tx, plan turnPlan) error {
 	for _, d := range plan.decisions {
 		if d.Recorded {
 			continue
@@ -541,18 +561,7 @@ func queueWrites(ctx context.Context, p *store.Tx, plan turnPlan, rows []store.O
 			return err
 		}
 	}
-	if err := insertMessages(ctx, p, added); err != nil {
-		return err
-	}
-	for _, e := range rows {
-		if err := p.Enqueue(ctx, e); err != nil {
-			return err
-		}
-	}
-	if err := recordTurn(ctx, p, plan.ev, waited, store.TurnApplied, "", plan.next.TokenCount, plan.next.State); err != nil {
-		return err
-	}
-	return p.SaveSession(ctx, plan.next)
+	return nil
 }
 
 // pacedInsertRows is how many messages a heavy event inserts between rests:

@@ -158,27 +158,7 @@ func (s *Service) applyBatch(tenant string, batch []*queued) {
 			if err != nil || len(done) == 0 {
 				return err
 			}
-			var added []store.Message
-			for _, d := range done {
-				added = append(added, d.plan.added...)
-			}
-			return tx.Pipeline(ctx, func(p *store.Tx) error {
-				// Every message in one statement; nothing else written
-				// refers to them.
-				if err := p.InsertMessages(ctx, added); err != nil {
-					return err
-				}
-				for _, d := range done {
-					rows, err := outboxRows(ctx, d.plan)
-					if err != nil {
-						return err
-					}
-					if err := queueWrites(ctx, p, d.plan, rows, nil, false); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			return writeBatch(ctx, tx, done)
 		})
 	}
 	if err != nil {
@@ -202,6 +182,45 @@ func (s *Service) applyBatch(tenant string, batch []*queued) {
 			q.done <- errAlone
 		}
 	}
+}
+
+// writeBatch sends the writes of a batch's planned events in one pipeline:
+// every message in one statement, every outbox row in one (in the events'
+// order), every turn in one, then each offload decision and each session.
+func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
+	var added []store.Message
+	var rows []store.OutboxEvent
+	turns := make([]store.AppliedTurn, 0, len(done))
+	for _, d := range done {
+		added = append(added, d.plan.added...)
+		r, err := outboxRows(ctx, d.plan)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+		turns = append(turns, store.AppliedTurn{SessionID: d.plan.ev.SessionID, EventID: d.plan.ev.EventID, Seq: d.plan.ev.Seq,
+			TokenCount: d.plan.next.TokenCount, State: d.plan.next.State})
+	}
+	return tx.Pipeline(ctx, func(p *store.Tx) error {
+		if err := p.InsertMessages(ctx, added); err != nil {
+			return err
+		}
+		if err := p.EnqueueAll(ctx, rows); err != nil {
+			return err
+		}
+		if err := p.RecordAppliedTurns(ctx, turns); err != nil {
+			return err
+		}
+		for _, d := range done {
+			if err := queueOffloads(ctx, p, d.plan); err != nil {
+				return err
+			}
+			if err := p.SaveSession(ctx, d.plan.next); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // planBatch locks the batch's sessions and plans its batchable events, in

@@ -2,6 +2,14 @@
 INSERT INTO outbox (tenant_id, subject, msg_id, payload, headers)
 VALUES (@tenant_id, @subject, @msg_id, @payload, @headers);
 
+-- name: OutboxInsertMany :exec
+-- OutboxInsert for many rows in one statement (a batch of turns): the
+-- arrays are parallel, and the rows take their ids in the arrays' order.
+INSERT INTO outbox (tenant_id, subject, msg_id, payload, headers)
+SELECT @tenant_id::text, (@subjects::text[])[i], (@msg_ids::text[])[i], (@payloads::bytea[])[i], (@headers::text[])[i]::jsonb
+FROM generate_subscripts(@subjects::text[], 1) AS i
+ORDER BY i;
+
 -- name: OutboxNotify :exec
 SELECT pg_notify('mnemos_outbox', '');
 

@@ -21,6 +21,14 @@ ORDER BY seq LIMIT 1;
 INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, token_count, state, applied_at)
 VALUES (@tenant_id, @session_id, @event_id, @seq, @status, @reason, @token_count, @state, now());
 
+-- name: TurnRecordAppliedMany :exec
+-- TurnRecordApplied for the turns of a batch in one statement: the arrays
+-- are parallel.
+INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, token_count, state, applied_at)
+SELECT @tenant_id::text, (@session_ids::text[])[i], (@event_ids::text[])[i], (@seqs::bigint[])[i], @status::text, '',
+    (@token_counts::bigint[])[i], (@states::text[])[i], now()
+FROM generate_subscripts(@session_ids::text[], 1) AS i;
+
 -- name: TurnFinish :exec
 UPDATE turns SET status = @status, reason = @reason, payload = NULL,
     token_count = @token_count, state = @state, applied_at = now()

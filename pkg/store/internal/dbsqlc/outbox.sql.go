@@ -76,6 +76,34 @@ func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) erro
 	return err
 }
 
+const outboxInsertMany = `-- name: OutboxInsertMany :exec
+INSERT INTO outbox (tenant_id, subject, msg_id, payload, headers)
+SELECT $1::text, ($2::text[])[i], ($3::text[])[i], ($4::bytea[])[i], ($5::text[])[i]::jsonb
+FROM generate_subscripts($2::text[], 1) AS i
+ORDER BY i
+`
+
+type OutboxInsertManyParams struct {
+	TenantID string
+	Subjects []string
+	MsgIds   []string
+	Payloads [][]byte
+	Headers  []string
+}
+
+// OutboxInsert for many rows in one statement (a batch of turns): the
+// arrays are parallel, and the rows take their ids in the arrays' order.
+func (q *Queries) OutboxInsertMany(ctx context.Context, arg OutboxInsertManyParams) error {
+	_, err := q.db.Exec(ctx, outboxInsertMany,
+		arg.TenantID,
+		arg.Subjects,
+		arg.MsgIds,
+		arg.Payloads,
+		arg.Headers,
+	)
+	return err
+}
+
 const outboxNotify = `-- name: OutboxNotify :exec
 SELECT pg_notify('mnemos_outbox', '')
 `

@@ -187,6 +187,38 @@ func (q *Queries) TurnRecordApplied(ctx context.Context, arg TurnRecordAppliedPa
 	return err
 }
 
+const turnRecordAppliedMany = `-- name: TurnRecordAppliedMany :exec
+INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, token_count, state, applied_at)
+SELECT $1::text, ($2::text[])[i], ($3::text[])[i], ($4::bigint[])[i], $5::text, '',
+    ($6::bigint[])[i], ($7::text[])[i], now()
+FROM generate_subscripts($2::text[], 1) AS i
+`
+
+type TurnRecordAppliedManyParams struct {
+	TenantID    string
+	SessionIds  []string
+	EventIds    []string
+	Seqs        []int64
+	Status      string
+	TokenCounts []int64
+	States      []string
+}
+
+// TurnRecordApplied for the turns of a batch in one statement: the arrays
+// are parallel.
+func (q *Queries) TurnRecordAppliedMany(ctx context.Context, arg TurnRecordAppliedManyParams) error {
+	_, err := q.db.Exec(ctx, turnRecordAppliedMany,
+		arg.TenantID,
+		arg.SessionIds,
+		arg.EventIds,
+		arg.Seqs,
+		arg.Status,
+		arg.TokenCounts,
+		arg.States,
+	)
+	return err
+}
+
 const turnStalledSessions = `-- name: TurnStalledSessions :many
 SELECT tenant_id::text, session_id::text FROM mnemos_stalled_sessions($1::timestamptz, $2::integer)
 `

@@ -27,27 +27,17 @@ type OutboxEvent struct {
 
 // Enqueue writes an event to the outbox of this transaction and wakes the relays on commit.
 func (t *Tx) Enqueue(ctx context.Context, e OutboxEvent) error {
-	hdr := []byte("{}")
-	if len(e.Headers) > 0 {
-		var err error
-		if hdr, err = json.Marshal(e.Headers); err != nil {
-			return fmt.Errorf("store.Enqueue: headers: %w", err)
-		}
+	hdr, err := headersJSON(e)
+	if err != nil {
+		return fmt.Errorf("store.Enqueue: %w", err)
 	}
-	err := t.q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{
+	err = t.q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{
 		TenantID: t.tenant, Subject: e.Subject, MsgID: e.MsgID, Payload: e.Payload, Headers: hdr,
 	})
 	if err != nil {
 		return fmt.Errorf("store.Enqueue: %w", err)
 	}
-	// Notifications are delivered on commit; one per transaction wakes the relays.
-	if !t.notified {
-		if err := t.q.OutboxNotify(ctx); err != nil {
-			return fmt.Errorf("store.Enqueue: notify: %w", err)
-		}
-		t.notified = true
-	}
-	return nil
+	return t.notifyRelays(ctx)
 }
 
 // EnqueueAll is Enqueue for many events in one statement; they are
@@ -58,12 +48,9 @@ func (t *Tx) EnqueueAll(ctx context.Context, es []OutboxEvent) error {
 	}
 	p := dbsqlc.OutboxInsertManyParams{TenantID: t.tenant}
 	for _, e := range es {
-		hdr := []byte("{}")
-		if len(e.Headers) > 0 {
-			var err error
-			if hdr, err = json.Marshal(e.Headers); err != nil {
-				return fmt.Errorf("store.EnqueueAll: headers: %w", err)
-			}
+		hdr, err := headersJSON(e)
+		if err != nil {
+			return fmt.Errorf("store.EnqueueAll: %w", err)
 		}
 		p.Subjects = append(p.Subjects, e.Subject)
 		p.MsgIds = append(p.MsgIds, e.MsgID)
@@ -73,12 +60,31 @@ func (t *Tx) EnqueueAll(ctx context.Context, es []OutboxEvent) error {
 	if err := t.q.OutboxInsertMany(ctx, p); err != nil {
 		return fmt.Errorf("store.EnqueueAll: %w", err)
 	}
-	if !t.notified {
-		if err := t.q.OutboxNotify(ctx); err != nil {
-			return fmt.Errorf("store.EnqueueAll: notify: %w", err)
-		}
-		t.notified = true
+	return t.notifyRelays(ctx)
+}
+
+// headersJSON is how an outbox row keeps an event's headers.
+func headersJSON(e OutboxEvent) ([]byte, error) {
+	if len(e.Headers) == 0 {
+		return []byte("{}"), nil
 	}
+	hdr, err := json.Marshal(e.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	return hdr, nil
+}
+
+// notifyRelays wakes the relays when the transaction commits (notifications
+// are delivered on commit): once per transaction is enough.
+func (t *Tx) notifyRelays(ctx context.Context) error {
+	if t.notified {
+		return nil
+	}
+	if err := t.q.OutboxNotify(ctx); err != nil {
+		return fmt.Errorf("store: outbox notify: %w", err)
+	}
+	t.notified = true
 	return nil
 }
 

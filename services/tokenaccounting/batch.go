@@ -18,9 +18,10 @@ import (
 // own it costs a commit and five round trips, several times what its rows
 // cost Postgres. So the events of a tenant that arrive while that tenant's
 // transaction before is under way wait, and go together in the next one:
-// one lock statement for all their sessions, one read of the messages they
-// resend, one of their tool results' decisions, one pipeline of every write
-// and one commit. Each message is acknowledged only after the transaction
+// one statement locks (or creates) all their sessions, one reads the
+// messages they resend, one their tool results' decisions; one pipeline
+// writes all their messages, outbox rows and turns, a statement each, and
+// each session's row; one commit. Each message is acknowledged only after the transaction
 // holding its event committed (its handler waits for it). At low load an
 // event finds nobody running and goes alone, as before: batching adds no
 // wait, it only takes what queued up anyway.
@@ -41,7 +42,7 @@ type queued struct {
 	ev   turn.Event
 	size int
 	at   time.Time
-	done chan error // nil: applied; errAlone; or the batch's failure
+	done chan error // nil: applied in the batch; errAlone: apply it on its own
 }
 
 // batches holds each tenant's events waiting for a transaction, and which

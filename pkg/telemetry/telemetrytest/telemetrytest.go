@@ -103,20 +103,28 @@ func (r *Reader) Gauge(name, key, value string) (int64, bool) {
 	return 0, false
 }
 
-// Histogram returns the count and sum of a float histogram's data points
-// whose attributes include key=value (every point when key is empty).
+// Histogram returns the count and sum of a histogram's data points whose
+// attributes include key=value (every point when key is empty).
 func (r *Reader) Histogram(name, key, value string) (count uint64, sum float64) {
 	r.t.Helper()
 	for _, m := range r.collect(name) {
-		h, ok := m.Data.(metricdata.Histogram[float64])
-		if !ok {
-			r.t.Fatalf("telemetrytest: %s is not a float histogram", name)
-		}
-		for _, dp := range h.DataPoints {
-			if key == "" || matches(dp.Attributes, key, value) {
-				count += dp.Count
-				sum += dp.Sum
+		switch h := m.Data.(type) {
+		case metricdata.Histogram[float64]:
+			for _, dp := range h.DataPoints {
+				if key == "" || matches(dp.Attributes, key, value) {
+					count += dp.Count
+					sum += dp.Sum
+				}
 			}
+		case metricdata.Histogram[int64]:
+			for _, dp := range h.DataPoints {
+				if key == "" || matches(dp.Attributes, key, value) {
+					count += dp.Count
+					sum += float64(dp.Sum)
+				}
+			}
+		default:
+			r.t.Fatalf("telemetrytest: %s is not a histogram", name)
 		}
 	}
 	return count, sum

@@ -1,0 +1,41 @@
+package tokenaccounting_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// TestTurnsArrivingTogetherShareATransaction: a burst of turns over the bus
+// goes through the group commit (the handler is wired to it): batches of
+// several turns are committed, and every turn ends applied once.
+func TestTurnsArrivingTogetherShareATransaction(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	want := map[string]int64{}
+	const sessions, rounds = 40, 5
+	for seq := int64(1); seq <= rounds; seq++ {
+		for i := range sessions {
+			id := fmt.Sprintf("burst%d", i)
+			ev := turn.Event{
+				Schema: turn.SchemaV1, EventID: fmt.Sprintf("%s-%d", id, seq), TenantID: tenant, SessionID: id, Seq: seq,
+				Model:         "claude-sonnet-4-5",
+				InputMessages: []turn.Message{{UUID: fmt.Sprintf("%s-u%d", id, seq), Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: "go on"}}}},
+				Response:      &turn.Message{UUID: fmt.Sprintf("%s-a%d", id, seq), Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: turn.BlockText, Text: "done"}}},
+				Usage:         &turn.Usage{InputTokens: 100 * seq, OutputTokens: 5},
+				OccurredAt:    time.Date(2026, 11, 28, 9, 0, int(seq), 0, time.UTC),
+			}
+			h.publish(t, ev, ev.EventID)
+			want[id] = seq
+		}
+	}
+	h.waitApplied(t, want)
+	batches, turns := h.metrics.Histogram("mnemos.accounting.batch_size", "", "")
+	require.Positive(t, batches, "some turns shared a transaction")
+	require.GreaterOrEqual(t, turns, float64(2*batches), "a batch holds two turns or more")
+	require.EqualValues(t, sessions*rounds, h.metrics.Sum("mnemos.turns.accounted", "outcome", "applied"), "every turn applied once")
+}

@@ -158,18 +158,14 @@ func toSession(r dbsqlc.Session) (Session, error) {
 // happens under this lock, so one session's events apply one at a time.
 func (t *Tx) LockSession(ctx context.Context, sessionID, agentID string) (Session, error) {
 	r, err := t.q.SessionLock(ctx, dbsqlc.SessionLockParams{TenantID: t.tenant, SessionID: sessionID, AgentID: agentID})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign key: no such tenant
-		return Session{}, fmt.Errorf("store.LockSession: tenant %q: %w", t.tenant, ErrUnknownTenant)
-	}
 	if err != nil {
-		return Session{}, fmt.Errorf("store.LockSession: %w", err)
+		return Session{}, fmt.Errorf("store.LockSession: %w", lockError(t.tenant, err))
 	}
 	return toSession(r)
 }
 
-// ErrSessionBusy is returned by LockSessionWithin when another transaction
-// held the session's lock for longer than the wait.
+// ErrSessionBusy is returned by LockSessionWithin and LockFreeSessions when
+// another transaction held a lock for longer than the wait.
 var ErrSessionBusy = errors.New("session busy")
 
 // LockSessionWithin is LockSession, waiting at most wait for a lock another
@@ -181,14 +177,8 @@ func (t *Tx) LockSessionWithin(ctx context.Context, sessionID, agentID string, w
 	r, err := t.q.SessionLockWithin(ctx, dbsqlc.SessionLockWithinParams{
 		TenantID: t.tenant, SessionID: sessionID, AgentID: agentID, WaitMs: int32(max(wait.Milliseconds(), 1)),
 	})
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "23503": // foreign key: no such tenant
-		return Session{}, fmt.Errorf("store.LockSessionWithin: tenant %q: %w", t.tenant, ErrUnknownTenant)
-	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: the wait ran out
-		return Session{}, fmt.Errorf("store.LockSessionWithin %s: %w", sessionID, ErrSessionBusy)
-	case err != nil:
-		return Session{}, fmt.Errorf("store.LockSessionWithin: %w", err)
+	if err != nil {
+		return Session{}, fmt.Errorf("store.LockSessionWithin %s: %w", sessionID, lockError(t.tenant, err))
 	}
 	return toSession(r)
 }

@@ -21,10 +21,10 @@ import (
 // one statement locks (or creates) all their sessions, one reads the
 // messages they resend, one their tool results' decisions; one pipeline
 // writes all their messages, outbox rows and turns, a statement each, and
-// each session's row; one commit. Each message is acknowledged only after the transaction
-// holding its event committed (its handler waits for it). At low load an
-// event finds nobody running and goes alone, as before: batching adds no
-// wait, it only takes what queued up anyway.
+// each session's row; one commit. Each message is acknowledged only after
+// the transaction holding its event committed (its handler waits for it).
+// At low load an event finds nobody running and goes alone, as before:
+// batching adds no wait, it only takes what queued up anyway.
 //
 // Only the plain case is batched: the session's next seq, free, with no
 // events waiting behind a gap, on the session's model, within the tenant's

@@ -56,25 +56,80 @@ func PreflightFor(cfg tokens.Config, off Offload, s store.Session, msgs []turn.M
 // estimate of the session's context, read when req.ModelChanged. The session
 // takes req's model after Start. An error is a prefix of the wrong shape.
 func PreflightWith(cfg tokens.Config, off Offload, s store.Session, req Request, contextEstimate int64, msgs []turn.Message) (Preflight, error) {
+	f, err := ForecastWith(cfg, off, s, req, contextEstimate, msgs)
+	if err != nil {
+		return Preflight{}, err
+	}
+	return f.Preflight(f.Count), nil
+}
+
+// Forecast is a preflight's count and what it is made of: the part a
+// response measured and the parts that are estimates, which an exact count
+// may replace (see docs/token-accounting.md, "Exact preflights").
+type Forecast struct {
+	// Count is the session's count with the request's messages added.
+	Count int64
+	// Measured is the last response's input side and output, when the
+	// session has a response since its last compaction (HasUsage); the rest
+	// of Count is estimated.
+	Measured int64
+	HasUsage bool
+	// Prefix is the system prompt and tools as counted before any
+	// response (the client's figure or an estimate), PrefixHash the hash
+	// they go by; 0 when a response measured them or none is known.
+	Prefix     int64
+	PrefixHash string
+	// Stored is the estimate, calibrated, of the messages the session
+	// stored after its last response; New that of the request's messages,
+	// as counted: Shown, the messages after the offload the accountant
+	// would apply.
+	Stored, New int64
+	Shown       []turn.Message
+
+	limits             tokens.Limits
+	compacts           bool
+	compactionInFlight bool
+}
+
+// Estimated is the part of Count that no response measured.
+func (f Forecast) Estimated() int64 { return f.Count - f.Measured }
+
+// Preflight is the decision on count, which is f.Count or an exact figure
+// in its place.
+func (f Forecast) Preflight(count int64) Preflight {
+	return Preflight{
+		Tokens:             Status(f.limits, count),
+		CompactFirst:       f.limits.AboveAutoCompact(count) && f.compacts,
+		Blocked:            count >= f.limits.Blocking,
+		CompactionInFlight: f.compactionInFlight,
+	}
+}
+
+// ForecastWith counts as PreflightWith does and says how the count is made.
+func ForecastWith(cfg tokens.Config, off Offload, s store.Session, req Request, contextEstimate int64, msgs []turn.Message) (Forecast, error) {
 	tally := TallyOf(s)
 	if err := Start(&tally, &s, req, contextEstimate); err != nil {
-		return Preflight{}, err
+		return Forecast{}, err
 	}
 	if req.Model != "" {
 		s.Model = req.Model
 	}
-	l := Limits(cfg, s)
 	noneFrozen := func(string) (string, bool, error) { return "", false, nil }
 	placeholder := func(string) string { return "pending" }
 	shown, _, _ := off.Apply(msgs, noneFrozen, placeholder) // cannot fail without a lookup
+	stored := tally.Scaled()
 	for _, m := range shown {
 		tally.AddMessage(m)
 	}
-	count := tally.Count()
-	return Preflight{
-		Tokens:             Status(l, count),
-		CompactFirst:       l.AboveAutoCompact(count) && s.AutoCompactEnabled,
-		Blocked:            count >= l.Blocking,
-		CompactionInFlight: s.CompactionInFlight,
-	}, nil
+	f := Forecast{
+		Count: tally.Count(), HasUsage: tally.HasUsage, Stored: stored, New: tally.Scaled() - stored, Shown: shown,
+		limits: Limits(cfg, s), compacts: s.AutoCompactEnabled, compactionInFlight: s.CompactionInFlight,
+	}
+	switch {
+	case tally.HasUsage:
+		f.Measured = tally.Baseline
+	case tally.Prefix > 0:
+		f.Prefix, f.PrefixHash = tally.Prefix, s.PrefixHash
+	}
+	return f, nil
 }

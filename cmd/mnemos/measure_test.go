@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
 )
@@ -72,4 +74,59 @@ func TestReplayMeasure(t *testing.T) {
 	}
 	require.LessOrEqual(t, replay.ErrorPercent(rounds[0].Predicted, rounds[0].Actual), 2.0, "the first request, with system prompt and tools")
 	require.LessOrEqual(t, m.P95, h.P95)
+}
+
+// TestExactPreflightsMeasureWithinOnePercent: with
+// proxy.preflight_exact_percent the tenant's upstream counts what a
+// preflight would estimate, and `mnemos replay --measure` finds every
+// sample transcript's p95 error within 1.0% of what its requests really
+// were, and no worse than Claude Code's heuristic. The upstream is the
+// scripted one whose usage the transcripts recorded; each transcript is
+// measured in a tenant of its own (no prior), with offload off (the
+// replayed client sends every tool result whole). The figures are printed
+// for docs/token-accounting.md.
+func TestExactPreflightsMeasureWithinOnePercent(t *testing.T) {
+	t.Parallel()
+	up := upstream.Start(t, upstream.Config{Script: func(*upstream.Request) (upstream.Reply, error) {
+		return upstream.Reply{}, errors.New("this upstream only counts")
+	}})
+	dbURL := pgtest.URL(t)
+	p := start(t, map[string]string{
+		"MNEMOS_DATABASE_URL":           dbURL,
+		"MNEMOS_HTTP_ADDR":              "127.0.0.1:0",
+		"MNEMOS_NATS_STORE_DIR":         t.TempDir(),
+		"MNEMOS_UPSTREAM_ANTHROPIC_URL": up.URL,
+		"MNEMOS_UPSTREAM_ANTHROPIC_KEY": "upstream-key",
+	}, "-target=all")
+	ctx := context.Background()
+	admin := env(map[string]string{"MNEMOS_DATABASE_URL": dbURL})
+	calls := 0
+	for _, name := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl", "long.jsonl"} {
+		tenant := "exact-" + strings.TrimSuffix(strings.ReplaceAll(name, "_", "-"), ".jsonl")
+		key := "mnm_" + tenant + "-key-0123456789abcdef"
+		require.NoError(t, run(ctx, []string{"tenant", "create", "-key", key, tenant}, admin, io.Discard, io.Discard))
+		require.NoError(t, run(ctx, []string{"tenant", "settings", tenant,
+			`{"offload":{"threshold_chars":1000000000,"preview_bytes":2000,"turn_cap_chars":1000000000},"proxy":{"preflight_exact_percent":5}}`},
+			admin, io.Discard, io.Discard))
+		var out bytes.Buffer
+		require.NoError(t, run(ctx, []string{"replay", "--measure", "--url", p.http, "--api-key", key, claudecodetest.Path(t, name)}, env(nil), &out, io.Discard))
+		t.Logf("%s\ncount_tokens calls: %d", out.String(), len(up.Calls())-calls)
+		calls = len(up.Calls())
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		sub := regexp.MustCompile(`n=(\d+)  mnemos p50 ([\d.]+)% p95 ([\d.]+)% max ([\d.]+)%  \|  heuristic p50 ([\d.]+)% p95 ([\d.]+)%`).FindStringSubmatch(lines[len(lines)-1])
+		require.NotNil(t, sub, lines[len(lines)-1])
+		p95, err := strconv.ParseFloat(sub[3], 64)
+		require.NoError(t, err)
+		heuristic, err := strconv.ParseFloat(sub[6], 64)
+		require.NoError(t, err)
+		require.LessOrEqual(t, p95, 1.0, "%s: p95 error", name)
+		require.LessOrEqual(t, p95, heuristic, "%s: p95 error against the heuristic's", name)
+	}
+	var counted int
+	for _, call := range up.Calls() {
+		require.Equal(t, "/v1/messages/count_tokens", call.Path, "the preflights only count")
+		require.Equal(t, "upstream-key", call.Header.Get("X-Api-Key"))
+		counted++
+	}
+	require.Positive(t, counted, "count_tokens calls")
 }

@@ -16,12 +16,22 @@ type Proxy struct {
 	// whether the session is compacted. Each such request costs one more
 	// upstream call. 0: never asked.
 	ExactCountWithinPercent float64 `json:"exact_count_within_percent"`
+	// PreflightExactPercent, when above 0, lets a preflight ask the
+	// tenant's upstream's count_tokens when at least that percentage of
+	// its count is estimated rather than measured by a response: the
+	// request's new messages, and before any response the system prompt
+	// and tools too. The exact figure replaces the estimate of that part.
+	// One or two more upstream calls for those preflights; 0: never asked.
+	PreflightExactPercent float64 `json:"preflight_exact_percent"`
 }
 
 // Validate reports a percentage out of range.
 func (p Proxy) Validate() error {
 	if p.ExactCountWithinPercent < 0 || p.ExactCountWithinPercent > 100 {
 		return fmt.Errorf("proxy: exact_count_within_percent must be within 0..100, got %v", p.ExactCountWithinPercent)
+	}
+	if p.PreflightExactPercent < 0 || p.PreflightExactPercent > 100 {
+		return fmt.Errorf("proxy: preflight_exact_percent must be within 0..100, got %v", p.PreflightExactPercent)
 	}
 	return nil
 }

@@ -54,6 +54,8 @@ func TestOverlayRefusesWhatCannotWork(t *testing.T) {
 		`{"limits": {"events_burst": 0}}`:       "events_burst",
 		`{"limits": {"active_sessions": 10, "active_minutes": 0}}`:                                         "active_minutes",
 		`{"compaction": {"min_retention": 1.5}}`:                                                           "min_retention",
+		`{"proxy": {"exact_count_within_percent": 101}}`:                                                   "exact_count_within_percent",
+		`{"proxy": {"preflight_exact_percent": -1}}`:                                                       "preflight_exact_percent",
 		`{"compaction": {"min_retention": -0.1}}`:                                                          "min_retention",
 		`{"llm": {"daily_budget_usd": -1}}`:                                                                "negative",
 		`{"llm": {"daily_budget_usd": 0.0000000001}}`:                                                      "more than 9 decimals",

@@ -137,6 +137,9 @@ type Gateway struct {
 	// (messages_digest.go): that they decode, and whether a rendering is
 	// the client's message.
 	readable, unchanged *verdicts
+	// prefixCounts are the exact sizes of system prompts and tools an
+	// upstream counted for exact preflights (preflight_exact.go).
+	prefixCounts prefixCounts
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
@@ -711,17 +714,7 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 			return
 		}
 	}
-	count := func(s store.Session) (accounting.Preflight, error) {
-		var estimate int64
-		if req.request().ModelChanged(s) {
-			var err error
-			if estimate, err = g.store.ContextEstimate(r.Context(), tenant, s); err != nil {
-				return accounting.Preflight{}, err
-			}
-		}
-		s.AutoCompactEnabled = set.Compaction.Compacts(s) // compact_first only when the session compacts by itself
-		return accounting.PreflightWith(set.Tokens, set.Offload, s, req.request(), estimate, req.InputMessages)
-	}
+	count := func(s store.Session) (accounting.Preflight, error) { return g.countPreflight(r, tenant, set, req, s) }
 	p, err := count(s)
 	if err != nil {
 		g.internal(w, "counting the preflight", err)
@@ -746,6 +739,34 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// countPreflight counts req on session s as the accountant would, or, when
+// the tenant asks for exact preflights and enough of the count is
+// estimated, by the tenant's upstream (preflight_exact.go).
+func (g *Gateway) countPreflight(r *http.Request, tenant string, set tenantcfg.Settings, req PreflightRequest, s store.Session) (accounting.Preflight, error) {
+	var estimate int64
+	if req.request().ModelChanged(s) {
+		var err error
+		if estimate, err = g.store.ContextEstimate(r.Context(), tenant, s); err != nil {
+			return accounting.Preflight{}, err
+		}
+	}
+	s.AutoCompactEnabled = set.Compaction.Compacts(s) // compact_first only when the session compacts by itself
+	f, err := accounting.ForecastWith(set.Tokens, set.Offload, s, req.request(), estimate, req.InputMessages)
+	if err != nil {
+		return accounting.Preflight{}, err
+	}
+	if share := set.Proxy.PreflightExactPercent; share > 0 && float64(f.Estimated())*100 >= share*float64(f.Count) {
+		model := s.Model
+		if req.Model != "" {
+			model = req.Model
+		}
+		if exact, ok := g.exactPreflight(r.Context(), r, tenant, model, f, req.RequestPrefix); ok {
+			return f.Preflight(exact), nil
+		}
+	}
+	return f.Preflight(f.Count), nil
 }
 
 // ToolResultBody is the answer to GET /v1/tool-results/{id}.
@@ -818,6 +839,7 @@ type gatewayMetrics struct {
 	editsSaved        metric.Int64Counter
 	proxyRequests     metric.Int64Counter
 	exactCounts       metric.Int64Counter
+	preflightExact    metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (gatewayMetrics, error) {
@@ -854,6 +876,9 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 		return gm, err
 	}
 	if gm.exactCounts, err = m.Int64Counter("mnemos.proxy.exact_counts", metric.WithDescription("count_tokens calls the proxy made near the auto-compact threshold (proxy.exact_count_within_percent), by outcome: over or under the estimate, failed (the estimate decided).")); err != nil {
+		return gm, err
+	}
+	if gm.preflightExact, err = m.Int64Counter("mnemos.preflight.exact_counts", metric.WithDescription("Preflights whose estimated part the tenant's upstream counted (proxy.preflight_exact_percent), by outcome: over or under the estimate, failed (the estimate was answered).")); err != nil {
 		return gm, err
 	}
 	if gm.editsSaved, err = m.Int64Counter("mnemos.context.edits.tokens_saved", metric.WithDescription("Tokens context-management edits took out of contexts.")); err != nil {

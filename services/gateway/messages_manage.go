@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
-	"net/http"
 	"strings"
 	"time"
 
@@ -300,32 +298,17 @@ func (g *Gateway) exactCount(ctx context.Context, tenant string, req *messagesRe
 	if err != nil {
 		return fail(err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, exactCountWait)
-	defer cancel()
-	resp, err := g.forward(cctx, req.client, req.upstream, "/v1/messages/count_tokens", body)
+	counted, err := g.countUp(ctx, req.client, req.upstream, body)
 	if err != nil {
 		return fail(err)
 	}
-	defer resp.Body.Close()
-	var counted struct {
-		InputTokens int64 `json:"input_tokens"`
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fail(fmt.Errorf("the upstream answered %s", resp.Status))
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&counted); err != nil {
-		return fail(fmt.Errorf("reading the upstream's answer: %w", err))
-	}
-	if counted.InputTokens <= 0 {
-		return fail(errors.New("the upstream's answer has no input_tokens"))
-	}
 	outcome := "under"
-	if counted.InputTokens >= estimate {
+	if counted >= estimate {
 		outcome = "over"
 	}
 	g.metrics.exactCounts.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
-	g.log.Debug("messages proxy: exact count near the threshold", "tenant", tenant, "session", req.session, "estimate", estimate, "exact", counted.InputTokens)
-	return counted.InputTokens
+	g.log.Debug("messages proxy: exact count near the threshold", "tenant", tenant, "session", req.session, "estimate", estimate, "exact", counted)
+	return counted
 }
 
 // exactCountWait bounds the count_tokens call: past it, the estimate decides.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"sync"
 )
 
 // Lookback is how many block boundaries before a breakpoint a call looks
@@ -52,27 +53,26 @@ func Measure(req *Request) Prompt {
 		size  int64 // bytes so far
 		extra int64 // message overheads so far
 	)
-	add := func(raw json.RawMessage) {
-		c, marked := canonical(raw)
-		h.Write(c)
-		size += int64(len(c))
+	add := func(c canon) {
+		h.Write(c.digest[:])
+		size += c.size
 		p.Hashes = append(p.Hashes, hex.EncodeToString(h.Sum(nil)))
 		p.Tokens = append(p.Tokens, size/4+extra)
-		if marked {
+		if c.marked {
 			p.Breaks = append(p.Breaks, len(p.Hashes)-1)
 		}
 	}
 	for _, t := range req.Tools {
-		add(t)
+		add(canonicalOf(t))
 	}
-	for _, b := range blocksOf(req.System) {
-		add(b)
+	for _, c := range blockCanons(req.System) {
+		add(c)
 	}
 	for _, m := range req.Messages {
 		h.Write([]byte(m.Role))
 		extra += messageOverhead
-		for _, b := range blocksOf(m.Content) {
-			add(b)
+		for _, c := range blockCanons(m.Content) {
+			add(c)
 		}
 	}
 	if n := len(p.Hashes); n > 0 && len(bytes.TrimSpace(req.CacheControl)) > 0 && string(req.CacheControl) != "null" &&
@@ -147,6 +147,73 @@ func (c *Cache) Use(p Prompt) Usage {
 		c.written[p.Hashes[b]] = true
 	}
 	return out
+}
+
+// canon is what Measure takes of a block: its canonical JSON's digest and
+// size, and whether it carried cache_control.
+type canon struct {
+	digest [sha256.Size]byte
+	size   int64
+	marked bool
+}
+
+// canons remembers canon by the block's bytes: a conversation resends
+// every block of the round before, and working each out again (a decode
+// and an encode of the whole request) would make this stand-in for a
+// remote server the busiest part of a benchmark run on the same machine.
+var canons struct {
+	sync.Mutex
+	m map[[sha256.Size]byte]canon
+}
+
+// contents remembers the canon of each block of a content (blockCanons)
+// by its bytes, so a message resent is not split again either.
+var contents struct {
+	sync.Mutex
+	m map[[sha256.Size]byte][]canon
+}
+
+// blockCanons is the canon of each of raw's blocks (see blocksOf).
+func blockCanons(raw json.RawMessage) []canon {
+	key := sha256.Sum256(raw)
+	contents.Lock()
+	cs, ok := contents.m[key]
+	contents.Unlock()
+	if ok {
+		return cs
+	}
+	for _, b := range blocksOf(raw) {
+		cs = append(cs, canonicalOf(b))
+	}
+	contents.Lock()
+	defer contents.Unlock()
+	if contents.m == nil || len(contents.m) >= canonsMax {
+		contents.m = make(map[[sha256.Size]byte][]canon)
+	}
+	contents.m[key] = cs
+	return cs
+}
+
+// canonsMax bounds canons and contents; past it, each starts over.
+const canonsMax = 1 << 18
+
+func canonicalOf(raw json.RawMessage) canon {
+	key := sha256.Sum256(raw)
+	canons.Lock()
+	c, ok := canons.m[key]
+	canons.Unlock()
+	if ok {
+		return c
+	}
+	b, marked := canonical(raw)
+	c = canon{digest: sha256.Sum256(b), size: int64(len(b)), marked: marked}
+	canons.Lock()
+	defer canons.Unlock()
+	if canons.m == nil || len(canons.m) >= canonsMax {
+		canons.m = make(map[[sha256.Size]byte]canon)
+	}
+	canons.m[key] = c
+	return c
 }
 
 // canonical is a JSON value without its cache_control keys, compacted, and

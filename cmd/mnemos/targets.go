@@ -206,5 +206,11 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 		return nil, err
 	}
 	con.Register(d.mux)
-	return nil, nil
+	// Stopped after the HTTP server (runUntilDone): the rounds the proxy
+	// answered are recorded before the process ends.
+	return func(ctx context.Context) error {
+		<-ctx.Done()
+		gw.Drain()
+		return nil
+	}, nil
 }

@@ -62,6 +62,7 @@ type System struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	srv, up  *http.Server
+	gateway  *gateway.Gateway
 }
 
 // Start runs the accountant, the relay and the gateway on st and b until
@@ -125,7 +126,7 @@ func Start(ctx context.Context, st *store.Store, owner *pgxpool.Pool, b *bus.Bus
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &System{
 		Store: st, Owner: owner, Bus: b, Accountant: acc, API: "http://" + ln.Addr().String(), Upstream: gcfg.Upstream.URL,
-		cancel: cancel, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		cancel: cancel, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, gateway: gw,
 	}
 	s.UseUpstream(upstream.New(upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens}))
 	s.up = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -159,6 +160,7 @@ func (s *System) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = s.srv.Shutdown(ctx) // the benchmark is over either way
+	s.gateway.Drain()
 	_ = s.up.Shutdown(ctx)
 	s.cancel()
 	s.wg.Wait()

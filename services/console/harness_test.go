@@ -91,7 +91,7 @@ func setup(t testing.TB) *harness {
 			}
 		})
 	}
-	t.Cleanup(func() { srv.Close(); cancel(); wg.Wait() })
+	t.Cleanup(func() { srv.Close(); gw.Drain(); cancel(); wg.Wait() })
 	return &harness{store: st, console: con, dreams: gw.Dreams(), mux: mux, srv: srv}
 }
 

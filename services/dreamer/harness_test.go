@@ -104,7 +104,7 @@ func setup(t *testing.T, settings string) *harness {
 	mux := http.NewServeMux()
 	gw.Register(mux)
 	h.api = httptest.NewServer(mux)
-	t.Cleanup(h.api.Close)
+	t.Cleanup(func() { h.api.Close(); gw.Drain() })
 	t.Cleanup(func() { cancel(); h.wg.Wait() })
 	return h
 }

@@ -140,6 +140,8 @@ type Gateway struct {
 	// prefixCounts are the exact sizes of system prompts and tools an
 	// upstream counted for exact preflights (preflight_exact.go).
 	prefixCounts prefixCounts
+	// records runs the proxy's round records after their answers (rounds.go).
+	records roundRecords
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.

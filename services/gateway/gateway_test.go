@@ -70,7 +70,7 @@ func setupWith(t *testing.T, change func(*gateway.Config)) *harness {
 	mux := http.NewServeMux()
 	gw.Register(mux)
 	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { srv.Close(); gw.Drain() })
 	return &harness{gw: gw, srv: srv, store: st, bus: b, metrics: metrics, client: apitest.Client(t)}
 }
 

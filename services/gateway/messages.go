@@ -269,8 +269,14 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		return
 	}
 	defer release()
-	// A round not recorded leaves its render's context snapshot to write.
-	defer g.flushSnapshot(context.WithoutCancel(ctx), tenant, req)
+	// A round not recorded leaves its render's context snapshot to write;
+	// a round handed to its record leaves it to the record.
+	recording := false
+	defer func() {
+		if !recording {
+			g.flushSnapshot(context.WithoutCancel(ctx), tenant, req)
+		}
+	}()
 	outcome := proxyPassthrough
 	if req.session != "" {
 		managed, err := g.manage(ctx, tenant, req, body, true)
@@ -324,15 +330,23 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		}
 		return
 	}
-	if outcome == proxyManaged {
-		// The client has its answer; recording it must not depend on the
-		// client staying connected.
-		if err := g.recordRound(context.WithoutCancel(ctx), tenant, r, req, body, reply); err != nil {
+	if outcome != proxyManaged {
+		g.countProxy(ctx, outcome)
+		return
+	}
+	// The client has its answer; the round is recorded after the handler
+	// returns (roundRecords), which must not depend on the client staying
+	// connected.
+	recording = true
+	bg := context.WithoutCancel(ctx)
+	g.records.run(tenant+"\x00"+req.session, func() {
+		if err := g.recordRound(bg, tenant, r, req, body, reply); err != nil {
 			g.log.Error("messages proxy: the round was not recorded", "tenant", tenant, "session", req.session, "err", err)
+			g.flushSnapshot(bg, tenant, req)
 			outcome = proxyUnrecorded
 		}
-	}
-	g.countProxy(ctx, outcome)
+		g.countProxy(bg, outcome)
+	})
 }
 
 // openMessages admits a Messages API request (admitMessages) and reads it

@@ -133,7 +133,7 @@ func setup(t *testing.T, provider llm.Provider) *harness {
 			t.Errorf("recall prefetch: %v", err)
 		}
 	})
-	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })
+	t.Cleanup(func() { api.Close(); gw.Drain(); cancel(); wg.Wait() })
 	h.admin = pgtest.Admin(t, st)
 	h.store, h.bus, h.accountant, h.compactor, h.settings, h.metrics, h.api, h.key = st, b, acc, comp, settings, metrics, api, key
 	return h

@@ -110,7 +110,7 @@ func startSystem(t *testing.T, maxConns int32) *system {
 		})
 	}
 	var once sync.Once
-	stop := func() { once.Do(func() { api.Close(); cancel(); wg.Wait() }) }
+	stop := func() { once.Do(func() { api.Close(); gw.Drain(); cancel(); wg.Wait() }) }
 	t.Cleanup(stop)
 	return &system{store: st, admin: pgtest.Admin(t, st), api: api, stop: stop}
 }

@@ -49,6 +49,25 @@ func (cv *conversation) round(t *testing.T, text string) (*sdk.Message, error) {
 	return got, err
 }
 
+// streamedRound is round with the answer streamed, read to its end.
+func (cv *conversation) streamedRound(t *testing.T, text string) (*sdk.Message, error) {
+	t.Helper()
+	cv.msgs = append(cv.msgs, userText(text))
+	stream := cv.c.Messages.NewStreaming(context.Background(), sdk.MessageNewParams{Model: model, MaxTokens: 256, Messages: cv.msgs})
+	var got sdk.Message
+	for stream.Next() {
+		if err := got.Accumulate(stream.Current()); err != nil {
+			return nil, err
+		}
+	}
+	if err := stream.Err(); err != nil {
+		cv.msgs = cv.msgs[:len(cv.msgs)-1] // the client sends it again
+		return nil, err
+	}
+	cv.msgs = append(cv.msgs, got.ToParam())
+	return &got, nil
+}
+
 // echo answers every call the same.
 func echo(*upstream.Request) (upstream.Reply, error) { return upstream.Final("noted"), nil }
 
@@ -264,56 +283,68 @@ func TestARoundWithBlocksOfOtherTypesIsRecorded(t *testing.T) {
 	calls := up.Messages()
 	require.Len(t, calls, 2)
 	require.Contains(t, string(calls[1].Body), `"tool_reference"`, "the managed request still carries the block")
-	require.EqualValues(t, 2, m.metrics.Sum("mnemos.proxy.requests", "outcome", "managed"))
+	require.Eventually(t, func() bool { return m.metrics.Sum("mnemos.proxy.requests", "outcome", "managed") == 2 },
+		10*time.Second, 10*time.Millisecond, "both rounds counted as managed")
 }
 
-// TestTheClientHasItsAnswerBeforeTheRoundIsRecorded: a whole (not
-// streamed) answer reaches the client, with its length, before Mnemos
+// TestTheClientHasItsAnswerBeforeTheRoundIsRecorded: an answer, whole or
+// streamed, reaches the client, and a streamed one ends, before Mnemos
 // records the round, so recording is not part of the client's wait. The
 // upstream here holds the session's row locked from the moment it answers:
-// the client still gets its answer, the round waits for the lock, and is
-// recorded once it is let go.
+// the client still gets its answers, two rounds of them, whose records wait
+// for the lock and are made once it is let go, in the order of the rounds.
 func TestTheClientHasItsAnswerBeforeTheRoundIsRecorded(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	up := upstream.Start(t, upstream.Config{Script: echo})
-	m := startMnemos(t, up.URL, key)
-	cv := converse(m.api.URL, key, "unhurried")
-	_, err := cv.round(t, "first")
-	require.NoError(t, err)
-	waitApplied(t, m.store, "unhurried", 1)
+	for _, streamed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streamed=%v", streamed), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			up := upstream.Start(t, upstream.Config{Script: echo})
+			m := startMnemos(t, up.URL, key)
+			cv := converse(m.api.URL, key, "unhurried")
+			_, err := cv.round(t, "first")
+			require.NoError(t, err)
+			waitApplied(t, m.store, "unhurried", 1)
 
-	admin := pgtest.Admin(t, m.store)
-	hold, err := admin.Begin(ctx)
-	require.NoError(t, err)
-	defer hold.Rollback(ctx) //nolint:errcheck // let go below; a second rollback does nothing
-	up.SetScript(func(r *upstream.Request) (upstream.Reply, error) {
-		_, err := hold.Exec(ctx, `SELECT 1 FROM sessions WHERE tenant_id = $1 AND session_id = 'unhurried' FOR UPDATE`, tenant)
-		if err != nil {
-			return upstream.Reply{}, err
-		}
-		return echo(r)
-	})
+			admin := pgtest.Admin(t, m.store)
+			hold, err := admin.Begin(ctx)
+			require.NoError(t, err)
+			defer hold.Rollback(ctx) //nolint:errcheck // let go below; a second rollback does nothing
+			up.SetScript(func(r *upstream.Request) (upstream.Reply, error) {
+				_, err := hold.Exec(ctx, `SELECT 1 FROM sessions WHERE tenant_id = $1 AND session_id = 'unhurried' FOR UPDATE`, tenant)
+				if err != nil {
+					return upstream.Reply{}, err
+				}
+				return echo(r)
+			})
 
-	answered := make(chan error, 1)
-	go func() {
-		got, err := cv.round(t, "second")
-		if err == nil && (len(got.Content) != 1 || got.Content[0].Text != "noted") {
-			err = fmt.Errorf("the answer is not the upstream's: %+v", got.Content)
-		}
-		answered <- err
-	}()
-	select {
-	case err := <-answered:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the client waited for the round to be recorded")
+			for _, text := range []string{"second", "third"} {
+				answered := make(chan error, 1)
+				go func() {
+					round := cv.round
+					if streamed {
+						round = cv.streamedRound
+					}
+					got, err := round(t, text)
+					if err == nil && (len(got.Content) != 1 || got.Content[0].Text != "noted") {
+						err = fmt.Errorf("the answer is not the upstream's: %+v", got.Content)
+					}
+					answered <- err
+				}()
+				select {
+				case err := <-answered:
+					require.NoError(t, err)
+				case <-time.After(30 * time.Second):
+					t.Fatal("the client waited for the round to be recorded")
+				}
+			}
+			sess, err := m.store.GetSession(ctx, tenant, "unhurried")
+			require.NoError(t, err)
+			require.EqualValues(t, 1, sess.ProxySeq, "the rounds wait for the session's lock")
+
+			require.NoError(t, hold.Rollback(ctx))
+			waitApplied(t, m.store, "unhurried", 3)
+			require.Equal(t, []string{"first", "noted", "second", "noted", "third", "noted"}, storedTexts(t, m.store, "unhurried"))
+		})
 	}
-	sess, err := m.store.GetSession(ctx, tenant, "unhurried")
-	require.NoError(t, err)
-	require.EqualValues(t, 1, sess.ProxySeq, "the round waits for the session's lock")
-
-	require.NoError(t, hold.Rollback(ctx))
-	waitApplied(t, m.store, "unhurried", 2)
-	require.Equal(t, []string{"first", "noted", "second", "noted"}, storedTexts(t, m.store, "unhurried"))
 }

@@ -99,7 +99,7 @@ func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, api
 			}
 		})
 	}
-	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })
+	t.Cleanup(func() { api.Close(); gw.Drain(); cancel(); wg.Wait() })
 	return &mnemos{store: st, api: api, metrics: metrics}
 }
 

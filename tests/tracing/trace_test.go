@@ -142,7 +142,7 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(func() { api.Close(); cancel(); wg.Wait() })
+	t.Cleanup(func() { api.Close(); gw.Drain(); cancel(); wg.Wait() })
 
 	// One round whose usage puts the session past 167,000 tokens.
 	var msgs []turn.Message

@@ -5,8 +5,7 @@
 package tokens
 
 import (
-	"encoding/json"
-
+	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -121,7 +120,7 @@ func isJSONContainer(s string) bool {
 	if !object && !array {
 		return false
 	}
-	return json.Valid([]byte(s[i : j+1]))
+	return jsonvalid.Valid([]byte(s[i : j+1]))
 }
 
 func isSpace(c byte) bool {

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
 )
 
 // SchemaJSON is the JSON Schema of mnemos.turn.v1, as committed in the repository.
@@ -157,7 +159,7 @@ func checkEncoding(data []byte, limit int) error {
 	if !utf8.Valid(data) {
 		return Refuse(ReasonInvalidUTF8, "event is not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 	}
-	if !json.Valid(data) {
+	if !jsonvalid.Valid(data) {
 		return Refuse(ReasonBadJSON, "%s", jsonSyntaxDetail(data))
 	}
 	if at := escapedNUL(data); at >= 0 {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -93,7 +94,7 @@ func decodeBody(body io.Reader, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return io.EOF
 	}
-	if json.Valid(data) {
+	if jsonvalid.Valid(data) {
 		if at, key := turn.DuplicateKey(data); at >= 0 {
 			return fmt.Errorf("%w: %s at byte %d repeats a key of the same object; name each key once", errDuplicateKey, describe(key), at)
 		}

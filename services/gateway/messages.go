@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -205,7 +206,7 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 	}
 	req := &messagesRequest{client: r}
 	// Checked once; then split without encoding/json's scanner (messages_json.go).
-	if !json.Valid(body) {
+	if !jsonvalid.Valid(body) {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
 		return nil, nil, false
 	}

@@ -83,6 +83,19 @@ type Beside struct {
 // stored less than set.PrefetchWait ago; every other undecided one is
 // decided now, as showing nothing.
 func Attach(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message, set Settings, now time.Time) (Beside, error) {
+	return AttachKnown(ctx, tx, sess, msgs, set, now, nil)
+}
+
+// Known keeps decisions a caller has read before: a decision never changes
+// (see Attach), so a message whose decision is known needs no read.
+type Known interface {
+	Decision(uuid string) (store.RecallPrefetch, bool)
+	Remember(uuid string, d store.RecallPrefetch)
+}
+
+// AttachKnown is Attach reading only the decisions known (which may be
+// nil) does not hold, and telling it those it read.
+func AttachKnown(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message, set Settings, now time.Time, known Known) (Beside, error) {
 	var users []view.Message
 	for _, m := range msgs {
 		if Prefetched(m) {
@@ -93,14 +106,20 @@ func Attach(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.M
 	if len(users) == 0 {
 		return out, nil
 	}
-	uuids := make([]string, len(users))
-	for i, m := range users {
-		uuids[i] = m.UUID
+	decided := map[string]store.RecallPrefetch{}
+	var uuids []string
+	for _, m := range users {
+		if d, ok := decision(known, m.UUID); ok {
+			decided[m.UUID] = d
+			continue
+		}
+		uuids = append(uuids, m.UUID)
 	}
-	decided, err := tx.RecallPrefetches(ctx, sess.SessionID, uuids)
+	read, err := tx.RecallPrefetches(ctx, sess.SessionID, uuids)
 	if err != nil {
 		return Beside{}, fmt.Errorf("recall.Attach: %w", err)
 	}
+	maps.Copy(decided, read)
 	expected := set.Enabled && set.Prefetch && len(memory.ScopesOf(sess.MemoryScope)) > 0
 	var open []string
 	for i, m := range users {
@@ -123,6 +142,12 @@ func Attach(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.M
 			return Beside{}, fmt.Errorf("recall.Attach: %w", err)
 		}
 		maps.Copy(decided, closed)
+		maps.Copy(read, closed)
+	}
+	if known != nil {
+		for uuid, d := range read {
+			known.Remember(uuid, d)
+		}
 	}
 	for uuid, d := range decided {
 		if len(d.Blocks) == 0 {
@@ -154,4 +179,11 @@ func Close(ctx context.Context, tx *store.Tx, sessionID, uuid string) error {
 		return fmt.Errorf("recall.Close: %w", err)
 	}
 	return nil
+}
+
+func decision(known Known, uuid string) (store.RecallPrefetch, bool) {
+	if known == nil {
+		return store.RecallPrefetch{}, false
+	}
+	return known.Decision(uuid)
 }

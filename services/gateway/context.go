@@ -260,36 +260,8 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	var beside recall.Beside
 	var snapshot *store.ContextSnapshot
 	for micro, edited := false, false; ; {
-		err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-			sess, err := tx.Session(ctx, id)
-			if err != nil {
-				return err
-			}
-			if err := gate.admit(ctx, g, sess); err != nil {
-				return err
-			}
-			if st, err = g.contexts.LoadFor(ctx, tx, sess); err != nil {
-				return err
-			}
-			switch snap, err := tx.ContextSnapshot(ctx, id); {
-			case errors.Is(err, store.ErrNotFound):
-				snapshot = nil
-			case err != nil:
-				return err
-			default:
-				snapshot = &snap
-			}
-			section, err = memory.FrozenSection(ctx, tx, memory.SessionSection{
-				SessionID: id, MemoryScope: st.Session.MemoryScope, CompactionID: st.Session.CompactionID,
-				KeepsPrefix: st.Compaction.Direction == "from",
-			}, set.Memory)
-			if err != nil {
-				return err
-			}
-			beside, err = recall.Attach(ctx, tx, st.Session, st.Messages, set.Recall, time.Now())
-			return err
-		})
-		if err != nil {
+		var err error
+		if st, section, beside, snapshot, err = g.readContext(ctx, tenant, id, set, gate); err != nil {
 			return ContextBody{}, encodedContext{}, false, err
 		}
 		switch {
@@ -350,6 +322,68 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 		return ContextBody{}, encodedContext{}, false, err
 	}
 	return body, encoded, st.Session.TokenCount >= limits.Blocking, nil
+}
+
+// readContext reads what a render of the session needs, in one
+// transaction: its state (sessionctx), the last context snapshot, the
+// frozen memory section and what is shown beside its user messages. What
+// it decided for good is kept in the gateway's caches once the
+// transaction has committed.
+func (g *Gateway) readContext(ctx context.Context, tenant, id string, set tenantcfg.Settings, gate *renderGate) (
+	st sessionctx.State, section []string, beside recall.Beside, snapshot *store.ContextSnapshot, err error,
+) {
+	var known *knownDecisions
+	var newSection string // the key of a section this read stored or read
+	err = g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		sess, err := tx.Session(ctx, id)
+		if err != nil {
+			return err
+		}
+		known = &knownDecisions{cache: g.decisions, session: incarnation(sess)}
+		if err := gate.admit(ctx, g, sess); err != nil {
+			return err
+		}
+		if st, err = g.contexts.LoadFor(ctx, tx, sess); err != nil {
+			return err
+		}
+		switch snap, err := tx.ContextSnapshot(ctx, id); {
+		case errors.Is(err, store.ErrNotFound):
+			snapshot = nil
+		case err != nil:
+			return err
+		default:
+			snapshot = &snap
+		}
+		if section, newSection, err = g.frozenSection(ctx, tx, st, set); err != nil {
+			return err
+		}
+		beside, err = recall.AttachKnown(ctx, tx, st.Session, st.Messages, set.Recall, time.Now(), known)
+		return err
+	})
+	if err != nil {
+		return st, nil, recall.Beside{}, nil, err
+	}
+	known.keep()
+	if newSection != "" {
+		g.sections.put(newSection, section)
+	}
+	return st, section, beside, snapshot, nil
+}
+
+// frozenSection is the memory section of st's session as frozen for its
+// compaction: from the gateway's cache (immutable.go), else read (or made
+// and stored) in tx, with the key to keep it under once tx commits ("" when
+// it came from the cache).
+func (g *Gateway) frozenSection(ctx context.Context, tx *store.Tx, st sessionctx.State, set tenantcfg.Settings) ([]string, string, error) {
+	key := incarnation(st.Session) + "\x00" + st.Session.CompactionID
+	if section, ok := g.sections.get(key); ok {
+		return section, "", nil
+	}
+	section, err := memory.FrozenSection(ctx, tx, memory.SessionSection{
+		SessionID: st.Session.SessionID, MemoryScope: st.Session.MemoryScope, CompactionID: st.Session.CompactionID,
+		KeepsPrefix: st.Compaction.Direction == "from",
+	}, set.Memory)
+	return section, key, err
 }
 
 // renderGate admits a render inside the context's own read, with no

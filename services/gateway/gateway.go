@@ -142,6 +142,11 @@ type Gateway struct {
 	prefixCounts prefixCounts
 	// records runs the proxy's round records after their answers (rounds.go).
 	records roundRecords
+	// sections and decisions are what context reads decided for good
+	// (immutable.go): frozen memory sections by session and compaction,
+	// recall's decisions by session and message.
+	sections  *immutable[[]string]
+	decisions *immutable[store.RecallPrefetch]
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
@@ -163,6 +168,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		admission: newAdmission(cfg),
 		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),
 		readable:  newVerdicts(verdictLimit), unchanged: newVerdicts(verdictLimit),
+		sections: newImmutable[[]string](immutablesMax), decisions: newImmutable[store.RecallPrefetch](immutablesMax),
 	}
 	if err := g.observeInflight(meter); err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)

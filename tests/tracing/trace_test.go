@@ -95,14 +95,12 @@ func requireChildOf(t *testing.T, child, parent tracetest.SpanStub) {
 	require.Equal(t, parent.SpanContext.TraceID(), child.SpanContext.TraceID())
 }
 
-// TestOneTraceFromIngestToCompaction posts one turn large enough to cross
-// the auto-compact threshold to the gateway and follows it through the
-// real services (gateway, accountant, outbox relay, compactor with the
-// guarded builtin provider): HTTP ingest, publish, consume, the
-// compaction's model call and compact.completed are one trace, with every
-// parent link across NATS intact.
-func TestOneTraceFromIngestToCompaction(t *testing.T) {
-	t.Parallel()
+// startTraced runs the gateway, the accountant, the outbox relay and, with
+// compact, the compactor (the guarded builtin provider) on a real Postgres
+// and JetStream, every span they make kept by the exporter it returns. The
+// tenant acme's key is trace-key.
+func startTraced(t *testing.T, compact bool) (*store.Store, *httptest.Server, *tracetest.InMemoryExporter) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -123,11 +121,15 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 
 	acc, err := tokenaccounting.New(tokenaccounting.DefaultConfig(), st, b, settings, log, nil)
 	require.NoError(t, err)
-	provider := llm.Guard(builtin.New(map[llm.Task]builtin.Handler{llm.TaskCompaction: compaction.BuiltinSummarizer}),
-		llm.GuardOptions{TracerProvider: tp})
-	comp, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log, nil)
-	require.NoError(t, err)
 	relay := outbox.New(outbox.Config{Poll: 20 * time.Millisecond}, st, b, log)
+	runs := []func(context.Context) error{acc.Run, relay.Run}
+	if compact {
+		provider := llm.Guard(builtin.New(map[llm.Task]builtin.Handler{llm.TaskCompaction: compaction.BuiltinSummarizer}),
+			llm.GuardOptions{TracerProvider: tp})
+		comp, err := compactor.New(compactor.DefaultConfig(), st, b, settings, provider, log, nil)
+		require.NoError(t, err)
+		runs = append(runs, comp.Run)
+	}
 	gw, err := gateway.New(gateway.DefaultConfig(), st, b, settings, log, nil)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -135,7 +137,7 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 	api := httptest.NewServer(telemetry.HTTPHandler(mux, tp, metrics.MeterProvider()))
 
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{acc.Run, comp.Run, relay.Run} {
+	for _, run := range runs {
 		wg.Go(func() {
 			if err := run(ctx); err != nil {
 				t.Errorf("service: %v", err)
@@ -143,6 +145,19 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() { api.Close(); gw.Drain(); cancel(); wg.Wait() })
+	return st, api, exp
+}
+
+// TestOneTraceFromIngestToCompaction posts one turn large enough to cross
+// the auto-compact threshold to the gateway and follows it through the
+// real services (gateway, accountant, outbox relay, compactor with the
+// guarded builtin provider): HTTP ingest, publish, consume, the
+// compaction's model call and compact.completed are one trace, with every
+// parent link across NATS intact.
+func TestOneTraceFromIngestToCompaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, api, exp := startTraced(t, true)
 
 	// One round whose usage puts the session past 167,000 tokens.
 	var msgs []turn.Message
@@ -211,4 +226,63 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 	for _, s := range []tracetest.SpanStub{pubTurn, consume, pubRequest, compact, model, completed} {
 		require.Equal(t, ingest.SpanContext.TraceID(), s.SpanContext.TraceID(), s.Name)
 	}
+}
+
+// TestAContextReadAgainSkipsWhatIsDecided: what a context read decides for
+// good — the memory section frozen for the session's compaction, and what
+// is shown beside each user message — is read from Postgres by the first
+// read of a session and not by the next, which answers the same bytes.
+func TestAContextReadAgainSkipsWhatIsDecided(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, api, exp := startTraced(t, false)
+
+	do := func(method, path, body string) []byte {
+		req, err := http.NewRequest(method, api.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer trace-key")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out json.RawMessage
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		require.Less(t, resp.StatusCode, 300, "%s %s: %s", method, path, out)
+		return out
+	}
+	ev, err := json.Marshal(turn.Event{
+		Schema: turn.SchemaV1, EventID: "decided-1", SessionID: "decided", Seq: 1, Model: "claude-sonnet-4-5", OccurredAt: time.Now().UTC(),
+		InputMessages: []turn.Message{{UUID: "u1", Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: "Read the logs and fix the build."}}}},
+		Response:      &turn.Message{UUID: "a1", Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: turn.BlockText, Text: "Fixed."}}},
+		Usage:         &turn.Usage{InputTokens: 40, OutputTokens: 5},
+	})
+	require.NoError(t, err)
+	do(http.MethodPost, "/v1/turns", string(ev))
+	require.Eventually(t, func() bool {
+		s, err := st.GetSession(ctx, "acme", "decided")
+		return err == nil && s.AppliedSeq == 1
+	}, 30*time.Second, 20*time.Millisecond)
+
+	// The queries a context read made: those under its server span.
+	read := func() (body []byte, queries map[string]bool) {
+		exp.Reset()
+		body = do(http.MethodGet, "/v1/sessions/decided/context", "")
+		all := spans(exp.GetSpans())
+		server := all.named(t, "GET /v1/sessions/{id}/context")
+		queries = map[string]bool{}
+		for _, sp := range all {
+			if sp.SpanKind == trace.SpanKindClient && sp.SpanContext.TraceID() == server.SpanContext.TraceID() {
+				queries[sp.Name] = true
+			}
+		}
+		return body, queries
+	}
+	first, q1 := read()
+	require.True(t, q1["MemorySectionGet"], "the first read reads the section: %v", q1)
+	require.True(t, q1["RecallPrefetchList"], "the first read reads what is beside the user's message: %v", q1)
+	again, q2 := read()
+	require.Equal(t, map[string]bool{"BEGIN": true, "SessionGet": true, "ReplacementsOfKinds": true, "ContextSnapshotGet": true, "COMMIT": true}, q2,
+		"the read again: the session, its cuts and its snapshot, in one transaction")
+	require.False(t, q2["MemorySectionGet"], "the section is decided: %v", q2)
+	require.False(t, q2["RecallPrefetchList"], "what is beside the message is decided: %v", q2)
+	require.JSONEq(t, string(first), string(again))
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -341,6 +342,15 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	recording = true
 	bg := context.WithoutCancel(ctx)
 	g.records.run(tenant+"\x00"+req.session, func() {
+		defer func() {
+			// Off the handler, net/http no longer recovers a panic: it
+			// would end the process with every round in flight.
+			if p := recover(); p != nil {
+				g.log.Error("messages proxy: recording the round panicked", "tenant", tenant, "session", req.session,
+					"panic", p, "stack", string(debug.Stack()))
+				g.countProxy(bg, proxyUnrecorded)
+			}
+		}()
 		if err := g.recordRound(bg, tenant, r, req, body, reply); err != nil {
 			g.log.Error("messages proxy: the round was not recorded", "tenant", tenant, "session", req.session, "err", err)
 			g.flushSnapshot(bg, tenant, req)

@@ -138,8 +138,9 @@ type Gateway struct {
 	// the client's message.
 	readable, unchanged *verdicts
 	// prefixCounts are the exact sizes of system prompts and tools an
-	// upstream counted for exact preflights (preflight_exact.go).
-	prefixCounts prefixCounts
+	// upstream counted for exact preflights (preflight_exact.go), which a
+	// prefix's hash names for good.
+	prefixCounts *immutable[int64]
 	// records runs the proxy's round records after their answers (rounds.go).
 	records roundRecords
 	// sections and decisions are what context reads decided for good
@@ -169,6 +170,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),
 		readable:  newVerdicts(verdictLimit), unchanged: newVerdicts(verdictLimit),
 		sections: newImmutable[[]string](immutablesMax), decisions: newImmutable[store.RecallPrefetch](immutablesMax),
+		prefixCounts: newImmutable[int64](immutablesMax),
 	}
 	if err := g.observeInflight(meter); err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)

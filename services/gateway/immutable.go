@@ -7,13 +7,16 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
-// What a context read decides once and never changes is kept here after
-// its transaction commits, so the next read of the session does not read
-// it again: the frozen memory section of a session's compaction, and what
-// is shown beside each user message (recall's decision). Keys name the
-// session's incarnation (its creation time), so a session deleted and
-// made again under the same id starts over. Each gateway replica keeps its
-// own; a replica that has not read a decision reads it from Postgres.
+// immutable keeps values that never change once known, up to max of them
+// (full, it forgets one to take another). What a context read decides for
+// good is kept in them after its transaction commits, so the next read of
+// the session does not read it again: the frozen memory section of a
+// session's compaction, and what is shown beside each user message
+// (recall's decision); their keys name the session's incarnation (its
+// creation time), so a session deleted and made again under the same id
+// starts over. So are the exact sizes of request prefixes (exact
+// preflights). Each gateway replica keeps its own; one that has not
+// learnt a value reads or counts it again.
 type immutable[V any] struct {
 	mu  sync.Mutex
 	m   map[string]V

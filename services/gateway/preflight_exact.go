@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -190,37 +189,4 @@ func countableContent(msgs []turn.Message) ([]json.RawMessage, bool) {
 // model has its own tokenizer.
 func prefixKey(tenant, model, hash string) string {
 	return tenant + "\x00" + model + "\x00" + hash
-}
-
-// prefixCountsMax bounds the exact prefix sizes a gateway keeps.
-const prefixCountsMax = 10_000
-
-// prefixCounts keeps the exact size of the system prompts and tools an
-// upstream counted, by prefixKey. Each gateway replica keeps its own: one
-// that has not seen a prefix whole answers its estimate for it.
-type prefixCounts struct {
-	mu sync.Mutex
-	m  map[string]int64
-}
-
-func (c *prefixCounts) get(key string) (int64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, ok := c.m[key]
-	return n, ok
-}
-
-func (c *prefixCounts) put(key string, n int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]int64{}
-	}
-	if _, ok := c.m[key]; !ok && len(c.m) >= prefixCountsMax {
-		for k := range c.m { // full: forget one, any one
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[key] = n
 }

@@ -157,63 +157,59 @@ type canon struct {
 	marked bool
 }
 
-// canons remembers canon by the block's bytes: a conversation resends
-// every block of the round before, and working each out again (a decode
-// and an encode of the whole request) would make this stand-in for a
-// remote server the busiest part of a benchmark run on the same machine.
-var canons struct {
-	sync.Mutex
-	m map[[sha256.Size]byte]canon
+// memo remembers what a function made of some bytes, by their digest:
+// a conversation resends every block of the round before, and working
+// each out again (a decode and an encode of the whole request) would make
+// this stand-in for a remote server the busiest part of a benchmark run on
+// the same machine. It holds at most memoMax values; past it, it starts
+// over.
+type memo[V any] struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]V
 }
 
-// contents remembers the canon of each block of a content (blockCanons)
-// by its bytes, so a message resent is not split again either.
-var contents struct {
-	sync.Mutex
-	m map[[sha256.Size]byte][]canon
+const memoMax = 1 << 18
+
+func (c *memo[V]) of(raw []byte, work func([]byte) V) V {
+	key := sha256.Sum256(raw)
+	c.mu.Lock()
+	v, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = work(raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= memoMax {
+		c.m = map[[sha256.Size]byte]V{}
+	}
+	c.m[key] = v
+	return v
+}
+
+var (
+	canons   memo[canon]   // a block's canon
+	contents memo[[]canon] // the canon of each block of a content
+)
+
+// canonicalOf is the canon of a block.
+func canonicalOf(raw json.RawMessage) canon {
+	return canons.of(raw, func(raw []byte) canon {
+		b, marked := canonical(raw)
+		return canon{digest: sha256.Sum256(b), size: int64(len(b)), marked: marked}
+	})
 }
 
 // blockCanons is the canon of each of raw's blocks (see blocksOf).
 func blockCanons(raw json.RawMessage) []canon {
-	key := sha256.Sum256(raw)
-	contents.Lock()
-	cs, ok := contents.m[key]
-	contents.Unlock()
-	if ok {
+	return contents.of(raw, func(raw []byte) []canon {
+		var cs []canon
+		for _, b := range blocksOf(raw) {
+			cs = append(cs, canonicalOf(b))
+		}
 		return cs
-	}
-	for _, b := range blocksOf(raw) {
-		cs = append(cs, canonicalOf(b))
-	}
-	contents.Lock()
-	defer contents.Unlock()
-	if contents.m == nil || len(contents.m) >= canonsMax {
-		contents.m = make(map[[sha256.Size]byte][]canon)
-	}
-	contents.m[key] = cs
-	return cs
-}
-
-// canonsMax bounds canons and contents; past it, each starts over.
-const canonsMax = 1 << 18
-
-func canonicalOf(raw json.RawMessage) canon {
-	key := sha256.Sum256(raw)
-	canons.Lock()
-	c, ok := canons.m[key]
-	canons.Unlock()
-	if ok {
-		return c
-	}
-	b, marked := canonical(raw)
-	c = canon{digest: sha256.Sum256(b), size: int64(len(b)), marked: marked}
-	canons.Lock()
-	defer canons.Unlock()
-	if canons.m == nil || len(canons.m) >= canonsMax {
-		canons.m = make(map[[sha256.Size]byte]canon)
-	}
-	canons.m[key] = c
-	return c
+	})
 }
 
 // canonical is a JSON value without its cache_control keys, compacted, and

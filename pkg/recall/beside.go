@@ -149,6 +149,32 @@ func AttachKnown(ctx context.Context, tx *store.Tx, sess store.Session, msgs []v
 			known.Remember(uuid, d)
 		}
 	}
+	show(out, decided)
+	return out, nil
+}
+
+// AttachDecided is AttachKnown when known holds the decision on every
+// user message of msgs; when it does not, it reports false, having read
+// nothing, and the caller attaches in a transaction.
+func AttachDecided(msgs []view.Message, known Known) (Beside, bool) {
+	out := Beside{Blocks: map[string]turn.Content{}}
+	decided := map[string]store.RecallPrefetch{}
+	for _, m := range msgs {
+		if !Prefetched(m) {
+			continue
+		}
+		d, ok := decision(known, m.UUID)
+		if !ok {
+			return Beside{}, false
+		}
+		decided[m.UUID] = d
+	}
+	show(out, decided)
+	return out, true
+}
+
+// show puts in out the reminders decided to be shown beside each message.
+func show(out Beside, decided map[string]store.RecallPrefetch) {
 	for uuid, d := range decided {
 		if len(d.Blocks) == 0 {
 			continue
@@ -159,7 +185,6 @@ func AttachKnown(ctx context.Context, tx *store.Tx, sess store.Session, msgs []v
 		}
 		out.Blocks[uuid] = content
 	}
-	return out, nil
 }
 
 // Decided reports whether what is shown beside a user message is decided.

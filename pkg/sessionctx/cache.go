@@ -3,6 +3,7 @@ package sessionctx
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -91,6 +92,13 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (
 	if err != nil {
 		return State{}, err
 	}
+	return withMessages(ctx, tx, sess, c.extend(key, sess, held, heldCost, from, end, added))
+}
+
+// extend is what a read of sess shows: the messages held, from the
+// session's kept point to end, and those added after them, which the cache
+// keeps from now on.
+func (c *Cache) extend(key cacheKey, sess store.Session, held []view.Message, heldCost, from, end int64, added []view.Message) []view.Message {
 	msgs := held
 	if end > sess.MessageCount {
 		// A newer read filled the cache past this read's session: show
@@ -105,16 +113,15 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (
 	if len(added) > 0 {
 		msgs = make([]view.Message, 0, len(held)+len(added))
 		msgs = append(append(msgs, held...), added...)
-		end = added[len(added)-1].Position + 1
 		cost := heldCost
 		for _, m := range added {
 			cost += messageCost(m)
 		}
-		c.put(key, from, end, msgs, cost, len(added))
+		c.put(key, from, added[len(added)-1].Position+1, msgs, cost, len(added))
 	}
 	// The full slice expression makes an append by the reader copy instead
 	// of writing into the cache's array.
-	return withMessages(ctx, tx, sess, msgs[:len(msgs):len(msgs)])
+	return msgs[:len(msgs):len(msgs)]
 }
 
 // pageRows is how many messages a read fetches at once: a session read
@@ -253,4 +260,97 @@ func messageCost(m view.Message) int64 {
 func blockCost(b turn.Block) int64 {
 	return int64(len(b.Text)+len(b.Citations)+len(b.Thinking)+len(b.Signature)+len(b.Data)+len(b.ID)+len(b.Name)+
 		len(b.Input)+len(b.ToolUseID)+len(b.Source)+len(b.Title)+len(b.Context)+len(b.CacheControl)) + 256
+}
+
+// Ahead is a session's context read ahead of its session's row, in the
+// same round trip (store.Reads): the messages stored after those the cache
+// holds, the session's compaction and its decisions. Once the row is read,
+// State completes the context from them, when they are enough: the
+// session was in the cache (so its kept point was no surprise), and one
+// page held every message since. Otherwise the caller reads the context in
+// a transaction, as LoadFor does.
+type Ahead struct {
+	c          *Cache
+	key        cacheKey
+	from       int64 // the position the page starts at
+	page       *store.Future[[]store.Message]
+	compaction *store.Future[store.Compaction]
+	decided    *store.Future[[]store.Replacement]
+}
+
+// Ahead queues in r the reads of session's context that do not need its
+// row. The row must be queued before them: each statement of r sees what
+// was committed before it, so the messages read then reach at least as far
+// as the row's count. It returns nil when the session is not cached (State
+// of a nil Ahead is never enough).
+func (c *Cache) Ahead(ctx context.Context, r *store.Reads, tenant, sessionID string) *Ahead {
+	if c == nil || c.maxBytes <= 0 {
+		return nil
+	}
+	key := cacheKey{tenant, sessionID}
+	c.mu.Lock()
+	el, ok := c.sessions[key]
+	var end int64
+	if ok {
+		end = el.Value.(*cached).end
+	}
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return &Ahead{
+		c: c, key: key, from: end,
+		page: store.Queue(r, func(tx *store.Tx) ([]store.Message, error) {
+			return tx.MessagesPage(ctx, sessionID, end, pageRows)
+		}),
+		compaction: store.Queue(r, func(tx *store.Tx) (store.Compaction, error) { return tx.SessionCompaction(ctx, sessionID) }),
+		decided:    store.Queue(r, func(tx *store.Tx) ([]store.Replacement, error) { return decisions(ctx, tx, sessionID) }),
+	}
+}
+
+// State is the context of sess, the row read before a's reads, and
+// whether a's reads were enough to make it (false: read it with LoadFor).
+func (a *Ahead) State(sess store.Session) (State, bool, error) {
+	if a == nil {
+		return State{}, false, nil
+	}
+	rows, err := a.page.Get()
+	if err != nil {
+		return State{}, false, err
+	}
+	if len(rows) >= pageRows {
+		return State{}, false, nil // more than a page since: LoadFor pages them
+	}
+	var c store.Compaction
+	if sess.CompactionID != "" {
+		if c, err = a.compaction.Get(); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return State{}, false, err
+		}
+		if c.ID != sess.CompactionID {
+			return State{}, false, nil // a compaction landed between the two statements
+		}
+	}
+	decided, err := a.decided.Get()
+	if err != nil {
+		return State{}, false, err
+	}
+	held, heldCost, from, end := a.c.get(a.key, sess.KeepFrom)
+	if from != sess.KeepFrom || end < a.from {
+		return State{}, false, nil // dropped or cut back since it was queued
+	}
+	added, err := Messages(throughCount(rows, sess))
+	if err != nil {
+		return State{}, false, fmt.Errorf("sessionctx.Load: %w", err)
+	}
+	for len(added) > 0 && added[0].Position < end { // a newer read cached these meanwhile
+		added = added[1:]
+	}
+	if len(added) > 0 && added[0].Position != end {
+		return State{}, false, nil
+	}
+	for i := range added {
+		added[i].Memo = &view.Memo{}
+	}
+	st, err := stateOf(sess, a.c.extend(a.key, sess, held, heldCost, from, end, added), c, decided)
+	return st, err == nil, err
 }

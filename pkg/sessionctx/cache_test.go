@@ -275,3 +275,104 @@ func TestALoadShowsTheSessionAsItWasRead(t *testing.T) {
 	fresh, _ := e.load(t, sessionctx.NewCache(64<<20), "s")
 	require.Greater(t, len(fresh.Messages), int(before.MessageCount), "round 3 did add messages")
 }
+
+// ahead reads a session's context ahead of its row, as the gateway does,
+// and the same context in a transaction.
+func (e *env) ahead(t *testing.T, c *sessionctx.Cache, session string) (st sessionctx.State, ok bool, plain sessionctx.State) {
+	t.Helper()
+	ctx := context.Background()
+	reads := store.NewReads(tenant)
+	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, session) })
+	a := c.Ahead(ctx, reads, tenant, session)
+	require.NoError(t, e.store.Read(ctx, reads))
+	sess, err := row.Get()
+	require.NoError(t, err)
+	st, ok, err = a.State(sess)
+	require.NoError(t, err)
+	require.NoError(t, e.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		plain, err = sessionctx.Load(ctx, tx, session)
+		return err
+	}))
+	return st, ok, plain
+}
+
+func TestAReadAheadIsTheContextTheTransactionReads(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := sessionctx.NewCache(64 << 20)
+	for seq := int64(1); seq <= 3; seq++ {
+		e.round(t, "s1", seq)
+	}
+	_, ok, _ := e.ahead(t, c, "s1")
+	require.False(t, ok, "a session not cached yet is read in a transaction")
+	e.load(t, c, "s1")
+
+	st, ok, plain := e.ahead(t, c, "s1")
+	require.True(t, ok)
+	require.Equal(t, plain.Messages, withoutMemos(st.Messages))
+	require.Equal(t, plain.Session, st.Session)
+
+	// Two rounds later: their messages come with the row, and the cache
+	// holds them for the next read.
+	e.round(t, "s1", 4)
+	e.round(t, "s1", 5)
+	st, ok, plain = e.ahead(t, c, "s1")
+	require.True(t, ok)
+	require.Len(t, st.Messages, 10)
+	require.Equal(t, plain.Messages, withoutMemos(st.Messages))
+	require.EqualValues(t, 10, c.Stats().Fetched)
+	cached, _ := e.load(t, c, "s1")
+	require.Equal(t, plain.Messages, withoutMemos(cached.Messages))
+	require.EqualValues(t, 10, c.Stats().Fetched, "nothing fetched twice")
+
+	// A micro-compaction decision is read with them.
+	require.NoError(t, e.store.InTx(context.Background(), tenant, func(tx *store.Tx) error {
+		return tx.RecordReplacement(context.Background(), store.Replacement{SessionID: "s1", Kind: store.ReplaceMicrocompact, ToolUseID: "s1-call-2", Text: "[cleared]"})
+	}))
+	st, ok, plain = e.ahead(t, c, "s1")
+	require.True(t, ok)
+	require.Equal(t, map[string]bool{"s1-call-2": true}, st.Cleared)
+	require.Equal(t, plain.Cleared, st.Cleared)
+
+	// The kept point moved on (a compaction): the cache serves from there.
+	ctx := context.Background()
+	reads := store.NewReads(tenant)
+	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	a := c.Ahead(ctx, reads, tenant, "s1")
+	require.NoError(t, e.store.Read(ctx, reads))
+	sess, err := row.Get()
+	require.NoError(t, err)
+	sess.KeepFrom = 2
+	st, ok, err = a.State(sess)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "s1-u2", st.Messages[0].UUID)
+	require.Len(t, st.Messages, 8)
+}
+
+func TestAReadAheadOfASessionDroppedMeanwhileIsNotEnough(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	for seq := int64(1); seq <= 3; seq++ {
+		e.round(t, "s1", seq)
+		e.round(t, "s2", seq)
+	}
+	sized := sessionctx.NewCache(64 << 20)
+	e.load(t, sized, "s1")
+	c := sessionctx.NewCache(sized.Stats().Bytes) // room for one of them
+	e.load(t, c, "s1")
+	e.round(t, "s1", 4)
+
+	reads := store.NewReads(tenant)
+	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	a := c.Ahead(ctx, reads, tenant, "s1")
+	require.NotNil(t, a)
+	require.NoError(t, e.store.Read(ctx, reads))
+	e.load(t, c, "s2") // s1 leaves the cache
+	sess, err := row.Get()
+	require.NoError(t, err)
+	_, ok, err := a.State(sess)
+	require.NoError(t, err)
+	require.False(t, ok, "what was read ahead starts after messages the cache no longer holds")
+}

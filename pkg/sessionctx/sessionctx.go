@@ -85,21 +85,37 @@ func LoadAll(ctx context.Context, tx *store.Tx, sessionID string) (State, []view
 // compaction's head and the frozen decisions of micro-compaction and of
 // context-management edits, read together.
 func withMessages(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message) (State, error) {
-	st := State{Session: sess, Messages: msgs, Cleared: map[string]bool{}}
+	var c store.Compaction
 	if sess.CompactionID != "" {
-		c, err := tx.Compaction(ctx, sess.CompactionID)
-		if err != nil {
+		var err error
+		if c, err = tx.Compaction(ctx, sess.CompactionID); err != nil {
 			return State{}, fmt.Errorf("sessionctx.Load: compaction: %w", err)
 		}
-		if st.Head, err = DecodeHead(c.Head); err != nil {
-			return State{}, fmt.Errorf("sessionctx.Load: compaction %s: %w", c.ID, err)
-		}
-		st.Compaction = c
 	}
-	decided, err := tx.ReplacementsOfKinds(ctx, sess.SessionID, store.ReplaceMicrocompact,
-		store.ReplaceClearToolUses, store.ReplaceClearToolInput, store.ReplaceClearThinking)
+	decided, err := decisions(ctx, tx, sess.SessionID)
 	if err != nil {
 		return State{}, err
+	}
+	return stateOf(sess, msgs, c, decided)
+}
+
+// decisions reads the frozen decisions a render applies: micro-compaction's
+// and context-management edits'.
+func decisions(ctx context.Context, tx *store.Tx, sessionID string) ([]store.Replacement, error) {
+	return tx.ReplacementsOfKinds(ctx, sessionID, store.ReplaceMicrocompact,
+		store.ReplaceClearToolUses, store.ReplaceClearToolInput, store.ReplaceClearThinking)
+}
+
+// stateOf is the State of sess made of what was read: its messages, its
+// compaction (when sess names one) and its decisions.
+func stateOf(sess store.Session, msgs []view.Message, c store.Compaction, decided []store.Replacement) (State, error) {
+	st := State{Session: sess, Messages: msgs, Cleared: map[string]bool{}}
+	if sess.CompactionID != "" {
+		head, err := DecodeHead(c.Head)
+		if err != nil {
+			return State{}, fmt.Errorf("sessionctx.Load: compaction %s: %w", c.ID, err)
+		}
+		st.Head, st.Compaction = head, c
 	}
 	st.Cuts = assembly.Cuts{ToolUses: map[string]bool{}, Inputs: map[string]bool{}, Thinking: map[string]bool{}}
 	for _, r := range decided {

@@ -109,6 +109,16 @@ func (t *Tx) Compaction(ctx context.Context, id string) (Compaction, error) {
 	return toCompaction(r), nil
 }
 
+// SessionCompaction reads the compaction the session's context starts
+// from (its CompactionID): ErrNotFound before its first.
+func (t *Tx) SessionCompaction(ctx context.Context, sessionID string) (Compaction, error) {
+	r, err := t.q.CompactionOfSession(ctx, dbsqlc.CompactionOfSessionParams{TenantID: t.tenant, SessionID: sessionID})
+	if err != nil {
+		return Compaction{}, fmt.Errorf("store.SessionCompaction: %w", notFound(err))
+	}
+	return toCompaction(r), nil
+}
+
 // Compactions lists a session's compactions, oldest first.
 func (t *Tx) Compactions(ctx context.Context, sessionID string) ([]Compaction, error) {
 	rows, err := t.q.CompactionListBySession(ctx, dbsqlc.CompactionListBySessionParams{TenantID: t.tenant, SessionID: sessionID})

@@ -215,6 +215,7 @@ func beginForTenant(tenant string) string {
 type Tx struct {
 	tx       pgx.Tx
 	q        *dbsqlc.Queries
+	db       dbsqlc.DBTX // what q sends to, for the reads of Reads (tx is nil)
 	tenant   string
 	notified bool // the outbox NOTIFY of this transaction is sent
 }

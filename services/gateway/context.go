@@ -332,6 +332,10 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 func (g *Gateway) readContext(ctx context.Context, tenant, id string, set tenantcfg.Settings, gate *renderGate) (
 	st sessionctx.State, section []string, beside recall.Beside, snapshot *store.ContextSnapshot, err error,
 ) {
+	var ok bool
+	if st, section, beside, snapshot, ok, err = g.readContextAhead(ctx, tenant, id, gate); ok || err != nil {
+		return st, section, beside, snapshot, err
+	}
 	var known *knownDecisions
 	var newSection string // the key of a section this read stored or read
 	err = g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
@@ -368,6 +372,56 @@ func (g *Gateway) readContext(ctx context.Context, tenant, id string, set tenant
 		g.sections.put(newSection, section)
 	}
 	return st, section, beside, snapshot, nil
+}
+
+// readContextAhead is readContext in one round trip to Postgres instead of
+// a transaction's six, when the gateway knows all that the session's row
+// does not say: its messages up to its last read (sessionctx.Ahead), its
+// frozen memory section, and recall's decision on each user message. It
+// reports false when it does not (a session's first read here, its first
+// after a compaction, a user message not yet decided on, a paced read):
+// readContext then reads in a transaction.
+func (g *Gateway) readContextAhead(ctx context.Context, tenant, id string, gate *renderGate) (
+	st sessionctx.State, section []string, beside recall.Beside, snapshot *store.ContextSnapshot, ok bool, err error,
+) {
+	if limits.PacerFrom(ctx) != nil {
+		return st, nil, beside, nil, false, nil // a heavy render reads a paced page at a time
+	}
+	reads := store.NewReads(tenant)
+	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, id) })
+	ahead := g.contexts.Ahead(ctx, reads, tenant, id) // after the row (see Ahead)
+	if ahead == nil {
+		return st, nil, beside, nil, false, nil
+	}
+	snap := store.Queue(reads, func(tx *store.Tx) (store.ContextSnapshot, error) { return tx.ContextSnapshot(ctx, id) })
+	if err := g.store.Read(ctx, reads); err != nil {
+		return st, nil, beside, nil, false, err
+	}
+	sess, err := row.Get()
+	if err != nil {
+		return st, nil, beside, nil, false, err
+	}
+	section, known := g.sections.get(incarnation(sess) + "\x00" + sess.CompactionID)
+	if !known {
+		return st, nil, beside, nil, false, nil
+	}
+	if err := gate.admit(ctx, g, sess); err != nil {
+		return st, nil, beside, nil, false, err
+	}
+	if st, ok, err = ahead.State(sess); !ok || err != nil {
+		return st, nil, beside, nil, false, err
+	}
+	if beside, ok = recall.AttachDecided(st.Messages, &knownDecisions{cache: g.decisions, session: incarnation(sess)}); !ok {
+		return st, nil, beside, nil, false, nil
+	}
+	switch s, err := snap.Get(); {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return st, nil, beside, nil, false, err
+	default:
+		snapshot = &s
+	}
+	return st, section, beside, snapshot, true, nil
 }
 
 // frozenSection is the memory section of st's session as frozen for its

@@ -10,6 +10,13 @@ RETURNING *;
 -- name: CompactionGet :one
 SELECT * FROM compactions WHERE tenant_id = @tenant_id AND id = @id;
 
+-- name: CompactionOfSession :one
+-- The compaction the session's context starts from, read with no other
+-- round trip for the session's row (a context read ahead).
+SELECT * FROM compactions
+WHERE compactions.tenant_id = @tenant_id
+  AND compactions.id = (SELECT s.compaction_id FROM sessions s WHERE s.tenant_id = @tenant_id AND s.session_id = @session_id);
+
 -- name: CompactionListBySession :many
 SELECT * FROM compactions WHERE tenant_id = @tenant_id AND session_id = @session_id ORDER BY created_at, id;
 

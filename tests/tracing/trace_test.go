@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
@@ -262,27 +263,61 @@ func TestAContextReadAgainSkipsWhatIsDecided(t *testing.T) {
 		return err == nil && s.AppliedSeq == 1
 	}, 30*time.Second, 20*time.Millisecond)
 
-	// The queries a context read made: those under its server span.
-	read := func() (body []byte, queries map[string]bool) {
+	// The round trips a context read made (its client spans) and the
+	// queries in them (a batch's are its events).
+	read := func() (body []byte, trips []string, queries map[string]bool) {
 		exp.Reset()
 		body = do(http.MethodGet, "/v1/sessions/decided/context", "")
 		all := spans(exp.GetSpans())
 		server := all.named(t, "GET /v1/sessions/{id}/context")
 		queries = map[string]bool{}
 		for _, sp := range all {
-			if sp.SpanKind == trace.SpanKindClient && sp.SpanContext.TraceID() == server.SpanContext.TraceID() {
-				queries[sp.Name] = true
+			if sp.SpanKind != trace.SpanKindClient || sp.SpanContext.TraceID() != server.SpanContext.TraceID() {
+				continue
+			}
+			trips = append(trips, sp.Name)
+			queries[sp.Name] = true
+			for _, ev := range sp.Events {
+				for _, a := range ev.Attributes {
+					if a.Key == semconv.DBQuerySummaryKey {
+						queries[a.Value.AsString()] = true
+					}
+				}
 			}
 		}
-		return body, queries
+		return body, trips, queries
 	}
-	first, q1 := read()
+	first, _, q1 := read()
 	require.True(t, q1["MemorySectionGet"], "the first read reads the section: %v", q1)
 	require.True(t, q1["RecallPrefetchList"], "the first read reads what is beside the user's message: %v", q1)
-	again, q2 := read()
-	require.Equal(t, map[string]bool{"BEGIN": true, "SessionGet": true, "ReplacementsOfKinds": true, "ContextSnapshotGet": true, "COMMIT": true}, q2,
-		"the read again: the session, its cuts and its snapshot, in one transaction")
-	require.False(t, q2["MemorySectionGet"], "the section is decided: %v", q2)
-	require.False(t, q2["RecallPrefetchList"], "what is beside the message is decided: %v", q2)
+	again, trips, q2 := read()
+	require.Equal(t, []string{"batch"}, trips, "the read again is one round trip")
+	require.Equal(t, map[string]bool{"batch": true, "SELECT": true, "SessionGet": true, "MessagePage": true, "CompactionOfSession": true,
+		"ReplacementsOfKinds": true, "ContextSnapshotGet": true}, q2,
+		"the read again: the tenant, the session, its messages since, its compaction, its cuts and its snapshot")
 	require.JSONEq(t, string(first), string(again))
+
+	// A new turn: its messages come in the same one round trip.
+	ev, err = json.Marshal(turn.Event{
+		Schema: turn.SchemaV1, EventID: "decided-2", SessionID: "decided", Seq: 2, Model: "claude-sonnet-4-5", OccurredAt: time.Now().UTC(),
+		InputMessages: []turn.Message{{UUID: "u2", Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: "Now run the tests."}}}},
+		Response:      &turn.Message{UUID: "a2", Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: turn.BlockText, Text: "They pass."}}},
+		Usage:         &turn.Usage{InputTokens: 60, OutputTokens: 5},
+	})
+	require.NoError(t, err)
+	do(http.MethodPost, "/v1/turns", string(ev))
+	require.Eventually(t, func() bool {
+		s, err := st.GetSession(ctx, "acme", "decided")
+		return err == nil && s.AppliedSeq == 2
+	}, 30*time.Second, 20*time.Millisecond)
+	third, _, q3 := read()
+	require.True(t, q3["RecallPrefetchList"], "a new user message is decided on in a transaction: %v", q3)
+	fourth, trips, _ := read()
+	require.Equal(t, []string{"batch"}, trips, "then it is known, and the read is one round trip again")
+	require.JSONEq(t, string(third), string(fourth))
+	var body struct {
+		MessageUUIDs []string `json:"message_uuids"`
+	}
+	require.NoError(t, json.Unmarshal(fourth, &body))
+	require.Equal(t, []string{"u1", "a1", "u2", "a2"}, body.MessageUUIDs)
 }

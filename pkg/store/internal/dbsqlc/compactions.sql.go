@@ -349,6 +349,57 @@ func (q *Queries) CompactionListBySession(ctx context.Context, arg CompactionLis
 	return items, nil
 }
 
+const compactionOfSession = `-- name: CompactionOfSession :one
+SELECT tenant_id, id, session_id, request, trigger, direction, pivot_uuid, instructions, status, lease_until, method, pre_tokens, post_tokens, through_position, keep_from, head, summary, llm_calls, llm_retries, llm_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, error, created_at, started_at, finished_at, retention, retention_detail FROM compactions
+WHERE compactions.tenant_id = $1
+  AND compactions.id = (SELECT s.compaction_id FROM sessions s WHERE s.tenant_id = $1 AND s.session_id = $2)
+`
+
+type CompactionOfSessionParams struct {
+	TenantID  string
+	SessionID string
+}
+
+// The compaction the session's context starts from, read with no other
+// round trip for the session's row (a context read ahead).
+func (q *Queries) CompactionOfSession(ctx context.Context, arg CompactionOfSessionParams) (Compaction, error) {
+	row := q.db.QueryRow(ctx, compactionOfSession, arg.TenantID, arg.SessionID)
+	var i Compaction
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.SessionID,
+		&i.Request,
+		&i.Trigger,
+		&i.Direction,
+		&i.PivotUuid,
+		&i.Instructions,
+		&i.Status,
+		&i.LeaseUntil,
+		&i.Method,
+		&i.PreTokens,
+		&i.PostTokens,
+		&i.ThroughPosition,
+		&i.KeepFrom,
+		&i.Head,
+		&i.Summary,
+		&i.LlmCalls,
+		&i.LlmRetries,
+		&i.LlmModel,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CacheReadTokens,
+		&i.CacheWriteTokens,
+		&i.Error,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.Retention,
+		&i.RetentionDetail,
+	)
+	return i, err
+}
+
 const compactionRelease = `-- name: CompactionRelease :exec
 UPDATE compactions SET status = 'requested', lease_until = NULL
 WHERE tenant_id = $1 AND id = $2 AND status = 'running'

@@ -1,0 +1,127 @@
+package store_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+// roundTrips counts what a pool sends: statements one by one, and batches.
+type roundTrips struct{ queries, batches atomic.Int64 }
+
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.queries.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.batches.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func TestReadsGoTogetherAsTheirTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	trips := &roundTrips{}
+	// One connection: what the reads leave on it, the next query sees.
+	st, err := store.Open(ctx, store.Config{URL: pgtest.URL(t), MaxConns: 1, Tracer: trips})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	for tenant, count := range map[string]int64{"acme": 42, "beta": 7} {
+		require.NoError(t, st.EnsureTenant(ctx, tenant, tenant))
+		require.NoError(t, st.InTx(ctx, tenant, func(tx *store.Tx) error {
+			s, err := tx.LockSession(ctx, "s1", "main")
+			if err != nil {
+				return err
+			}
+			s.TokenCount, s.State = count, "ok"
+			return tx.SaveSession(ctx, s)
+		}))
+	}
+	require.NoError(t, st.InTx(ctx, "beta", func(tx *store.Tx) error {
+		_, err := tx.LockSession(ctx, "only-beta", "main")
+		return err
+	}))
+
+	trips.queries.Store(0)
+	trips.batches.Store(0)
+	reads := store.NewReads("acme")
+	s1 := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	other := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "only-beta") })
+	cuts := store.Queue(reads, func(tx *store.Tx) ([]store.Replacement, error) {
+		return tx.ReplacementsOfKinds(ctx, "s1", store.ReplaceMicrocompact)
+	})
+	tenant := store.Queue(reads, func(tx *store.Tx) (string, error) {
+		var during string
+		err := tx.QueryRowForTest(ctx, "SELECT current_setting('mnemos.tenant_id')").Scan(&during)
+		return during, err
+	})
+	_, err = s1.Get()
+	require.Error(t, err, "a read has no result before it is sent")
+	require.NoError(t, st.Read(ctx, reads))
+	require.Zero(t, trips.queries.Load(), "nothing is sent statement by statement")
+	require.EqualValues(t, 1, trips.batches.Load(), "one round trip")
+
+	during, err := tenant.Get()
+	require.NoError(t, err)
+	require.Equal(t, "acme", during, "the reads run as their tenant (row-level security)")
+	got, err := s1.Get()
+	require.NoError(t, err)
+	require.EqualValues(t, 42, got.TokenCount, "acme's session, not beta's")
+	_, err = other.Get()
+	require.ErrorIs(t, err, store.ErrNotFound, "another tenant's session is not there for acme (row-level security)")
+	decided, err := cuts.Get()
+	require.NoError(t, err)
+	require.Empty(t, decided)
+
+	var after string
+	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT coalesce(current_setting('mnemos.tenant_id', true), '')").Scan(&after))
+	require.Empty(t, after, "the tenant setting must not outlive the reads on a pooled connection")
+
+	require.Error(t, st.Read(ctx, reads), "reads are sent once")
+}
+
+func TestAReadThatDecidesOnWhatItReadIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.New(t)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		_, err := tx.LockSession(ctx, "s1", "main")
+		return err
+	}))
+
+	reads := store.NewReads("acme")
+	// Queued, the first statement finds nothing; sent, it finds the
+	// session, and the read makes a statement it did not queue.
+	deciding := store.Queue(reads, func(tx *store.Tx) (int64, error) {
+		s, err := tx.Session(ctx, "s1")
+		if err != nil {
+			return 0, err
+		}
+		return tx.MessageTokensAfter(ctx, s.SessionID, 0)
+	})
+	after := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	err := st.Read(ctx, reads)
+	require.ErrorContains(t, err, "more statements than it queued")
+	_, err = deciding.Get()
+	require.Error(t, err)
+	_, err = after.Get()
+	require.Error(t, err, "the reads after it are not answered with another's results")
+
+	// The connection it used is fine for the next reads.
+	reads = store.NewReads("acme")
+	s := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	require.NoError(t, st.Read(ctx, reads))
+	got, err := s.Get()
+	require.NoError(t, err)
+	require.Equal(t, "s1", got.SessionID)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -75,17 +77,65 @@ func headersJSON(e OutboxEvent) ([]byte, error) {
 	return hdr, nil
 }
 
-// notifyRelays wakes the relays when the transaction commits (notifications
-// are delivered on commit): once per transaction is enough.
-func (t *Tx) notifyRelays(ctx context.Context) error {
-	if t.notified {
-		return nil
-	}
-	if err := t.q.OutboxNotify(ctx); err != nil {
-		return fmt.Errorf("store: outbox notify: %w", err)
-	}
-	t.notified = true
+// notifyRelays has the relays woken once the transaction commits.
+func (t *Tx) notifyRelays(context.Context) error {
+	t.enqueued = true
 	return nil
+}
+
+// waker wakes the outbox relays after commits that wrote to the outbox:
+// those of this process at once (the channels ListenOutbox serves), and
+// every process's with a NOTIFY on the outbox channel.
+//
+// The NOTIFY is its own statement, after the commit, and at most one is in
+// flight per process: a commit that comes while one is sent has one more
+// sent after it. A transaction that notifies holds a lock every notifying
+// transaction of the database takes, through its commit's flush to disk,
+// so a NOTIFY inside each writing transaction made their commits go one
+// at a time. A wake-up lost to a crash between the commit and the NOTIFY
+// costs a relay's poll (outbox.Config.Poll): the rows are there.
+type waker struct {
+	mu      sync.Mutex
+	sending bool // a NOTIFY is on its way
+	again   bool // a commit came while it was: send one more after it
+	local   map[chan<- struct{}]struct{}
+}
+
+// wakeRelays wakes the relays after a commit that wrote to the outbox.
+func (s *Store) wakeRelays() {
+	w := &s.waker
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.local {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+	if w.sending {
+		w.again = true
+		return
+	}
+	w.sending = true
+	go s.notifyLoop()
+}
+
+// notifyLoop sends the NOTIFY, and again while commits came meanwhile.
+func (s *Store) notifyLoop() {
+	w := &s.waker
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = dbsqlc.New(s.pool).OutboxNotify(ctx) // best effort: the relays poll too
+		cancel()
+		w.mu.Lock()
+		if !w.again {
+			w.sending = false
+			w.mu.Unlock()
+			return
+		}
+		w.again = false
+		w.mu.Unlock()
+	}
 }
 
 // RelayOutbox claims up to max of the oldest outbox rows, hands them to
@@ -149,6 +199,14 @@ func (s *Store) ListenOutbox(ctx context.Context, wake chan<- struct{}) error {
 		return fmt.Errorf("store.ListenOutbox: acquire: %w", err)
 	}
 	defer conn.Release()
+	s.waker.mu.Lock()
+	s.waker.local[wake] = struct{}{}
+	s.waker.mu.Unlock()
+	defer func() {
+		s.waker.mu.Lock()
+		delete(s.waker.local, wake)
+		s.waker.mu.Unlock()
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+OutboxChannel); err != nil {
 		return fmt.Errorf("store.ListenOutbox: listen: %w", err)
 	}

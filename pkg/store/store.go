@@ -35,7 +35,8 @@ var ErrUnknownTenant = errors.New("unknown tenant")
 
 // Store is the pool shared by every service of one process.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	waker waker // wakes the outbox relays after a transaction that wrote to the outbox
 }
 
 // Config says where Postgres is and how large the pool may grow.
@@ -66,7 +67,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store.Open: ping %s: %w", Redact(cfg.URL), err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, waker: waker{local: map[chan<- struct{}]struct{}{}}}, nil
 }
 
 // Close closes the pool.
@@ -196,11 +197,15 @@ func (s *Store) inTx(ctx context.Context, tenant, begin string, fn func(*Tx) err
 			_ = tx.Rollback(context.WithoutCancel(ctx)) // the original error is what matters
 		}
 	}()
-	if err = fn(&Tx{tx: tx, q: dbsqlc.New(tx), tenant: tenant}); err != nil {
+	t := &Tx{tx: tx, q: dbsqlc.New(tx), tenant: tenant}
+	if err = fn(t); err != nil {
 		return err
 	}
 	if err = tx.Commit(ctx); err != nil {
 		return fmt.Errorf("store.InTx: commit: %w", err)
+	}
+	if t.enqueued {
+		s.wakeRelays()
 	}
 	return nil
 }
@@ -217,7 +222,7 @@ type Tx struct {
 	q        *dbsqlc.Queries
 	db       dbsqlc.DBTX // what q sends to, for the reads of Reads (tx is nil)
 	tenant   string
-	notified bool // the outbox NOTIFY of this transaction is sent
+	enqueued bool // the transaction wrote to the outbox: the relays are woken once it commits
 }
 
 // Tenant is the tenant this transaction is scoped to.
@@ -228,7 +233,7 @@ func (t *Tx) Tenant() string { return t.tenant }
 // write: a read inside it fails.
 func (t *Tx) Pipeline(ctx context.Context, fn func(*Tx) error) error {
 	q := &queue{}
-	inner := &Tx{tx: t.tx, q: dbsqlc.New(q), tenant: t.tenant, notified: t.notified}
+	inner := &Tx{tx: t.tx, q: dbsqlc.New(q), tenant: t.tenant}
 	if err := fn(inner); err != nil {
 		return err
 	}
@@ -241,7 +246,7 @@ func (t *Tx) Pipeline(ctx context.Context, fn func(*Tx) error) error {
 	if err := t.tx.SendBatch(ctx, &q.batch).Close(); err != nil {
 		return fmt.Errorf("store.Pipeline: %w", err)
 	}
-	t.notified = inner.notified
+	t.enqueued = t.enqueued || inner.enqueued
 	return nil
 }
 

@@ -1,0 +1,94 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+// statements records what a pool runs, in order, by sqlc name or keyword.
+type statements struct {
+	mu  sync.Mutex
+	ran []string
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	name := strings.ToUpper(strings.Fields(d.SQL)[0])
+	if after, ok := strings.CutPrefix(d.SQL, "-- name: "); ok {
+		name = strings.Fields(after)[0]
+	}
+	s.mu.Lock()
+	s.ran = append(s.ran, name)
+	s.mu.Unlock()
+	return ctx
+}
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// index is where name first ran at or after from; -1 if it has not.
+func (s *statements) index(name string, from int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if from < 0 || from > len(s.ran) {
+		return -1
+	}
+	if i := slices.Index(s.ran[from:], name); i >= 0 {
+		return from + i
+	}
+	return -1
+}
+
+func TestAnOutboxCommitWakesRelaysAfterItCommits(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := pgtest.URL(t)
+	ran := &statements{}
+	writer, err := store.Open(ctx, store.Config{URL: url, MaxConns: 4, Tracer: ran})
+	require.NoError(t, err)
+	t.Cleanup(writer.Close)
+	other, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
+	require.NoError(t, writer.EnsureTenant(ctx, "acme", "Acme"))
+
+	// A relay of the writer's process, and one of another process.
+	local, remote := make(chan struct{}, 1), make(chan struct{}, 1)
+	go func() { _ = writer.ListenOutbox(ctx, local) }()
+	go func() { _ = other.ListenOutbox(ctx, remote) }()
+
+	var localWoken, remoteWoken bool
+	require.Eventually(t, func() bool { // until both relays listen
+		require.NoError(t, writer.InTx(ctx, "acme", func(tx *store.Tx) error {
+			return tx.Enqueue(ctx, store.OutboxEvent{Subject: "turn.accounted.acme.s1", MsgID: time.Now().String(), Payload: []byte("{}")})
+		}))
+		for {
+			select {
+			case <-local:
+				localWoken = true
+				continue
+			case <-remote:
+				remoteWoken = true
+				continue
+			case <-time.After(100 * time.Millisecond):
+			}
+			return localWoken && remoteWoken
+		}
+	}, 20*time.Second, 10*time.Millisecond)
+
+	insert := ran.index("OutboxInsert", 0)
+	require.GreaterOrEqual(t, insert, 0)
+	commit := ran.index("COMMIT", insert)
+	require.Greater(t, commit, insert)
+	require.Eventually(t, func() bool { return ran.index("OutboxNotify", 0) >= 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Greater(t, ran.index("OutboxNotify", 0), commit,
+		"the NOTIFY is sent after the commit, not inside the transaction (where it would make notifying commits go one at a time)")
+}

@@ -184,14 +184,15 @@ func (t *Tx) LockSessionWithin(ctx context.Context, sessionID, agentID string, w
 }
 
 // LockFreeSessions is LockSession for a batch of sessions, in one
-// statement: it creates those of ids that do not exist yet (agents is
-// parallel to ids: a new session's agent) and locks, in key order, the
-// others no other transaction holds, and returns them all by id. A session
-// another transaction holds is left out, for its caller to apply on its
-// own. Run it in InTxWaiting: creating a session another transaction is
-// creating waits for that one.
-func (t *Tx) LockFreeSessions(ctx context.Context, ids, agents []string) (map[string]Session, error) {
-	rows, err := t.q.SessionsLockFree(ctx, dbsqlc.SessionsLockFreeParams{TenantID: t.tenant, SessionIds: ids, AgentIds: agents})
+// statement: it creates those of ids that do not exist yet and creates
+// says it may (agents and creates are parallel to ids: a new session's
+// agent, and whether to create it) and locks, in key order, the others no
+// other transaction holds, and returns them all by id. A session another
+// transaction holds, or not there and not to be created, is left out, for
+// its caller to apply on its own. Run it in InTxWaiting: creating a
+// session another transaction is creating waits for that one.
+func (t *Tx) LockFreeSessions(ctx context.Context, ids, agents []string, creates []bool) (map[string]Session, error) {
+	rows, err := t.q.SessionsLockFree(ctx, dbsqlc.SessionsLockFreeParams{TenantID: t.tenant, SessionIds: ids, AgentIds: agents, Creates: creates})
 	if err != nil {
 		return nil, fmt.Errorf("store.LockFreeSessions: %w", lockError(t.tenant, err))
 	}

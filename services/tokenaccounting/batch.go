@@ -36,6 +36,10 @@ import (
 // errAlone tells an event's handler to apply it on its own.
 var errAlone = errors.New("tokenaccounting: apply on its own")
 
+// errNothingPlanned rolls back a batch's transaction that applies none of
+// its events.
+var errNothingPlanned = errors.New("tokenaccounting: nothing in the batch to apply")
+
 // queued is an event waiting for its tenant's next batch.
 type queued struct {
 	ctx  context.Context
@@ -156,11 +160,17 @@ func (s *Service) applyBatch(tenant string, batch []*queued) {
 		err = s.store.InTxWaiting(ctx, tenant, s.cfg.SessionLockWait, func(tx *store.Tx) error {
 			var err error
 			done, err = s.planBatch(ctx, tx, set, batch)
-			if err != nil || len(done) == 0 {
+			switch {
+			case err != nil:
 				return err
+			case len(done) == 0:
+				return errNothingPlanned // no session it created stays behind
 			}
 			return writeBatch(ctx, tx, done)
 		})
+	}
+	if errors.Is(err, errNothingPlanned) {
+		err = nil
 	}
 	if err != nil {
 		// Nothing of the batch was written: each event is decided on its
@@ -229,12 +239,15 @@ func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
 // others are left out. It writes nothing but the sessions it creates.
 func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, batch []*queued) ([]planned, error) {
 	var ids, agents []string
+	var creates []bool
 	for i, q := range batch {
 		if i == 0 || q.ev.SessionID != batch[i-1].ev.SessionID {
-			ids, agents = append(ids, q.ev.SessionID), append(agents, q.ev.Agent())
+			// Only a session's first turn can go in a batch that creates
+			// it; any other leaves no session behind (apply decides it).
+			ids, agents, creates = append(ids, q.ev.SessionID), append(agents, q.ev.Agent()), append(creates, q.ev.Seq == 1)
 		}
 	}
-	sessions, err := tx.LockFreeSessions(ctx, ids, agents)
+	sessions, err := tx.LockFreeSessions(ctx, ids, agents, creates)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package tokenaccounting
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -180,4 +181,53 @@ func sessionState(t *testing.T, st *store.Store, tenant, sid string) []byte {
 		return nil
 	}))
 	return b.Bytes()
+}
+
+// TestABatchCreatesOnlySessionsItApplies: a batch creates a new session
+// only for the session's first turn, and keeps none it applies nothing to;
+// a turn it leaves out is decided on its own, as if it had come alone.
+func TestABatchCreatesOnlySessionsItApplies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.New(t)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	cache, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Minute)
+	require.NoError(t, err)
+	svc, err := New(DefaultConfig(), st, nil, cache, slog.New(slog.DiscardHandler), nil)
+	require.NoError(t, err)
+
+	batch := func(evs ...turn.Event) (alone []string) {
+		qs := make([]*queued, len(evs))
+		for i, ev := range evs {
+			ev.TenantID = "acme"
+			qs[i] = &queued{ctx: ctx, ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
+		}
+		svc.applyBatch("acme", qs)
+		for _, q := range qs {
+			if err := <-q.done; err != nil {
+				require.ErrorIs(t, err, errAlone)
+				alone = append(alone, q.ev.EventID)
+			}
+		}
+		return alone
+	}
+	exists := func(id string) bool {
+		_, err := st.GetSession(ctx, "acme", id)
+		if errors.Is(err, store.ErrNotFound) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}
+
+	// A new session's first turn goes in; another new session's twelfth
+	// turn does not, and leaves no session behind.
+	require.Equal(t, []string{"late-12"}, batch(batchEvent("fresh", 1, "fresh-u1", "hello"), batchEvent("late", 12, "late-u12", "hi")))
+	require.True(t, exists("fresh"))
+	require.False(t, exists("late"), "a session is not created for a turn the batch leaves out")
+
+	// A batch that applies nothing keeps nothing.
+	require.ElementsMatch(t, []string{"x-3", "y-5"}, batch(batchEvent("x", 3, "x-u3", "a"), batchEvent("y", 5, "y-u5", "b")))
+	require.False(t, exists("x"))
+	require.False(t, exists("y"))
 }

@@ -11,8 +11,9 @@ RETURNING *;
 SELECT * FROM mnemos_lock_session(@tenant_id::text, @session_id::text, @agent_id::text, @wait_ms::integer);
 
 -- name: SessionsLockFree :many
--- Creates those of a batch's sessions that do not exist yet (agent_ids is
--- parallel: a new session's agent) and locks, in key order, the existing
+-- Creates those of a batch's sessions that do not exist yet and may be
+-- created (agent_ids and creates are parallel: a new session's agent, and
+-- whether the batch may create it) and locks, in key order, the existing
 -- ones no other transaction holds; returns both, locked until the
 -- transaction ends. The ones another transaction holds are left out. (The
 -- sessions created are the statement's own, so locked; held reads the
@@ -21,6 +22,7 @@ WITH created AS (
     INSERT INTO sessions (tenant_id, session_id, agent_id)
     SELECT @tenant_id::text, (@session_ids::text[])[i], (@agent_ids::text[])[i]
     FROM generate_subscripts(@session_ids::text[], 1) AS i
+    WHERE (@creates::boolean[])[i]
     ORDER BY 2
     ON CONFLICT (tenant_id, session_id) DO NOTHING
     RETURNING *

@@ -678,6 +678,7 @@ WITH created AS (
     INSERT INTO sessions (tenant_id, session_id, agent_id)
     SELECT $1::text, ($2::text[])[i], ($3::text[])[i]
     FROM generate_subscripts($2::text[], 1) AS i
+    WHERE ($4::boolean[])[i]
     ORDER BY 2
     ON CONFLICT (tenant_id, session_id) DO NOTHING
     RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash
@@ -696,6 +697,7 @@ type SessionsLockFreeParams struct {
 	TenantID   string
 	SessionIds []string
 	AgentIds   []string
+	Creates    []bool
 }
 
 type SessionsLockFreeRow struct {
@@ -745,14 +747,20 @@ type SessionsLockFreeRow struct {
 	PrefixHash          string
 }
 
-// Creates those of a batch's sessions that do not exist yet (agent_ids is
-// parallel: a new session's agent) and locks, in key order, the existing
+// Creates those of a batch's sessions that do not exist yet and may be
+// created (agent_ids and creates are parallel: a new session's agent, and
+// whether the batch may create it) and locks, in key order, the existing
 // ones no other transaction holds; returns both, locked until the
 // transaction ends. The ones another transaction holds are left out. (The
 // sessions created are the statement's own, so locked; held reads the
 // table as it was before them.)
 func (q *Queries) SessionsLockFree(ctx context.Context, arg SessionsLockFreeParams) ([]SessionsLockFreeRow, error) {
-	rows, err := q.db.Query(ctx, sessionsLockFree, arg.TenantID, arg.SessionIds, arg.AgentIds)
+	rows, err := q.db.Query(ctx, sessionsLockFree,
+		arg.TenantID,
+		arg.SessionIds,
+		arg.AgentIds,
+		arg.Creates,
+	)
 	if err != nil {
 		return nil, err
 	}

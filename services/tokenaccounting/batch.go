@@ -23,8 +23,12 @@ import (
 // writes all their messages, outbox rows and turns, a statement each, and
 // each session's row; one commit. Each message is acknowledged only after
 // the transaction holding its event committed (its handler waits for it).
-// At low load an event finds nobody running and goes alone, as before:
-// batching adds no wait, it only takes what queued up anyway.
+// At low load an event finds nobody running and goes in a batch of its
+// own, by the same few statements: batching adds no wait, it only takes
+// what queued up anyway. (Handing a lone event back to the one-event path
+// instead left the drain with nothing to hold: the events arriving while
+// that event's transaction ran found no batch under way and went alone
+// too, and the group commit stayed off under any load that began light.)
 //
 // Only the plain case is batched: the session's next seq, free, with no
 // events waiting behind a gap, on the session's model, within the tenant's
@@ -146,10 +150,6 @@ type planned struct {
 // transaction and answers each event's handler: nil for one applied,
 // errAlone for one left to its own transaction.
 func (s *Service) applyBatch(tenant string, batch []*queued) {
-	if len(batch) == 1 {
-		batch[0].done <- errAlone
-		return
-	}
 	ctx := batch[0].ctx
 	slices.SortStableFunc(batch, func(a, b *queued) int {
 		return cmp.Or(cmp.Compare(a.ev.SessionID, b.ev.SessionID), cmp.Compare(a.ev.Seq, b.ev.Seq))

@@ -1,12 +1,15 @@
 package tokenaccounting_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -17,6 +20,7 @@ func TestTurnsArrivingTogetherShareATransaction(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	want := map[string]int64{}
+	var burst []bus.Outgoing
 	const sessions, rounds = 40, 5
 	for seq := int64(1); seq <= rounds; seq++ {
 		for i := range sessions {
@@ -29,10 +33,17 @@ func TestTurnsArrivingTogetherShareATransaction(t *testing.T) {
 				Usage:         &turn.Usage{InputTokens: 100 * seq, OutputTokens: 5},
 				OccurredAt:    time.Date(2026, 11, 28, 9, 0, int(seq), 0, time.UTC),
 			}
-			h.publish(t, ev, ev.EventID)
+			data, err := json.Marshal(ev)
+			require.NoError(t, err)
+			burst = append(burst, bus.Outgoing{Subject: h.bus.Subject(bus.KindTurnCompleted, tenant, id), MsgID: ev.EventID, Data: data})
 			want[id] = seq
 		}
 	}
+	// Published together, acknowledgements awaited at the end: the turns
+	// arrive faster than one at a time could apply them, on any machine.
+	stored, err := h.bus.PublishBatch(context.Background(), burst)
+	require.NoError(t, err)
+	require.NotContains(t, stored, false)
 	h.waitApplied(t, want)
 	batches, turns := h.metrics.Histogram("mnemos.accounting.batch_size", "", "")
 	require.Positive(t, batches, "some turns shared a transaction")

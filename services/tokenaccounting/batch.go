@@ -40,6 +40,11 @@ import (
 // errAlone tells an event's handler to apply it on its own.
 var errAlone = errors.New("tokenaccounting: apply on its own")
 
+// loneBatchBytes is the largest event that goes through the batch path
+// alone; a larger one goes through the one-event path, as a large turn
+// always did.
+const loneBatchBytes = 256 << 10
+
 // errNothingPlanned rolls back a batch's transaction that applies none of
 // its events.
 var errNothingPlanned = errors.New("tokenaccounting: nothing in the batch to apply")
@@ -150,6 +155,10 @@ type planned struct {
 // transaction and answers each event's handler: nil for one applied,
 // errAlone for one left to its own transaction.
 func (s *Service) applyBatch(tenant string, batch []*queued) {
+	if len(batch) == 1 && batch[0].size > loneBatchBytes {
+		batch[0].done <- errAlone // a large turn has its own path's bounds (its messages a page at a time)
+		return
+	}
 	ctx := batch[0].ctx
 	slices.SortStableFunc(batch, func(a, b *queued) int {
 		return cmp.Or(cmp.Compare(a.ev.SessionID, b.ev.SessionID), cmp.Compare(a.ev.Seq, b.ev.Seq))

@@ -96,18 +96,9 @@ func TestABatchEndsWhereOneByOneEnds(t *testing.T) {
 		require.NoError(t, ignoreRefusal(svc.Apply(ctx, ev)), ev.EventID)
 	}
 	batchedOf := func(evs []turn.Event) (alone []turn.Event) {
-		qs := make([]*queued, len(evs))
-		for i, ev := range evs {
-			ev.TenantID = "batched"
-			qs[i] = &queued{ctx: ctx, ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
-		}
-		svc.applyBatch("batched", qs)
-		for _, q := range qs {
-			if err := <-q.done; err != nil {
-				require.ErrorIs(t, err, errAlone)
-				alone = append(alone, q.ev)
-				require.NoError(t, ignoreRefusal(svc.apply(ctx, q.ev, q.size)), q.ev.EventID)
-			}
+		for _, ev := range applyAsBatch(t, svc, "batched", evs) {
+			alone = append(alone, ev)
+			require.NoError(t, ignoreRefusal(svc.apply(ctx, ev, 1000)), ev.EventID)
 		}
 		return alone
 	}
@@ -197,17 +188,8 @@ func TestABatchCreatesOnlySessionsItApplies(t *testing.T) {
 	require.NoError(t, err)
 
 	batch := func(evs ...turn.Event) (alone []string) {
-		qs := make([]*queued, len(evs))
-		for i, ev := range evs {
-			ev.TenantID = "acme"
-			qs[i] = &queued{ctx: ctx, ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
-		}
-		svc.applyBatch("acme", qs)
-		for _, q := range qs {
-			if err := <-q.done; err != nil {
-				require.ErrorIs(t, err, errAlone)
-				alone = append(alone, q.ev.EventID)
-			}
+		for _, ev := range applyAsBatch(t, svc, "acme", evs) {
+			alone = append(alone, ev.EventID)
 		}
 		return alone
 	}
@@ -230,4 +212,23 @@ func TestABatchCreatesOnlySessionsItApplies(t *testing.T) {
 	require.ElementsMatch(t, []string{"x-3", "y-5"}, batch(batchEvent("x", 3, "x-u3", "a"), batchEvent("y", 5, "y-u5", "b")))
 	require.False(t, exists("x"))
 	require.False(t, exists("y"))
+}
+
+// applyAsBatch applies evs as one of tenant's batches, as the group commit
+// does, and returns those it left to the one-event path.
+func applyAsBatch(t *testing.T, svc *Service, tenant string, evs []turn.Event) (alone []turn.Event) {
+	t.Helper()
+	qs := make([]*queued, len(evs))
+	for i, ev := range evs {
+		ev.TenantID = tenant
+		qs[i] = &queued{ctx: context.Background(), ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
+	}
+	svc.applyBatch(tenant, qs)
+	for _, q := range qs {
+		if err := <-q.done; err != nil {
+			require.ErrorIs(t, err, errAlone)
+			alone = append(alone, q.ev)
+		}
+	}
+	return alone
 }

@@ -250,18 +250,23 @@ func TestAContextReadAgainSkipsWhatIsDecided(t *testing.T) {
 		require.Less(t, resp.StatusCode, 300, "%s %s: %s", method, path, out)
 		return out
 	}
-	ev, err := json.Marshal(turn.Event{
-		Schema: turn.SchemaV1, EventID: "decided-1", SessionID: "decided", Seq: 1, Model: "claude-sonnet-4-5", OccurredAt: time.Now().UTC(),
-		InputMessages: []turn.Message{{UUID: "u1", Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: "Read the logs and fix the build."}}}},
-		Response:      &turn.Message{UUID: "a1", Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: turn.BlockText, Text: "Fixed."}}},
-		Usage:         &turn.Usage{InputTokens: 40, OutputTokens: 5},
-	})
-	require.NoError(t, err)
-	do(http.MethodPost, "/v1/turns", string(ev))
-	require.Eventually(t, func() bool {
-		s, err := st.GetSession(ctx, "acme", "decided")
-		return err == nil && s.AppliedSeq == 1
-	}, 30*time.Second, 20*time.Millisecond)
+	// turn posts round seq of the session (the user's text, the answer)
+	// and waits until it is accounted.
+	turnOf := func(seq int64, text, answer string) {
+		ev, err := json.Marshal(turn.Event{
+			Schema: turn.SchemaV1, EventID: fmt.Sprintf("decided-%d", seq), SessionID: "decided", Seq: seq, Model: "claude-sonnet-4-5", OccurredAt: time.Now().UTC(),
+			InputMessages: []turn.Message{{UUID: fmt.Sprintf("u%d", seq), Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: text}}}},
+			Response:      &turn.Message{UUID: fmt.Sprintf("a%d", seq), Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: turn.BlockText, Text: answer}}},
+			Usage:         &turn.Usage{InputTokens: 20 + 20*seq, OutputTokens: 5},
+		})
+		require.NoError(t, err)
+		do(http.MethodPost, "/v1/turns", string(ev))
+		require.Eventually(t, func() bool {
+			s, err := st.GetSession(ctx, "acme", "decided")
+			return err == nil && s.AppliedSeq == seq
+		}, 30*time.Second, 20*time.Millisecond)
+	}
+	turnOf(1, "Read the logs and fix the build.", "Fixed.")
 
 	// The round trips a context read made (its client spans) and the
 	// queries in them (a batch's are its events).
@@ -298,18 +303,7 @@ func TestAContextReadAgainSkipsWhatIsDecided(t *testing.T) {
 	require.JSONEq(t, string(first), string(again))
 
 	// A new turn: its messages come in the same one round trip.
-	ev, err = json.Marshal(turn.Event{
-		Schema: turn.SchemaV1, EventID: "decided-2", SessionID: "decided", Seq: 2, Model: "claude-sonnet-4-5", OccurredAt: time.Now().UTC(),
-		InputMessages: []turn.Message{{UUID: "u2", Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: "Now run the tests."}}}},
-		Response:      &turn.Message{UUID: "a2", Role: "assistant", StopReason: "end_turn", Content: turn.Content{{Type: turn.BlockText, Text: "They pass."}}},
-		Usage:         &turn.Usage{InputTokens: 60, OutputTokens: 5},
-	})
-	require.NoError(t, err)
-	do(http.MethodPost, "/v1/turns", string(ev))
-	require.Eventually(t, func() bool {
-		s, err := st.GetSession(ctx, "acme", "decided")
-		return err == nil && s.AppliedSeq == 2
-	}, 30*time.Second, 20*time.Millisecond)
+	turnOf(2, "Now run the tests.", "They pass.")
 	third, _, q3 := read()
 	require.True(t, q3["RecallPrefetchList"], "a new user message is decided on in a transaction: %v", q3)
 	fourth, trips, _ := read()

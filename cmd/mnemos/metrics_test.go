@@ -182,7 +182,7 @@ func TestAllInOneExportsSpansOverOTLP(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		all := bytes.Join(bodies, nil)
-		for _, want := range []string{"POST /v1/turns", "process turn.completed", "SessionLock", "mnemos"} {
+		for _, want := range []string{"POST /v1/turns", "process turn.completed", "SessionsLockFree", "mnemos"} {
 			require.Contains(t, string(all), want, "the exported spans hold %q", want)
 		}
 	})

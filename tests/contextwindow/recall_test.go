@@ -173,6 +173,13 @@ func TestALatePrefetchIsNotShown(t *testing.T) {
 	again := h.context(t, "s-late")
 	require.Equal(t, string(first.raw), string(again.raw), "a late prefetch changes nothing")
 
+	// The next message's prefetch has all the time it needs: on a busy
+	// machine, 200 ms from the message can pass before the context is read.
+	require.NoError(t, h.store.SetTenantSettings(context.Background(), tenant, []byte(`{"recall": {"prefetch_wait_ms": 60000}}`)))
+	require.Eventually(t, func() bool {
+		set, err := h.settings.For(context.Background(), tenant)
+		return err == nil && set.Recall.PrefetchWait() == time.Minute
+	}, 10*time.Second, 10*time.Millisecond, "the gateway reads the new wait")
 	u2 := c.user("All of them, on the staging database.")
 	c.respond(t, time.Minute, text("On it."))
 	second := h.context(t, "s-late")

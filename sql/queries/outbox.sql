@@ -4,11 +4,13 @@ VALUES (@tenant_id, @subject, @msg_id, @payload, @headers);
 
 -- name: OutboxInsertMany :exec
 -- OutboxInsert for many rows in one statement (a batch of turns): the
--- arrays are parallel, and the rows take their ids in the arrays' order.
+-- arrays are parallel, read side by side, and the rows take their ids in
+-- the arrays' order.
 INSERT INTO outbox (tenant_id, subject, msg_id, payload, headers)
-SELECT @tenant_id::text, (@subjects::text[])[i], (@msg_ids::text[])[i], (@payloads::bytea[])[i], (@headers::text[])[i]::jsonb
-FROM generate_subscripts(@subjects::text[], 1) AS i
-ORDER BY i;
+SELECT @tenant_id::text, u.subject, u.msg_id, u.payload, u.headers::jsonb
+FROM ROWS FROM (unnest(@subjects::text[]), unnest(@msg_ids::text[]), unnest(@payloads::bytea[]), unnest(@headers::text[]))
+    WITH ORDINALITY AS u(subject, msg_id, payload, headers, i)
+ORDER BY u.i;
 
 -- name: OutboxNotify :exec
 SELECT pg_notify('mnemos_outbox', '');

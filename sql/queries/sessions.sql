@@ -20,9 +20,9 @@ SELECT * FROM mnemos_lock_session(@tenant_id::text, @session_id::text, @agent_id
 -- table as it was before them.)
 WITH created AS (
     INSERT INTO sessions (tenant_id, session_id, agent_id)
-    SELECT @tenant_id::text, (@session_ids::text[])[i], (@agent_ids::text[])[i]
-    FROM generate_subscripts(@session_ids::text[], 1) AS i
-    WHERE (@creates::boolean[])[i]
+    SELECT @tenant_id::text, u.session_id, u.agent_id
+    FROM ROWS FROM (unnest(@session_ids::text[]), unnest(@agent_ids::text[]), unnest(@creates::boolean[])) AS u(session_id, agent_id, creates)
+    WHERE u.creates
     ORDER BY 2
     ON CONFLICT (tenant_id, session_id) DO NOTHING
     RETURNING *

@@ -18,10 +18,10 @@ CROSS JOIN LATERAL (
 -- name: ReplacementsForSessions :many
 -- ReplacementsFor the turns of many sessions at once: session_ids and
 -- tool_use_ids are parallel, one probe per pair.
-SELECT r.* FROM generate_subscripts(@session_ids::text[], 1) AS i
+SELECT r.* FROM ROWS FROM (unnest(@session_ids::text[]), unnest(@tool_use_ids::text[])) AS u(session_id, tool_use_id)
 CROSS JOIN LATERAL (
     SELECT * FROM content_replacements c
-    WHERE c.tenant_id = @tenant_id AND c.session_id = (@session_ids::text[])[i] AND c.tool_use_id = (@tool_use_ids::text[])[i] AND c.kind = @kind
+    WHERE c.tenant_id = @tenant_id AND c.session_id = u.session_id AND c.tool_use_id = u.tool_use_id AND c.kind = @kind
     LIMIT 1
 ) r;
 

@@ -25,9 +25,9 @@ VALUES (@tenant_id, @session_id, @event_id, @seq, @status, @reason, @token_count
 -- TurnRecordApplied for the turns of a batch in one statement: the arrays
 -- are parallel.
 INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, token_count, state, applied_at)
-SELECT @tenant_id::text, (@session_ids::text[])[i], (@event_ids::text[])[i], (@seqs::bigint[])[i], @status::text, '',
-    (@token_counts::bigint[])[i], (@states::text[])[i], now()
-FROM generate_subscripts(@session_ids::text[], 1) AS i;
+SELECT @tenant_id::text, u.session_id, u.event_id, u.seq, @status::text, '', u.token_count, u.state, now()
+FROM ROWS FROM (unnest(@session_ids::text[]), unnest(@event_ids::text[]), unnest(@seqs::bigint[]), unnest(@token_counts::bigint[]), unnest(@states::text[]))
+    AS u(session_id, event_id, seq, token_count, state);
 
 -- name: TurnFinish :exec
 UPDATE turns SET status = @status, reason = @reason, payload = NULL,

@@ -93,12 +93,17 @@ func fill(tb testing.TB, admin *pgxpool.Pool, id string, n int) {
 
 // applyEvent is a turn of applyMessages new messages: user messages and the response.
 func applyEvent(session string, seq int64) turn.Event {
+	return turnOfSize(session, seq, applyMessages)
+}
+
+// turnOfSize is a turn of n new messages: user messages and the response.
+func turnOfSize(session string, seq int64, n int) turn.Event {
 	ev := turn.Event{
 		Schema: turn.SchemaV1, EventID: fmt.Sprintf("%s-%d", session, seq), TenantID: benchmark.Tenant, SessionID: session, Seq: seq,
 		Model: "claude-sonnet-4-5", OccurredAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
 		Usage: &turn.Usage{InputTokens: 1_000, OutputTokens: 10},
 	}
-	for i := range applyMessages - 1 {
+	for i := range n - 1 {
 		ev.InputMessages = append(ev.InputMessages, turn.Message{UUID: fmt.Sprintf("%s-%d-%d", session, seq, i), Role: "user",
 			Content: turn.Content{{Type: turn.BlockText, Text: fmt.Sprintf("step %d of turn %d: the tests pass", i, seq)}}})
 	}
@@ -159,4 +164,29 @@ func BenchmarkApplyBatch(b *testing.B) {
 			b.ReportMetric(benchmark.Median(per), "ns/turn")
 		})
 	}
+}
+
+// BenchmarkApplyALargeTurnInABatch measures the group commit's statements
+// on one turn of 1,000 and of 10,000 messages (a new session's first turn,
+// through ApplyAll): what a turn costs per message should not grow with the
+// turn. It reports the time per message of each and their ratio.
+func BenchmarkApplyALargeTurnInABatch(b *testing.B) {
+	ctx := context.Background()
+	acc, _, _ := applySetup(b, nil)
+	per := map[int][]float64{}
+	sizes := []int{1_000, 10_000}
+	for round := 0; b.Loop(); round++ {
+		for _, n := range sizes {
+			ev := turnOfSize(fmt.Sprintf("large-%d-%d", n, round), 1, n)
+			start := time.Now()
+			for _, err := range acc.ApplyAll(ctx, []turn.Event{ev}) {
+				require.NoError(b, err)
+			}
+			per[n] = append(per[n], float64(time.Since(start).Nanoseconds())/float64(n))
+		}
+	}
+	small, large := benchmark.Median(per[sizes[0]]), benchmark.Median(per[sizes[1]])
+	b.ReportMetric(small, "ns/msg-1k")
+	b.ReportMetric(large, "ns/msg-10k")
+	b.ReportMetric(large/small, "ratio")
 }

@@ -78,9 +78,10 @@ func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) erro
 
 const outboxInsertMany = `-- name: OutboxInsertMany :exec
 INSERT INTO outbox (tenant_id, subject, msg_id, payload, headers)
-SELECT $1::text, ($2::text[])[i], ($3::text[])[i], ($4::bytea[])[i], ($5::text[])[i]::jsonb
-FROM generate_subscripts($2::text[], 1) AS i
-ORDER BY i
+SELECT $1::text, u.subject, u.msg_id, u.payload, u.headers::jsonb
+FROM ROWS FROM (unnest($2::text[]), unnest($3::text[]), unnest($4::bytea[]), unnest($5::text[]))
+    WITH ORDINALITY AS u(subject, msg_id, payload, headers, i)
+ORDER BY u.i
 `
 
 type OutboxInsertManyParams struct {
@@ -92,7 +93,8 @@ type OutboxInsertManyParams struct {
 }
 
 // OutboxInsert for many rows in one statement (a batch of turns): the
-// arrays are parallel, and the rows take their ids in the arrays' order.
+// arrays are parallel, read side by side, and the rows take their ids in
+// the arrays' order.
 func (q *Queries) OutboxInsertMany(ctx context.Context, arg OutboxInsertManyParams) error {
 	_, err := q.db.Exec(ctx, outboxInsertMany,
 		arg.TenantID,

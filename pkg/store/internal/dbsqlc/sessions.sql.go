@@ -676,9 +676,9 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 const sessionsLockFree = `-- name: SessionsLockFree :many
 WITH created AS (
     INSERT INTO sessions (tenant_id, session_id, agent_id)
-    SELECT $1::text, ($2::text[])[i], ($3::text[])[i]
-    FROM generate_subscripts($2::text[], 1) AS i
-    WHERE ($4::boolean[])[i]
+    SELECT $1::text, u.session_id, u.agent_id
+    FROM ROWS FROM (unnest($2::text[]), unnest($3::text[]), unnest($4::boolean[])) AS u(session_id, agent_id, creates)
+    WHERE u.creates
     ORDER BY 2
     ON CONFLICT (tenant_id, session_id) DO NOTHING
     RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash

@@ -126,18 +126,18 @@ func (q *Queries) ReplacementsFor(ctx context.Context, arg ReplacementsForParams
 }
 
 const replacementsForSessions = `-- name: ReplacementsForSessions :many
-SELECT r.tenant_id, r.session_id, r.tool_use_id, r.kind, r.tool_result_id, r.replacement, r.decided_at FROM generate_subscripts($1::text[], 1) AS i
+SELECT r.tenant_id, r.session_id, r.tool_use_id, r.kind, r.tool_result_id, r.replacement, r.decided_at FROM ROWS FROM (unnest($1::text[]), unnest($2::text[])) AS u(session_id, tool_use_id)
 CROSS JOIN LATERAL (
     SELECT tenant_id, session_id, tool_use_id, kind, tool_result_id, replacement, decided_at FROM content_replacements c
-    WHERE c.tenant_id = $2 AND c.session_id = ($1::text[])[i] AND c.tool_use_id = ($3::text[])[i] AND c.kind = $4
+    WHERE c.tenant_id = $3 AND c.session_id = u.session_id AND c.tool_use_id = u.tool_use_id AND c.kind = $4
     LIMIT 1
 ) r
 `
 
 type ReplacementsForSessionsParams struct {
 	SessionIds []string
-	TenantID   string
 	ToolUseIds []string
+	TenantID   string
 	Kind       string
 }
 
@@ -146,8 +146,8 @@ type ReplacementsForSessionsParams struct {
 func (q *Queries) ReplacementsForSessions(ctx context.Context, arg ReplacementsForSessionsParams) ([]ContentReplacement, error) {
 	rows, err := q.db.Query(ctx, replacementsForSessions,
 		arg.SessionIds,
-		arg.TenantID,
 		arg.ToolUseIds,
+		arg.TenantID,
 		arg.Kind,
 	)
 	if err != nil {

@@ -189,17 +189,17 @@ func (q *Queries) TurnRecordApplied(ctx context.Context, arg TurnRecordAppliedPa
 
 const turnRecordAppliedMany = `-- name: TurnRecordAppliedMany :exec
 INSERT INTO turns (tenant_id, session_id, event_id, seq, status, reason, token_count, state, applied_at)
-SELECT $1::text, ($2::text[])[i], ($3::text[])[i], ($4::bigint[])[i], $5::text, '',
-    ($6::bigint[])[i], ($7::text[])[i], now()
-FROM generate_subscripts($2::text[], 1) AS i
+SELECT $1::text, u.session_id, u.event_id, u.seq, $2::text, '', u.token_count, u.state, now()
+FROM ROWS FROM (unnest($3::text[]), unnest($4::text[]), unnest($5::bigint[]), unnest($6::bigint[]), unnest($7::text[]))
+    AS u(session_id, event_id, seq, token_count, state)
 `
 
 type TurnRecordAppliedManyParams struct {
 	TenantID    string
+	Status      string
 	SessionIds  []string
 	EventIds    []string
 	Seqs        []int64
-	Status      string
 	TokenCounts []int64
 	States      []string
 }
@@ -209,10 +209,10 @@ type TurnRecordAppliedManyParams struct {
 func (q *Queries) TurnRecordAppliedMany(ctx context.Context, arg TurnRecordAppliedManyParams) error {
 	_, err := q.db.Exec(ctx, turnRecordAppliedMany,
 		arg.TenantID,
+		arg.Status,
 		arg.SessionIds,
 		arg.EventIds,
 		arg.Seqs,
-		arg.Status,
 		arg.TokenCounts,
 		arg.States,
 	)

@@ -72,6 +72,16 @@ func (t *Tx) ExtractorCursor(ctx context.Context, sessionID string) (ExtractorCu
 	return toExtractorCursor(r), nil
 }
 
+// ExtractorCreatedFor names the memories of scope the extractor created
+// from session's turn eventID (among the revisions' source turns).
+func (t *Tx) ExtractorCreatedFor(ctx context.Context, scope, sessionID, eventID string) ([]string, error) {
+	names, err := t.q.ExtractorCreatedFor(ctx, dbsqlc.ExtractorCreatedForParams{TenantID: t.tenant, Scope: scope, SessionID: sessionID, EventID: eventID})
+	if err != nil {
+		return nil, fmt.Errorf("store.ExtractorCreatedFor: %w", err)
+	}
+	return names, nil
+}
+
 // SeeExtractorTurn records that eligible turn seq was looked at. When due,
 // a run writing to scope is owed through the turn (event eventID), unless
 // one is owed through a later turn already.

@@ -284,3 +284,33 @@ func TestShutdownFinishesTheRunInFlight(t *testing.T) {
 	require.EqualValues(t, 2, c.Position)
 	require.True(t, h.idle(project), "the scope is let go")
 }
+
+// TestARunCutShortIsAnnouncedByTheNextOne: a run that wrote a memory and
+// was cut short (a crash, a kill) before it moved the cursor never
+// announced it; the run made again for the same turn, which finds the
+// memory written and writes nothing, announces it.
+func TestARunCutShortIsAnnouncedByTheNextOne(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "")
+	ctx := context.Background()
+	sub := h.subscribe()
+	s := h.session("s1")
+	s.say("the release branch is cut every Tuesday", "Noted.")
+	// What the cut-short run left: the memory, as the extractor writes it
+	// for this turn, and the cursor still owing the run.
+	_, err := h.memories.Write(ctx, tenant, project, memory.Document{
+		Name: "release-cut-tuesdays", Description: "The release branch is cut on Tuesdays", Type: memory.TypeProject, Body: "Every Tuesday.",
+	}, memory.Change{Actor: memory.ActorExtractor, Reason: "extracted from session s1 through turn 1", SourceTurns: []string{s.lastEvent()}, SessionID: "s1"},
+		memory.Expect{})
+	require.NoError(t, err)
+	p, _ := anthropicProvider(t, func(llmtest.Request) llmtest.Reply { return llmtest.Text("It is saved already.") })
+	h.service(p)
+	h.relay()
+
+	c := h.settled("s1", 1)
+	ev := h.nextSaved(sub)
+	require.Equal(t, []string{"release-cut-tuesdays"}, ev.Created)
+	require.Empty(t, ev.Updated)
+	require.Equal(t, s.lastEvent(), ev.SourceTurn)
+	require.EqualValues(t, 1, c.SavedRuns)
+}

@@ -76,10 +76,11 @@ func (s *Service) work(ctx context.Context, c singlerun.Claim) error {
 // of the system (Postgres) and the end of ctx are errors.
 func (s *Service) extract(ctx context.Context, c singlerun.Claim, scope memory.Scope, session string) error {
 	var (
-		cur  store.ExtractorCursor
-		aw   store.AgentMemoryWrite
-		end  int64
-		msgs []view.Message
+		cur     store.ExtractorCursor
+		aw      store.AgentMemoryWrite
+		end     int64
+		msgs    []view.Message
+		earlier []string
 	)
 	err := s.store.InTx(ctx, c.Tenant, func(tx *store.Tx) error {
 		var err error
@@ -97,6 +98,15 @@ func (s *Service) extract(ctx context.Context, c singlerun.Claim, scope memory.S
 		}
 		if aw.Writes > cur.AgentWrites {
 			return nil
+		}
+		if cur.FailedRuns == 0 {
+			// A run for this turn that was cut short (a crash, a kill)
+			// between writing its memories and moving the cursor never
+			// announced them: this run does. (A failed run announced what
+			// it wrote; past one, this run announces only its own.)
+			if earlier, err = tx.ExtractorCreatedFor(ctx, scope.String(), session, cur.DueEventID); err != nil {
+				return err
+			}
 		}
 		rows, err := tx.MessagesRange(ctx, session, cur.Position, cur.DueSeq, s.cfg.MaxMessages)
 		if err != nil {
@@ -140,7 +150,7 @@ func (s *Service) extract(ctx context.Context, c singlerun.Claim, scope memory.S
 		Manifest: heads, Now: s.now(), MaxTurns: set.Extraction.MaxTurns,
 	})
 	res, err := memtools.Loop(ctx, s.provider, req, ex, set.Extraction.MaxTurns)
-	saved := s.saved(c, scope, session, cur, ex, res)
+	saved := s.saved(c, scope, session, cur, ex, res, earlier)
 	if err != nil {
 		if ctx.Err() != nil || llm.KindOf(err) == "" {
 			return err // cancelled, or the memory store failed: the run is made again
@@ -160,14 +170,20 @@ func (s *Service) extract(ctx context.Context, c singlerun.Claim, scope memory.S
 	}, outcome, saved)
 }
 
-// saved is the memory.saved event of a run, nil when it wrote nothing.
-func (s *Service) saved(c singlerun.Claim, scope memory.Scope, session string, cur store.ExtractorCursor, ex *memtools.Executor, res memtools.LoopResult) *events.MemorySaved {
+// saved is the memory.saved event of a run, nil when it wrote nothing:
+// what it created and updated, and what an earlier run for the same turn
+// created and did not announce (earlier).
+func (s *Service) saved(c singlerun.Claim, scope memory.Scope, session string, cur store.ExtractorCursor, ex *memtools.Executor, res memtools.LoopResult, earlier []string) *events.MemorySaved {
 	ev := events.MemorySaved{
 		Schema: events.SchemaMemorySaved, TenantID: c.Tenant, SessionID: session, Scope: scope.String(),
 		Created: []string{}, Updated: []string{}, IndexChanged: res.IndexChanged,
 		SourceTurn: cur.DueEventID, Seq: cur.DueSeq, LLMProvider: s.provider.Name(), At: s.now().UTC(),
 	}
 	seen := map[memory.Name]bool{}
+	for _, name := range earlier {
+		seen[memory.Name(name)] = true
+		ev.Created = append(ev.Created, name)
+	}
 	for _, a := range ex.Applied() {
 		if a.Op == memory.OpDeleted || seen[a.Name] {
 			continue

@@ -9,6 +9,48 @@ import (
 	"context"
 )
 
+const extractorCreatedFor = `-- name: ExtractorCreatedFor :many
+SELECT DISTINCT name FROM memory_revisions
+WHERE tenant_id = $1 AND scope = $2 AND session_id = $3 AND actor = 'extractor' AND op = 'created'
+    AND $4::text = ANY(source_turns)
+ORDER BY name
+`
+
+type ExtractorCreatedForParams struct {
+	TenantID  string
+	Scope     string
+	SessionID string
+	EventID   string
+}
+
+// The memories of a scope the extractor created from a session's turn
+// (event_id among the revision's source turns): what an earlier run for
+// that turn wrote before it was cut short, if any.
+func (q *Queries) ExtractorCreatedFor(ctx context.Context, arg ExtractorCreatedForParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, extractorCreatedFor,
+		arg.TenantID,
+		arg.Scope,
+		arg.SessionID,
+		arg.EventID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const extractorCursorAdvance = `-- name: ExtractorCursorAdvance :exec
 UPDATE extractor_cursors SET
     position = greatest(position, $1),

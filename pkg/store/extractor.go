@@ -73,12 +73,19 @@ func (t *Tx) ExtractorCursor(ctx context.Context, sessionID string) (ExtractorCu
 }
 
 // ExtractorCreatedFor names the memories of scope the extractor created
-// from session's turn eventID (among the revisions' source turns).
+// from session's turn eventID (among the revisions' source turns), each once.
 func (t *Tx) ExtractorCreatedFor(ctx context.Context, scope, sessionID, eventID string) ([]string, error) {
-	names, err := t.q.ExtractorCreatedFor(ctx, dbsqlc.ExtractorCreatedForParams{TenantID: t.tenant, Scope: scope, SessionID: sessionID, EventID: eventID})
+	rows, err := t.q.ExtractorCreatedFor(ctx, dbsqlc.ExtractorCreatedForParams{TenantID: t.tenant, SessionID: sessionID, EventID: eventID})
 	if err != nil {
 		return nil, fmt.Errorf("store.ExtractorCreatedFor: %w", err)
 	}
+	var names []string
+	for _, r := range rows {
+		if r.Scope == scope && !slices.Contains(names, r.Name) {
+			names = append(names, r.Name)
+		}
+	}
+	slices.Sort(names)
 	return names, nil
 }
 

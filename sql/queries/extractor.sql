@@ -81,10 +81,12 @@ ORDER BY position DESC
 LIMIT @max_rows;
 
 -- name: ExtractorCreatedFor :many
--- The memories of a scope the extractor created from a session's turn
--- (event_id among the revision's source turns): what an earlier run for
--- that turn wrote before it was cut short, if any.
-SELECT DISTINCT name FROM memory_revisions
-WHERE tenant_id = @tenant_id AND scope = @scope AND session_id = @session_id AND actor = 'extractor' AND op = 'created'
-    AND @event_id::text = ANY(source_turns)
-ORDER BY name;
+-- The memories the extractor created from a session's turn (event_id among
+-- the revision's source turns), with their scopes: what an earlier run for
+-- that turn wrote before it was cut short, if any. Served by
+-- memory_revisions_extractor_created, by the session alone (the scope is
+-- checked by the caller, so the primary key, led by the scope, is no
+-- candidate).
+SELECT scope, name FROM memory_revisions
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND actor = 'extractor' AND op = 'created'
+    AND @event_id::text = ANY(source_turns);

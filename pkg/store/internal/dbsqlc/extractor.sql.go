@@ -10,40 +10,41 @@ import (
 )
 
 const extractorCreatedFor = `-- name: ExtractorCreatedFor :many
-SELECT DISTINCT name FROM memory_revisions
-WHERE tenant_id = $1 AND scope = $2 AND session_id = $3 AND actor = 'extractor' AND op = 'created'
-    AND $4::text = ANY(source_turns)
-ORDER BY name
+SELECT scope, name FROM memory_revisions
+WHERE tenant_id = $1 AND session_id = $2 AND actor = 'extractor' AND op = 'created'
+    AND $3::text = ANY(source_turns)
 `
 
 type ExtractorCreatedForParams struct {
 	TenantID  string
-	Scope     string
 	SessionID string
 	EventID   string
 }
 
-// The memories of a scope the extractor created from a session's turn
-// (event_id among the revision's source turns): what an earlier run for
-// that turn wrote before it was cut short, if any.
-func (q *Queries) ExtractorCreatedFor(ctx context.Context, arg ExtractorCreatedForParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, extractorCreatedFor,
-		arg.TenantID,
-		arg.Scope,
-		arg.SessionID,
-		arg.EventID,
-	)
+type ExtractorCreatedForRow struct {
+	Scope string
+	Name  string
+}
+
+// The memories the extractor created from a session's turn (event_id among
+// the revision's source turns), with their scopes: what an earlier run for
+// that turn wrote before it was cut short, if any. Served by
+// memory_revisions_extractor_created, by the session alone (the scope is
+// checked by the caller, so the primary key, led by the scope, is no
+// candidate).
+func (q *Queries) ExtractorCreatedFor(ctx context.Context, arg ExtractorCreatedForParams) ([]ExtractorCreatedForRow, error) {
+	rows, err := q.db.Query(ctx, extractorCreatedFor, arg.TenantID, arg.SessionID, arg.EventID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []ExtractorCreatedForRow{}
 	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
+		var i ExtractorCreatedForRow
+		if err := rows.Scan(&i.Scope, &i.Name); err != nil {
 			return nil, err
 		}
-		items = append(items, name)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -288,7 +288,8 @@ func TestShutdownFinishesTheRunInFlight(t *testing.T) {
 // TestARunCutShortIsAnnouncedByTheNextOne: a run that wrote a memory and
 // was cut short (a crash, a kill) before it moved the cursor never
 // announced it; the run made again for the same turn, which finds the
-// memory written and writes nothing, announces it.
+// memory written and writes nothing, announces it, unless it was deleted
+// meanwhile.
 func TestARunCutShortIsAnnouncedByTheNextOne(t *testing.T) {
 	t.Parallel()
 	h := setup(t, "")
@@ -296,12 +297,17 @@ func TestARunCutShortIsAnnouncedByTheNextOne(t *testing.T) {
 	sub := h.subscribe()
 	s := h.session("s1")
 	s.say("the release branch is cut every Tuesday", "Noted.")
-	// What the cut-short run left: the memory, as the extractor writes it
-	// for this turn, and the cursor still owing the run.
-	_, err := h.memories.Write(ctx, tenant, project, memory.Document{
-		Name: "release-cut-tuesdays", Description: "The release branch is cut on Tuesdays", Type: memory.TypeProject, Body: "Every Tuesday.",
-	}, memory.Change{Actor: memory.ActorExtractor, Reason: "extracted from session s1 through turn 1", SourceTurns: []string{s.lastEvent()}, SessionID: "s1"},
-		memory.Expect{})
+	// What the cut-short run left: two memories, as the extractor writes
+	// them for this turn, and the cursor still owing the run. One of them
+	// was deleted since (through the API): nothing to announce.
+	cut := memory.Change{Actor: memory.ActorExtractor, Reason: "extracted from session s1 through turn 1", SourceTurns: []string{s.lastEvent()}, SessionID: "s1"}
+	for _, name := range []memory.Name{"release-cut-tuesdays", "release-cut-deleted"} {
+		_, err := h.memories.Write(ctx, tenant, project, memory.Document{
+			Name: name, Description: "The release branch is cut on Tuesdays", Type: memory.TypeProject, Body: "Every Tuesday.",
+		}, cut, memory.Expect{})
+		require.NoError(t, err)
+	}
+	_, err := h.memories.Delete(ctx, tenant, project, "release-cut-deleted", memory.Change{Actor: memory.ActorAPI}, memory.Expect{})
 	require.NoError(t, err)
 	p, _ := anthropicProvider(t, func(llmtest.Request) llmtest.Reply { return llmtest.Text("It is saved already.") })
 	h.service(p)

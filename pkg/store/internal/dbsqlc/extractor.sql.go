@@ -10,9 +10,11 @@ import (
 )
 
 const extractorCreatedFor = `-- name: ExtractorCreatedFor :many
-SELECT scope, name FROM memory_revisions
-WHERE tenant_id = $1 AND session_id = $2 AND actor = 'extractor' AND op = 'created'
-    AND $3::text = ANY(source_turns)
+SELECT r.scope, r.name FROM memory_revisions r
+WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.actor = 'extractor' AND r.op = 'created'
+    AND $3::text = ANY(r.source_turns)
+    -- Only a memory still there: one deleted since is nothing to announce.
+    AND EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = r.tenant_id AND m.scope = r.scope AND m.name = r.name AND m.deleted_at IS NULL)
 `
 
 type ExtractorCreatedForParams struct {
@@ -28,7 +30,7 @@ type ExtractorCreatedForRow struct {
 
 // The memories the extractor created from a session's turn (event_id among
 // the revision's source turns), with their scopes: what an earlier run for
-// that turn wrote before it was cut short, if any. Served by
+// that turn wrote before it was cut short, if any, and still there. Served by
 // memory_revisions_extractor_created, by the session alone (the scope is
 // checked by the caller, so the primary key, led by the scope, is no
 // candidate).

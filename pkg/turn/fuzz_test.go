@@ -52,10 +52,29 @@ func FuzzDecode(f *testing.F) {
 func TestFuzzSeeds(t *testing.T) {
 	t.Parallel()
 
+	var valid, invalid int
+	for name, data := range decodeSeeds(t) {
+		_, err := turn.Decode(data, turn.DecodeOptions{Tenant: "acme"})
+		switch {
+		case strings.HasPrefix(name, "valid_"):
+			valid++
+			require.NoError(t, err, name)
+		case strings.HasPrefix(name, "invalid_"):
+			invalid++
+			require.Error(t, err, name)
+		}
+	}
+	require.Positive(t, valid)
+	require.Positive(t, invalid)
+}
+
+// decodeSeeds reads FuzzDecode's committed corpus, by file name.
+func decodeSeeds(t *testing.T) map[string][]byte {
+	t.Helper()
 	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	var valid, invalid int
+	seeds := make(map[string][]byte, len(entries))
 	for _, e := range entries {
 		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		require.NoError(t, err)
@@ -65,19 +84,9 @@ func TestFuzzSeeds(t *testing.T) {
 		require.True(t, ok, "%s: not a single []byte value", e.Name())
 		data, err := strconv.Unquote(lit)
 		require.NoError(t, err, e.Name())
-
-		_, err = turn.Decode([]byte(data), turn.DecodeOptions{Tenant: "acme"})
-		switch {
-		case strings.HasPrefix(e.Name(), "valid_"):
-			valid++
-			require.NoError(t, err, e.Name())
-		case strings.HasPrefix(e.Name(), "invalid_"):
-			invalid++
-			require.Error(t, err, e.Name())
-		}
+		seeds[e.Name()] = []byte(data)
 	}
-	require.Positive(t, valid)
-	require.Positive(t, invalid)
+	return seeds
 }
 
 // FuzzContent: content as the wire carries it (a string, or an array of

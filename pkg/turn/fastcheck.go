@@ -24,90 +24,110 @@ import (
 // schemaAccepts reports whether data surely satisfies the turn schema.
 func schemaAccepts(data []byte) bool {
 	c := scan{b: data}
-	const (
-		hasEventID = 1 << iota
-		hasSession
-		hasSeq
-		hasMessages
-		hasOccurred
-		hasAll = hasEventID | hasSession | hasSeq | hasMessages | hasOccurred
-	)
-	var have int
-	var schema []byte
-	v11Only := false // request_prefix or client_compaction: v1.1's fields
-	ok := c.object(func(key []byte) bool {
-		switch string(key) {
-		case "schema":
-			s, ok := c.plainString()
-			schema = s
-			return ok
-		case "event_id":
-			have |= hasEventID
-			return c.id(true)
-		case "session_id":
-			have |= hasSession
-			return c.id(false)
-		case "tenant_id", "agent_id":
-			return c.id(false)
-		case "seq":
-			have |= hasSeq
-			n, ok := c.count()
-			return ok && n >= 1
-		case "memory_scope":
-			return c.object(func(k []byte) bool {
-				switch string(k) {
-				case "user", "project", "local", "agent":
-					return c.id(false)
-				}
-				return false
-			})
-		case "model":
-			s, ok := c.plainString()
-			return ok && utf8.RuneCount(s) <= 200
-		case "context_window":
-			n, ok := c.count()
-			return ok && n >= 1000 && n <= 100_000_000
-		case "max_output_tokens":
-			n, ok := c.count()
-			return ok && n >= 1 && n <= 10_000_000
-		case "input_messages":
-			have |= hasMessages
-			return c.array(func() bool { return c.message(false) })
-		case "response":
-			return c.message(true)
-		case "usage":
-			return c.usage()
-		case "request_prefix":
-			v11Only = true
-			return c.requestPrefix()
-		case "client_compaction":
-			v11Only = true
-			return c.object(func(k []byte) bool {
-				switch string(k) {
-				case "trigger":
-					s, ok := c.plainString()
-					return ok && (string(s) == "manual" || string(s) == "auto")
-				case "pre_tokens":
-					_, ok := c.count()
-					return ok
-				}
-				return false
-			})
-		case "occurred_at":
-			have |= hasOccurred
-			s, ok := c.plainString()
-			return ok && dateTime(s)
-		}
-		return false // the event takes no other property
-	})
-	switch {
-	case !ok || have != hasAll:
+	var ev eventCheck
+	if !c.object(func(key []byte) bool { return c.eventMember(key, &ev) }) || ev.have != hasAllRequired {
 		return false
-	case string(schema) == SchemaV1_1:
-		return true
-	default:
-		return string(schema) == SchemaV1 && !v11Only
 	}
+	switch string(ev.schema) {
+	case SchemaV1_1:
+		return true
+	case SchemaV1:
+		return !ev.v11Only
+	}
+	return false
+}
+
+// The event's required properties, as bits of eventCheck.have.
+const (
+	hasEventID = 1 << iota
+	hasSession
+	hasSeq
+	hasMessages
+	hasOccurred
+	hasAllRequired = hasEventID | hasSession | hasSeq | hasMessages | hasOccurred
+)
+
+// eventCheck is what the walk of an event keeps until its end.
+type eventCheck struct {
+	have    int    // the required properties seen
+	schema  []byte // the schema's name
+	v11Only bool   // request_prefix or client_compaction: v1.1's own fields
+}
+
+// eventMember checks one property of the event; the event takes no
+// property the schema does not name.
+func (c *scan) eventMember(key []byte, ev *eventCheck) bool {
+	switch string(key) {
+	case "schema":
+		s, ok := c.plainString()
+		ev.schema = s
+		return ok
+	case "event_id":
+		ev.have |= hasEventID
+		return c.id(true)
+	case "session_id":
+		ev.have |= hasSession
+		return c.id(false)
+	case "seq":
+		ev.have |= hasSeq
+		return c.countWithin(1, maxCount)
+	case "input_messages":
+		ev.have |= hasMessages
+		return c.array(func() bool { return c.message(false) })
+	case "occurred_at":
+		ev.have |= hasOccurred
+		s, ok := c.plainString()
+		return ok && dateTime(s)
+	case "request_prefix":
+		ev.v11Only = true
+		return c.requestPrefix()
+	case "client_compaction":
+		ev.v11Only = true
+		return c.clientCompaction()
+	}
+	return c.optionalMember(key)
+}
+
+// optionalMember checks the event's optional properties of v1.
+func (c *scan) optionalMember(key []byte) bool {
+	switch string(key) {
+	case "tenant_id", "agent_id":
+		return c.id(false)
+	case "memory_scope":
+		return c.object(func(k []byte) bool {
+			switch string(k) {
+			case "user", "project", "local", "agent":
+				return c.id(false)
+			}
+			return false
+		})
+	case "model":
+		s, ok := c.plainString()
+		return ok && utf8.RuneCount(s) <= 200
+	case "context_window":
+		return c.countWithin(1000, 100_000_000)
+	case "max_output_tokens":
+		return c.countWithin(1, 10_000_000)
+	case "response":
+		return c.message(true)
+	case "usage":
+		return c.usage()
+	}
+	return false
+}
+
+// clientCompaction checks v1.1's client_compaction.
+func (c *scan) clientCompaction() bool {
+	return c.object(func(k []byte) bool {
+		switch string(k) {
+		case "trigger":
+			s, ok := c.plainString()
+			return ok && (string(s) == "manual" || string(s) == "auto")
+		case "pre_tokens":
+			return c.countWithin(0, maxCount)
+		}
+		return false
+	})
 }
 
 // schemaNamed reports whether data, a JSON object, names a schema this
@@ -252,8 +272,7 @@ func (c *scan) usage() bool {
 		default:
 			return c.other(key, usageFields)
 		}
-		_, ok := c.count()
-		return ok
+		return c.countWithin(0, maxCount)
 	})
 	return ok && in && out
 }
@@ -285,8 +304,7 @@ func (c *scan) requestPrefix() bool {
 		case "tools":
 			return c.array(func() bool { return c.peek() == '{' && c.skip() })
 		case "tokens", "bytes":
-			_, ok := c.count()
-			return ok
+			return c.countWithin(0, maxCount)
 		case "hash":
 			s, ok := c.plainString()
 			n := utf8.RuneCount(s)
@@ -311,20 +329,10 @@ func (c *scan) other(key []byte, fields []string) bool {
 }
 
 // dateTime matches RFC 3339's date-time, as the schema's format asserts,
-// without a leap second and with an upper-case T and Z.
+// without a leap second and with an upper-case T and Z:
+// 2006-01-02T15:04:05[.frac](Z|±07:00).
 func dateTime(s []byte) bool {
-	// 2006-01-02T15:04:05[.frac](Z|±07:00)
-	if len(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
-		return false
-	}
-	year, ok1 := digits(s[0:4])
-	month, ok2 := digits(s[5:7])
-	day, ok3 := digits(s[8:10])
-	hour, ok4 := digits(s[11:13])
-	minute, ok5 := digits(s[14:16])
-	second, ok6 := digits(s[17:19])
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 ||
-		month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 59 {
+	if len(s) < 20 || s[10] != 'T' || !fullDate(s[:10]) || !clock(s[11:19], 23) {
 		return false
 	}
 	rest := s[19:]
@@ -339,14 +347,39 @@ func dateTime(s []byte) bool {
 		rest = rest[n:]
 	}
 	switch {
-	case len(rest) == 1 && rest[0] == 'Z':
-		return true
-	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
-		h, ok1 := digits(rest[1:3])
-		m, ok2 := digits(rest[4:6])
-		return ok1 && ok2 && h <= 23 && m <= 59
+	case len(rest) == 1:
+		return rest[0] == 'Z'
+	case len(rest) == 6:
+		return (rest[0] == '+' || rest[0] == '-') && clock(rest[1:6], 23)
 	}
 	return false
+}
+
+// fullDate matches 2006-01-02, a day the month has.
+func fullDate(s []byte) bool {
+	if s[4] != '-' || s[7] != '-' {
+		return false
+	}
+	year, ok1 := digits(s[0:4])
+	month, ok2 := digits(s[5:7])
+	day, ok3 := digits(s[8:10])
+	return ok1 && ok2 && ok3 && month >= 1 && month <= 12 && day >= 1 && day <= daysIn(year, month)
+}
+
+// clock matches hh:mm or hh:mm:ss, hours up to maxHour, minutes and
+// seconds up to 59.
+func clock(s []byte, maxHour int) bool {
+	if len(s) != 5 && len(s) != 8 {
+		return false
+	}
+	for i := 2; i < len(s); i += 3 {
+		n, ok := digits(s[i+1 : i+3])
+		if s[i] != ':' || !ok || n > 59 {
+			return false
+		}
+	}
+	h, ok := digits(s[:2])
+	return ok && h <= maxHour
 }
 
 func digits(s []byte) (int, bool) {
@@ -440,29 +473,33 @@ func (c *scan) id(punct bool) bool {
 	return ok && validID(string(s), punct)
 }
 
-// count reads an integer written with digits only, up to 10^12.
-func (c *scan) count() (int64, bool) {
+// maxCount is the schema's largest count ($defs/count).
+const maxCount = 1_000_000_000_000
+
+// countWithin reads an integer written with digits only, from least to
+// most.
+func (c *scan) countWithin(least, most int64) bool {
 	c.peek()
 	var n int64
 	start := c.i
 	for c.i < len(c.b) && c.b[c.i] >= '0' && c.b[c.i] <= '9' {
 		if c.i-start >= 13 {
-			return 0, false
+			return false // over maxCount, whatever follows
 		}
 		n = n*10 + int64(c.b[c.i]-'0')
 		c.i++
 	}
-	if c.i == start || n > 1_000_000_000_000 {
-		return 0, false
+	if c.i == start || n < least || n > most {
+		return false
 	}
 	if c.i < len(c.b) {
 		switch c.b[c.i] {
 		case ',', '}', ']', ' ', '\t', '\n', '\r':
 		default:
-			return 0, false // a fraction or an exponent
+			return false // a fraction or an exponent
 		}
 	}
-	return n, true
+	return true
 }
 
 // skip passes over any value.

@@ -114,6 +114,9 @@ func TestFastCheckRefusesWhatTheSchemaRefuses(t *testing.T) {
 		"system block not text":          fmt.Sprintf(base, okBlock, `"request_prefix":{"system":[{"type":"image","text":"x"}]},`),
 		"unknown compaction trigger":     fmt.Sprintf(base, okBlock, `"client_compaction":{"trigger":"later"},`),
 		"the thirtieth of February":      strings.Replace(ok, `2026-01-02`, `2026-02-30`, 1),
+		"minute sixty":                   strings.Replace(ok, `03:04:05Z`, `03:60:05Z`, 1),
+		"offset of 24 hours":             strings.Replace(ok, `03:04:05Z`, `03:04:05+24:00`, 1),
+		"no time zone":                   strings.Replace(ok, `03:04:05Z`, `03:04:05`, 1),
 	} {
 		require.False(t, turn.SchemaAccepts([]byte(data)), "%s: the fast check accepts it", name)
 		if schemaDecides([]byte(data)) {

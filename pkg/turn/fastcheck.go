@@ -436,18 +436,12 @@ func (c *scan) rawString() (raw []byte, escaped, ok bool) {
 	if c.peek() != '"' {
 		return nil, false, false
 	}
-	start := c.i + 1
-	for j := start; j < len(c.b); j++ {
-		switch c.b[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			c.i = j + 1
-			return c.b[start:j], escaped, true
-		}
+	end, escaped := stringEnd(c.b, c.i) // dupkey.go's
+	if end < 0 {
+		return nil, false, false
 	}
-	return nil, false, false
+	raw, c.i = c.b[c.i+1:end], end+1
+	return raw, escaped, true
 }
 
 // plainString reads a string without escapes: its bytes are its text.

@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -72,14 +72,20 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	}
 	tail := req.messages[stored:]
 	if compact && set.Compaction.Compacts(cb.session) && cb.Tokens.AutoCompact > 0 {
-		next := cb.Tokens.Count
+		added := make([]turn.Message, 0, len(tail))
 		for i := stored; i < int64(len(req.messages)); i++ {
 			m, err := req.turnAt(int(i))
 			if err != nil {
 				return body, err
 			}
-			next += tokens.EstimateMessage(m)
+			added = append(added, m)
 		}
+		// Counted as the accountant will count them: each kind of content
+		// by the factor the session's responses taught, after the offload
+		// it would apply. A raw estimate runs a fifth or more over for code
+		// and tool output, and the client's messages are many when its
+		// rounds before are not applied yet (sent back to back).
+		next := accounting.PreflightFor(set.Tokens, set.Offload, cb.session, added).Count
 		if within := set.Proxy.ExactCountWithinPercent; within > 0 && req.client != nil && nearThreshold(next, cb.Tokens.AutoCompact, within) {
 			next = g.exactCount(ctx, tenant, req, parts, cb.Compaction != nil, tail, next)
 		}

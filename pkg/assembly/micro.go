@@ -92,8 +92,10 @@ func Compactable(msgs []view.Message, tools ToolSet, cleared map[string]bool) []
 	names := make(map[string]string) // tool_use id → tool name
 	listed := make(map[string]bool)
 	var out []Result
-	for mi, m := range msgs {
-		for bi, b := range m.Content {
+	for mi := range msgs {
+		m := &msgs[mi] // not copied: every context read walks every block
+		for bi := range m.Content {
+			b := &m.Content[bi]
 			switch {
 			case m.Role == "assistant" && b.Type == turn.BlockToolUse:
 				if _, ok := names[b.ID]; !ok {
@@ -109,8 +111,8 @@ func Compactable(msgs []view.Message, tools ToolSet, cleared map[string]bool) []
 					ToolUseID:     b.ToolUseID,
 					Message:       mi,
 					Block:         bi,
-					Tokens:        tokens.EstimateBlock(b),
-					ClearedTokens: tokens.EstimateBlock(clearedBlock(b)),
+					Tokens:        tokens.EstimateBlock(*b),
+					ClearedTokens: tokens.EstimateBlock(clearedBlock(*b)),
 				})
 			}
 		}

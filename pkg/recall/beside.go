@@ -6,6 +6,8 @@ import (
 	"maps"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -53,9 +55,45 @@ func withoutReminders(s string) string {
 }
 
 // Prefetched reports whether m is a user message recall is prefetched for:
-// one whose user text has more than one word.
+// one whose user text (UserText) has more than one word. Every context read
+// asks it of every message, so it counts words as it goes, stopping at
+// the second, instead of joining the text and splitting it.
 func Prefetched(m view.Message) bool {
-	return len(strings.Fields(UserText(m))) > 1
+	if m.Role != "user" || !m.Stored() {
+		return false
+	}
+	words := 0
+	for i := range m.Content {
+		b := &m.Content[i]
+		if b.Type != turn.BlockText {
+			continue
+		}
+		if words += fieldsUpTo(withoutReminders(b.Text), 2-words); words > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldsUpTo counts the words of s as strings.Fields splits them, up to
+// most.
+func fieldsUpTo(s string, most int) int {
+	n, inWord := 0, false
+	for i := 0; i < len(s) && n < most; {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		i += size
+		switch space := unicode.IsSpace(r); {
+		case space:
+			inWord = false
+		case !inWord:
+			inWord = true
+			n++
+		}
+	}
+	return n
 }
 
 // Beside is what a session's context shows beside its user messages.

@@ -697,31 +697,35 @@ func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess sto
 
 // hashParts hashes the concatenation of parts: the SHA-256 of all of it
 // and its length, and the SHA-256 of its first cut bytes (nil when cut is
-// negative or longer than the whole). It calls pause after every
-// pageWrite parts.
+// negative or longer than the whole). One pass: the head is the running
+// hash's sum at cut bytes (Sum leaves the hash's state as it was). It
+// calls pause after every pageWrite parts.
 func hashParts(pause func(), cut int64, parts ...[][]byte) (sum []byte, length int64, head []byte) {
-	all, first := sha256.New(), sha256.New()
+	h := sha256.New()
 	n := 0
 	if cut == 0 {
-		head = first.Sum(nil)
+		head = h.Sum(nil)
 	}
 	for _, list := range parts {
 		for _, p := range list {
-			all.Write(p)
-			if head == nil && cut > 0 && length < cut {
-				n := min(int64(len(p)), cut-length)
-				first.Write(p[:n])
-				if length+n == cut {
-					head = first.Sum(nil)
-				}
+			if head == nil && cut > length && cut < length+int64(len(p)) {
+				k := cut - length
+				h.Write(p[:k])
+				head = h.Sum(nil)
+				h.Write(p[k:])
+			} else {
+				h.Write(p)
 			}
 			length += int64(len(p))
+			if head == nil && cut == length {
+				head = h.Sum(nil)
+			}
 			if n++; n%pageWrite == 0 {
 				pause()
 			}
 		}
 	}
-	return all.Sum(nil), length, head
+	return h.Sum(nil), length, head
 }
 
 // writeStableJSON writes v without HTML escaping, so the bytes are the

@@ -1,0 +1,52 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestHashPartsIsTheHashOfTheJoinedParts: the sum, the length and the
+// head's sum of parts are those of the joined bytes and of their first cut
+// bytes, at every cut (a part's start, its middle, its end, an empty part),
+// and there is no head past the end.
+func TestHashPartsIsTheHashOfTheJoinedParts(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	part := func() []byte {
+		p := make([]byte, r.IntN(5)) // some empty
+		for i := range p {
+			p[i] = byte(r.IntN(256))
+		}
+		return p
+	}
+	for range 50 {
+		var system, messages [][]byte
+		for range r.IntN(4) {
+			system = append(system, part())
+		}
+		for range r.IntN(6) {
+			messages = append(messages, part())
+		}
+		var joined []byte
+		for _, p := range append(append([][]byte{}, system...), messages...) {
+			joined = append(joined, p...)
+		}
+		whole := sha256.Sum256(joined)
+		for cut := int64(-1); cut <= int64(len(joined))+1; cut++ {
+			pauses := 0
+			sum, length, head := hashParts(func() { pauses++ }, cut, system, messages)
+			require.Equal(t, whole[:], sum)
+			require.EqualValues(t, len(joined), length)
+			require.Equal(t, (len(system)+len(messages))/pageWrite, pauses)
+			switch {
+			case cut < 0 || cut > int64(len(joined)):
+				require.Nil(t, head, "cut %d of %d bytes", cut, len(joined))
+			default:
+				want := sha256.Sum256(joined[:cut])
+				require.Equal(t, want[:], head, "cut %d of %d bytes", cut, len(joined))
+			}
+		}
+	}
+}

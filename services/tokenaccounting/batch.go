@@ -55,7 +55,27 @@ type queued struct {
 	ev   turn.Event
 	size int
 	at   time.Time
+	// in is the event's messages encoded and hashed (prepare), done by its
+	// handler before it queues, beside the other handlers: the tenant's
+	// batches go one transaction at a time, and each holds its
+	// transaction open only for what needs the database. nil when not
+	// done (a large event: it may well go on its own) or when prepare
+	// failed; readBatch then prepares it.
+	in   *turnInput
 	done chan error // nil: applied in the batch; errAlone: apply it on its own
+}
+
+// prepared is prepare(ev) for an event of size bytes that will likely be
+// applied in a batch, or nil.
+func prepared(ev turn.Event, size int) *turnInput {
+	if size > loneBatchBytes {
+		return nil
+	}
+	in, err := prepare(ev)
+	if err != nil {
+		return nil
+	}
+	return &in
 }
 
 // batches holds each tenant's events waiting for a transaction, and which
@@ -68,7 +88,7 @@ type batches struct {
 // applyBatched applies ev in its tenant's next batch, or on its own when
 // the batch leaves it out.
 func (s *Service) applyBatched(ctx context.Context, ev turn.Event, size int) error {
-	q := &queued{ctx: ctx, ev: ev, size: size, at: s.now(), done: make(chan error, 1)}
+	q := &queued{ctx: ctx, ev: ev, size: size, at: s.now(), in: prepared(ev, size), done: make(chan error, 1)}
 	s.batches.mu.Lock()
 	if s.batches.waiting == nil {
 		s.batches.waiting = map[string][]*queued{}
@@ -111,7 +131,7 @@ func (s *Service) ApplyAll(ctx context.Context, evs []turn.Event) []error {
 		for idx := range slices.Chunk(byTenant[tenant], max(s.cfg.Batch, 1)) {
 			batch := make([]*queued, len(idx))
 			for j, i := range idx {
-				batch[j] = &queued{ctx: ctx, ev: evs[i], at: s.now(), done: make(chan error, 1)}
+				batch[j] = &queued{ctx: ctx, ev: evs[i], at: s.now(), in: prepared(evs[i], 0), done: make(chan error, 1)}
 			}
 			s.applyBatch(tenant, batch)
 			for j, i := range idx {
@@ -324,10 +344,14 @@ func readBatch(ctx context.Context, tx *store.Tx, batch []*queued, sessions map[
 		if _, ok := sessions[q.ev.SessionID]; !ok {
 			continue
 		}
-		in, err := prepare(q.ev)
-		if err != nil {
-			continue // the event's own transaction reports it
+		if q.in == nil {
+			in, err := prepare(q.ev)
+			if err != nil {
+				continue // the event's own transaction reports it
+			}
+			q.in = &in
 		}
+		in := *q.in // a copy: a batch retried plans from the event as prepared
 		r.ins[i] = &in
 		for _, u := range in.uuids {
 			hashSessions, hashUUIDs = append(hashSessions, q.ev.SessionID), append(hashUUIDs, u)

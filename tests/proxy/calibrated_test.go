@@ -10,9 +10,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -38,11 +35,7 @@ func code(n int) string {
 // is compacted first.
 func TestTheProxyCountsNewMessagesAsTheAccountantDoes(t *testing.T) {
 	t.Parallel()
-	up := upstream.Start(t, upstream.Config{Script: func(*upstream.Request) (upstream.Reply, error) {
-		return upstream.Final("Noted."), nil
-	}})
-	st := pgtest.New(t)
-	m := startMnemosOn(t, st, bustest.New(t), up.URL, key)
+	up, st, m := startNoted(t)
 	ctx := context.Background()
 	// Auto-compaction at 5% of the model's effective window: 9,000 tokens.
 	require.NoError(t, st.SetTenantSettings(ctx, tenant,
@@ -57,13 +50,6 @@ func TestTheProxyCountsNewMessagesAsTheAccountantDoes(t *testing.T) {
 		answer, err := client.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: msgs})
 		require.NoError(t, err)
 		msgs = append(msgs, answer.ToParam())
-	}
-	preflights := func() int64 {
-		t.Helper()
-		var n int64
-		require.NoError(t, pgtest.Admin(t, st).QueryRow(ctx,
-			"SELECT count(*) FROM compactions WHERE session_id = $1 AND trigger = 'preflight'", session).Scan(&n))
-		return n
 	}
 
 	send("Here is the module I am working on.")
@@ -86,7 +72,7 @@ func TestTheProxyCountsNewMessagesAsTheAccountantDoes(t *testing.T) {
 	raw := tokens.EstimateContent(turn.Content{{Type: turn.BlockText, Text: over}})
 	require.GreaterOrEqual(t, sess.TokenCount+raw, threshold, "the premise: the raw estimate crosses")
 	send(over)
-	require.Zero(t, preflights(), "a request counted under the threshold went up without a compaction")
+	require.Zero(t, compactionsBeforeTheCall(t, st, session), "a request counted under the threshold went up without a compaction")
 	calls := up.Messages()
 	require.Less(t, calls[len(calls)-1].Usage.InputSide(), threshold, "the upstream too counted it under the threshold")
 	sess = waitApplied(t, st, session, 3)
@@ -95,5 +81,5 @@ func TestTheProxyCountsNewMessagesAsTheAccountantDoes(t *testing.T) {
 	// Counted with the learnt factor, this one crosses: its raw estimate
 	// is half as much again as the room left, 4% more.
 	send(code(int(9 * (threshold - sess.TokenCount + threshold/25) / 2)))
-	require.EqualValues(t, 1, preflights(), "a request counted over the threshold is compacted first")
+	require.EqualValues(t, 1, compactionsBeforeTheCall(t, st, session), "a request counted over the threshold is compacted first")
 }

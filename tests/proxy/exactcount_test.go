@@ -10,10 +10,6 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/stretchr/testify/require"
-
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
 
 // TestAnExactCountDecidesNearTheThreshold: a request whose estimate is just
@@ -36,11 +32,7 @@ func TestAnExactCountDecidesNearTheThreshold(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			up := upstream.Start(t, upstream.Config{Script: func(*upstream.Request) (upstream.Reply, error) {
-				return upstream.Final("Noted."), nil
-			}})
-			st := pgtest.New(t)
-			m := startMnemosOn(t, st, bustest.New(t), up.URL, key)
+			up, st, m := startNoted(t)
 			ctx := context.Background()
 			// Auto-compaction at 2% of the model's effective window: 3,600
 			// tokens (warnings 1,000 and 500 tokens below it).
@@ -70,10 +62,7 @@ func TestAnExactCountDecidesNearTheThreshold(t *testing.T) {
 				}
 			}
 			require.Equal(t, c.counted, counts, "count_tokens calls (the session held %d tokens)", limits)
-			var preflight int64
-			require.NoError(t, pgtest.Admin(t, st).QueryRow(ctx,
-				"SELECT count(*) FROM compactions WHERE session_id = 'near' AND trigger = 'preflight'").Scan(&preflight))
-			require.Equal(t, c.compacted, preflight, "compactions before the call")
+			require.Equal(t, c.compacted, compactionsBeforeTheCall(t, st, "near"), "compactions before the call")
 			if c.counted > 0 {
 				require.EqualValues(t, 1, m.metrics.Sum("mnemos.proxy.exact_counts", "outcome", "under"), "the exact count came out under the estimate")
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
@@ -156,4 +157,25 @@ func get(url, apiKey string) (int, []byte, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, body, err
+}
+
+// startNoted runs Mnemos, on a store of its own, in front of a scripted
+// upstream that answers every call "Noted.".
+func startNoted(t *testing.T) (*upstream.Upstream, *store.Store, *mnemos) {
+	t.Helper()
+	up := upstream.Start(t, upstream.Config{Script: func(*upstream.Request) (upstream.Reply, error) {
+		return upstream.Final("Noted."), nil
+	}})
+	st := pgtest.New(t)
+	return up, st, startMnemosOn(t, st, bustest.New(t), up.URL, key)
+}
+
+// compactionsBeforeTheCall counts the session's compactions the proxy
+// made before a call.
+func compactionsBeforeTheCall(t *testing.T, st *store.Store, session string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, pgtest.Admin(t, st).QueryRow(context.Background(),
+		"SELECT count(*) FROM compactions WHERE session_id = $1 AND trigger = 'preflight'", session).Scan(&n))
+	return n
 }

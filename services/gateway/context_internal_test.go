@@ -11,7 +11,8 @@ import (
 // TestHashPartsIsTheHashOfTheJoinedParts: the sum, the length and the
 // head's sum of parts are those of the joined bytes and of their first cut
 // bytes, at every cut (a part's start, its middle, its end, an empty part),
-// and there is no head past the end.
+// there is no head past the end, and the hashing pauses once every
+// pageWrite parts.
 func TestHashPartsIsTheHashOfTheJoinedParts(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	part := func() []byte {
@@ -21,6 +22,7 @@ func TestHashPartsIsTheHashOfTheJoinedParts(t *testing.T) {
 		}
 		return p
 	}
+	paced := 0
 	for range 50 {
 		var system, messages [][]byte
 		for range r.IntN(4) {
@@ -29,11 +31,19 @@ func TestHashPartsIsTheHashOfTheJoinedParts(t *testing.T) {
 		for range r.IntN(6) {
 			messages = append(messages, part())
 		}
+		if r.IntN(5) == 0 { // a long session: the hashing pauses every pageWrite parts
+			for range pageWrite*2 + r.IntN(pageWrite) {
+				messages = append(messages, part())
+			}
+		}
 		var joined []byte
 		for _, p := range append(append([][]byte{}, system...), messages...) {
 			joined = append(joined, p...)
 		}
 		whole := sha256.Sum256(joined)
+		if len(system)+len(messages) >= pageWrite {
+			paced++
+		}
 		for cut := int64(-1); cut <= int64(len(joined))+1; cut++ {
 			pauses := 0
 			sum, length, head := hashParts(func() { pauses++ }, cut, system, messages)
@@ -49,4 +59,5 @@ func TestHashPartsIsTheHashOfTheJoinedParts(t *testing.T) {
 			}
 		}
 	}
+	require.Positive(t, paced, "some cases were long enough to pause")
 }

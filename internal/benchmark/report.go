@@ -519,18 +519,22 @@ func procField(path, key string) string {
 // round takes.
 const warmPerSession = 5
 
-// warmIngest runs an unmeasured ingest round, then gathers the tables'
-// statistics, so that the measured rounds meet the database as a running
-// one looks: autovacuum analyzes a table within a minute or so of its
-// first writes, and the whole ingest part is over in less. Without
-// statistics Postgres plans the store's prepared statements from default
-// guesses, and the generic plan it settles on after five runs can read
-// the whole tenant (a batch's sessions found through the tenant's index of
-// creation times, each then compared with the batch's ids).
 func warmIngest(ctx context.Context, s *System, o Options) error {
-	evs := Events(o.Run+"-warm", o.Sessions, warmPerSession)
-	o.Progress("ingest warm-up: %d turns, not measured, then ANALYZE", len(evs))
-	if _, err := s.IngestBurst(ctx, evs, o.Publishers); err != nil {
+	o.Progress("ingest warm-up: %d turns, not measured, then ANALYZE", o.Sessions*warmPerSession)
+	return s.WarmIngest(ctx, o.Run, o.Sessions, o.Publishers)
+}
+
+// WarmIngest runs an unmeasured ingest round of sessions × 5 turns (run
+// keeps its ids apart), then gathers the tables' statistics, so that the
+// rounds measured after it meet the database as a running one looks:
+// autovacuum analyzes a table within a minute or so of its first writes,
+// and a benchmark's ingest is over in less. Without statistics Postgres
+// plans the store's prepared statements from default guesses, and the
+// generic plan it settles on after five runs can read the whole tenant (a
+// batch's sessions found through the tenant's index of creation times,
+// each then compared with the batch's ids).
+func (s *System) WarmIngest(ctx context.Context, run string, sessions, publishers int) error {
+	if _, err := s.IngestBurst(ctx, Events(run+"-warm", sessions, warmPerSession), publishers); err != nil {
 		return err
 	}
 	if _, err := s.Owner.Exec(ctx, "ANALYZE sessions, messages, turns, outbox"); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/benchmark"
@@ -28,10 +29,12 @@ const (
 // accounted (turn.accounted seen on the bus) with everything published at
 // once, then the latency of turns offered at half that rate, below
 // saturation, and the raw JetStream publish+consume and raw Postgres insert
-// rates; it reports the medians and the ratios.
+// rates; it reports the medians and the ratios. The rounds follow an
+// unmeasured one and ANALYZE, as `mnemos bench`'s do (System.WarmIngest).
 func BenchmarkIngest(b *testing.B) {
 	sys := startSystem(b)
 	ctx := context.Background()
+	require.NoError(b, sys.WarmIngest(ctx, "w", sessions, publishers))
 	var rates, js, pg, p50, p99, s50, s99 []float64
 	for i := 0; b.Loop(); i++ {
 		in, err := sys.IngestBurst(ctx, benchmark.Events(fmt.Sprintf("r%d", i), sessions, turnsPerRound/sessions), publishers)
@@ -103,6 +106,32 @@ func TestIngestRoundEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, steady.Latencies, 20)
 	require.InDelta(t, 50, steady.Offered, 0)
+}
+
+// TestTheIngestPartMeasuresAnalyzedTables: before its measured rounds the
+// ingest part of `mnemos bench` runs an unmeasured one and gathers the
+// statistics of the tables a turn writes, so the store's prepared
+// statements are planned from them and not from default guesses.
+func TestTheIngestPartMeasuresAnalyzedTables(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	ctx := context.Background()
+	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
+		Only: "ingest", Rounds: 1, Sessions: 4, PerSession: 3, SustainFor: 200 * time.Millisecond, Run: "a", Progress: t.Logf,
+	})
+	require.NoError(t, err)
+	require.Len(t, rep.Burst, 1)
+	require.Equal(t, 12, rep.Burst[0].Turns)
+	admin := pgtest.Admin(t, sys.Store)
+	var warmed int
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE session_id LIKE 'a-warm-%' AND applied_seq = 5`).Scan(&warmed))
+	require.Equal(t, 4, warmed, "every session of the warm-up took its five turns")
+	rows, err := admin.Query(ctx, `SELECT relname FROM pg_stat_user_tables
+		WHERE relname IN ('sessions', 'messages', 'turns', 'outbox') AND last_analyze IS NOT NULL ORDER BY relname`)
+	require.NoError(t, err)
+	analyzed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"messages", "outbox", "sessions", "turns"}, analyzed)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

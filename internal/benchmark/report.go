@@ -167,7 +167,8 @@ func Run(ctx context.Context, s *System, opts Options) (Report, error) {
 }
 
 func runIngest(ctx context.Context, s *System, o Options, rep *Report) error {
-	if err := warmIngest(ctx, s, o); err != nil {
+	o.Progress("ingest warm-up: %d turns, not measured, then ANALYZE", o.Sessions*warmPerSession)
+	if err := s.WarmIngest(ctx, o.Run, o.Sessions, o.Publishers); err != nil {
 		return err
 	}
 	for i := range o.Rounds {
@@ -518,11 +519,6 @@ func procField(path, key string) string {
 // warmPerSession is how many turns each session of the unmeasured warm-up
 // round takes.
 const warmPerSession = 5
-
-func warmIngest(ctx context.Context, s *System, o Options) error {
-	o.Progress("ingest warm-up: %d turns, not measured, then ANALYZE", o.Sessions*warmPerSession)
-	return s.WarmIngest(ctx, o.Run, o.Sessions, o.Publishers)
-}
 
 // WarmIngest runs an unmeasured ingest round of sessions × 5 turns (run
 // keeps its ids apart), then gathers the tables' statistics, so that the

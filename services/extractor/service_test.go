@@ -98,8 +98,9 @@ func TestTheAgentsOwnWriteSkipsAndAdvances(t *testing.T) {
 	require.Len(t, rec.seen(), 1, "no run for the skipped turn")
 	_, ok := h.memory(project, "qa-signs-off-every-release")
 	require.False(t, ok, "the agent saved it itself")
-	// No run made the skip: its handler counts it once the transaction that
-	// moved the cursor committed, so a moment after settled can see it.
+	// No run made the skip, so settled's wait for the run's lease does not
+	// cover its count: the handler counts it after the transaction that
+	// moved the cursor commits, a moment after settled may have seen it.
 	require.Eventually(t, func() bool {
 		return h.metrics.Sum("mnemos.extractor.runs", "outcome", extractor.OutcomeSkippedAgentWrote) == 1
 	}, 30*time.Second, 10*time.Millisecond, "the skipped turn is counted")

@@ -70,7 +70,8 @@ FUZZ_TARGETS := \
 	./pkg/sessionnotes:FuzzSubstitute \
 	./pkg/ctxedit:FuzzParse \
 	./services/gateway:FuzzJSONWalk \
-	./pkg/jsonvalid:FuzzValid
+	./pkg/jsonvalid:FuzzValid \
+	./pkg/retention:FuzzReportsError
 # A count of executions, not a duration: Go 1.26's fuzz coordinator can fail a
 # target with a bare "context deadline exceeded" when a -fuzztime duration runs
 # out on a busy machine (go.dev/issue/75804, fixed in Go 1.27); a count has no

@@ -4,3 +4,8 @@ var (
 	IsInstruction = isInstruction
 	IsPath        = isPath
 )
+
+var (
+	ReportsError = reportsError
+	ErrorLine    = errorLine
+)

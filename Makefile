@@ -59,6 +59,7 @@ bench-cluster: ## ingest on the three-node cluster with 1, 2, 3 accountants, Jet
 FUZZ_TARGETS := \
 	./pkg/turn:FuzzDecode \
 	./pkg/turn:FuzzContent \
+	./pkg/turn:FuzzContentFastPathAgrees \
 	./pkg/turn:FuzzFastCheckAgreesWithSchema \
 	./pkg/turn:FuzzIDRules \
 	./pkg/claudecode:FuzzParse \

@@ -90,14 +90,17 @@ func DuplicateKey(data []byte) (int, string) {
 // at data[start] (-1 when none does), and whether the string holds an escape.
 func stringEnd(data []byte, start int) (int, bool) {
 	escaped := false
-	for j := start + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			return j, escaped
+	for j := start + 1; j < len(data); {
+		q := bytes.IndexByte(data[j:], '"') // long strings: the plain bytes are skipped in bulk
+		if q < 0 {
+			return -1, escaped
 		}
+		b := bytes.IndexByte(data[j:j+q], '\\')
+		if b < 0 {
+			return j + q, escaped
+		}
+		escaped = true
+		j += b + 2 // the escape and the byte it escapes
 	}
 	return -1, escaped
 }

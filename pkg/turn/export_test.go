@@ -1,5 +1,7 @@
 package turn
 
+import "encoding/json"
+
 // For the tests of package turn_test.
 var (
 	SchemaAccepts  = schemaAccepts
@@ -7,3 +9,17 @@ var (
 	ValidateSchema = validateSchema
 	CheckEncoding  = checkEncoding
 )
+
+// DecodeContentFast is the one-pass content decoder; ok false when it
+// declines.
+func DecodeContentFast(data []byte) (Content, bool) { return decodeContent(data) }
+
+// DecodeContentSlowly decodes content through encoding/json alone, nested
+// content included, as before the one-pass decoder. Not for parallel tests.
+func DecodeContentSlowly(data []byte) (Content, error) {
+	slowContentOnly.Store(true)
+	defer slowContentOnly.Store(false)
+	var c Content
+	err := json.Unmarshal(data, &c)
+	return c, err
+}

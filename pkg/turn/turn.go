@@ -226,6 +226,19 @@ type Content []Block
 
 // UnmarshalJSON accepts a string or an array of blocks.
 func (c *Content) UnmarshalJSON(data []byte) error {
+	if slowContentOnly.Load() {
+		return c.unmarshalSlowly(data)
+	}
+	if blocks, ok := decodeContent(data); ok {
+		*c = blocks
+		return nil
+	}
+	return c.unmarshalSlowly(data)
+}
+
+// unmarshalSlowly is UnmarshalJSON through encoding/json, for what
+// decodeContent declines (fastcontent.go).
+func (c *Content) unmarshalSlowly(data []byte) error {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '"' {
 		var s string

@@ -1,0 +1,395 @@
+package turn
+
+import (
+	"bytes"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
+// Decoding content in one pass. encoding/json decodes a message's content
+// through Content.UnmarshalJSON, which decodes its blocks through
+// Block.UnmarshalJSON, each a json.Unmarshal of its own that scans its bytes
+// once to check them and once more to decode them, and a tool result's
+// content goes through both again: every byte of a tool's output was read
+// five times or more. Decoding content was the largest cost of the
+// accountant (the events it decodes) and of the compactor (the sessions
+// it loads).
+//
+// decodeContent walks content once and builds the blocks itself, for what
+// it is sure of: blocks of the types Mnemos knows, with keys spelled as the
+// struct's tags spell them, values of the fields' types, strings whose
+// escapes are plain. Everything else (a null, a key in another case, an
+// unknown block type, a surrogate escape) it declines, and
+// Content.UnmarshalJSON decodes as before. Declining is always correct; what
+// it accepts must decode exactly as encoding/json would
+// (FuzzContentFastPathAgrees).
+
+// slowContentOnly switches decodeContent off, for the tests that compare it
+// with encoding/json alone.
+var slowContentOnly atomic.Bool
+
+// contentParser reads one valid JSON value: encoding/json checks the whole
+// document before it calls an UnmarshalJSON method, so the parser need not
+// check what it skips.
+type contentParser struct {
+	data []byte
+	i    int
+}
+
+// decodeContent decodes content (a string, or an array of blocks) or
+// reports false, having decided nothing.
+func decodeContent(data []byte) (Content, bool) {
+	p := contentParser{data: data}
+	c, ok := p.content()
+	if !ok {
+		return nil, false
+	}
+	p.space()
+	return c, p.i == len(p.data)
+}
+
+func (p *contentParser) space() {
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// next skips whitespace and returns the next byte, 0 at the end.
+func (p *contentParser) next() byte {
+	p.space()
+	if p.i == len(p.data) {
+		return 0
+	}
+	return p.data[p.i]
+}
+
+func (p *contentParser) content() (Content, bool) {
+	switch p.next() {
+	case '"':
+		s, ok := p.string()
+		if !ok {
+			return nil, false
+		}
+		return Content{{Type: BlockText, Text: s}}, true
+	case '[':
+		p.i++
+	default:
+		return nil, false // null, or no content at all: encoding/json decides
+	}
+	blocks := make([]Block, 0, 2)
+	if p.next() == ']' {
+		p.i++
+		return blocks, true
+	}
+	for {
+		if p.next() != '{' {
+			return nil, false
+		}
+		blocks = append(blocks, Block{})
+		if !p.block(&blocks[len(blocks)-1]) {
+			return nil, false
+		}
+		switch p.next() {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return blocks, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// block decodes the object at p.i into b.
+func (p *contentParser) block(b *Block) bool {
+	p.i++ // {
+	if p.next() == '}' {
+		p.i++
+		return Known(b.Type)
+	}
+	for {
+		if p.next() != '"' {
+			return false
+		}
+		key, ok := p.key()
+		if !ok || p.next() != ':' {
+			return false
+		}
+		p.i++
+		if p.next() == 'n' {
+			return false // null: each field type has its own rule
+		}
+		if !p.field(b, key) {
+			return false
+		}
+		switch p.next() {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return Known(b.Type) // another type keeps its JSON (Block.Raw)
+		default:
+			return false
+		}
+	}
+}
+
+// field decodes the value at p.i into b's field named key; a later key of
+// the same name overwrites, as in encoding/json.
+func (p *contentParser) field(b *Block, key []byte) bool {
+	var s *string
+	var raw *[]byte
+	switch string(key) { // no allocation: the compiler compares in place
+	case "type":
+		s = &b.Type
+	case "text":
+		s = &b.Text
+	case "thinking":
+		s = &b.Thinking
+	case "signature":
+		s = &b.Signature
+	case "data":
+		s = &b.Data
+	case "id":
+		s = &b.ID
+	case "name":
+		s = &b.Name
+	case "tool_use_id":
+		s = &b.ToolUseID
+	case "title":
+		s = &b.Title
+	case "context":
+		s = &b.Context
+	case "citations":
+		raw = (*[]byte)(&b.Citations)
+	case "input":
+		raw = (*[]byte)(&b.Input)
+	case "source":
+		raw = (*[]byte)(&b.Source)
+	case "cache_control":
+		raw = (*[]byte)(&b.CacheControl)
+	case "is_error":
+		return p.bool(&b.IsError)
+	case "content":
+		c, ok := p.content()
+		if !ok {
+			return false
+		}
+		b.Content = &c
+		return true
+	default:
+		if foldsToField(key) {
+			return false // encoding/json matches keys in any case
+		}
+		p.skip()
+		return true
+	}
+	if s != nil {
+		if p.data[p.i] != '"' {
+			return false
+		}
+		v, ok := p.string()
+		*s = v
+		return ok
+	}
+	start := p.i
+	p.skip()
+	*raw = append([]byte(nil), p.data[start:p.i]...) // what json.RawMessage keeps: a copy of the value
+	return true
+}
+
+// foldsToField reports whether encoding/json could match key to a field
+// of Block although it is not spelled as the tag: in another case, or
+// with a byte outside ASCII (its folding is Unicode's: "ſ" matches "s").
+func foldsToField(key []byte) bool {
+	for _, c := range key {
+		if c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for _, f := range blockFields { // decode.go: the tags' names
+
+		if bytes.EqualFold(key, []byte(f)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *contentParser) bool(v *bool) bool {
+	switch {
+	case bytes.HasPrefix(p.data[p.i:], []byte("true")):
+		*v, p.i = true, p.i+4
+	case bytes.HasPrefix(p.data[p.i:], []byte("false")):
+		*v, p.i = false, p.i+5
+	default:
+		return false
+	}
+	return true
+}
+
+// key returns the object key at p.i, declining one with an escape.
+func (p *contentParser) key() ([]byte, bool) {
+	start := p.i + 1
+	for j := start; j < len(p.data); j++ {
+		switch p.data[j] {
+		case '"':
+			p.i = j + 1
+			return p.data[start:j], true
+		case '\\':
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// string decodes the JSON string at p.i. It declines invalid UTF-8
+// (encoding/json replaces it) and escaped surrogates (encoding/json pairs
+// them or replaces them).
+func (p *contentParser) string() (string, bool) {
+	start := p.i + 1
+	j := start
+	ascii := true
+	for j < len(p.data) {
+		c := p.data[j]
+		if c == '"' {
+			if !ascii && !utf8.Valid(p.data[start:j]) {
+				return "", false
+			}
+			p.i = j + 1
+			return string(p.data[start:j]), true
+		}
+		if c == '\\' {
+			return p.escapedString(start, j)
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+		j++
+	}
+	return "", false
+}
+
+// escapedString decodes the string that starts at start and has its
+// first escape at j.
+func (p *contentParser) escapedString(start, j int) (string, bool) {
+	if !utf8.Valid(p.data[start:j]) {
+		return "", false
+	}
+	out := make([]byte, 0, len(p.data)-start)
+	out = append(out, p.data[start:j]...)
+	for j < len(p.data) {
+		c := p.data[j]
+		switch {
+		case c == '"':
+			p.i = j + 1
+			return string(out), true
+		case c != '\\':
+			k := j + 1
+			for k < len(p.data) && p.data[k] != '"' && p.data[k] != '\\' {
+				k++
+			}
+			if !utf8.Valid(p.data[j:k]) {
+				return "", false
+			}
+			out = append(out, p.data[j:k]...)
+			j = k
+			continue
+		}
+		if j+1 >= len(p.data) {
+			return "", false
+		}
+		switch e := p.data[j+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(p.data[j+2:])
+			if !ok || 0xD800 <= r && r <= 0xDFFF {
+				return "", false
+			}
+			out = utf8.AppendRune(out, r)
+			j += 4
+		default:
+			return "", false
+		}
+		j += 2
+	}
+	return "", false
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// skip moves past the value at p.i, which is valid JSON.
+func (p *contentParser) skip() {
+	depth := 0
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case '"':
+			p.i++
+			for p.i < len(p.data) && p.data[p.i] != '"' {
+				if p.data[p.i] == '\\' {
+					p.i++
+				}
+				p.i++
+			}
+			p.i++
+		case '{', '[':
+			depth++
+			p.i++
+		case '}', ']':
+			if depth == 0 {
+				return // the end of the object or array the value is in
+			}
+			depth--
+			p.i++
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return
+			}
+			p.i++
+		default:
+			p.i++
+		}
+		if depth == 0 && p.i > 0 {
+			switch p.data[p.i-1] {
+			case '"', '}', ']':
+				return
+			}
+		}
+	}
+}

@@ -23,3 +23,17 @@ func DecodeContentSlowly(data []byte) (Content, error) {
 	err := json.Unmarshal(data, &c)
 	return c, err
 }
+
+// MarshalContentSlowly encodes content through encoding/json alone, as
+// before the one-pass encoder. Not for parallel tests.
+func MarshalContentSlowly(c Content) ([]byte, error) {
+	slowContentOnly.Store(true)
+	defer slowContentOnly.Store(false)
+	return Marshal(c)
+}
+
+// EncodesInOnePass reports whether the one-pass encoder takes b.
+func EncodesInOnePass(b Block) bool {
+	_, ok := appendBlock(nil, &b)
+	return ok
+}

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"bytes"
+	"encoding/json"
 	"sync/atomic"
 	"unicode/utf8"
 )
@@ -392,4 +393,133 @@ func (p *contentParser) skip() {
 			}
 		}
 	}
+}
+
+// Encoding a block in one pass, for the same reason: Block.MarshalJSON
+// went through an encoder for its wire form, which checked and compacted
+// the nested content's encoding again at each level. appendBlock writes
+// what that encoder writes (the fields in wireBlock's order, strings
+// escaped as encoding/json escapes them without HTML escaping) for blocks
+// of the known types whose nested blocks are known too; it declines the
+// rest (false), and a raw field that is not valid JSON, whose error the
+// encoder words.
+
+// appendBlock appends b's encoding to buf, or reports false.
+func appendBlock(buf []byte, b *Block) ([]byte, bool) {
+	if !Known(b.Type) {
+		return buf, false
+	}
+	buf = append(buf, `{"type":`...)
+	buf = appendString(buf, b.Type)
+	ok := true
+	str := func(key, v string, required bool) {
+		if v != "" || required {
+			buf = append(append(append(buf, ",\""...), key...), "\":"...)
+			buf = appendString(buf, v)
+		}
+	}
+	raw := func(key string, v []byte, orEmpty bool) {
+		if len(v) == 0 && orEmpty {
+			v = emptyObject
+		}
+		if len(v) == 0 || !ok {
+			return
+		}
+		buf = append(append(append(buf, ",\""...), key...), "\":"...)
+		var err error
+		if buf, err = appendCompact(buf, v); err != nil {
+			ok = false
+		}
+	}
+	str("text", b.Text, b.Type == BlockText)
+	raw("citations", b.Citations, false)
+	str("thinking", b.Thinking, b.Type == BlockThinking)
+	str("signature", b.Signature, b.Type == BlockThinking)
+	str("data", b.Data, b.Type == BlockRedactedThinking)
+	str("id", b.ID, b.Type == BlockToolUse)
+	str("name", b.Name, b.Type == BlockToolUse)
+	raw("input", b.Input, b.Type == BlockToolUse)
+	str("tool_use_id", b.ToolUseID, b.Type == BlockToolResult)
+	if b.Content != nil && ok {
+		buf = append(buf, `,"content":[`...)
+		for i := range *b.Content {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			if buf, ok = appendBlock(buf, &(*b.Content)[i]); !ok {
+				return buf, false
+			}
+		}
+		buf = append(buf, ']')
+	}
+	if b.IsError {
+		buf = append(buf, `,"is_error":true`...)
+	}
+	raw("source", b.Source, b.Type == BlockImage || b.Type == BlockDocument)
+	str("title", b.Title, false)
+	str("context", b.Context, false)
+	raw("cache_control", b.CacheControl, false)
+	return append(buf, '}'), ok
+}
+
+// appendCompact appends raw JSON less its insignificant whitespace, as the
+// encoder writes a json.RawMessage.
+func appendCompact(buf, v []byte) ([]byte, error) {
+	out := bytes.NewBuffer(buf)
+	err := json.Compact(out, v)
+	return out.Bytes(), err
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaped as encoding/json
+// escapes it with HTML escaping off: quote, backslash and control
+// characters, U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
+func appendString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				buf = append(buf, '\\', c)
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(append(buf, s[start:i]...), `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			buf = append(append(buf, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(buf, s[start:]...), '"')
 }

@@ -109,5 +109,71 @@ func FuzzContentFastPathAgrees(f *testing.F) {
 			t.Fatalf("the fast path took %q, which encoding/json refuses: %v", data, err)
 		}
 		require.Equal(t, slow, fast, "%q", data)
+		requireSameEncoding(t, fast)
+		s := string(data) // any bytes, as a value a block may hold
+		requireSameEncoding(t, turn.Content{
+			{Type: turn.BlockText, Text: s, CacheControl: json.RawMessage(`{"type": "ephemeral"}`)},
+			{Type: turn.BlockToolUse, ID: s, Name: s, Input: json.RawMessage(data)},
+			{Type: turn.BlockToolResult, ToolUseID: s, IsError: true, Content: &turn.Content{{Type: turn.BlockThinking, Signature: s}}},
+			{Type: turn.BlockDocument, Title: s, Context: s},
+			{Type: turn.BlockRedactedThinking},
+		})
 	})
+}
+
+// requireSameEncoding: the one-pass encoder writes what encoding/json
+// writes, or fails as it does.
+func requireSameEncoding(t *testing.T, c turn.Content) {
+	t.Helper()
+	slow, serr := turn.MarshalContentSlowly(c)
+	fast, ferr := turn.Marshal(c)
+	require.Equal(t, serr != nil, ferr != nil, "errors: %v / %v", serr, ferr)
+	require.Equal(t, string(slow), string(fast))
+}
+
+func TestTheOnePassEncoderWritesWhatEncodingJSONWrites(t *testing.T) {
+	odd := "\b\f\n\r\t\x00\x1f\x7f \" \\ <>& \u2028\u2029 \xff\xfe é 中 😀"
+	requireSameEncoding(t, turn.Content{
+		{Type: turn.BlockText, Text: odd},
+		{Type: turn.BlockText},
+		{Type: turn.BlockThinking, Thinking: odd},
+		{Type: turn.BlockToolUse, Name: odd, Input: json.RawMessage(` { "a" : [ 1 , "<b>" ] } `)},
+		{Type: turn.BlockToolUse, Input: json.RawMessage(`{not json`)},
+		{Type: turn.BlockImage, Citations: json.RawMessage(`[ ]`)},
+		{Type: turn.BlockToolResult, Content: &turn.Content{}},
+		{Type: turn.BlockToolResult, Content: &turn.Content{{Type: "custom", Text: odd}}},
+	})
+	for _, in := range contentTheFastPathTakes {
+		c, err := turn.DecodeContentSlowly([]byte(in))
+		require.NoError(t, err)
+		requireSameEncoding(t, c)
+		for _, b := range c {
+			require.True(t, turn.EncodesInOnePass(b), "%s", in) // the fast way is the one taken
+		}
+	}
+}
+
+// BenchmarkContent: a tool result of 720 bytes and an answer calling the
+// next tool, decoded and encoded in one pass and through encoding/json.
+func BenchmarkContent(b *testing.B) {
+	data := []byte(`[{"type":"tool_result","tool_use_id":"toolu_6","content":"` + strings.Repeat("line of a file the tool read; ", 24) + `"},` +
+		`{"type":"text","text":"Reading the next file."},{"type":"tool_use","id":"toolu_7","name":"Read","input":{"file_path":"/src/pkg/file7.go"}}]`)
+	c, err := turn.DecodeContentSlowly(data)
+	require.NoError(b, err)
+	for name, step := range map[string]func() error{
+		"decode":        func() error { var c turn.Content; return json.Unmarshal(data, &c) },
+		"decode-slowly": func() error { _, err := turn.DecodeContentSlowly(data); return err },
+		"encode":        func() error { _, err := turn.Marshal(c); return err },
+		"encode-slowly": func() error { _, err := turn.MarshalContentSlowly(c); return err },
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := step(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

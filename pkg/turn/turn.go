@@ -321,6 +321,11 @@ func (b Block) MarshalJSON() ([]byte, error) {
 		out = append(append(append(out, `"cache_control":`...), b.CacheControl...), '}')
 		return out, nil
 	}
+	if !slowContentOnly.Load() {
+		if out, ok := appendBlock(make([]byte, 0, 64+len(b.Text)+len(b.Input)), &b); ok {
+			return out, nil
+		}
+	}
 	w := wireBlock{
 		Type:         b.Type,
 		Text:         optional(b.Text),

@@ -96,6 +96,11 @@ func (s *Service) Compact(ctx context.Context, tenant, session, id string, progr
 	if err := s.awaitNotes(ctx, tenant, session, set); err != nil {
 		return err
 	}
+	ctx, give, err := holdSlot(ctx, s.slots, progress)
+	if err != nil {
+		return err
+	}
+	defer give()
 	j, done, err := s.claim(ctx, tenant, session, id, set)
 	if err != nil || done {
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -36,11 +37,15 @@ type Config struct {
 	// NotesPoll is how often a compaction waiting for the session's notes
 	// looks again (the tenant's settings bound the wait).
 	NotesPoll time.Duration
+	// Slots bounds the compactions doing their own work at once in this
+	// process (slots.go): half its cores, at least one. A compaction
+	// waiting for a model's answer holds none.
+	Slots int
 }
 
 // DefaultConfig holds the target's defaults.
 func DefaultConfig() Config {
-	return Config{Workers: 4, Lease: 2 * time.Minute, MaxDeliver: 8, NotesPoll: 100 * time.Millisecond}
+	return Config{Workers: 4, Lease: 2 * time.Minute, MaxDeliver: 8, NotesPoll: 100 * time.Millisecond, Slots: defaultSlots()}
 }
 
 // Service is the compactor.
@@ -50,6 +55,7 @@ type Service struct {
 	bus      *bus.Bus
 	settings *tenantcfg.Cache
 	provider llm.Provider
+	slots    limits.Heavy
 	log      *slog.Logger
 	now      func() time.Time
 	metrics  serviceMetrics
@@ -63,7 +69,8 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, pro
 		return nil, fmt.Errorf("compactor.New: %w", err)
 	}
 	defaults.Fill(&cfg, DefaultConfig())
-	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: provider, log: log, now: time.Now, metrics: m}, nil
+	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: model(provider), slots: limits.NewHeavy(cfg.Slots),
+		log: log, now: time.Now, metrics: m}, nil
 }
 
 // Run consumes compaction requests until ctx ends, then drains in-flight work.

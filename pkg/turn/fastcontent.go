@@ -2,9 +2,11 @@ package turn
 
 import (
 	"bytes"
-	"encoding/json"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
+	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 )
 
 // Decoding content in one pass. encoding/json decodes a message's content
@@ -45,24 +47,12 @@ func decodeContent(data []byte) (Content, bool) {
 	if !ok {
 		return nil, false
 	}
-	p.space()
-	return c, p.i == len(p.data)
-}
-
-func (p *contentParser) space() {
-	for p.i < len(p.data) {
-		switch p.data[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
+	return c, jsonwalk.SkipSpace(p.data, p.i) == len(p.data)
 }
 
 // next skips whitespace and returns the next byte, 0 at the end.
 func (p *contentParser) next() byte {
-	p.space()
+	p.i = jsonwalk.SkipSpace(p.data, p.i)
 	if p.i == len(p.data) {
 		return 0
 	}
@@ -188,7 +178,7 @@ func (p *contentParser) field(b *Block, key []byte) bool {
 		if foldsToField(key) {
 			return false // encoding/json matches keys in any case
 		}
-		p.skip()
+		p.i = jsonwalk.ValueEnd(p.data, p.i)
 		return true
 	}
 	if s != nil {
@@ -200,7 +190,7 @@ func (p *contentParser) field(b *Block, key []byte) bool {
 		return ok
 	}
 	start := p.i
-	p.skip()
+	p.i = jsonwalk.ValueEnd(p.data, p.i)
 	*raw = append([]byte(nil), p.data[start:p.i]...) // what json.RawMessage keeps: a copy of the value
 	return true
 }
@@ -355,46 +345,6 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
-// skip moves past the value at p.i, which is valid JSON.
-func (p *contentParser) skip() {
-	depth := 0
-	for p.i < len(p.data) {
-		switch p.data[p.i] {
-		case '"':
-			p.i++
-			for p.i < len(p.data) && p.data[p.i] != '"' {
-				if p.data[p.i] == '\\' {
-					p.i++
-				}
-				p.i++
-			}
-			p.i++
-		case '{', '[':
-			depth++
-			p.i++
-		case '}', ']':
-			if depth == 0 {
-				return // the end of the object or array the value is in
-			}
-			depth--
-			p.i++
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return
-			}
-			p.i++
-		default:
-			p.i++
-		}
-		if depth == 0 && p.i > 0 {
-			switch p.data[p.i-1] {
-			case '"', '}', ']':
-				return
-			}
-		}
-	}
-}
-
 // Encoding a block in one pass, for the same reason: Block.MarshalJSON
 // went through an encoder for its wire form, which checked and compacted
 // the nested content's encoding again at each level. appendBlock writes
@@ -425,11 +375,12 @@ func appendBlock(buf []byte, b *Block) ([]byte, bool) {
 		if len(v) == 0 || !ok {
 			return
 		}
-		buf = append(append(append(buf, ",\""...), key...), "\":"...)
-		var err error
-		if buf, err = appendCompact(buf, v); err != nil {
-			ok = false
+		if !jsonvalid.Valid(v) {
+			ok = false // the encoder words the error
+			return
 		}
+		buf = append(append(append(buf, ",\""...), key...), "\":"...)
+		buf = jsonwalk.AppendCompact(buf, v) // as the encoder writes a json.RawMessage
 	}
 	str("text", b.Text, b.Type == BlockText)
 	raw("citations", b.Citations, false)
@@ -460,14 +411,6 @@ func appendBlock(buf []byte, b *Block) ([]byte, bool) {
 	str("context", b.Context, false)
 	raw("cache_control", b.CacheControl, false)
 	return append(buf, '}'), ok
-}
-
-// appendCompact appends raw JSON less its insignificant whitespace, as the
-// encoder writes a json.RawMessage.
-func appendCompact(buf, v []byte) ([]byte, error) {
-	out := bytes.NewBuffer(buf)
-	err := json.Compact(out, v)
-	return out.Bytes(), err
 }
 
 const hexDigits = "0123456789abcdef"

@@ -5,95 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+
+	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 )
-
-// Walking JSON the proxy already knows to be valid (a body encoding/json
-// checked, or bytes it encoded itself) without encoding/json's scanner,
-// which steps byte by byte: a 150K-token request is 600 KB, read, split and
-// written once each per round.
-
-// isSpace reports the white space JSON allows between tokens.
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// stringEnd is the index just past the string that starts at src[i] (a
-// '"'), in valid JSON.
-func stringEnd(src []byte, i int) int {
-	for j := i + 1; ; {
-		k := bytes.IndexByte(src[j:], '"')
-		if k < 0 {
-			return len(src) // not valid JSON: the caller's promise is broken
-		}
-		j += k
-		backslashes := 0
-		for b := j - 1; b > i && src[b] == '\\'; b-- {
-			backslashes++
-		}
-		if backslashes%2 == 0 {
-			return j + 1
-		}
-		j++
-	}
-}
-
-// appendCompact appends valid JSON src to dst without the white space
-// between its tokens: what encoding/json's Compact (and its encoding of a
-// json.RawMessage, HTML left unescaped) makes of it, byte for byte.
-func appendCompact(dst, src []byte) []byte {
-	start := 0
-	for i := 0; i < len(src); {
-		switch c := src[i]; {
-		case c == '"':
-			i = stringEnd(src, i)
-		case isSpace(c):
-			dst = append(dst, src[start:i]...)
-			for i < len(src) && isSpace(src[i]) {
-				i++
-			}
-			start = i
-		default:
-			i++
-		}
-	}
-	return append(dst, src[start:]...)
-}
-
-// valueEnd is the index just past the value that starts at src[i] (not
-// white space), in valid JSON.
-func valueEnd(src []byte, i int) int {
-	depth := 0
-	for ; i < len(src); i++ {
-		switch src[i] {
-		case '"':
-			i = stringEnd(src, i) - 1
-			if depth == 0 {
-				return i + 1
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-			if depth < 0 {
-				return i // the end of the enclosing container: a scalar ended here
-			}
-		case ',', ' ', '\t', '\n', '\r', ':':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return i
-}
-
-// skipSpace is the index of the first byte at or after i that is not white space.
-func skipSpace(src []byte, i int) int {
-	for i < len(src) && isSpace(src[i]) {
-		i++
-	}
-	return i
-}
 
 var errNotArray = errors.New("want an array")
 
@@ -101,7 +15,7 @@ var errNotArray = errors.New("want an array")
 // null (nil then), each as its bytes in src: what json.Unmarshal into a
 // []json.RawMessage gives, without copying.
 func splitArray(src []byte) ([]json.RawMessage, error) {
-	i := skipSpace(src, 0)
+	i := jsonwalk.SkipSpace(src, 0)
 	if bytes.HasPrefix(src[i:], []byte("null")) {
 		return nil, nil
 	}
@@ -109,13 +23,13 @@ func splitArray(src []byte) ([]json.RawMessage, error) {
 		return nil, errNotArray
 	}
 	out := []json.RawMessage{}
-	i = skipSpace(src, i+1)
+	i = jsonwalk.SkipSpace(src, i+1)
 	for i < len(src) && src[i] != ']' {
-		end := valueEnd(src, i)
+		end := jsonwalk.ValueEnd(src, i)
 		out = append(out, src[i:end:end])
-		i = skipSpace(src, end)
+		i = jsonwalk.SkipSpace(src, end)
 		if i < len(src) && src[i] == ',' {
-			i = skipSpace(src, i+1)
+			i = jsonwalk.SkipSpace(src, i+1)
 		}
 	}
 	return out, nil
@@ -128,25 +42,25 @@ var errNotObject = errors.New("want an object")
 // map[string]json.RawMessage gives (the last of a repeated key), without
 // copying the values.
 func splitObject(src []byte) (map[string]json.RawMessage, error) {
-	i := skipSpace(src, 0)
+	i := jsonwalk.SkipSpace(src, 0)
 	if i >= len(src) || src[i] != '{' {
 		return nil, errNotObject
 	}
 	out := map[string]json.RawMessage{}
-	i = skipSpace(src, i+1)
+	i = jsonwalk.SkipSpace(src, i+1)
 	for i < len(src) && src[i] == '"' {
-		end := stringEnd(src, i)
+		end := jsonwalk.StringEnd(src, i)
 		var key string
 		if err := json.Unmarshal(src[i:end], &key); err != nil {
 			return nil, err
 		}
-		i = skipSpace(src, end)
-		i = skipSpace(src, i+1) // past ':'
-		end = valueEnd(src, i)
+		i = jsonwalk.SkipSpace(src, end)
+		i = jsonwalk.SkipSpace(src, i+1) // past ':'
+		end = jsonwalk.ValueEnd(src, i)
 		out[key] = src[i:end:end]
-		i = skipSpace(src, end)
+		i = jsonwalk.SkipSpace(src, end)
 		if i < len(src) && src[i] == ',' {
-			i = skipSpace(src, i+1)
+			i = jsonwalk.SkipSpace(src, i+1)
 		}
 	}
 	return out, nil
@@ -183,7 +97,7 @@ func encodeFields(fields map[string]json.RawMessage, messages []json.RawMessage)
 		out = append(out, key...)
 		out = append(out, ':')
 		if k != "messages" {
-			out = appendCompact(out, fields[k])
+			out = jsonwalk.AppendCompact(out, fields[k])
 			continue
 		}
 		out = append(out, '[')
@@ -191,7 +105,7 @@ func encodeFields(fields map[string]json.RawMessage, messages []json.RawMessage)
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = appendCompact(out, m)
+			out = jsonwalk.AppendCompact(out, m)
 		}
 		out = append(out, ']')
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -26,7 +27,7 @@ var jsonWalkSeeds = []string{
 func checkJSONWalk(t *testing.T, src []byte) {
 	var want bytes.Buffer
 	require.NoError(t, json.Compact(&want, src))
-	require.Equal(t, want.String(), string(appendCompact(nil, src)), "compact %q", src)
+	require.Equal(t, want.String(), string(jsonwalk.AppendCompact(nil, src)), "compact %q", src)
 
 	var arr []json.RawMessage
 	arrErr := json.Unmarshal(src, &arr)

@@ -137,7 +137,7 @@ func BenchmarkDecode(b *testing.B) {
 		`"usage":{"input_tokens":12,"cache_read_input_tokens":5400,"cache_creation_input_tokens":310,"output_tokens":64},` +
 		`"occurred_at":"2026-11-29T03:00:00.123Z"}`)
 	require.True(b, turn.SchemaAccepts(data))
-	for name, step := range map[string]func() error{
+	benchSteps(b, len(data), map[string]func() error{
 		"decode": func() error {
 			_, err := turn.Decode(data, turn.DecodeOptions{Tenant: "acme"})
 			return err
@@ -149,9 +149,15 @@ func BenchmarkDecode(b *testing.B) {
 			return nil
 		},
 		"schema": func() error { return turn.ValidateSchema(data) },
-	} {
+	})
+}
+
+// benchSteps runs each step as a sub-benchmark over size bytes, with its
+// allocations.
+func benchSteps(b *testing.B, size int, steps map[string]func() error) {
+	for name, step := range steps {
 		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
+			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := step(); err != nil {

@@ -160,20 +160,10 @@ func BenchmarkContent(b *testing.B) {
 		`{"type":"text","text":"Reading the next file."},{"type":"tool_use","id":"toolu_7","name":"Read","input":{"file_path":"/src/pkg/file7.go"}}]`)
 	c, err := turn.DecodeContentSlowly(data)
 	require.NoError(b, err)
-	for name, step := range map[string]func() error{
+	benchSteps(b, len(data), map[string]func() error{
 		"decode":        func() error { var c turn.Content; return json.Unmarshal(data, &c) },
 		"decode-slowly": func() error { _, err := turn.DecodeContentSlowly(data); return err },
 		"encode":        func() error { _, err := turn.Marshal(c); return err },
 		"encode-slowly": func() error { _, err := turn.MarshalContentSlowly(c); return err },
-	} {
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := step(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -543,15 +544,67 @@ func jetStreamAnswers(ctx context.Context, url string) error {
 	return err
 }
 
-// freePort asks the kernel for a free TCP port on the loopback interface.
+// freePort is a free TCP port on the loopback interface that a process
+// keeps across its restarts. It is taken below the kernel's range of
+// ephemeral ports: a port from that range (what listening on port 0 hands
+// out) may become the source port of any outgoing connection while its
+// process is down, and the process restarted on it then fails to listen
+// (a cluster node killed and restarted under the chaos schedule did). Ports
+// handed out in this test binary are not handed out again.
 func freePort(t testing.TB) int {
 	t.Helper()
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	if ports.given == nil {
+		ports.given = map[int]bool{}
+	}
+	lo, hi := 10000, ephemeralStart()
+	for range 1000 {
+		if hi-lo < 1000 {
+			break // an unusual range: leave the choice to the kernel
+		}
+		port := lo + rand.IntN(hi-lo) //nolint:gosec // a port number needs no cryptographic randomness
+		if ports.given[port] {
+			continue
+		}
+		ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // in use
+		}
+		_ = ln.Close() // only its port number was wanted
+		ports.given[port] = true
+		return port
+	}
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proctest: free port: %v", err)
 	}
-	defer func() { _ = ln.Close() }() // only its port number was wanted
+	defer func() { _ = ln.Close() }()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// ports are the ports freePort handed out.
+var ports struct {
+	mu    sync.Mutex
+	given map[int]bool
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range
+// (32768 when it cannot be read).
+func ephemeralStart() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 32768
+	}
+	return n
 }
 
 // CPUTime is the CPU time the current run of the process has used so far

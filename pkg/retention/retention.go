@@ -244,10 +244,8 @@ var errorWords = [...]string{"error", "errors", "failed", "fail", "panic", "fata
 func reportsError(line string) bool {
 	for i := 0; i < len(line); i++ {
 		if line[i] >= utf8.RuneSelf {
-			return errorLine.MatchString(line)
+			return errorLine.MatchString(line) // a match found before here is the pattern's too
 		}
-	}
-	for i := 0; i < len(line); i++ {
 		switch line[i] | 0x20 { // ASCII lowercase for letters
 		case 'e', 'f', 'p', 't':
 		default:

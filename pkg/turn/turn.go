@@ -270,6 +270,12 @@ func (c Content) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
+		if Known(c[i].Type) && !slowContentOnly.Load() {
+			if out, ok := appendBlock(buf, &c[i]); ok { // straight into buf, no copy of each block
+				buf = out
+				continue
+			}
+		}
 		data, err := c[i].MarshalJSON()
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package compactor
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,8 +80,11 @@ func TestACompactionWaitsForASlot(t *testing.T) {
 	give2()
 }
 
-func TestDefaultSlotsAreHalfTheCores(t *testing.T) {
-	t.Parallel()
-	require.GreaterOrEqual(t, defaultSlots(), 1)
-	require.Equal(t, defaultSlots(), DefaultConfig().Slots)
+func TestDefaultSlotsAreHalfTheCores(t *testing.T) { // not parallel: it sets GOMAXPROCS
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 16: 8} {
+		runtime.GOMAXPROCS(procs)
+		require.Equal(t, want, defaultSlots(), "GOMAXPROCS %d", procs)
+		require.Equal(t, want, DefaultConfig().Slots)
+	}
 }

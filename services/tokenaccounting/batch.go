@@ -36,6 +36,17 @@ import (
 // a session another transaction holds, a batch whose transaction failed —
 // is applied on its own afterwards by the one-event path (apply), which
 // decides it exactly as it always has.
+//
+// Two of those usually mend themselves within a batch or two, and are held
+// back for the tenant's next batch instead (at most batchTries batches in
+// all): an event ahead of its session's next seq, and one whose session
+// another transaction holds. The workers hand their events to the batches
+// in the order their preparing ends, not quite the stream's, so under load
+// a session's seq 5 may reach a batch before its seq 4. Sent on its own,
+// seq 5 was kept waiting, which made seq 4 go on its own too (its session
+// then has an event waiting), and each of them held the session while the
+// next batch came for its seq 6: one late event cost a session several
+// transactions and the workers their waits for its lock.
 
 // errAlone tells an event's handler to apply it on its own.
 var errAlone = errors.New("tokenaccounting: apply on its own")
@@ -44,6 +55,10 @@ var errAlone = errors.New("tokenaccounting: apply on its own")
 // alone; a larger one goes through the one-event path, as a large turn
 // always did.
 const loneBatchBytes = 256 << 10
+
+// batchTries is how many of its tenant's batches an event held back (see
+// above) goes through before it is applied on its own.
+const batchTries = 3
 
 // errNothingPlanned rolls back a batch's transaction that applies none of
 // its events.
@@ -61,8 +76,10 @@ type queued struct {
 	// transaction open only for what needs the database. nil when not
 	// done (a large event: it may well go on its own) or when prepare
 	// failed; readBatch then prepares it.
-	in   *turnInput
-	done chan error // nil: applied in the batch; errAlone: apply it on its own
+	in *turnInput
+	// tries counts the batches that held the event back for a later one.
+	tries int
+	done  chan error // nil: applied in the batch; errAlone: apply it on its own
 }
 
 // prepared is prepare(ev) for an event of size bytes that will likely be
@@ -133,7 +150,7 @@ func (s *Service) ApplyAll(ctx context.Context, evs []turn.Event) []error {
 			for j, i := range idx {
 				batch[j] = &queued{ctx: ctx, ev: evs[i], at: s.now(), in: prepared(evs[i], 0), done: make(chan error, 1)}
 			}
-			s.applyBatch(tenant, batch)
+			s.applyBatch(tenant, batch, false)
 			for j, i := range idx {
 				if errs[i] = <-batch[j].done; errors.Is(errs[i], errAlone) {
 					errs[i] = s.apply(ctx, evs[i], 0)
@@ -156,12 +173,35 @@ func (s *Service) drain(tenant string) {
 			s.batches.mu.Unlock()
 			return
 		}
+		if !slices.ContainsFunc(list, func(q *queued) bool { return q.tries == 0 }) {
+			// Only events held back wait: what they wait for has not been
+			// handed over yet. A moment for it to come.
+			s.batches.mu.Unlock()
+			time.Sleep(heldBackPause)
+			s.batches.mu.Lock()
+			list = s.batches.waiting[tenant]
+		}
 		n := min(len(list), s.cfg.Batch)
 		batch := list[:n:n]
 		s.batches.waiting[tenant] = append([]*queued{}, list[n:]...)
 		s.batches.mu.Unlock()
-		s.applyBatch(tenant, batch)
+		s.applyBatch(tenant, batch, true)
 	}
+}
+
+// heldBackPause is how long a tenant's batches pause when only events held
+// back wait.
+const heldBackPause = time.Millisecond
+
+// holdBack puts events back at the head of their tenant's waiting list,
+// for its next batch; the tenant's drain is running (it called).
+func (s *Service) holdBack(tenant string, qs []*queued) {
+	for _, q := range qs {
+		q.tries++
+	}
+	s.batches.mu.Lock()
+	s.batches.waiting[tenant] = append(qs, s.batches.waiting[tenant]...)
+	s.batches.mu.Unlock()
 }
 
 // planned is an event of a batch with what applying it writes.
@@ -173,8 +213,10 @@ type planned struct {
 
 // applyBatch applies the batchable events of one tenant's batch in one
 // transaction and answers each event's handler: nil for one applied,
-// errAlone for one left to its own transaction.
-func (s *Service) applyBatch(tenant string, batch []*queued) {
+// errAlone for one left to its own transaction. With hold, called from the
+// tenant's drain, the events worth another batch (see above) go back to
+// the waiting list instead, unanswered.
+func (s *Service) applyBatch(tenant string, batch []*queued, hold bool) {
 	if len(batch) == 1 && batch[0].size > loneBatchBytes {
 		batch[0].done <- errAlone // a large turn has its own path's bounds (its messages a page at a time)
 		return
@@ -184,11 +226,12 @@ func (s *Service) applyBatch(tenant string, batch []*queued) {
 		return cmp.Or(cmp.Compare(a.ev.SessionID, b.ev.SessionID), cmp.Compare(a.ev.Seq, b.ev.Seq))
 	})
 	var done []planned
+	var later []*queued
 	set, err := s.settings.For(ctx, tenant)
 	if err == nil {
 		err = s.store.InTxWaiting(ctx, tenant, s.cfg.SessionLockWait, func(tx *store.Tx) error {
 			var err error
-			done, err = s.planBatch(ctx, tx, set, batch)
+			done, later, err = s.planBatch(ctx, tx, set, batch)
 			switch {
 			case err != nil:
 				return err
@@ -207,18 +250,29 @@ func (s *Service) applyBatch(tenant string, batch []*queued) {
 		if ctx.Err() == nil && !errors.Is(err, store.ErrSessionBusy) {
 			s.log.Debug("batch not applied; its events go one by one", "tenant", tenant, "events", len(batch), "err", err)
 		}
-		done = nil
+		done, later = nil, nil
 	}
 	s.metrics.batched(ctx, len(done))
-	applied := make(map[*queued]bool, len(done))
+	answered := make(map[*queued]bool, len(batch))
 	for _, d := range done {
 		s.noteApplied(d.q.ctx, d.before, d.plan)
 		s.metrics.outcome(d.q.ctx, OutcomeApplied, s.now().Sub(d.q.at))
-		applied[d.q] = true
+		answered[d.q] = true
 		d.q.done <- nil
 	}
+	if hold {
+		var back []*queued
+		for _, q := range later {
+			if q.tries+1 < batchTries && q.ctx.Err() == nil {
+				back, answered[q] = append(back, q), true
+			}
+		}
+		if len(back) > 0 {
+			s.holdBack(tenant, back)
+		}
+	}
 	for _, q := range batch {
-		if !applied[q] {
+		if !answered[q] {
 			q.done <- errAlone
 		}
 	}
@@ -265,8 +319,10 @@ func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
 
 // planBatch locks the batch's sessions and plans its batchable events, in
 // session and seq order, from reads made for the whole batch at once; the
-// others are left out. It writes nothing but the sessions it creates.
-func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, batch []*queued) ([]planned, error) {
+// others are left out, and of those, later names the ones a later batch may
+// take: their session held elsewhere (or not there yet), or their seq ahead
+// of it. It writes nothing but the sessions it creates.
+func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, batch []*queued) (out []planned, later []*queued, err error) {
 	var ids, agents []string
 	var creates []bool
 	for i, q := range batch {
@@ -278,20 +334,23 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 	}
 	sessions, err := tx.LockFreeSessions(ctx, ids, agents, creates)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := readBatch(ctx, tx, batch, sessions)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var prior *[2]float64
 	now := s.now().UTC()
-	var out []planned
 	for i, q := range batch {
 		sid := q.ev.SessionID
 		sess, ok := sessions[sid]
 		in := r.ins[i]
-		if !ok || in == nil || !batchable(set, sess, q) {
+		if !ok || (in != nil && q.ev.Seq > sess.AppliedSeq+1) {
+			later = append(later, q)
+			continue
+		}
+		if in == nil || !batchable(set, sess, q) {
 			continue
 		}
 		in.known = knownOf(r.known[sid], in.uuids)
@@ -302,14 +361,14 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 			func(id string) (string, bool, error) { rep, ok := r.frozen[sid][id]; return rep.Text, ok, nil },
 			func(id string) string { return toolResultID(q.ev.TenantID, sid, id) })
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if sess.AppliedSeq == 0 && sess.EstimateFactor == 0 && sess.DenseFactor == 0 {
 			// A new session starts from what the tenant's sessions learnt.
 			if prior == nil {
 				prior = new([2]float64)
 				if prior[0], prior[1], err = tx.EstimatePrior(ctx); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 			sess.EstimateFactor, sess.DenseFactor = prior[0], prior[1]
@@ -317,14 +376,14 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 		s.checkPrefix(q.ctx, sess, q.ev)
 		plan, err := planTurn(set, sess, *in, now)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, planned{q: q, before: sess, plan: plan})
 		// The batch's later events of the session see this one applied.
 		sessions[sid] = plan.next
 		r.remember(sid, plan)
 	}
-	return out, nil
+	return out, later, nil
 }
 
 // batchReads is what a batch's events are decided from, read for all of

@@ -223,7 +223,7 @@ func applyAsBatch(t *testing.T, svc *Service, tenant string, evs []turn.Event) (
 		ev.TenantID = tenant
 		qs[i] = &queued{ctx: context.Background(), ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
 	}
-	svc.applyBatch(tenant, qs)
+	svc.applyBatch(tenant, qs, false)
 	for _, q := range qs {
 		if err := <-q.done; err != nil {
 			require.ErrorIs(t, err, errAlone)
@@ -231,4 +231,77 @@ func applyAsBatch(t *testing.T, svc *Service, tenant string, evs []turn.Event) (
 		}
 	}
 	return alone
+}
+
+// TestAnEventAheadOfItsSessionWaitsForTheNextBatch: a session's seq 2 that
+// reaches its tenant's batch before seq 1 is held back for the next batch,
+// where seq 1 has come, and both go in batches; one whose predecessor never
+// comes goes on its own after batchTries batches.
+func TestAnEventAheadOfItsSessionWaitsForTheNextBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.New(t)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	cache, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Minute)
+	require.NoError(t, err)
+	svc, err := New(DefaultConfig(), st, nil, cache, slog.New(slog.DiscardHandler), nil)
+	require.NoError(t, err)
+
+	enqueue := func(ev turn.Event) *queued {
+		ev.TenantID = "acme"
+		q := &queued{ctx: ctx, ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
+		svc.batches.mu.Lock()
+		if svc.batches.waiting == nil {
+			svc.batches.waiting = map[string][]*queued{}
+		}
+		svc.batches.waiting["acme"] = append(svc.batches.waiting["acme"], q)
+		svc.batches.mu.Unlock()
+		return q
+	}
+	// One batch, as the drain takes it, then what it left waiting.
+	oneBatch := func() []*queued {
+		svc.batches.mu.Lock()
+		batch := svc.batches.waiting["acme"]
+		svc.batches.waiting["acme"] = nil
+		svc.batches.mu.Unlock()
+		svc.applyBatch("acme", batch, true)
+		svc.batches.mu.Lock()
+		defer svc.batches.mu.Unlock()
+		return svc.batches.waiting["acme"]
+	}
+	answered := func(q *queued) (error, bool) {
+		select {
+		case err := <-q.done:
+			return err, true
+		default:
+			return nil, false
+		}
+	}
+
+	second := enqueue(batchEvent("s", 2, "s-u2", "then this"))
+	require.Equal(t, []*queued{second}, oneBatch(), "seq 2 waits for the next batch")
+	_, ok := answered(second)
+	require.False(t, ok, "a held-back event is not answered")
+	require.Equal(t, 1, second.tries)
+
+	first := enqueue(batchEvent("s", 1, "s-u1", "first this"))
+	require.Empty(t, oneBatch())
+	for _, q := range []*queued{first, second} {
+		err, ok := answered(q)
+		require.True(t, ok)
+		require.NoError(t, err, "seq %d applied in the batch", q.ev.Seq)
+	}
+	sess, err := st.GetSession(ctx, "acme", "s")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), sess.AppliedSeq)
+
+	// Seq 5 of a session at 2: its predecessors never come.
+	lone := enqueue(batchEvent("s", 5, "s-u5", "too far"))
+	for range batchTries - 1 {
+		require.Equal(t, []*queued{lone}, oneBatch())
+	}
+	require.Empty(t, oneBatch())
+	err, ok = answered(lone)
+	require.True(t, ok)
+	require.ErrorIs(t, err, errAlone, "after %d batches it goes on its own", batchTries)
 }

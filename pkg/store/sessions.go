@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -290,6 +291,71 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		return fmt.Errorf("store.SaveSession: %w", err)
 	}
 	return nil
+}
+
+// SaveSessions is SaveSession for many sessions in one statement; each
+// session appears once.
+func (t *Tx) SaveSessions(ctx context.Context, ss []Session) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	p := dbsqlc.SessionUpdateAccountingManyParams{TenantID: t.tenant}
+	for _, s := range ss {
+		scope := []byte("{}")
+		if s.MemoryScope != nil {
+			var err error
+			if scope, err = json.Marshal(s.MemoryScope); err != nil {
+				return fmt.Errorf("store.SaveSessions: %w", err)
+			}
+		}
+		p.SessionIds = append(p.SessionIds, s.SessionID)
+		p.AgentIds = append(p.AgentIds, s.AgentID)
+		p.Models = append(p.Models, s.Model)
+		p.ContextWindows = append(p.ContextWindows, s.ContextWindow)
+		p.MaxOutputTokens = append(p.MaxOutputTokens, s.MaxOutputTokens)
+		p.MemoryScopes = append(p.MemoryScopes, string(scope))
+		p.AppliedSeqs = append(p.AppliedSeqs, s.AppliedSeq)
+		p.WaitingTurns = append(p.WaitingTurns, s.WaitingTurns)
+		p.MessageCounts = append(p.MessageCounts, s.MessageCount)
+		p.MessageBytes = append(p.MessageBytes, s.MessageBytes)
+		p.BaselineTokens = append(p.BaselineTokens, s.BaselineTokens)
+		p.HasUsages = append(p.HasUsages, s.HasUsage)
+		p.PendingTokens = append(p.PendingTokens, s.PendingTokens)
+		p.EstimateFactors = append(p.EstimateFactors, s.EstimateFactor)
+		p.DenseFactors = append(p.DenseFactors, s.DenseFactor)
+		p.PendingDenses = append(p.PendingDenses, s.PendingDense)
+		p.PrefixTokens = append(p.PrefixTokens, s.PrefixTokens)
+		p.PrefixHashes = append(p.PrefixHashes, s.PrefixHash)
+		p.TokenCounts = append(p.TokenCounts, s.TokenCount)
+		p.States = append(p.States, s.State)
+		p.CompactionsInFlight = append(p.CompactionsInFlight, s.CompactionInFlight)
+		p.CompactRequests = append(p.CompactRequests, s.CompactRequests)
+		p.AutoCompactSeqs = append(p.AutoCompactSeqs, int64ArrayLiteral(s.AutoCompactSeqs))
+		p.ThrashHelds = append(p.ThrashHelds, s.ThrashHeld)
+		p.ToolCallsTotals = append(p.ToolCallsTotals, s.ToolCallsTotal)
+		p.RejectedTurns = append(p.RejectedTurns, s.RejectedTurns)
+		p.SkippedSeqs = append(p.SkippedSeqs, s.SkippedSeqs)
+		p.LastSkippedFroms = append(p.LastSkippedFroms, s.LastSkippedFrom)
+		p.LastSkippedTos = append(p.LastSkippedTos, s.LastSkippedTo)
+		p.StaleUsageAboves = append(p.StaleUsageAboves, s.StaleUsageAbove)
+		p.LastResponseAts = append(p.LastResponseAts, timestamptz(s.LastResponseAt))
+	}
+	if err := t.q.SessionUpdateAccountingMany(ctx, p); err != nil {
+		return fmt.Errorf("store.SaveSessions: %w", err)
+	}
+	return nil
+}
+
+// int64ArrayLiteral is seqs as a Postgres array literal: {3,9}.
+func int64ArrayLiteral(seqs []int64) string {
+	b := append(make([]byte, 0, 2+len(seqs)*4), '{')
+	for i, v := range seqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(append(b, '}'))
 }
 
 // Session reads one session.

@@ -280,7 +280,8 @@ func (s *Service) applyBatch(tenant string, batch []*queued, hold bool) {
 
 // writeBatch sends the writes of a batch's planned events in one pipeline:
 // every message in one statement, every outbox row in one (in the events'
-// order), every turn in one, then each offload decision and each session.
+// order), every turn in one, each offload decision, then every session in
+// one (done is in session and seq order).
 func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
 	var added []store.Message
 	var rows []store.OutboxEvent
@@ -305,15 +306,16 @@ func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
 		if err := p.RecordAppliedTurns(ctx, turns); err != nil {
 			return err
 		}
-		for _, d := range done {
+		sessions := make([]store.Session, 0, len(done))
+		for i, d := range done {
 			if err := queueOffloads(ctx, p, d.plan); err != nil {
 				return err
 			}
-			if err := p.SaveSession(ctx, d.plan.next); err != nil {
-				return err
+			if i+1 == len(done) || done[i+1].plan.next.SessionID != d.plan.next.SessionID {
+				sessions = append(sessions, d.plan.next) // the session after its last event of the batch
 			}
 		}
-		return nil
+		return p.SaveSessions(ctx, sessions)
 	})
 }
 

@@ -78,6 +78,61 @@ UPDATE sessions SET
     updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
+-- name: SessionUpdateAccountingMany :exec
+-- SessionUpdateAccounting for many sessions in one statement: the arrays
+-- are parallel, one session per index, each named once. memory_scopes are
+-- JSON objects and auto_compact_seqs array literals ('{3,9}'), as text.
+UPDATE sessions s SET
+    agent_id = u.agent_id,
+    model = u.model,
+    context_window = u.context_window,
+    max_output_tokens = u.max_output_tokens,
+    memory_scope = u.memory_scope::jsonb,
+    applied_seq = u.applied_seq,
+    waiting_turns = u.waiting_turns,
+    message_count = u.message_count,
+    message_bytes = u.message_bytes,
+    baseline_tokens = u.baseline_tokens,
+    has_usage = u.has_usage,
+    pending_tokens = u.pending_tokens,
+    estimate_factor = u.estimate_factor,
+    dense_factor = u.dense_factor,
+    pending_dense = u.pending_dense,
+    prefix_tokens = u.prefix_tokens,
+    prefix_hash = u.prefix_hash,
+    token_count = u.token_count,
+    state = u.state,
+    compaction_in_flight = u.compaction_in_flight,
+    compact_requests = u.compact_requests,
+    auto_compact_seqs = u.auto_compact_seqs::bigint[],
+    thrash_held = u.thrash_held,
+    tool_calls_total = u.tool_calls_total,
+    rejected_turns = u.rejected_turns,
+    skipped_seqs = u.skipped_seqs,
+    last_skipped_from = u.last_skipped_from,
+    last_skipped_to = u.last_skipped_to,
+    stale_usage_above = u.stale_usage_above,
+    last_response_at = u.last_response_at,
+    updated_at = now()
+FROM ROWS FROM (unnest(@session_ids::text[]), unnest(@agent_ids::text[]), unnest(@models::text[]),
+    unnest(@context_windows::bigint[]), unnest(@max_output_tokens::bigint[]), unnest(@memory_scopes::text[]),
+    unnest(@applied_seqs::bigint[]), unnest(@waiting_turns::bigint[]), unnest(@message_counts::bigint[]),
+    unnest(@message_bytes::bigint[]), unnest(@baseline_tokens::bigint[]), unnest(@has_usages::boolean[]),
+    unnest(@pending_tokens::bigint[]), unnest(@estimate_factors::double precision[]),
+    unnest(@dense_factors::double precision[]), unnest(@pending_denses::bigint[]),
+    unnest(@prefix_tokens::bigint[]), unnest(@prefix_hashes::text[]), unnest(@token_counts::bigint[]),
+    unnest(@states::text[]), unnest(@compactions_in_flight::boolean[]), unnest(@compact_requests::bigint[]),
+    unnest(@auto_compact_seqs::text[]), unnest(@thrash_helds::bigint[]), unnest(@tool_calls_totals::bigint[]),
+    unnest(@rejected_turns::bigint[]), unnest(@skipped_seqs::bigint[]), unnest(@last_skipped_froms::bigint[]),
+    unnest(@last_skipped_tos::bigint[]), unnest(@stale_usage_aboves::bigint[]),
+    unnest(@last_response_ats::timestamptz[]))
+    AS u(session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns,
+    message_count, message_bytes, baseline_tokens, has_usage, pending_tokens, estimate_factor, dense_factor,
+    pending_dense, prefix_tokens, prefix_hash, token_count, state, compaction_in_flight, compact_requests,
+    auto_compact_seqs, thrash_held, tool_calls_total, rejected_turns, skipped_seqs, last_skipped_from,
+    last_skipped_to, stale_usage_above, last_response_at)
+WHERE s.tenant_id = @tenant_id AND s.session_id = u.session_id;
+
 -- name: SessionCountByState :many
 -- Sessions per threshold state, across tenants, for the sessions gauge:
 -- through the owner's function.

@@ -673,6 +673,135 @@ func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdate
 	return err
 }
 
+const sessionUpdateAccountingMany = `-- name: SessionUpdateAccountingMany :exec
+UPDATE sessions s SET
+    agent_id = u.agent_id,
+    model = u.model,
+    context_window = u.context_window,
+    max_output_tokens = u.max_output_tokens,
+    memory_scope = u.memory_scope::jsonb,
+    applied_seq = u.applied_seq,
+    waiting_turns = u.waiting_turns,
+    message_count = u.message_count,
+    message_bytes = u.message_bytes,
+    baseline_tokens = u.baseline_tokens,
+    has_usage = u.has_usage,
+    pending_tokens = u.pending_tokens,
+    estimate_factor = u.estimate_factor,
+    dense_factor = u.dense_factor,
+    pending_dense = u.pending_dense,
+    prefix_tokens = u.prefix_tokens,
+    prefix_hash = u.prefix_hash,
+    token_count = u.token_count,
+    state = u.state,
+    compaction_in_flight = u.compaction_in_flight,
+    compact_requests = u.compact_requests,
+    auto_compact_seqs = u.auto_compact_seqs::bigint[],
+    thrash_held = u.thrash_held,
+    tool_calls_total = u.tool_calls_total,
+    rejected_turns = u.rejected_turns,
+    skipped_seqs = u.skipped_seqs,
+    last_skipped_from = u.last_skipped_from,
+    last_skipped_to = u.last_skipped_to,
+    stale_usage_above = u.stale_usage_above,
+    last_response_at = u.last_response_at,
+    updated_at = now()
+FROM ROWS FROM (unnest($2::text[]), unnest($3::text[]), unnest($4::text[]),
+    unnest($5::bigint[]), unnest($6::bigint[]), unnest($7::text[]),
+    unnest($8::bigint[]), unnest($9::bigint[]), unnest($10::bigint[]),
+    unnest($11::bigint[]), unnest($12::bigint[]), unnest($13::boolean[]),
+    unnest($14::bigint[]), unnest($15::double precision[]),
+    unnest($16::double precision[]), unnest($17::bigint[]),
+    unnest($18::bigint[]), unnest($19::text[]), unnest($20::bigint[]),
+    unnest($21::text[]), unnest($22::boolean[]), unnest($23::bigint[]),
+    unnest($24::text[]), unnest($25::bigint[]), unnest($26::bigint[]),
+    unnest($27::bigint[]), unnest($28::bigint[]), unnest($29::bigint[]),
+    unnest($30::bigint[]), unnest($31::bigint[]),
+    unnest($32::timestamptz[]))
+    AS u(session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns,
+    message_count, message_bytes, baseline_tokens, has_usage, pending_tokens, estimate_factor, dense_factor,
+    pending_dense, prefix_tokens, prefix_hash, token_count, state, compaction_in_flight, compact_requests,
+    auto_compact_seqs, thrash_held, tool_calls_total, rejected_turns, skipped_seqs, last_skipped_from,
+    last_skipped_to, stale_usage_above, last_response_at)
+WHERE s.tenant_id = $1 AND s.session_id = u.session_id
+`
+
+type SessionUpdateAccountingManyParams struct {
+	TenantID            string
+	SessionIds          []string
+	AgentIds            []string
+	Models              []string
+	ContextWindows      []int64
+	MaxOutputTokens     []int64
+	MemoryScopes        []string
+	AppliedSeqs         []int64
+	WaitingTurns        []int64
+	MessageCounts       []int64
+	MessageBytes        []int64
+	BaselineTokens      []int64
+	HasUsages           []bool
+	PendingTokens       []int64
+	EstimateFactors     []float64
+	DenseFactors        []float64
+	PendingDenses       []int64
+	PrefixTokens        []int64
+	PrefixHashes        []string
+	TokenCounts         []int64
+	States              []string
+	CompactionsInFlight []bool
+	CompactRequests     []int64
+	AutoCompactSeqs     []string
+	ThrashHelds         []int64
+	ToolCallsTotals     []int64
+	RejectedTurns       []int64
+	SkippedSeqs         []int64
+	LastSkippedFroms    []int64
+	LastSkippedTos      []int64
+	StaleUsageAboves    []int64
+	LastResponseAts     []pgtype.Timestamptz
+}
+
+// SessionUpdateAccounting for many sessions in one statement: the arrays
+// are parallel, one session per index, each named once. memory_scopes are
+// JSON objects and auto_compact_seqs array literals ('{3,9}'), as text.
+func (q *Queries) SessionUpdateAccountingMany(ctx context.Context, arg SessionUpdateAccountingManyParams) error {
+	_, err := q.db.Exec(ctx, sessionUpdateAccountingMany,
+		arg.TenantID,
+		arg.SessionIds,
+		arg.AgentIds,
+		arg.Models,
+		arg.ContextWindows,
+		arg.MaxOutputTokens,
+		arg.MemoryScopes,
+		arg.AppliedSeqs,
+		arg.WaitingTurns,
+		arg.MessageCounts,
+		arg.MessageBytes,
+		arg.BaselineTokens,
+		arg.HasUsages,
+		arg.PendingTokens,
+		arg.EstimateFactors,
+		arg.DenseFactors,
+		arg.PendingDenses,
+		arg.PrefixTokens,
+		arg.PrefixHashes,
+		arg.TokenCounts,
+		arg.States,
+		arg.CompactionsInFlight,
+		arg.CompactRequests,
+		arg.AutoCompactSeqs,
+		arg.ThrashHelds,
+		arg.ToolCallsTotals,
+		arg.RejectedTurns,
+		arg.SkippedSeqs,
+		arg.LastSkippedFroms,
+		arg.LastSkippedTos,
+		arg.StaleUsageAboves,
+		arg.LastResponseAts,
+	)
+	return err
+}
+
 const sessionsLockFree = `-- name: SessionsLockFree :many
 WITH created AS (
     INSERT INTO sessions (tenant_id, session_id, agent_id)

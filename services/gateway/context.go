@@ -115,7 +115,7 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 		var parts encodedContext
 		var blocked bool
 		var f *refusal
-		ctx, body, parts, blocked, err = g.assembleAdmitted(ctx, tenant, id, set, m, gate, false)
+		ctx, body, parts, blocked, err = g.assembleAdmitted(ctx, tenant, id, set, m, nil, gate, false)
 		if errors.As(err, &f) {
 			g.turnAway(w, r, f)
 			return
@@ -253,7 +253,7 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // the blocking limit. The context snapshot the cache-break check records is
 // written here, or with leaveSnapshot left in the body for the caller to
 // write in a transaction of its own (the proxy's, with its round).
-func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate, leaveSnapshot bool) (ContextBody, encodedContext, bool, error) {
+func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead countAhead, gate *renderGate, leaveSnapshot bool) (ContextBody, encodedContext, bool, error) {
 	pacer := limits.PacerFrom(ctx) // a heavy render's (renderAdmission)
 	var st sessionctx.State
 	var section []string
@@ -270,9 +270,9 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 				return ContextBody{}, encodedContext{}, false, err
 			}
 			continue
-		case !micro && len(g.microDue(st, set)) > 0:
+		case !micro && len(g.microDue(st, set, ahead)) > 0:
 			micro = true
-			if err := g.microCompact(ctx, tenant, id, set); err != nil {
+			if err := g.microCompact(ctx, tenant, id, set, ahead); err != nil {
 				return ContextBody{}, encodedContext{}, false, err
 			}
 			continue // read again: the messages a newer turn added are decided for too
@@ -481,13 +481,13 @@ func (gt *renderGate) done() {
 // render the gate cannot admit is sized exactly, waits for a heavy slot and
 // runs paced (the returned ctx carries the pacer). A *refusal error turns
 // the request away.
-func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, gate *renderGate, leaveSnapshot bool) (context.Context, ContextBody, encodedContext, bool, error) {
+func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead countAhead, gate *renderGate, leaveSnapshot bool) (context.Context, ContextBody, encodedContext, bool, error) {
 	for {
 		var body ContextBody
 		var parts encodedContext
 		var blocked bool
 		var err error
-		assemble := func() { body, parts, blocked, err = g.assemble(ctx, tenant, id, set, m, gate, leaveSnapshot) }
+		assemble := func() { body, parts, blocked, err = g.assemble(ctx, tenant, id, set, m, ahead, gate, leaveSnapshot) }
 		if limits.PacerFrom(ctx) != nil {
 			limits.Background(assemble) // a heavy render, paced, gets what others leave
 		} else {
@@ -559,19 +559,32 @@ func (b ContextBody) encode(system, messages [][]byte) (encodedContext, error) {
 	return encodedContext{system: system, messages: messages, rest: rest}, nil
 }
 
-// microDue lists the tool results micro-compaction would clear now.
-func (g *Gateway) microDue(st sessionctx.State, set tenantcfg.Settings) []string {
+// countAhead is the count of the request a client is about to send in a
+// session as it is stored, when the client holds messages the session has
+// not stored yet (its rounds before not applied yet, and what it adds now);
+// nil for a request of the session's context alone.
+type countAhead func(store.Session) int64
+
+// microDue lists the tool results micro-compaction would clear now: by the
+// session's count, or the count ahead when that is more. A client that sends
+// its next round before the one before it is applied would otherwise have
+// its results cleared a call later than when it calls with them applied.
+func (g *Gateway) microDue(st sessionctx.State, set tenantcfg.Settings, ahead countAhead) []string {
 	limits := accounting.Limits(set.Tokens, st.Session)
 	now := time.Now
 	if g.cfg.Now != nil {
 		now = g.cfg.Now
 	}
-	return set.Micro.Decide(st.Messages, st.Cleared, st.Session.TokenCount, limits.Warning, st.Session.LastResponseAt, now())
+	count := st.Session.TokenCount
+	if ahead != nil {
+		count = max(count, ahead(st.Session))
+	}
+	return set.Micro.Decide(st.Messages, st.Cleared, count, limits.Warning, st.Session.LastResponseAt, now())
 }
 
 // microCompact records the micro-compaction due, under the session's lock so
 // concurrent requests decide once.
-func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenantcfg.Settings) error {
+func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenantcfg.Settings, ahead countAhead) error {
 	var cleared int
 	var saved int64
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
@@ -583,7 +596,7 @@ func (g *Gateway) microCompact(ctx context.Context, tenant, id string, set tenan
 		if err != nil {
 			return err
 		}
-		due := g.microDue(st, set)
+		due := g.microDue(st, set, ahead)
 		if len(due) == 0 {
 			return nil // another request decided first
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -55,7 +56,8 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	// GET /context: a large one is paced or refused, never held unbounded.
 	gate := &renderGate{}
 	defer gate.done()
-	ctx, cb, parts, _, err := g.assembleAdmitted(ctx, tenant, session, set, nil, gate, true)
+	ahead := func(sess store.Session) int64 { return g.countAhead(set, req, sess) }
+	ctx, cb, parts, _, err := g.assembleAdmitted(ctx, tenant, session, set, nil, ahead, gate, true)
 	req.snapshot = cb.snapshot
 	if errors.Is(err, store.ErrNotFound) {
 		return body, nil // a new session: nothing stored to manage yet
@@ -72,20 +74,12 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	}
 	tail := req.messages[stored:]
 	if compact && set.Compaction.Compacts(cb.session) && cb.Tokens.AutoCompact > 0 {
-		added := make([]turn.Message, 0, len(tail))
-		for i := stored; i < int64(len(req.messages)); i++ {
-			m, err := req.turnAt(int(i))
-			if err != nil {
-				return body, err
-			}
-			added = append(added, m)
-		}
-		// Counted as the accountant will count them: each kind of content
-		// by the factor the session's responses taught, after the offload
-		// it would apply. A raw estimate runs a fifth or more over for code
-		// and tool output, and the client's messages are many when its
-		// rounds before are not applied yet (sent back to back).
-		next := accounting.PreflightFor(set.Tokens, set.Offload, cb.session, added).Count
+		// The client's messages counted as the accountant will count them:
+		// each kind of content by the factor the session's responses taught,
+		// after the offload it would apply. A raw estimate runs a fifth or
+		// more over for code and tool output, and the client's messages are
+		// many when its rounds before are not applied yet (sent back to back).
+		next := g.countAhead(set, req, cb.session)
 		if within := set.Proxy.ExactCountWithinPercent; within > 0 && req.client != nil && nearThreshold(next, cb.Tokens.AutoCompact, within) {
 			next = g.exactCount(ctx, tenant, req, parts, cb.Compaction != nil, tail, next)
 		}
@@ -94,7 +88,7 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 			if _, err := g.compactBeforeCall(ctx, tenant, session, g.cfg.ContextWait, ""); err != nil {
 				return body, fmt.Errorf("compacting before the call: %w", err)
 			}
-			_, cb, parts, _, err = g.assembleAdmitted(ctx, tenant, session, set, nil, gate, true)
+			_, cb, parts, _, err = g.assembleAdmitted(ctx, tenant, session, set, nil, ahead, gate, true)
 			req.snapshot = cb.snapshot
 			if err != nil {
 				return body, err
@@ -111,6 +105,25 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 		return body, err
 	}
 	return managed, nil
+}
+
+// countAhead is the count the session will have with the messages of req it
+// has not stored: counted as the accountant will count them (as for the
+// compaction before the call), or the session's count when req holds fewer
+// messages than it stored or one that cannot be read (manage reports that).
+func (g *Gateway) countAhead(set tenantcfg.Settings, req *messagesRequest, sess store.Session) int64 {
+	if int64(len(req.messages)) <= sess.MessageCount {
+		return sess.TokenCount
+	}
+	added := make([]turn.Message, 0, int64(len(req.messages))-sess.MessageCount)
+	for i := sess.MessageCount; i < int64(len(req.messages)); i++ {
+		m, err := req.turnAt(int(i))
+		if err != nil {
+			return sess.TokenCount
+		}
+		added = append(added, m)
+	}
+	return accounting.PreflightFor(set.Tokens, set.Offload, sess, added).Count
 }
 
 // keepUnchanged returns the rendered messages with every stored message

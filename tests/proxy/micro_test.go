@@ -1,0 +1,93 @@
+package proxy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
+)
+
+// TestTheClientsNewMessagesCountForMicroCompaction: the proxy decides
+// micro-compaction on the count the call will have, the client's new
+// messages included, as it decides the compaction before the call. A tool
+// result that takes a session past its warning threshold has the older
+// results cleared in the very call that carries it, not only in the next
+// one (after the accountant applied it): a client that calls back to back
+// gets the same requests as one that waits.
+func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
+	t.Parallel()
+	up := upstream.Start(t, upstream.Config{})
+	up.SetScript(func(*upstream.Request) (upstream.Reply, error) {
+		return upstream.Say(upstream.ToolUse("Bash", map[string]any{"command": "make test"})), nil
+	})
+	m := startMnemos(t, up.URL, key)
+	st := m.store
+	ctx := context.Background()
+	// Warning at 6,000 tokens (auto-compaction at 5% of the effective
+	// window, 9,000, less the buffer); results cleared by size keep the
+	// latest one and must save 1,000 tokens.
+	require.NoError(t, st.SetTenantSettings(ctx, tenant, []byte(`{
+		"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
+		"micro": {"size_keep": 1, "size_min_saving": 1000}}`)))
+	const session = "back-to-back"
+	c := (&system{mnemos: m}).client(session)
+
+	var msgs []sdk.MessageParam
+	call := func(next sdk.MessageParam) {
+		t.Helper()
+		msgs = append(msgs, next)
+		answer, err := c.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: msgs})
+		require.NoError(t, err)
+		msgs = append(msgs, answer.ToParam())
+	}
+	result := func(text string) sdk.MessageParam {
+		last := msgs[len(msgs)-1]
+		id := last.Content[len(last.Content)-1].OfToolUse.ID
+		return sdk.NewUserMessage(sdk.NewToolResultBlock(id, text, false))
+	}
+
+	call(userText("Run the tests until they pass."))
+	waitApplied(t, st, session, 1)
+	call(result(strings.Repeat("ok  \tpkg/a\t0.1s\n", 200))) // about 1,100 tokens, the result to clear
+	waitApplied(t, st, session, 2)
+	call(result("FAIL pkg/b"))
+	sess := waitApplied(t, st, session, 3)
+	var status struct {
+		Tokens struct {
+			Warning int64 `json:"warning_threshold"`
+		} `json:"tokens"`
+	}
+	getJSON(t, m.api.URL+"/v1/sessions/"+session, key, &status)
+	warning := status.Tokens.Warning
+	require.Positive(t, warning)
+	require.Less(t, sess.TokenCount, warning, "the premise: the stored session is under its warning threshold")
+
+	// This result takes the call past the warning threshold, and stays
+	// under the auto-compaction threshold (3,000 tokens above it), however
+	// the session's factors count tool output.
+	line := "--- FAIL: TestB (0.00s)\n    b_test.go:12: want 3, got 4\n"
+	big := line
+	for sess.TokenCount+tokens.EstimateContent(turn.Content{{Type: turn.BlockText, Text: big}}) < warning+1000 {
+		big += line
+	}
+	call(result(big))
+	calls := up.Messages()
+	sent := calls[len(calls)-1].Request
+	var cleared []string
+	for _, msg := range sent.Messages {
+		for _, b := range msg.Blocks() {
+			if b.Type == "tool_result" && strings.Contains(string(b.Content), assembly.ClearedText) {
+				cleared = append(cleared, b.ToolUseID)
+			}
+		}
+	}
+	require.Len(t, cleared, 1, "the first result is cleared in the call that crosses the warning threshold")
+	require.Zero(t, compactionsBeforeTheCall(t, st, session), "the call stayed under the auto-compaction threshold")
+}

@@ -180,12 +180,7 @@ func sessionState(t *testing.T, st *store.Store, tenant, sid string) []byte {
 func TestABatchCreatesOnlySessionsItApplies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := pgtest.New(t)
-	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
-	cache, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Minute)
-	require.NoError(t, err)
-	svc, err := New(DefaultConfig(), st, nil, cache, slog.New(slog.DiscardHandler), nil)
-	require.NoError(t, err)
+	st, svc := acmeAccountant(t)
 
 	batch := func(evs ...turn.Event) (alone []string) {
 		for _, ev := range applyAsBatch(t, svc, "acme", evs) {
@@ -214,6 +209,19 @@ func TestABatchCreatesOnlySessionsItApplies(t *testing.T) {
 	require.False(t, exists("y"))
 }
 
+// acmeAccountant is an accountant without a bus on a store of its own
+// holding the tenant acme, with the default settings.
+func acmeAccountant(t *testing.T) (*store.Store, *Service) {
+	t.Helper()
+	st := pgtest.New(t)
+	require.NoError(t, st.EnsureTenant(context.Background(), "acme", "Acme"))
+	cache, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Minute)
+	require.NoError(t, err)
+	svc, err := New(DefaultConfig(), st, nil, cache, slog.New(slog.DiscardHandler), nil)
+	require.NoError(t, err)
+	return st, svc
+}
+
 // applyAsBatch applies evs as one of tenant's batches, as the group commit
 // does, and returns those it left to the one-event path.
 func applyAsBatch(t *testing.T, svc *Service, tenant string, evs []turn.Event) (alone []turn.Event) {
@@ -240,12 +248,7 @@ func applyAsBatch(t *testing.T, svc *Service, tenant string, evs []turn.Event) (
 func TestAnEventAheadOfItsSessionWaitsForTheNextBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := pgtest.New(t)
-	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
-	cache, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Minute)
-	require.NoError(t, err)
-	svc, err := New(DefaultConfig(), st, nil, cache, slog.New(slog.DiscardHandler), nil)
-	require.NoError(t, err)
+	st, svc := acmeAccountant(t)
 
 	enqueue := func(ev turn.Event) *queued {
 		ev.TenantID = "acme"

@@ -56,7 +56,7 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	// GET /context: a large one is paced or refused, never held unbounded.
 	gate := &renderGate{}
 	defer gate.done()
-	ahead := func(sess store.Session) int64 { return g.countAhead(set, req, sess) }
+	ahead := g.aheadOf(set, req)
 	ctx, cb, parts, _, err := g.assembleAdmitted(ctx, tenant, session, set, nil, ahead, gate, true)
 	req.snapshot = cb.snapshot
 	if errors.Is(err, store.ErrNotFound) {
@@ -79,7 +79,7 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 		// after the offload it would apply. A raw estimate runs a fifth or
 		// more over for code and tool output, and the client's messages are
 		// many when its rounds before are not applied yet (sent back to back).
-		next := g.countAhead(set, req, cb.session)
+		next := ahead(cb.session)
 		if within := set.Proxy.ExactCountWithinPercent; within > 0 && req.client != nil && nearThreshold(next, cb.Tokens.AutoCompact, within) {
 			next = g.exactCount(ctx, tenant, req, parts, cb.Compaction != nil, tail, next)
 		}
@@ -105,6 +105,22 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 		return body, err
 	}
 	return managed, nil
+}
+
+// aheadOf is countAhead for req, worked out once for each state of the
+// session a request sees (micro-compaction and the compaction before the
+// call ask for the same one). Not for concurrent use: a request's own.
+func (g *Gateway) aheadOf(set tenantcfg.Settings, req *messagesRequest) countAhead {
+	var seen [4]int64
+	var count int64
+	known := false
+	return func(sess store.Session) int64 {
+		state := [4]int64{sess.MessageCount, sess.TokenCount, sess.AppliedSeq, sess.ContextEpoch}
+		if !known || state != seen {
+			seen, count, known = state, g.countAhead(set, req, sess), true
+		}
+		return count
+	}
 }
 
 // countAhead is the count the session will have with the messages of req it

@@ -59,7 +59,9 @@ func (s *Service) apply(ctx context.Context, ev turn.Event, size int) error {
 		return fmt.Errorf("tokenaccounting.Apply %s: %w", ev.EventID, err)
 	}
 	var outcome Outcome
+	var waitedApplied int
 	err = s.store.InTx(ctx, ev.TenantID, func(tx *store.Tx) error {
+		waitedApplied = 0
 		sess, err := tx.LockSessionWithin(ctx, ev.SessionID, ev.Agent(), s.cfg.SessionLockWait)
 		if errors.Is(err, store.ErrUnknownTenant) {
 			return turn.Refuse(turn.ReasonUnknownTenant, "tenant %q does not exist", ev.TenantID)
@@ -114,26 +116,33 @@ func (s *Service) apply(ctx context.Context, ev turn.Event, size int) error {
 			return tx.SaveSession(ctx, sess)
 		default:
 			outcome = OutcomeApplied
-			return s.applyInOrder(ctx, tx, set, &sess, ev, size, false)
+			waitedApplied, err = s.applyInOrder(ctx, tx, set, &sess, ev, size, false)
+			return err
 		}
 	})
 	if err != nil {
 		return fmt.Errorf("tokenaccounting.Apply %s: %w", ev.EventID, err)
 	}
 	s.metrics.outcome(ctx, outcome, s.now().Sub(start))
+	s.metrics.appliedAfterWaiting(ctx, waitedApplied)
 	return nil
 }
 
 // applyInOrder applies ev, the session's next seq, then every waiting event
-// that follows it without a gap.
-func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, size int, waited bool) error {
+// that follows it without a gap. It returns how many of the events it
+// applied had been kept waiting (ev among them when waited).
+func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, size int, waited bool) (int, error) {
+	n := 0
 	for {
 		if err := s.applyEvent(ctx, tx, set, sess, ev, size, waited); err != nil {
-			return err
+			return n, err
+		}
+		if waited {
+			n++
 		}
 		next, nextSize, ok, err := s.nextWaiting(ctx, tx, sess)
 		if err != nil || !ok {
-			return err
+			return n, err
 		}
 		ev, size, waited = next, nextSize, true
 	}

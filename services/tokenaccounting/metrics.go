@@ -25,7 +25,7 @@ type serviceMetrics struct {
 func newMetrics(m metric.Meter) (serviceMetrics, error) {
 	var sm serviceMetrics
 	var err error
-	if sm.turns, err = m.Int64Counter("mnemos.turns.accounted", metric.WithDescription("Turn events handled by the accountant, by outcome.")); err != nil {
+	if sm.turns, err = m.Int64Counter("mnemos.turns.accounted", metric.WithDescription("Turn events handled by the accountant, by outcome; a turn kept waiting for its predecessor counts as waiting, then as applied when it applies.")); err != nil {
 		return sm, err
 	}
 	if sm.rejects, err = m.Int64Counter("mnemos.turns.rejected", metric.WithDescription("Turn events refused, by reason.")); err != nil {
@@ -73,6 +73,14 @@ func (m serviceMetrics) batched(ctx context.Context, n int) {
 func (m serviceMetrics) outcome(ctx context.Context, o Outcome, d time.Duration) {
 	m.turns.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(o))))
 	m.latency.Record(ctx, d.Seconds())
+}
+
+// appliedAfterWaiting counts n turns applied that had been kept waiting
+// for a predecessor: counted as waiting when they arrived, and as applied now.
+func (m serviceMetrics) appliedAfterWaiting(ctx context.Context, n int) {
+	if n > 0 {
+		m.turns.Add(ctx, int64(n), metric.WithAttributes(attribute.String("outcome", string(OutcomeApplied))))
+	}
 }
 
 func (m serviceMetrics) rejected(ctx context.Context, reason string) {

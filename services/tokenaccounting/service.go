@@ -246,7 +246,9 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("tokenaccounting.SweepGaps %s: %w", st.TenantID, err)
 		}
+		applied := 0
 		err = s.store.InTx(ctx, st.TenantID, func(tx *store.Tx) error {
+			applied = 0
 			sess, err := tx.LockSessionWithin(ctx, st.SessionID, turn.MainAgent, s.cfg.SessionLockWait)
 			if err != nil {
 				return err
@@ -276,7 +278,8 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 			if !ok {
 				return tx.SaveSession(ctx, sess)
 			}
-			return s.applyInOrder(ctx, tx, set, &sess, ev, size, true)
+			applied, err = s.applyInOrder(ctx, tx, set, &sess, ev, size, true)
+			return err
 		})
 		if errors.Is(err, store.ErrSessionBusy) {
 			continue // being applied to now; the next sweep looks again
@@ -284,6 +287,7 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("tokenaccounting.SweepGaps %s/%s: %w", st.TenantID, st.SessionID, err)
 		}
+		s.metrics.appliedAfterWaiting(ctx, applied)
 	}
 	return nil
 }

@@ -320,6 +320,42 @@ func TestGapTimeoutMovesPastMissingSeq(t *testing.T) {
 	require.Equal(t, s.MessageCount, after.MessageCount)
 }
 
+// TestATurnThatWaitedIsCountedAppliedWhenApplied: a turn kept waiting for
+// its predecessor counts once as waiting, when it arrives, and once as
+// applied, when the predecessor lets it apply, whether that is the
+// predecessor's transaction or the gap sweep's: applied counts every turn
+// applied, once.
+func TestATurnThatWaitedIsCountedAppliedWhenApplied(t *testing.T) {
+	t.Parallel()
+	outcome := func(h *harness, o tokenaccounting.Outcome) func() int64 {
+		return func() int64 { return h.metrics.Sum("mnemos.turns.accounted", "outcome", string(o)) }
+	}
+	await := func(t *testing.T, got func() int64, want int64) {
+		t.Helper()
+		require.Eventually(t, func() bool { return got() == want }, 10*time.Second, 10*time.Millisecond)
+	}
+
+	// Seq 2 first: it waits; seq 1 applies, and seq 2 with it.
+	h := setup(t, patient)
+	evs := genSession(rand.New(rand.NewPCG(5, 6)), "late-first", 2, 1000)
+	h.publish(t, evs[1], evs[1].EventID)
+	await(t, outcome(h, tokenaccounting.OutcomeWaiting), 1)
+	h.publish(t, evs[0], evs[0].EventID)
+	h.waitApplied(t, map[string]int64{"late-first": 2})
+	await(t, outcome(h, tokenaccounting.OutcomeApplied), 2)
+
+	// Seq 2 never comes: the gap sweep applies seq 3 and 4, which waited.
+	h = setup(t, func(c *tokenaccounting.Config) { c.GapTimeout = 300 * time.Millisecond })
+	evs = genSession(rand.New(rand.NewPCG(7, 8)), "swept", 4, 1000)
+	h.publish(t, evs[0], evs[0].EventID)
+	await(t, outcome(h, tokenaccounting.OutcomeApplied), 1)
+	h.publish(t, evs[2], evs[2].EventID)
+	h.publish(t, evs[3], evs[3].EventID)
+	h.waitApplied(t, map[string]int64{"swept": 4})
+	await(t, outcome(h, tokenaccounting.OutcomeApplied), 3)
+	require.Equal(t, int64(2), outcome(h, tokenaccounting.OutcomeWaiting)())
+}
+
 func TestFarFutureSeqCostsOneRow(t *testing.T) {
 	t.Parallel()
 	h := setup(t, func(c *tokenaccounting.Config) { c.GapTimeout = 200 * time.Millisecond })

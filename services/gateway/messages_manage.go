@@ -128,7 +128,7 @@ func (g *Gateway) aheadOf(set tenantcfg.Settings, req *messagesRequest) countAhe
 // compaction before the call), or the session's count when req holds fewer
 // messages than it stored or one that cannot be read (manage reports that).
 func (g *Gateway) countAhead(set tenantcfg.Settings, req *messagesRequest, sess store.Session) int64 {
-	if int64(len(req.messages)) <= sess.MessageCount {
+	if int64(len(req.messages)) < sess.MessageCount {
 		return sess.TokenCount
 	}
 	added := make([]turn.Message, 0, int64(len(req.messages))-sess.MessageCount)

@@ -246,12 +246,9 @@ func (s *Store) SessionProgress(ctx context.Context, tenant, sessionID string) (
 
 // SaveSession writes the accounting fields of a session locked by LockSession.
 func (t *Tx) SaveSession(ctx context.Context, s Session) error {
-	scope, err := json.Marshal(s.MemoryScope)
+	scope, err := scopeJSON(s.MemoryScope)
 	if err != nil {
 		return fmt.Errorf("store.SaveSession: %w", err)
-	}
-	if s.MemoryScope == nil {
-		scope = []byte("{}")
 	}
 	err = t.q.SessionUpdateAccounting(ctx, dbsqlc.SessionUpdateAccountingParams{
 		TenantID:           t.tenant,
@@ -301,12 +298,9 @@ func (t *Tx) SaveSessions(ctx context.Context, ss []Session) error {
 	}
 	p := dbsqlc.SessionUpdateAccountingManyParams{TenantID: t.tenant}
 	for _, s := range ss {
-		scope := []byte("{}")
-		if s.MemoryScope != nil {
-			var err error
-			if scope, err = json.Marshal(s.MemoryScope); err != nil {
-				return fmt.Errorf("store.SaveSessions: %w", err)
-			}
+		scope, err := scopeJSON(s.MemoryScope)
+		if err != nil {
+			return fmt.Errorf("store.SaveSessions: %w", err)
 		}
 		p.SessionIds = append(p.SessionIds, s.SessionID)
 		p.AgentIds = append(p.AgentIds, s.AgentID)
@@ -344,6 +338,15 @@ func (t *Tx) SaveSessions(ctx context.Context, ss []Session) error {
 		return fmt.Errorf("store.SaveSessions: %w", err)
 	}
 	return nil
+}
+
+// scopeJSON is a session's memory scope as its column holds it: a JSON
+// object, {} for none.
+func scopeJSON(scope map[string]string) ([]byte, error) {
+	if scope == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(scope)
 }
 
 // int64ArrayLiteral is seqs as a Postgres array literal: {3,9}.

@@ -56,14 +56,7 @@ func TestTheProxyCountsNewMessagesAsTheAccountantDoes(t *testing.T) {
 	waitApplied(t, st, session, 1)
 	send(code(6_000)) // the growth the response measures teaches the factor
 	sess := waitApplied(t, st, session, 2)
-	var status struct {
-		Tokens struct {
-			AutoCompact int64 `json:"autocompact_threshold"`
-		} `json:"tokens"`
-	}
-	getJSON(t, m.api.URL+"/v1/sessions/"+session, key, &status)
-	threshold := status.Tokens.AutoCompact
-	require.Positive(t, threshold)
+	threshold := thresholds(t, m.api.URL, key, session).AutoCompact
 	require.Less(t, sess.DenseFactor, 0.85, "the session learnt that its code costs less than estimated")
 	require.Less(t, sess.TokenCount, threshold/4)
 

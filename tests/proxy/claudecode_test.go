@@ -181,14 +181,7 @@ func logCalls(t *testing.T, calls []upstream.Call) {
 // reports it.
 func (c comparison) autoCompactThreshold(t *testing.T) int64 {
 	t.Helper()
-	var status struct {
-		Tokens struct {
-			AutoCompact int64 `json:"autocompact_threshold"`
-		} `json:"tokens"`
-	}
-	getJSON(t, c.m.api.URL+"/v1/sessions/"+c.session, claudecli.APIKey, &status)
-	require.Positive(t, status.Tokens.AutoCompact)
-	return status.Tokens.AutoCompact
+	return thresholds(t, c.m.api.URL, claudecli.APIKey, c.session).AutoCompact
 }
 
 // funnel counts the session's completed compactions and the tool results

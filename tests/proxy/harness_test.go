@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
@@ -114,6 +115,19 @@ func waitApplied(t *testing.T, st *store.Store, session string, seq int64) store
 		return err == nil && sess.AppliedSeq >= seq
 	}, 30*time.Second, 20*time.Millisecond, "session %s did not apply seq %d", session, seq)
 	return sess
+}
+
+// thresholds is the session's token status as Mnemos reports it
+// (GET /v1/sessions/{id}): its count and thresholds, each checked set.
+func thresholds(t *testing.T, apiURL, apiKey, session string) events.Tokens {
+	t.Helper()
+	var status struct {
+		Tokens events.Tokens `json:"tokens"`
+	}
+	getJSON(t, apiURL+"/v1/sessions/"+session, apiKey, &status)
+	require.Positive(t, status.Tokens.Warning)
+	require.Positive(t, status.Tokens.AutoCompact)
+	return status.Tokens
 }
 
 // getJSON reads a JSON answer of Mnemos's API with the tenant's key.

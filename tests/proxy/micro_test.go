@@ -59,14 +59,7 @@ func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
 	waitApplied(t, st, session, 2)
 	call(result("FAIL pkg/b"))
 	sess := waitApplied(t, st, session, 3)
-	var status struct {
-		Tokens struct {
-			Warning int64 `json:"warning_threshold"`
-		} `json:"tokens"`
-	}
-	getJSON(t, m.api.URL+"/v1/sessions/"+session, key, &status)
-	warning := status.Tokens.Warning
-	require.Positive(t, warning)
+	warning := thresholds(t, m.api.URL, key, session).Warning
 	require.Less(t, sess.TokenCount, warning, "the premise: the stored session is under its warning threshold")
 
 	// This result takes the call past the warning threshold, and stays

@@ -56,6 +56,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	only := fs.String("only", "", "run these parts, separated by commas: "+strings.Join(benchmark.Parts, ", ")+" (default: all)")
 	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of tables")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file")
+	memProfile := fs.String("memprofile", "", "write a profile of the run's allocations to this file when it ends")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: mnemos bench [flags]")
 		fs.PrintDefaults()
@@ -169,6 +170,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := writeAllocProfile(*memProfile); err != nil {
+		return err
+	}
 	if *asJSON {
 		return rep.JSON(stdout)
 	}
@@ -238,4 +242,22 @@ func startCPUProfile(path string, stderr io.Writer) (stop func(), err error) {
 			fmt.Fprintf(stderr, "the CPU profile %s: %v\n", path, err)
 		}
 	}, nil
+}
+
+// writeAllocProfile writes the allocations of the run so far (pprof's
+// "allocs": what was allocated, and where, since the process began) to the
+// file at path; with no path, it does nothing.
+func writeAllocProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path) //nolint:gosec // the operator's own output file
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close() // the write's error says more
+		return fmt.Errorf("the allocation profile %s: %w", path, err)
+	}
+	return f.Close()
 }

@@ -1,10 +1,10 @@
 package gateway
 
 import (
-	"crypto/sha256"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/minio/highwayhash"
 	"github.com/stretchr/testify/require"
 )
 
@@ -40,7 +40,7 @@ func TestHashPartsIsTheHashOfTheJoinedParts(t *testing.T) {
 		for _, p := range append(append([][]byte{}, system...), messages...) {
 			joined = append(joined, p...)
 		}
-		whole := sha256.Sum256(joined)
+		whole := highwayhash.Sum128(joined, prefixHashKey)
 		if len(system)+len(messages) >= pageWrite {
 			paced++
 		}
@@ -54,7 +54,7 @@ func TestHashPartsIsTheHashOfTheJoinedParts(t *testing.T) {
 			case cut < 0 || cut > int64(len(joined)):
 				require.Nil(t, head, "cut %d of %d bytes", cut, len(joined))
 			default:
-				want := sha256.Sum256(joined[:cut])
+				want := highwayhash.Sum128(joined[:cut], prefixHashKey)
 				require.Equal(t, want[:], head, "cut %d of %d bytes", cut, len(joined))
 			}
 		}

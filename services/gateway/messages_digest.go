@@ -1,9 +1,12 @@
 package gateway
 
 import (
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/binary"
+	"hash"
 	"sync"
+
+	"github.com/minio/highwayhash"
 )
 
 // The proxy's verdicts on a client's messages, kept by digest so that a
@@ -13,13 +16,33 @@ import (
 // the client's message as sent, and the rendering — so a verdict found
 // under their digests is the one the work would give again.
 
-// digest is a SHA-256.
-type digest = [sha256.Size]byte
+// digest is a HighwayHash-256 under verdictKey. HighwayHash is a keyed
+// pseudo-random function, nearly five times as fast as SHA-256 here (a long
+// session's request is hashed whole twice a round): with a key no client
+// knows, no client can make two messages share a digest, and the verdicts
+// are the process's own, so the key need not outlive it.
+type digest = [highwayhash.Size]byte
+
+// verdictKey is the process's key for its verdicts' digests.
+var verdictKey = func() []byte {
+	key := make([]byte, highwayhash.Size)
+	_, _ = rand.Read(key) // crypto/rand.Read never fails (it panics instead)
+	return key
+}()
+
+// newDigest is a HighwayHash-256 under verdictKey.
+func newDigest() hash.Hash {
+	h, err := highwayhash.New(verdictKey)
+	if err != nil {
+		panic(err) // only for a key that is not 32 bytes
+	}
+	return h
+}
 
 // messageDigest is the digest of a client's message as sent, under its
 // tenant: one tenant's verdicts are never another's (not even by timing).
 func messageDigest(tenant string, raw []byte) digest {
-	h := sha256.New()
+	h := newDigest()
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(len(tenant)))
 	h.Write(n[:])
@@ -33,7 +56,7 @@ func messageDigest(tenant string, raw []byte) digest {
 // pairDigest is the digest of a client's message (by its messageDigest)
 // beside a rendering of the session's.
 func pairDigest(client digest, rendered []byte) digest {
-	h := sha256.New()
+	h := newDigest()
 	h.Write(client[:])
 	h.Write(rendered)
 	var out digest

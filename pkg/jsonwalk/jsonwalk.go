@@ -6,7 +6,12 @@
 // are meaningless.
 package jsonwalk
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+)
 
 // IsSpace reports the white space JSON allows between tokens.
 func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -89,4 +94,80 @@ func SkipSpace(src []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// ErrNotArray is SplitArray's error for a value that is no array.
+var ErrNotArray = errors.New("want an array")
+
+// SplitArray is the elements of valid JSON src, which must be an array or
+// null (nil then), each as its bytes in src: what json.Unmarshal into a
+// []json.RawMessage gives, without copying.
+func SplitArray(src []byte) ([]json.RawMessage, error) {
+	i := SkipSpace(src, 0)
+	if bytes.HasPrefix(src[i:], []byte("null")) {
+		return nil, nil
+	}
+	if i >= len(src) || src[i] != '[' {
+		return nil, ErrNotArray
+	}
+	out := []json.RawMessage{}
+	i = SkipSpace(src, i+1)
+	for i < len(src) && src[i] != ']' {
+		end := ValueEnd(src, i)
+		out = append(out, src[i:end:end])
+		i = SkipSpace(src, end)
+		if i < len(src) && src[i] == ',' {
+			i = SkipSpace(src, i+1)
+		}
+	}
+	return out, nil
+}
+
+// ErrNotObject is SplitObject's error for a value that is no object.
+var ErrNotObject = errors.New("want an object")
+
+// SplitObject is the fields of valid JSON src, which must be an object,
+// each value as its bytes in src: what json.Unmarshal into a
+// map[string]json.RawMessage gives (the last of a repeated key), without
+// copying the values.
+func SplitObject(src []byte) (map[string]json.RawMessage, error) {
+	i := SkipSpace(src, 0)
+	if i >= len(src) || src[i] != '{' {
+		return nil, ErrNotObject
+	}
+	out := map[string]json.RawMessage{}
+	i = SkipSpace(src, i+1)
+	for i < len(src) && src[i] == '"' {
+		end := StringEnd(src, i)
+		key, plain := PlainString(src[i:end])
+		if !plain {
+			if err := json.Unmarshal(src[i:end], &key); err != nil {
+				return nil, err
+			}
+		}
+		i = SkipSpace(src, end)
+		i = SkipSpace(src, i+1) // past ':'
+		end = ValueEnd(src, i)
+		out[key] = src[i:end:end]
+		i = SkipSpace(src, end)
+		if i < len(src) && src[i] == ',' {
+			i = SkipSpace(src, i+1)
+		}
+	}
+	return out, nil
+}
+
+// PlainString is the value of src, a JSON string (its quotes included),
+// when it holds no escape and is valid UTF-8: the bytes between its
+// quotes, as json.Unmarshal would decode them. It reports false for any
+// other string, which encoding/json decodes (it replaces invalid UTF-8).
+func PlainString(src []byte) (string, bool) {
+	if len(src) < 2 || src[0] != '"' || src[len(src)-1] != '"' {
+		return "", false
+	}
+	inner := src[1 : len(src)-1]
+	if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
+		return "", false
+	}
+	return string(inner), true
 }

@@ -28,3 +28,24 @@ func TestTheWalkAgreesWithEncodingJSON(t *testing.T) {
 	}
 	require.Equal(t, 5, jsonwalk.StringEnd([]byte(`"a\\"b"`), 0), "an escaped backslash does not escape the quote after it")
 }
+
+// TestPlainStringIsWhatEncodingJSONDecodes: a string PlainString takes
+// decodes to its bytes; those it leaves (escapes, invalid UTF-8, no
+// string at all) are for encoding/json.
+func TestPlainStringIsWhatEncodingJSONDecodes(t *testing.T) {
+	for _, src := range []string{`"user"`, `""`, `"é <b>&</b> \u2028"`, "\"a\u2028b\""} {
+		got, ok := jsonwalk.PlainString([]byte(src))
+		var want string
+		require.NoError(t, json.Unmarshal([]byte(src), &want))
+		if ok {
+			require.Equal(t, want, got, src)
+		}
+	}
+	for _, src := range []string{`"a\"b"`, `"\u00e9"`, "\"\xff\"", `12`, `"`, `null`} {
+		_, ok := jsonwalk.PlainString([]byte(src))
+		require.False(t, ok, src)
+	}
+	got, ok := jsonwalk.PlainString([]byte(`"assistant"`))
+	require.True(t, ok)
+	require.Equal(t, "assistant", got)
+}

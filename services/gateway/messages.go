@@ -20,6 +20,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
+	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -211,12 +212,12 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
 		return nil, nil, false
 	}
-	if req.fields, err = splitObject(body); err != nil {
+	if req.fields, err = jsonwalk.SplitObject(body); err != nil {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
 		return nil, nil, false
 	}
 	if raw, ok := req.fields["messages"]; ok {
-		if req.messages, err = splitArray(raw); err != nil {
+		if req.messages, err = jsonwalk.SplitArray(raw); err != nil {
 			anthropicError(w, http.StatusBadRequest, "invalid_request_error", "messages: want an array of messages")
 			return nil, nil, false
 		}

@@ -3,68 +3,10 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"slices"
 
 	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 )
-
-var errNotArray = errors.New("want an array")
-
-// splitArray is the elements of valid JSON src, which must be an array or
-// null (nil then), each as its bytes in src: what json.Unmarshal into a
-// []json.RawMessage gives, without copying.
-func splitArray(src []byte) ([]json.RawMessage, error) {
-	i := jsonwalk.SkipSpace(src, 0)
-	if bytes.HasPrefix(src[i:], []byte("null")) {
-		return nil, nil
-	}
-	if i >= len(src) || src[i] != '[' {
-		return nil, errNotArray
-	}
-	out := []json.RawMessage{}
-	i = jsonwalk.SkipSpace(src, i+1)
-	for i < len(src) && src[i] != ']' {
-		end := jsonwalk.ValueEnd(src, i)
-		out = append(out, src[i:end:end])
-		i = jsonwalk.SkipSpace(src, end)
-		if i < len(src) && src[i] == ',' {
-			i = jsonwalk.SkipSpace(src, i+1)
-		}
-	}
-	return out, nil
-}
-
-var errNotObject = errors.New("want an object")
-
-// splitObject is the fields of valid JSON src, which must be an object,
-// each value as its bytes in src: what json.Unmarshal into a
-// map[string]json.RawMessage gives (the last of a repeated key), without
-// copying the values.
-func splitObject(src []byte) (map[string]json.RawMessage, error) {
-	i := jsonwalk.SkipSpace(src, 0)
-	if i >= len(src) || src[i] != '{' {
-		return nil, errNotObject
-	}
-	out := map[string]json.RawMessage{}
-	i = jsonwalk.SkipSpace(src, i+1)
-	for i < len(src) && src[i] == '"' {
-		end := jsonwalk.StringEnd(src, i)
-		var key string
-		if err := json.Unmarshal(src[i:end], &key); err != nil {
-			return nil, err
-		}
-		i = jsonwalk.SkipSpace(src, end)
-		i = jsonwalk.SkipSpace(src, i+1) // past ':'
-		end = jsonwalk.ValueEnd(src, i)
-		out[key] = src[i:end:end]
-		i = jsonwalk.SkipSpace(src, end)
-		if i < len(src) && src[i] == ',' {
-			i = jsonwalk.SkipSpace(src, i+1)
-		}
-	}
-	return out, nil
-}
 
 // encodeFields is fields encoded as json.Marshal (HTML left unescaped, as
 // turn.Marshal) encodes a map[string]json.RawMessage — keys sorted, values

@@ -31,7 +31,7 @@ func checkJSONWalk(t *testing.T, src []byte) {
 
 	var arr []json.RawMessage
 	arrErr := json.Unmarshal(src, &arr)
-	got, err := splitArray(src)
+	got, err := jsonwalk.SplitArray(src)
 	require.Equal(t, arrErr == nil, err == nil, "split array %q", src)
 	if err == nil {
 		require.Len(t, got, len(arr))
@@ -42,7 +42,7 @@ func checkJSONWalk(t *testing.T, src []byte) {
 
 	var obj map[string]json.RawMessage
 	objErr := json.Unmarshal(src, &obj)
-	fields, err := splitObject(src)
+	fields, err := jsonwalk.SplitObject(src)
 	require.Equal(t, objErr == nil && obj != nil, err == nil, "split object %q", src)
 	if err != nil {
 		return
@@ -52,7 +52,7 @@ func checkJSONWalk(t *testing.T, src []byte) {
 		require.Equal(t, string(v), string(fields[k]), "field %q of %q", k, src)
 	}
 	// The body sent up, as it was encoded before encodeFields.
-	msgs, err := splitArray(obj["messages"])
+	msgs, err := jsonwalk.SplitArray(obj["messages"])
 	if err != nil {
 		return // not a body the proxy manages
 	}
@@ -76,10 +76,10 @@ func TestJSONWalkIsEncodingJSONs(t *testing.T) {
 		require.True(t, json.Valid([]byte(s)), s)
 		checkJSONWalk(t, []byte(s))
 	}
-	_, err := splitObject([]byte(`[1]`))
-	require.ErrorIs(t, err, errNotObject)
-	_, err = splitArray([]byte(`{"a":1}`))
-	require.ErrorIs(t, err, errNotArray)
+	_, err := jsonwalk.SplitObject([]byte(`[1]`))
+	require.ErrorIs(t, err, jsonwalk.ErrNotObject)
+	_, err = jsonwalk.SplitArray([]byte(`{"a":1}`))
+	require.ErrorIs(t, err, jsonwalk.ErrNotArray)
 }
 
 // FuzzJSONWalk: on every valid JSON text, compacting, splitting and

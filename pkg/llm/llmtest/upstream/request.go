@@ -2,7 +2,12 @@ package upstream
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
+	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 )
 
 // Request is the part of a Messages API call the scripts and the cache
@@ -22,6 +27,74 @@ type Request struct {
 	CacheControl json.RawMessage `json:"cache_control"`
 	// ContextManagement is the context_management object, as sent.
 	ContextManagement json.RawMessage `json:"context_management"`
+}
+
+// decodeRequest reads a call's body as json.Unmarshal into a Request
+// would, for a body whose keys are spelled as the API spells them, but
+// checked once and split without encoding/json's scanner (pkg/jsonwalk):
+// a long session's request is 600 KB, sent every round, and this stand-in
+// for a remote server shares the machine with what it measures. The
+// request's raw parts are the body's own bytes, not copies.
+func decodeRequest(body []byte) (Request, error) {
+	var req Request
+	if !jsonvalid.Valid(body) {
+		return req, errors.New("the body is not valid JSON")
+	}
+	fields, err := jsonwalk.SplitObject(body)
+	if err != nil {
+		return req, fmt.Errorf("the body: %w", err)
+	}
+	for key, raw := range fields {
+		var err error
+		switch key {
+		case "model":
+			err = json.Unmarshal(raw, &req.Model)
+		case "max_tokens":
+			err = json.Unmarshal(raw, &req.MaxTokens)
+		case "stream":
+			err = json.Unmarshal(raw, &req.Stream)
+		case "thinking":
+			err = json.Unmarshal(raw, &req.Thinking)
+		case "system":
+			req.System = raw
+		case "cache_control":
+			req.CacheControl = raw
+		case "context_management":
+			req.ContextManagement = raw
+		case "tools":
+			req.Tools, err = jsonwalk.SplitArray(raw)
+		case "messages":
+			req.Messages, err = decodeMessages(raw)
+		}
+		if err != nil {
+			return Request{}, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return req, nil
+}
+
+// decodeMessages reads a request's valid JSON messages.
+func decodeMessages(raw []byte) ([]Message, error) {
+	list, err := jsonwalk.SplitArray(raw)
+	if err != nil || list == nil {
+		return nil, err
+	}
+	out := make([]Message, len(list))
+	for i, m := range list {
+		fields, err := jsonwalk.SplitObject(m)
+		if err != nil {
+			return nil, fmt.Errorf("%d: %w", i, err)
+		}
+		if role, ok := fields["role"]; ok {
+			if plain, ok := jsonwalk.PlainString(role); ok {
+				out[i].Role = plain
+			} else if err := json.Unmarshal(role, &out[i].Role); err != nil {
+				return nil, fmt.Errorf("%d: role: %w", i, err)
+			}
+		}
+		out[i].Content = fields["content"]
+	}
+	return out, nil
 }
 
 // Message is one message of a Request.

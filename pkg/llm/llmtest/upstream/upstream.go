@@ -144,7 +144,7 @@ const (
 )
 
 func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	call := Call{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
 	if err != nil {
 		call.Status = http.StatusBadRequest
@@ -158,8 +158,8 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, APIError{Status: call.Status, Type: "not_found_error", Message: "Not found: " + r.URL.Path})
 		return
 	}
-	var req Request
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := decodeRequest(body)
+	if err != nil {
 		call.Status = http.StatusBadRequest
 		u.record(call)
 		apiError(w, APIError{Status: call.Status, Type: "invalid_request_error", Message: err.Error()})
@@ -301,4 +301,15 @@ func apiError(w http.ResponseWriter, e APIError) {
 	}
 	w.Header().Set("Request-Id", "req_011Cerror")
 	writeJSON(w, e.Status, map[string]any{"type": "error", "error": map[string]any{"type": e.Type, "message": e.Message}})
+}
+
+// readBody reads a call's body into one buffer of its declared length,
+// rather than growing one from 512 bytes as io.ReadAll does.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength <= 0 {
+		return io.ReadAll(r.Body)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, r.ContentLength+1)) // +1: the read that finds the end
+	_, err := buf.ReadFrom(r.Body)
+	return buf.Bytes(), err
 }

@@ -59,19 +59,22 @@ type conversation struct {
 
 var ephemeral = map[string]string{"type": "ephemeral"}
 
+// marked is blocks with cache_control on the last, which is copied: the
+// conversation's own blocks stay as they are.
+func marked(blocks []block) []block {
+	out := slices.Clone(blocks)
+	if n := len(out); n > 0 {
+		out[n-1] = maps.Clone(out[n-1])
+		out[n-1]["cache_control"] = ephemeral
+	}
+	return out
+}
+
 // request is the next round's body: the whole conversation, with
 // cache_control on the last block of the system prompt and of the last
 // message, as Claude Code sends it; encoded as json.Encoder (HTML left
 // unescaped) encodes it as a map, keys sorted.
 func (c *conversation) request() ([]byte, error) {
-	marked := func(blocks []block) []block {
-		out := slices.Clone(blocks)
-		if n := len(out); n > 0 {
-			out[n-1] = maps.Clone(out[n-1])
-			out[n-1]["cache_control"] = ephemeral
-		}
-		return out
-	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // as the API's clients send <system-reminder>

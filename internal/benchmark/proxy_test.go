@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"testing"
 
@@ -17,14 +16,6 @@ import (
 // then not), with tools and without.
 func TestARequestIsTheConversationEncodedWhole(t *testing.T) {
 	whole := func(c *conversation) []byte {
-		marked := func(blocks []block) []block {
-			out := slices.Clone(blocks)
-			if n := len(out); n > 0 {
-				out[n-1] = maps.Clone(out[n-1])
-				out[n-1]["cache_control"] = ephemeral
-			}
-			return out
-		}
 		msgs := slices.Clone(c.msgs)
 		if n := len(msgs); n > 0 {
 			msgs[n-1].Content = marked(msgs[n-1].Content)

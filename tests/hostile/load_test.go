@@ -58,9 +58,12 @@ const (
 	// cores (2026-11-27), quiet, four runs each with heavy work at the
 	// lowest priority (limits.Background): the context storm 1.42–1.99
 	// (2.10–2.78 without), the turn storm 2.12–3.11 (2.15–3.48 without).
-	// The test fails past maxSlowdown and logs whether the goal was met.
+	// On a machine whose disk is half as fast (2026-11-29, evening) the
+	// turn storm measured 2.52–7.56 in six runs, on this code and the code
+	// before it alike. The test fails past maxSlowdown, a neighbour slowed
+	// by an order of magnitude, and logs whether the goal was met.
 	goalSlowdown = 3.0
-	maxSlowdown  = 6.0
+	maxSlowdown  = 10.0
 	restSamples  = 900
 	killAbove    = int64(3 << 30) // the process is killed past this RSS, to spare the machine
 	readyEvery   = 100 * time.Millisecond

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/httpbody"
 	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
 	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
@@ -196,7 +197,7 @@ func (g *Gateway) checkMessages(tenant string, req *messagesRequest) error {
 // upstream is configured.
 func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, tenant string) (*messagesRequest, []byte, bool) {
 	limit := g.cfg.MaxMessagesBytes
-	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
+	body, err := httpbody.Read(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		anthropicError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the request is larger than %d bytes", limit))
@@ -242,21 +243,6 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 	}
 	req.upstream = up
 	return req, body, true
-}
-
-// readBody reads a request's body whole, into one buffer of its declared
-// length (up to limit) where it has one, rather than growing a buffer from
-// 512 bytes as io.ReadAll does: a long session's request is hundreds of
-// KiB, read every round.
-func readBody(r io.Reader, length, limit int64) ([]byte, error) {
-	if length <= 0 || length > limit {
-		return io.ReadAll(r)
-	}
-	// ReadFrom keeps bytes.MinRead free before each read: with that much
-	// over the length, the whole body and its EOF fit without growing.
-	buf := bytes.NewBuffer(make([]byte, 0, length+bytes.MinRead))
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
 }
 
 // sessionOf names the session a request belongs to: Claude Code's session

@@ -18,7 +18,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -27,6 +26,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/httpbody"
 )
 
 // Script answers one call. An error is answered as a 500 api_error and
@@ -144,7 +145,7 @@ const (
 )
 
 func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
+	body, err := httpbody.Read(r.Body, r.ContentLength, math.MaxInt64)
 	call := Call{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
 	if err != nil {
 		call.Status = http.StatusBadRequest
@@ -301,15 +302,4 @@ func apiError(w http.ResponseWriter, e APIError) {
 	}
 	w.Header().Set("Request-Id", "req_011Cerror")
 	writeJSON(w, e.Status, map[string]any{"type": "error", "error": map[string]any{"type": e.Type, "message": e.Message}})
-}
-
-// readBody reads a call's body into one buffer of its declared length,
-// rather than growing one from 512 bytes as io.ReadAll does.
-func readBody(r *http.Request) ([]byte, error) {
-	if r.ContentLength <= 0 {
-		return io.ReadAll(r.Body)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, r.ContentLength+1)) // +1: the read that finds the end
-	_, err := buf.ReadFrom(r.Body)
-	return buf.Bytes(), err
 }

@@ -47,8 +47,16 @@ type Preflight struct {
 // PreflightFor counts a session as it would be with msgs added (after the
 // same offload the accountant would apply), and decides as the accountant would.
 func PreflightFor(cfg tokens.Config, off Offload, s store.Session, msgs []turn.Message) Preflight {
-	p, _ := PreflightWith(cfg, off, s, Request{}, 0, msgs) // no prefix: cannot fail
-	return p
+	return PreflightForTurns(cfg, off, s, [][]turn.Message{msgs})
+}
+
+// PreflightForTurns is PreflightFor for messages the accountant will apply
+// as several turns: each turn's tool results are offloaded on their own, as
+// the accountant offloads them, so results that share no turn never add up
+// to a turn's cap (Offload.TurnCapChars).
+func PreflightForTurns(cfg tokens.Config, off Offload, s store.Session, turns [][]turn.Message) Preflight {
+	f, _ := forecast(cfg, off, s, Request{}, 0, turns) // no prefix: cannot fail
+	return f.Preflight(f.Count)
 }
 
 // PreflightWith is PreflightFor for a request that may name a model, a
@@ -107,6 +115,11 @@ func (f Forecast) Preflight(count int64) Preflight {
 
 // ForecastWith counts as PreflightWith does and says how the count is made.
 func ForecastWith(cfg tokens.Config, off Offload, s store.Session, req Request, contextEstimate int64, msgs []turn.Message) (Forecast, error) {
+	return forecast(cfg, off, s, req, contextEstimate, [][]turn.Message{msgs})
+}
+
+// forecast is ForecastWith for the messages of turns, offloaded turn by turn.
+func forecast(cfg tokens.Config, off Offload, s store.Session, req Request, contextEstimate int64, turns [][]turn.Message) (Forecast, error) {
 	tally := TallyOf(s)
 	if err := Start(&tally, &s, req, contextEstimate); err != nil {
 		return Forecast{}, err
@@ -116,10 +129,14 @@ func ForecastWith(cfg tokens.Config, off Offload, s store.Session, req Request, 
 	}
 	noneFrozen := func(string) (string, bool, error) { return "", false, nil }
 	placeholder := func(string) string { return "pending" }
-	shown, _, _ := off.Apply(msgs, noneFrozen, placeholder) // cannot fail without a lookup
 	stored := tally.Scaled()
-	for _, m := range shown {
-		tally.AddMessage(m)
+	var shown []turn.Message
+	for _, msgs := range turns {
+		msgs, _, _ = off.Apply(msgs, noneFrozen, placeholder) // cannot fail without a lookup
+		for _, m := range msgs {
+			tally.AddMessage(m)
+		}
+		shown = append(shown, msgs...)
 	}
 	f := Forecast{
 		Count: tally.Count(), HasUsage: tally.HasUsage, Stored: stored, New: tally.Scaled() - stored, Shown: shown,

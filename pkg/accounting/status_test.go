@@ -1,6 +1,7 @@
 package accounting_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -225,5 +226,34 @@ func TestPreflightFor(t *testing.T) {
 		require.Equal(t, s.BaselineTokens+previewTokens, p.Count)
 		require.Less(t, p.Count, s.BaselineTokens+int64(len(big))/4)
 		require.Equal(t, before, snapshot(t, msgs), "preflight changed its input")
+	})
+
+	t.Run("offloads each turn on its own", func(t *testing.T) {
+		t.Parallel()
+		s := session()
+		s.HasUsage, s.BaselineTokens = true, 10_000
+		// Five results, each under the threshold for one result: together
+		// over the cap of one turn, each alone far under it.
+		size := off.ThresholdChars - 1
+		require.Greater(t, 5*size, off.TurnCapChars, "the premise: one turn of them passes the cap")
+		var turns [][]turn.Message
+		var all []turn.Message
+		for i := range 5 {
+			id := fmt.Sprintf("toolu_%d", i)
+			round := []turn.Message{
+				userMessage("u"+id, toolResult(id, strings.Repeat("x", size))),
+				{UUID: "a" + id, Role: "assistant", Content: turn.Content{{Type: turn.BlockText, Text: "Next."}}},
+			}
+			turns, all = append(turns, round), append(all, round...)
+		}
+
+		whole := tokens.EstimateContent(all[0].Content)
+		require.Equal(t, (int64(size)+3)/4, whole, "a result counts whole")
+		each := accounting.PreflightForTurns(cfg, off, s, turns).Count
+		require.Equal(t, accounting.PreflightFor(cfg, off, s, all[:2]).Count-s.BaselineTokens, (each-s.BaselineTokens)/5,
+			"five turns count five times what one does")
+		require.Greater(t, each, s.BaselineTokens+5*whole)
+		require.Less(t, accounting.PreflightFor(cfg, off, s, all).Count, each-whole/2,
+			"as one turn, the largest results are counted by their previews")
 	})
 }

@@ -65,14 +65,13 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	if err != nil {
 		return body, err
 	}
-	stored := cb.session.MessageCount
-	if stored == 0 {
+	if cb.session.MessageCount == 0 {
 		return body, nil
 	}
-	if int64(len(req.messages)) < stored {
-		return body, fmt.Errorf("%w: the session stored %d messages, the client sent %d", errDiverged, stored, len(req.messages))
+	tail, err := clientTail(req, cb.session)
+	if err != nil {
+		return body, err
 	}
-	tail := req.messages[stored:]
 	if compact && set.Compaction.Compacts(cb.session) && cb.Tokens.AutoCompact > 0 {
 		// The client's messages counted as the accountant will count them:
 		// each kind of content by the factor the session's responses taught,
@@ -93,6 +92,11 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 			if err != nil {
 				return body, err
 			}
+			// The compaction waited for the rounds before to be applied:
+			// the session may store more of the client's messages now.
+			if tail, err = clientTail(req, cb.session); err != nil {
+				return body, err
+			}
 		}
 	}
 	rendered, err := keepUnchanged(req, parts.messages, cb.MessageUUIDs, cb.session.KeepFrom, g.unchanged)
@@ -105,6 +109,15 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 		return body, err
 	}
 	return managed, nil
+}
+
+// clientTail is what the client added to the session's messages: the
+// messages of req after the ones sess stored.
+func clientTail(req *messagesRequest, sess store.Session) ([]json.RawMessage, error) {
+	if stored := sess.MessageCount; int64(len(req.messages)) < stored {
+		return nil, fmt.Errorf("%w: the session stored %d messages, the client sent %d", errDiverged, stored, len(req.messages))
+	}
+	return req.messages[sess.MessageCount:], nil
 }
 
 // aheadOf is countAhead for req, worked out once for each state of the
@@ -127,19 +140,31 @@ func (g *Gateway) aheadOf(set tenantcfg.Settings, req *messagesRequest) countAhe
 // has not stored: counted as the accountant will count them (as for the
 // compaction before the call), or the session's count when req holds fewer
 // messages than it stored or one that cannot be read (manage reports that).
+//
+// The messages are counted as the rounds that will bring them: the proxy
+// records each answer with the client's messages before it as one turn
+// (recordRound), so a turn ends at every assistant message. Rounds sent
+// back to back, before the accountant applied the ones before, would
+// otherwise count as one turn whose tool results together pass the offload's
+// cap, and the count would leave out results the accountant will keep.
 func (g *Gateway) countAhead(set tenantcfg.Settings, req *messagesRequest, sess store.Session) int64 {
 	if int64(len(req.messages)) < sess.MessageCount {
 		return sess.TokenCount
 	}
-	added := make([]turn.Message, 0, int64(len(req.messages))-sess.MessageCount)
+	var turns [][]turn.Message
+	var round []turn.Message
 	for i := sess.MessageCount; i < int64(len(req.messages)); i++ {
 		m, err := req.turnAt(int(i))
 		if err != nil {
 			return sess.TokenCount
 		}
-		added = append(added, m)
+		round = append(round, m)
+		if m.Role == "assistant" {
+			turns, round = append(turns, round), nil
+		}
 	}
-	return accounting.PreflightFor(set.Tokens, set.Offload, sess, added).Count
+	turns = append(turns, round)
+	return accounting.PreflightForTurns(set.Tokens, set.Offload, sess, turns).Count
 }
 
 // keepUnchanged returns the rendered messages with every stored message

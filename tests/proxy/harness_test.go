@@ -41,6 +41,54 @@ type mnemos struct {
 	store   *store.Store
 	api     *httptest.Server
 	metrics *telemetrytest.Reader
+	// accountant and compactor run until the test ends, or holds them.
+	accountant, compactor *service
+}
+
+// service runs one of Mnemos's services. A test holds it to let the events
+// it consumes wait in the bus, as they do when it falls behind under load,
+// and releases it to catch up.
+type service struct {
+	t    *testing.T
+	name string
+	ctx  context.Context // the system's: ends with the test
+	run  func(context.Context) error
+	mu   sync.Mutex
+	stop func() // ends the current run and waits for it; nil while held
+}
+
+func newService(t *testing.T, ctx context.Context, name string, run func(context.Context) error) *service {
+	s := &service{t: t, name: name, ctx: ctx, run: run}
+	s.release()
+	return s
+}
+
+// hold stops the service and waits until it stopped.
+func (s *service) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+}
+
+// release runs the service again.
+func (s *service) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.run(ctx); err != nil && ctx.Err() == nil {
+			s.t.Errorf("%s: %v", s.name, err)
+		}
+	}()
+	s.stop = func() { cancel(); <-done }
 }
 
 // startMnemos runs the gateway in front of upstreamURL, with the
@@ -93,7 +141,7 @@ func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, api
 	relay := outbox.New(outbox.Config{Batch: 128, Poll: 20 * time.Millisecond}, st, b, log)
 	var wg sync.WaitGroup
 	for name, run := range map[string]func(context.Context) error{
-		"relay": relay.Run, "accountant": acc.Run, "compactor": comp.Run, "session-memory": notes.Run, "extractor": ext.Run,
+		"relay": relay.Run, "session-memory": notes.Run, "extractor": ext.Run,
 	} {
 		wg.Go(func() {
 			if err := run(ctx); err != nil && ctx.Err() == nil {
@@ -101,8 +149,16 @@ func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, api
 			}
 		})
 	}
-	t.Cleanup(func() { api.Close(); gw.Drain(); cancel(); wg.Wait() })
-	return &mnemos{store: st, api: api, metrics: metrics}
+	accountant, compactor := newService(t, ctx, "accountant", acc.Run), newService(t, ctx, "compactor", comp.Run)
+	t.Cleanup(func() {
+		api.Close()
+		gw.Drain()
+		cancel()
+		wg.Wait()
+		accountant.hold()
+		compactor.hold()
+	})
+	return &mnemos{store: st, api: api, metrics: metrics, accountant: accountant, compactor: compactor}
 }
 
 // waitApplied waits until the session has applied seq.

@@ -38,7 +38,8 @@ func (t *Tx) ReplacementsOfKinds(ctx context.Context, sessionID string, kinds ..
 }
 
 // ContextBreak records that decisions changed a session's rendered context:
-// the epoch moves on, and the tokens they saved leave the count.
+// the epoch moves on, the tokens they saved leave the count, and usage at or
+// above the midpoint between the counts before and after is stale.
 func (t *Tx) ContextBreak(ctx context.Context, sessionID string, saved, count int64, state string) error {
 	err := t.q.SessionAddContextBreak(ctx, dbsqlc.SessionAddContextBreakParams{
 		TenantID: t.tenant, SessionID: sessionID, Saved: saved, TokenCount: count, State: state,
@@ -50,7 +51,7 @@ func (t *Tx) ContextBreak(ctx context.Context, sessionID string, saved, count in
 }
 
 // ContextSnapshot fingerprints the last context assembled for a session: the
-// length and SHA-256 of its cache-relevant prefix, and the epoch it was made in.
+// length and hash of its cache-relevant prefix, and the epoch it was made in.
 type ContextSnapshot struct {
 	SessionID   string
 	Epoch       int64

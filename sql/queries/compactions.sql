@@ -90,11 +90,14 @@ WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
 -- name: SessionAddContextBreak :exec
 -- Records micro-compaction decisions' effect: a cache break, and the tokens
--- they took out of the count.
+-- they took out of the count. A response to a request sent before the break
+-- measured what they took out: usage at or above the midpoint between the
+-- counts before and after it is stale, as after a compaction.
 UPDATE sessions SET
     context_epoch = context_epoch + 1,
     baseline_tokens = greatest(baseline_tokens - @saved, 0),
     pending_tokens = CASE WHEN has_usage THEN pending_tokens ELSE greatest(pending_tokens - @saved, 0) END,
+    stale_usage_above = CASE WHEN sqlc.arg(saved) > 0 THEN sqlc.arg(token_count) + sqlc.arg(saved) / 2 ELSE stale_usage_above END,
     token_count = @token_count,
     state = @state,
     updated_at = now()

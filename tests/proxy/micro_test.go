@@ -84,3 +84,70 @@ func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
 	require.Len(t, cleared, 1, "the first result is cleared in the call that crosses the warning threshold")
 	require.Zero(t, compactionsBeforeTheCall(t, st, session), "the call stayed under the auto-compaction threshold")
 }
+
+// TestUsageMeasuredBeforeAMicroCompactionIsStale: a round answered before a
+// micro-compaction but applied after it (the client called again before the
+// accountant caught up) measured the results the micro-compaction cleared.
+// Taken as the session's size, that usage would put them back in the count
+// and teach the factors that the round's messages cost several times their
+// estimate; it is counted by the estimate, as usage from before a
+// compaction is, and the factors learn from the round after.
+func TestUsageMeasuredBeforeAMicroCompactionIsStale(t *testing.T) {
+	t.Parallel()
+	up := upstream.Start(t, upstream.Config{})
+	up.SetScript(func(*upstream.Request) (upstream.Reply, error) {
+		return upstream.Say(upstream.ToolUse("Read", map[string]any{"file_path": "/srv/notes.txt"})), nil
+	})
+	m := startMnemos(t, up.URL, key)
+	st := m.store
+	ctx := context.Background()
+	// Warning at 6,000 tokens; clearing by size keeps the latest result
+	// and must save 1,000 tokens.
+	require.NoError(t, st.SetTenantSettings(ctx, tenant, []byte(`{
+		"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
+		"micro": {"size_keep": 1, "size_min_saving": 1000}}`)))
+	const session = "stale-after-micro"
+	c := (&system{mnemos: m}).client(session)
+
+	var msgs []sdk.MessageParam
+	call := func(next sdk.MessageParam) {
+		t.Helper()
+		msgs = append(msgs, next)
+		answer, err := c.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: msgs})
+		require.NoError(t, err)
+		msgs = append(msgs, answer.ToParam())
+	}
+	result := func(text string) sdk.MessageParam {
+		last := msgs[len(msgs)-1]
+		id := last.Content[len(last.Content)-1].OfToolUse.ID
+		return sdk.NewUserMessage(sdk.NewToolResultBlock(id, text, false))
+	}
+	prose := func(n int) string {
+		return strings.Repeat("The notes say the release waits for the review. ", n/48+1)[:n]
+	}
+
+	call(userText("Read the notes and tell me what blocks the release."))
+	waitApplied(t, st, session, 1)
+	call(result(prose(12_000))) // 3,000 tokens: the result to clear
+	waitApplied(t, st, session, 2)
+	call(result(prose(400))) // the latest result, which clearing keeps
+	sess := waitApplied(t, st, session, 3)
+	warning := thresholds(t, m.api.URL, key, session).Warning
+	require.Less(t, sess.TokenCount, warning, "the premise: the stored session is under its warning threshold")
+
+	// The accountant falls behind: the next round is answered, measured with
+	// the first result in it, and not applied.
+	m.accountant.hold()
+	call(result(prose(2_000)))
+	// This one takes the call past the warning threshold: the first result
+	// is cleared before it goes up.
+	call(result(prose(int(4 * (warning - sess.TokenCount)))))
+	calls := up.Messages()
+	require.True(t, strings.Contains(string(calls[len(calls)-1].Body), assembly.ClearedText), "the premise: the call that crossed cleared a result")
+
+	m.accountant.release()
+	sess = waitApplied(t, st, session, 5)
+	require.InDelta(t, 1, sess.EstimateFactor, 0.1, "prose costs what its estimate says, before and after the clearing")
+	last := calls[len(calls)-1].Usage
+	require.InDelta(t, last.InputSide()+last.OutputTokens, sess.TokenCount, 200, "the count is the last call's measure")
+}

@@ -744,6 +744,7 @@ UPDATE sessions SET
     context_epoch = context_epoch + 1,
     baseline_tokens = greatest(baseline_tokens - $1, 0),
     pending_tokens = CASE WHEN has_usage THEN pending_tokens ELSE greatest(pending_tokens - $1, 0) END,
+    stale_usage_above = CASE WHEN $1 > 0 THEN $2 + $1 / 2 ELSE stale_usage_above END,
     token_count = $2,
     state = $3,
     updated_at = now()
@@ -759,7 +760,9 @@ type SessionAddContextBreakParams struct {
 }
 
 // Records micro-compaction decisions' effect: a cache break, and the tokens
-// they took out of the count.
+// they took out of the count. A response to a request sent before the break
+// measured what they took out: usage at or above the midpoint between the
+// counts before and after it is stale, as after a compaction.
 func (q *Queries) SessionAddContextBreak(ctx context.Context, arg SessionAddContextBreakParams) error {
 	_, err := q.db.Exec(ctx, sessionAddContextBreak,
 		arg.Saved,

@@ -172,17 +172,20 @@ func runIngest(ctx context.Context, s *System, o Options, rep *Report) error {
 		return err
 	}
 	for i := range o.Rounds {
-		evs := Events(fmt.Sprintf("%s-burst%d", o.Run, i), o.Sessions, o.PerSession)
-		o.Progress("ingest round %d of %d: %d turns, %d publishers", i+1, o.Rounds, len(evs), o.Publishers)
-		in, err := s.IngestBurst(ctx, evs, o.Publishers)
+		turns, err := s.Encode(Events(fmt.Sprintf("%s-burst%d", o.Run, i), o.Sessions, o.PerSession))
 		if err != nil {
 			return err
 		}
-		js, err := RawJetStream(ctx, s.Bus, fmt.Sprintf("%s_%d", o.Run, i), len(evs), in.EventBytes, o.Publishers)
+		o.Progress("ingest round %d of %d: %d turns, %d publishers", i+1, o.Rounds, turns.Len(), o.Publishers)
+		in, err := s.IngestBurst(ctx, turns, o.Publishers)
 		if err != nil {
 			return err
 		}
-		pg, err := RawPostgres(ctx, s.Store, s.Owner, len(evs), in.EventBytes, o.Publishers)
+		js, err := RawJetStream(ctx, s.Bus, fmt.Sprintf("%s_%d", o.Run, i), turns.Len(), in.EventBytes, o.Publishers)
+		if err != nil {
+			return err
+		}
+		pg, err := RawPostgres(ctx, s.Store, s.Owner, turns.Len(), in.EventBytes, o.Publishers)
 		if err != nil {
 			return err
 		}
@@ -197,7 +200,11 @@ func runIngest(ctx context.Context, s *System, o Options, rep *Report) error {
 	n := max(int(rate*o.SustainFor.Seconds()), 1)
 	per := max(n/o.Sessions, 1)
 	o.Progress("sustained ingest: %.0f turns/s for %s (%d turns)", rate, o.SustainFor, per*o.Sessions)
-	in, err := s.IngestAtRate(ctx, Events(o.Run+"-sustained", o.Sessions, per), rate)
+	turns, err := s.Encode(Events(o.Run+"-sustained", o.Sessions, per))
+	if err != nil {
+		return err
+	}
+	in, err := s.IngestAtRate(ctx, turns, rate)
 	if err != nil {
 		return err
 	}
@@ -530,7 +537,11 @@ const warmPerSession = 5
 // batch's sessions found through the tenant's index of creation times,
 // each then compared with the batch's ids).
 func (s *System) WarmIngest(ctx context.Context, run string, sessions, publishers int) error {
-	if _, err := s.IngestBurst(ctx, Events(run+"-warm", sessions, warmPerSession), publishers); err != nil {
+	turns, err := s.Encode(Events(run+"-warm", sessions, warmPerSession))
+	if err != nil {
+		return err
+	}
+	if _, err := s.IngestBurst(ctx, turns, publishers); err != nil {
 		return err
 	}
 	if _, err := s.Owner.Exec(ctx, "ANALYZE sessions, messages, turns, outbox"); err != nil {

@@ -42,9 +42,12 @@ func runScale(ctx context.Context, s *System, o Options, built map[int64]string,
 		if err != nil {
 			return err
 		}
-		evs := Events(fmt.Sprintf("%s-scale%d", o.Run, i), o.Sessions, o.PerSession)
-		o.Progress("scale: %d sessions stored; ingest round of %d turns, %d publishers", sessions, len(evs), o.Publishers)
-		in, err := s.IngestBurst(ctx, evs, o.Publishers)
+		turns, err := s.Encode(Events(fmt.Sprintf("%s-scale%d", o.Run, i), o.Sessions, o.PerSession))
+		if err != nil {
+			return err
+		}
+		o.Progress("scale: %d sessions stored; ingest round of %d turns, %d publishers", sessions, turns.Len(), o.Publishers)
+		in, err := s.IngestBurst(ctx, turns, o.Publishers)
 		if err != nil {
 			return err
 		}

@@ -37,12 +37,16 @@ func BenchmarkIngest(b *testing.B) {
 	require.NoError(b, sys.WarmIngest(ctx, "w", sessions, publishers))
 	var rates, js, pg, p50, p99, s50, s99 []float64
 	for i := 0; b.Loop(); i++ {
-		in, err := sys.IngestBurst(ctx, benchmark.Events(fmt.Sprintf("r%d", i), sessions, turnsPerRound/sessions), publishers)
+		turns, err := sys.Encode(benchmark.Events(fmt.Sprintf("r%d", i), sessions, turnsPerRound/sessions))
+		require.NoError(b, err)
+		in, err := sys.IngestBurst(ctx, turns, publishers)
 		require.NoError(b, err)
 		rates = append(rates, in.Rate)
 		p50, p99 = append(p50, ms(benchmark.Percentile(in.Latencies, 50))), append(p99, ms(benchmark.Percentile(in.Latencies, 99)))
 
-		steady, err := sys.IngestAtRate(ctx, benchmark.Events(fmt.Sprintf("r%d-steady", i), sessions, 10), in.Rate/2)
+		turns, err = sys.Encode(benchmark.Events(fmt.Sprintf("r%d-steady", i), sessions, 10))
+		require.NoError(b, err)
+		steady, err := sys.IngestAtRate(ctx, turns, in.Rate/2)
 		require.NoError(b, err)
 		s50, s99 = append(s50, ms(benchmark.Percentile(steady.Latencies, 50))), append(s99, ms(benchmark.Percentile(steady.Latencies, 99)))
 
@@ -88,7 +92,10 @@ func TestIngestRoundEndToEnd(t *testing.T) {
 	sys := startSystem(t)
 	ctx := context.Background()
 	evs := benchmark.Events("t", 10, 20)
-	in, err := sys.IngestBurst(ctx, evs, publishers)
+	turns, err := sys.Encode(evs)
+	require.NoError(t, err)
+	require.Equal(t, len(evs), turns.Len())
+	in, err := sys.IngestBurst(ctx, turns, publishers)
 	require.NoError(t, err)
 	require.Positive(t, in.Rate)
 	require.Len(t, in.Latencies, len(evs))
@@ -102,7 +109,9 @@ func TestIngestRoundEndToEnd(t *testing.T) {
 		require.EqualValues(t, 20, s.AppliedSeq)
 	}
 
-	steady, err := sys.IngestAtRate(ctx, benchmark.Events("t-steady", 5, 4), 50)
+	turns, err = sys.Encode(benchmark.Events("t-steady", 5, 4))
+	require.NoError(t, err)
+	steady, err := sys.IngestAtRate(ctx, turns, 50)
 	require.NoError(t, err)
 	require.Len(t, steady.Latencies, 20)
 	require.InDelta(t, 50, steady.Offered, 0)

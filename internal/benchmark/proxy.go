@@ -427,6 +427,11 @@ func (s *System) ProxyCost(ctx context.Context, run, name string, files, lines i
 	for _, c := range through {
 		out.LargestThrough = max(out.LargestThrough, c.Usage.InputSide())
 	}
+	// The session's rounds are recorded and applied after their answers:
+	// its status is there once the last one is.
+	if err := s.awaitRounds(ctx, id, int64(len(through))); err != nil {
+		return out, err
+	}
 	var status struct {
 		Tokens struct {
 			AutoCompact int64 `json:"autocompact_threshold"`

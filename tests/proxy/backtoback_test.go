@@ -9,8 +9,6 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/stretchr/testify/require"
-
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 )
 
 // logPage is a page of a service's log as a Read tool returns it: about n
@@ -35,22 +33,11 @@ func logPage(page, n int) string {
 // up once, as the session stores them, not again as the client sent them.
 func TestRoundsSentBackToBack(t *testing.T) {
 	t.Parallel()
-	up := upstream.Start(t, upstream.Config{})
-	up.SetScript(func(*upstream.Request) (upstream.Reply, error) {
-		return upstream.Say(upstream.ToolUse("Read", map[string]any{"file_path": "/var/log/worker.log"})), nil
-	})
-	m := startMnemos(t, up.URL, key)
-	st := m.store
-	ctx := context.Background()
 	// Auto-compaction at 30% of the effective window: 54,000 tokens.
-	require.NoError(t, st.SetTenantSettings(ctx, tenant, []byte(`{"tokens":{"auto_compact_percent":30}}`)))
 	const session = "back-to-back-results"
-	c := (&system{mnemos: m}).client(session)
-
-	msgs := []sdk.MessageParam{userText("Read the worker's log until you know why it restarts.")}
-	answer, err := c.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: msgs})
-	require.NoError(t, err)
-	msgs = append(msgs, answer.ToParam())
+	l := startToolLoop(t, session, `{"tokens":{"auto_compact_percent":30}}`, "Read", map[string]any{"file_path": "/var/log/worker.log"})
+	m, st, c, ctx := l.m, l.m.store, l.client, context.Background()
+	l.call(userText("Read the worker's log until you know why it restarts."))
 	waitApplied(t, st, session, 1)
 	threshold := thresholds(t, m.api.URL, key, session).AutoCompact
 	require.EqualValues(t, 54_000, threshold)
@@ -67,10 +54,9 @@ func TestRoundsSentBackToBack(t *testing.T) {
 	answered := int64(1)
 	for compacted := false; !compacted; {
 		require.Less(t, answered, int64(12), "no compaction before the call in %d rounds", answered)
-		last := msgs[len(msgs)-1]
-		id := last.Content[len(last.Content)-1].OfToolUse.ID
-		msgs = append(msgs, sdk.NewUserMessage(sdk.NewToolResultBlock(id, logPage(int(answered), resultBytes), false)))
-		params := sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: msgs}
+		l.msgs = append(l.msgs, l.result(logPage(int(answered), resultBytes)))
+		params := sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: l.msgs}
+		var answer *sdk.Message
 		done := make(chan error, 1)
 		go func() {
 			a, err := c.Messages.New(ctx, params)
@@ -97,12 +83,12 @@ func TestRoundsSentBackToBack(t *testing.T) {
 				m.compactor.release()
 			}
 		}
-		msgs = append(msgs, answer.ToParam())
+		l.msgs = append(l.msgs, answer.ToParam())
 		answered++
 	}
 	require.EqualValues(t, 5, answered-1, "the fifth result took the call over the threshold")
 
-	calls := up.Messages()
+	calls := l.up.Messages()
 	sent := calls[len(calls)-1]
 	seen := map[string]int{}
 	for _, msg := range sent.Request.Messages {

@@ -14,6 +14,46 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
+// toolLoop is an agent's session through Mnemos, in front of a scripted
+// upstream whose model calls one tool every round.
+type toolLoop struct {
+	t       *testing.T
+	up      *upstream.Upstream
+	m       *mnemos
+	session string
+	client  sdk.Client
+	msgs    []sdk.MessageParam
+}
+
+// startToolLoop runs Mnemos under the tenant settings given, in front of
+// an upstream that answers every call with a call of tool with input.
+func startToolLoop(t *testing.T, session, settings, tool string, input map[string]any) *toolLoop {
+	t.Helper()
+	up := upstream.Start(t, upstream.Config{})
+	up.SetScript(func(*upstream.Request) (upstream.Reply, error) {
+		return upstream.Say(upstream.ToolUse(tool, input)), nil
+	})
+	m := startMnemos(t, up.URL, key)
+	require.NoError(t, m.store.SetTenantSettings(context.Background(), tenant, []byte(settings)))
+	return &toolLoop{t: t, up: up, m: m, session: session, client: (&system{mnemos: m}).client(session)}
+}
+
+// call sends next after the conversation so far and keeps the answer.
+func (l *toolLoop) call(next sdk.MessageParam) {
+	l.t.Helper()
+	l.msgs = append(l.msgs, next)
+	answer, err := l.client.Messages.New(context.Background(), sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: l.msgs})
+	require.NoError(l.t, err)
+	l.msgs = append(l.msgs, answer.ToParam())
+}
+
+// result answers the model's last tool call with text.
+func (l *toolLoop) result(text string) sdk.MessageParam {
+	last := l.msgs[len(l.msgs)-1]
+	id := last.Content[len(last.Content)-1].OfToolUse.ID
+	return sdk.NewUserMessage(sdk.NewToolResultBlock(id, text, false))
+}
+
 // TestTheClientsNewMessagesCountForMicroCompaction: the proxy decides
 // micro-compaction on the count the call will have, the client's new
 // messages included, as it decides the compaction before the call. A tool
@@ -23,35 +63,14 @@ import (
 // gets the same requests as one that waits.
 func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
 	t.Parallel()
-	up := upstream.Start(t, upstream.Config{})
-	up.SetScript(func(*upstream.Request) (upstream.Reply, error) {
-		return upstream.Say(upstream.ToolUse("Bash", map[string]any{"command": "make test"})), nil
-	})
-	m := startMnemos(t, up.URL, key)
-	st := m.store
-	ctx := context.Background()
 	// Warning at 6,000 tokens (auto-compaction at 5% of the effective
 	// window, 9,000, less the buffer); results cleared by size keep the
 	// latest one and must save 1,000 tokens.
-	require.NoError(t, st.SetTenantSettings(ctx, tenant, []byte(`{
-		"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
-		"micro": {"size_keep": 1, "size_min_saving": 1000}}`)))
 	const session = "back-to-back"
-	c := (&system{mnemos: m}).client(session)
-
-	var msgs []sdk.MessageParam
-	call := func(next sdk.MessageParam) {
-		t.Helper()
-		msgs = append(msgs, next)
-		answer, err := c.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: msgs})
-		require.NoError(t, err)
-		msgs = append(msgs, answer.ToParam())
-	}
-	result := func(text string) sdk.MessageParam {
-		last := msgs[len(msgs)-1]
-		id := last.Content[len(last.Content)-1].OfToolUse.ID
-		return sdk.NewUserMessage(sdk.NewToolResultBlock(id, text, false))
-	}
+	l := startToolLoop(t, session, `{
+		"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
+		"micro": {"size_keep": 1, "size_min_saving": 1000}}`, "Bash", map[string]any{"command": "make test"})
+	st, call, result := l.m.store, l.call, l.result
 
 	call(userText("Run the tests until they pass."))
 	waitApplied(t, st, session, 1)
@@ -59,7 +78,7 @@ func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
 	waitApplied(t, st, session, 2)
 	call(result("FAIL pkg/b"))
 	sess := waitApplied(t, st, session, 3)
-	warning := thresholds(t, m.api.URL, key, session).Warning
+	warning := thresholds(t, l.m.api.URL, key, session).Warning
 	require.Less(t, sess.TokenCount, warning, "the premise: the stored session is under its warning threshold")
 
 	// This result takes the call past the warning threshold, and stays
@@ -71,7 +90,7 @@ func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
 		big += line
 	}
 	call(result(big))
-	calls := up.Messages()
+	calls := l.up.Messages()
 	sent := calls[len(calls)-1].Request
 	var cleared []string
 	for _, msg := range sent.Messages {
@@ -94,34 +113,13 @@ func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
 // compaction is, and the factors learn from the round after.
 func TestUsageMeasuredBeforeAMicroCompactionIsStale(t *testing.T) {
 	t.Parallel()
-	up := upstream.Start(t, upstream.Config{})
-	up.SetScript(func(*upstream.Request) (upstream.Reply, error) {
-		return upstream.Say(upstream.ToolUse("Read", map[string]any{"file_path": "/srv/notes.txt"})), nil
-	})
-	m := startMnemos(t, up.URL, key)
-	st := m.store
-	ctx := context.Background()
 	// Warning at 6,000 tokens; clearing by size keeps the latest result
 	// and must save 1,000 tokens.
-	require.NoError(t, st.SetTenantSettings(ctx, tenant, []byte(`{
-		"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
-		"micro": {"size_keep": 1, "size_min_saving": 1000}}`)))
 	const session = "stale-after-micro"
-	c := (&system{mnemos: m}).client(session)
-
-	var msgs []sdk.MessageParam
-	call := func(next sdk.MessageParam) {
-		t.Helper()
-		msgs = append(msgs, next)
-		answer, err := c.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 1024, Messages: msgs})
-		require.NoError(t, err)
-		msgs = append(msgs, answer.ToParam())
-	}
-	result := func(text string) sdk.MessageParam {
-		last := msgs[len(msgs)-1]
-		id := last.Content[len(last.Content)-1].OfToolUse.ID
-		return sdk.NewUserMessage(sdk.NewToolResultBlock(id, text, false))
-	}
+	l := startToolLoop(t, session, `{
+		"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
+		"micro": {"size_keep": 1, "size_min_saving": 1000}}`, "Read", map[string]any{"file_path": "/srv/notes.txt"})
+	m, st, call, result := l.m, l.m.store, l.call, l.result
 	prose := func(n int) string {
 		return strings.Repeat("The notes say the release waits for the review. ", n/48+1)[:n]
 	}
@@ -142,7 +140,7 @@ func TestUsageMeasuredBeforeAMicroCompactionIsStale(t *testing.T) {
 	// This one takes the call past the warning threshold: the first result
 	// is cleared before it goes up.
 	call(result(prose(int(4 * (warning - sess.TokenCount)))))
-	calls := up.Messages()
+	calls := l.up.Messages()
 	require.True(t, strings.Contains(string(calls[len(calls)-1].Body), assembly.ClearedText), "the premise: the call that crossed cleared a result")
 
 	m.accountant.release()

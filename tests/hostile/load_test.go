@@ -129,6 +129,16 @@ func discard(ctx context.Context, c *http.Client, method, url, key string, body 
 	})
 }
 
+// expectAbove is the body size from which a request asks "Expect:
+// 100-continue", as curl does for a large upload: the gateway refuses a body
+// it will not take before reading any of it, and with the header the client
+// learns so before sending it. Without it, a refused client still uploading
+// when net/http closes the connection (half a second after the answer) is
+// reset, and may lose the answer: seen for 3 to 12 of a storm's 200 turns of
+// 8 MiB on two cores. Mnemos does not read a refused body to keep the
+// connection; not reading it is what the refusal saves.
+const expectAbove = 1 << 20
+
 func roundTrip(ctx context.Context, c *http.Client, method, url, key string, body io.Reader, size int64, read func(io.Reader) error) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
@@ -137,6 +147,9 @@ func roundTrip(ctx context.Context, c *http.Client, method, url, key string, bod
 	if body != nil {
 		req.ContentLength = size
 		req.Header.Set("Content-Type", "application/json")
+		if size > expectAbove {
+			req.Header.Set("Expect", "100-continue")
+		}
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := c.Do(req)

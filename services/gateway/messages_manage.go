@@ -92,8 +92,9 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 			if err != nil {
 				return body, err
 			}
-			// The compaction waited for the rounds before to be applied:
-			// the session may store more of the client's messages now.
+			// While the compaction ran the accountant may have applied
+			// rounds before this one: the session may store more of the
+			// client's messages now.
 			if tail, err = clientTail(req, cb.session); err != nil {
 				return body, err
 			}
@@ -146,7 +147,11 @@ func (g *Gateway) aheadOf(set tenantcfg.Settings, req *messagesRequest) countAhe
 // (recordRound), so a turn ends at every assistant message. Rounds sent
 // back to back, before the accountant applied the ones before, would
 // otherwise count as one turn whose tool results together pass the offload's
-// cap, and the count would leave out results the accountant will keep.
+// cap, and the count would leave out results the accountant will keep. A
+// client that sends several rounds Mnemos never answered in one request
+// (a history it imports) has them recorded as one turn, which may offload
+// more: counted here as rounds, they count high, and the session is
+// compacted early rather than sent over its threshold.
 func (g *Gateway) countAhead(set tenantcfg.Settings, req *messagesRequest, sess store.Session) int64 {
 	if int64(len(req.messages)) < sess.MessageCount {
 		return sess.TokenCount

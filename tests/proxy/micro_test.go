@@ -25,6 +25,14 @@ type toolLoop struct {
 	msgs    []sdk.MessageParam
 }
 
+// smallMicro are tenant settings that micro-compact small sessions: the
+// warning at 6,000 tokens (auto-compaction at 5% of the effective window,
+// 9,000, less the buffer); results cleared by size keep the latest one and
+// must save 1,000 tokens.
+const smallMicro = `{
+	"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
+	"micro": {"size_keep": 1, "size_min_saving": 1000}}`
+
 // startToolLoop runs Mnemos under the tenant settings given, in front of
 // an upstream that answers every call with a call of tool with input.
 func startToolLoop(t *testing.T, session, settings, tool string, input map[string]any) *toolLoop {
@@ -63,13 +71,8 @@ func (l *toolLoop) result(text string) sdk.MessageParam {
 // gets the same requests as one that waits.
 func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
 	t.Parallel()
-	// Warning at 6,000 tokens (auto-compaction at 5% of the effective
-	// window, 9,000, less the buffer); results cleared by size keep the
-	// latest one and must save 1,000 tokens.
 	const session = "back-to-back"
-	l := startToolLoop(t, session, `{
-		"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
-		"micro": {"size_keep": 1, "size_min_saving": 1000}}`, "Bash", map[string]any{"command": "make test"})
+	l := startToolLoop(t, session, smallMicro, "Bash", map[string]any{"command": "make test"})
 	st, call, result := l.m.store, l.call, l.result
 
 	call(userText("Run the tests until they pass."))
@@ -113,12 +116,8 @@ func TestTheClientsNewMessagesCountForMicroCompaction(t *testing.T) {
 // compaction is, and the factors learn from the round after.
 func TestUsageMeasuredBeforeAMicroCompactionIsStale(t *testing.T) {
 	t.Parallel()
-	// Warning at 6,000 tokens; clearing by size keeps the latest result
-	// and must save 1,000 tokens.
 	const session = "stale-after-micro"
-	l := startToolLoop(t, session, `{
-		"tokens": {"auto_compact_percent": 5, "warning_buffer": 3000, "error_buffer": 500},
-		"micro": {"size_keep": 1, "size_min_saving": 1000}}`, "Read", map[string]any{"file_path": "/srv/notes.txt"})
+	l := startToolLoop(t, session, smallMicro, "Read", map[string]any{"file_path": "/srv/notes.txt"})
 	m, st, call, result := l.m, l.m.store, l.call, l.result
 	prose := func(n int) string {
 		return strings.Repeat("The notes say the release waits for the review. ", n/48+1)[:n]

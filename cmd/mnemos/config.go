@@ -94,6 +94,7 @@ type Config struct {
 	// MNEMOS_<TARGET>_MAX_DELIVER (the accountant's workers: MNEMOS_WORKERS).
 	TokenAccounting Consumer
 	AccountingBatch int // MNEMOS_TOKEN_ACCOUNTING_BATCH
+	AccountingLanes int // MNEMOS_TOKEN_ACCOUNTING_LANES
 	Compactor       Consumer
 	SessionMemory   Consumer
 	Extractor       Consumer

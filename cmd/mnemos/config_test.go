@@ -41,6 +41,7 @@ func TestConfigTableDefaults(t *testing.T) {
 	require.EqualValues(t, 256<<20, cfg.MaxInflightBytes)
 	require.Equal(t, 64, cfg.TokenAccounting.Workers)
 	require.Equal(t, 64, cfg.AccountingBatch)
+	require.Equal(t, 2, cfg.AccountingLanes)
 	require.Equal(t, 30*time.Second, cfg.GapTimeout)
 	require.Equal(t, slog.LevelInfo, cfg.LogLevel)
 	require.Equal(t, "text", cfg.LogFormat)

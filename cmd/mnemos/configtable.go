@@ -151,6 +151,8 @@ var configTable = []configVar{
 		doc: "turn events handled concurrently by the accountant; a tenant's batch holds at most this many"},
 	{env: "MNEMOS_TOKEN_ACCOUNTING_BATCH", def: strconv.Itoa(tokenaccounting.DefaultConfig().Batch), field: positive(func(c *Config) *int { return &c.AccountingBatch }), targets: []string{TargetTokenAccounting},
 		doc: "most turn events of one tenant applied in one transaction: those that arrive while the tenant's transaction before is under way go together in the next (1: each on its own; see [token accounting](token-accounting.md#group-commit))"},
+	{env: "MNEMOS_TOKEN_ACCOUNTING_LANES", def: strconv.Itoa(tokenaccounting.DefaultConfig().Lanes), field: positive(func(c *Config) *int { return &c.AccountingLanes }), targets: []string{TargetTokenAccounting},
+		doc: "transactions of one tenant's batches under way at once, each over its own sessions (1: one at a time; see [token accounting](token-accounting.md#group-commit))"},
 	{env: "MNEMOS_TOKEN_ACCOUNTING_MAX_DELIVER", def: strconv.Itoa(tokenaccounting.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.TokenAccounting }), targets: []string{TargetTokenAccounting},
 		doc: "deliveries of a turn event whose accounting keeps failing, before it is dead-lettered"},
 	{env: "MNEMOS_COMPACTOR_WORKERS", def: strconv.Itoa(compactor.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.Compactor }), targets: []string{TargetCompactor},

@@ -96,7 +96,7 @@ func tokenAccountingConfig(c Config) tokenaccounting.Config {
 	cfg := tokenaccounting.DefaultConfig()
 	cfg.MaxEventBytes, cfg.GapTimeout = c.MaxEventBytes, c.GapTimeout
 	cfg.Workers, cfg.MaxDeliver = c.TokenAccounting.Workers, c.TokenAccounting.MaxDeliver
-	cfg.Batch = c.AccountingBatch
+	cfg.Batch, cfg.Lanes = c.AccountingBatch, c.AccountingLanes
 	cfg.SessionsCountInterval = c.GaugeInterval
 	return cfg
 }

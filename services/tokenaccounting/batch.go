@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -16,8 +17,8 @@ import (
 
 // Group commit. A turn is a handful of small rows; in a transaction of its
 // own it costs a commit and five round trips, several times what its rows
-// cost Postgres. So the events of a tenant that arrive while that tenant's
-// transaction before is under way wait, and go together in the next one:
+// cost Postgres. So the events of a tenant that arrive while a transaction
+// of their lane (below) is under way wait, and go together in the next one:
 // one statement locks (or creates) all their sessions, one reads the
 // messages they resend, one their tool results' decisions; one pipeline
 // writes all their messages, outbox rows and turns, a statement each, and
@@ -95,26 +96,49 @@ func prepared(ev turn.Event, size int) *turnInput {
 	return &in
 }
 
-// batches holds each tenant's events waiting for a transaction, and which
-// tenants have one under way.
+// batches holds each lane's events waiting for a transaction, and which
+// lanes have one under way.
 type batches struct {
 	mu      sync.Mutex
-	waiting map[string][]*queued
+	waiting map[laneKey][]*queued
+}
+
+// A tenant's batches go in Config.Lanes lanes, one transaction at a time
+// each, so that while one lane's transaction waits for Postgres (its round
+// trips, its commit's flush) another's events are planned and sent: with a
+// single lane, the accountant and Postgres took turns, and under a
+// saturating load each was idle half the time. A session always goes in
+// the same lane, so its events still reach their batches in the order its
+// lane hands them over, and two lanes never wait for one session's lock.
+type laneKey struct {
+	tenant string
+	lane   uint32
+}
+
+// lane is the lane of a session's events among n.
+func lane(session string, n int) uint32 {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(session)) // a hash's Write never fails
+	return h.Sum32() % uint32(n)
 }
 
 // applyBatched applies ev in its tenant's next batch, or on its own when
 // the batch leaves it out.
 func (s *Service) applyBatched(ctx context.Context, ev turn.Event, size int) error {
 	q := &queued{ctx: ctx, ev: ev, size: size, at: s.now(), in: prepared(ev, size), done: make(chan error, 1)}
+	key := laneKey{ev.TenantID, lane(ev.SessionID, s.cfg.Lanes)}
 	s.batches.mu.Lock()
 	if s.batches.waiting == nil {
-		s.batches.waiting = map[string][]*queued{}
+		s.batches.waiting = map[laneKey][]*queued{}
 	}
-	list, running := s.batches.waiting[ev.TenantID]
-	s.batches.waiting[ev.TenantID] = append(list, q)
+	list, running := s.batches.waiting[key]
+	s.batches.waiting[key] = append(list, q)
 	s.batches.mu.Unlock()
 	if !running {
-		go s.drain(ev.TenantID)
+		go s.drain(key)
 	}
 	var err error
 	select {
@@ -150,7 +174,7 @@ func (s *Service) ApplyAll(ctx context.Context, evs []turn.Event) []error {
 			for j, i := range idx {
 				batch[j] = &queued{ctx: ctx, ev: evs[i], at: s.now(), in: prepared(evs[i], 0), done: make(chan error, 1)}
 			}
-			s.applyBatch(tenant, batch, false)
+			s.applyBatch(laneKey{tenant: tenant}, batch, false)
 			for j, i := range idx {
 				if errs[i] = <-batch[j].done; errors.Is(errs[i], errAlone) {
 					errs[i] = s.apply(ctx, evs[i], 0)
@@ -161,15 +185,15 @@ func (s *Service) ApplyAll(ctx context.Context, evs []turn.Event) []error {
 	return errs
 }
 
-// drain runs a tenant's batches, one transaction at a time, until nothing
-// of the tenant waits. A tenant present in waiting, even with an empty
-// list, has its drain running.
-func (s *Service) drain(tenant string) {
+// drain runs a lane's batches, one transaction at a time, until nothing
+// of the lane waits. A lane present in waiting, even with an empty list,
+// has its drain running.
+func (s *Service) drain(key laneKey) {
 	for {
 		s.batches.mu.Lock()
-		list := s.batches.waiting[tenant]
+		list := s.batches.waiting[key]
 		if len(list) == 0 {
-			delete(s.batches.waiting, tenant)
+			delete(s.batches.waiting, key)
 			s.batches.mu.Unlock()
 			return
 		}
@@ -179,13 +203,13 @@ func (s *Service) drain(tenant string) {
 			s.batches.mu.Unlock()
 			time.Sleep(heldBackPause)
 			s.batches.mu.Lock()
-			list = s.batches.waiting[tenant]
+			list = s.batches.waiting[key]
 		}
 		n := min(len(list), s.cfg.Batch)
 		batch := list[:n:n]
-		s.batches.waiting[tenant] = append([]*queued{}, list[n:]...)
+		s.batches.waiting[key] = append([]*queued{}, list[n:]...)
 		s.batches.mu.Unlock()
-		s.applyBatch(tenant, batch, true)
+		s.applyBatch(key, batch, true)
 	}
 }
 
@@ -193,14 +217,14 @@ func (s *Service) drain(tenant string) {
 // back wait.
 const heldBackPause = time.Millisecond
 
-// holdBack puts events back at the head of their tenant's waiting list,
-// for its next batch; the tenant's drain is running (it called).
-func (s *Service) holdBack(tenant string, qs []*queued) {
+// holdBack puts events back at the head of their lane's waiting list, for
+// its next batch; the lane's drain is running (it called).
+func (s *Service) holdBack(key laneKey, qs []*queued) {
 	for _, q := range qs {
 		q.tries++
 	}
 	s.batches.mu.Lock()
-	s.batches.waiting[tenant] = append(qs, s.batches.waiting[tenant]...)
+	s.batches.waiting[key] = append(qs, s.batches.waiting[key]...)
 	s.batches.mu.Unlock()
 }
 
@@ -216,7 +240,8 @@ type planned struct {
 // errAlone for one left to its own transaction. With hold, called from the
 // tenant's drain, the events worth another batch (see above) go back to
 // the waiting list instead, unanswered.
-func (s *Service) applyBatch(tenant string, batch []*queued, hold bool) {
+func (s *Service) applyBatch(key laneKey, batch []*queued, hold bool) {
+	tenant := key.tenant
 	if len(batch) == 1 && batch[0].size > loneBatchBytes {
 		batch[0].done <- errAlone // a large turn has its own path's bounds (its messages a page at a time)
 		return
@@ -268,7 +293,7 @@ func (s *Service) applyBatch(tenant string, batch []*queued, hold bool) {
 			}
 		}
 		if len(back) > 0 {
-			s.holdBack(tenant, back)
+			s.holdBack(key, back)
 		}
 	}
 	for _, q := range batch {

@@ -231,7 +231,7 @@ func applyAsBatch(t *testing.T, svc *Service, tenant string, evs []turn.Event) (
 		ev.TenantID = tenant
 		qs[i] = &queued{ctx: context.Background(), ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
 	}
-	svc.applyBatch(tenant, qs, false)
+	svc.applyBatch(laneKey{tenant: tenant}, qs, false)
 	for _, q := range qs {
 		if err := <-q.done; err != nil {
 			require.ErrorIs(t, err, errAlone)
@@ -249,28 +249,29 @@ func TestAnEventAheadOfItsSessionWaitsForTheNextBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, svc := acmeAccountant(t)
+	acme := laneKey{tenant: "acme"}
 
 	enqueue := func(ev turn.Event) *queued {
 		ev.TenantID = "acme"
 		q := &queued{ctx: ctx, ev: ev, size: 1000, at: time.Now(), done: make(chan error, 1)}
 		svc.batches.mu.Lock()
 		if svc.batches.waiting == nil {
-			svc.batches.waiting = map[string][]*queued{}
+			svc.batches.waiting = map[laneKey][]*queued{}
 		}
-		svc.batches.waiting["acme"] = append(svc.batches.waiting["acme"], q)
+		svc.batches.waiting[acme] = append(svc.batches.waiting[acme], q)
 		svc.batches.mu.Unlock()
 		return q
 	}
 	// One batch, as the drain takes it, then what it left waiting.
 	oneBatch := func() []*queued {
 		svc.batches.mu.Lock()
-		batch := svc.batches.waiting["acme"]
-		svc.batches.waiting["acme"] = nil
+		batch := svc.batches.waiting[acme]
+		svc.batches.waiting[acme] = nil
 		svc.batches.mu.Unlock()
-		svc.applyBatch("acme", batch, true)
+		svc.applyBatch(acme, batch, true)
 		svc.batches.mu.Lock()
 		defer svc.batches.mu.Unlock()
-		return svc.batches.waiting["acme"]
+		return svc.batches.waiting[acme]
 	}
 	answered := func(q *queued) (error, bool) {
 		select {
@@ -307,4 +308,25 @@ func TestAnEventAheadOfItsSessionWaitsForTheNextBatch(t *testing.T) {
 	err, ok = answered(lone)
 	require.True(t, ok)
 	require.ErrorIs(t, err, errAlone, "after %d batches it goes on its own", batchTries)
+}
+
+// TestASessionKeepsItsLane: a session's events always go in the same lane
+// of its tenant's batches, the sessions spread over all the lanes, and one
+// lane holds them all when there is one.
+func TestASessionKeepsItsLane(t *testing.T) {
+	t.Parallel()
+	const lanes = 3
+	count := make([]int, lanes)
+	for i := range 300 {
+		id := fmt.Sprintf("session-%d", i)
+		l := lane(id, lanes)
+		require.Less(t, l, uint32(lanes))
+		require.Equal(t, l, lane(id, lanes), "the same lane every time")
+		require.Zero(t, lane(id, 1))
+		require.Zero(t, lane(id, 0))
+		count[l]++
+	}
+	for l, n := range count {
+		require.Greater(t, n, 50, "lane %d of %d holds a fair share of 300 sessions", l, lanes)
+	}
 }

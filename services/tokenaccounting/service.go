@@ -36,6 +36,9 @@ type Config struct {
 	// transaction (group commit, see batch.go); 1 applies each on its own.
 	// A batch holds at most the events in hand at once, Workers.
 	Batch int
+	// Lanes is how many of one tenant's batches may be under way at once,
+	// each over its own sessions (see batch.go).
+	Lanes int
 	// MaxDeliver bounds redeliveries of an event that keeps failing.
 	MaxDeliver int
 	// SessionsCountInterval is how often the sessions are counted by
@@ -68,6 +71,7 @@ func DefaultConfig() Config {
 		GapTimeout:    30 * time.Second,
 		Workers:       64,
 		Batch:         64,
+		Lanes:         2,
 		MaxDeliver:    8,
 
 		SessionLockWait: 200 * time.Millisecond,

@@ -92,14 +92,15 @@ type Config struct {
 
 	// How each consuming target consumes: MNEMOS_<TARGET>_WORKERS and
 	// MNEMOS_<TARGET>_MAX_DELIVER (the accountant's workers: MNEMOS_WORKERS).
-	TokenAccounting Consumer
-	AccountingBatch int // MNEMOS_TOKEN_ACCOUNTING_BATCH
-	AccountingLanes int // MNEMOS_TOKEN_ACCOUNTING_LANES
-	Compactor       Consumer
-	SessionMemory   Consumer
-	Extractor       Consumer
-	Recall          Consumer
-	Dreamer         Consumer
+	TokenAccounting     Consumer
+	AccountingBatch     int // MNEMOS_TOKEN_ACCOUNTING_BATCH
+	AccountingLanes     int // MNEMOS_TOKEN_ACCOUNTING_LANES
+	AccountingHeldBytes int // MNEMOS_TOKEN_ACCOUNTING_HELD_BYTES
+	Compactor           Consumer
+	SessionMemory       Consumer
+	Extractor           Consumer
+	Recall              Consumer
+	Dreamer             Consumer
 	// MaxInflightBytes (MNEMOS_MAX_INFLIGHT_BYTES) is the gateway's budget
 	// of bytes its requests in flight may hold.
 	MaxInflightBytes int64

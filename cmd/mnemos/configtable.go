@@ -148,7 +148,9 @@ var configTable = []configVar{
 
 	// How each consuming target consumes
 	{env: "MNEMOS_WORKERS", def: strconv.Itoa(tokenaccounting.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.TokenAccounting }), targets: []string{TargetTokenAccounting},
-		doc: "turn events handled concurrently by the accountant; a tenant's batch holds at most this many"},
+		doc: "turn events handled concurrently by the accountant, each held until its batch commits; a tenant's batch holds at most this many"},
+	{env: "MNEMOS_TOKEN_ACCOUNTING_HELD_BYTES", def: strconv.Itoa(tokenaccounting.DefaultConfig().HeldBytes), field: positive(func(c *Config) *int { return &c.AccountingHeldBytes }), targets: []string{TargetTokenAccounting},
+		doc: "most bytes of turn events the accountant's workers hold at once, and fetch from NATS at once: many workers for small turns, few for the largest (raised to NATS's largest message when below it)"},
 	{env: "MNEMOS_TOKEN_ACCOUNTING_BATCH", def: strconv.Itoa(tokenaccounting.DefaultConfig().Batch), field: positive(func(c *Config) *int { return &c.AccountingBatch }), targets: []string{TargetTokenAccounting},
 		doc: "most turn events of one tenant applied in one transaction: those that arrive while the tenant's transaction before is under way go together in the next (1: each on its own; see [token accounting](token-accounting.md#group-commit))"},
 	{env: "MNEMOS_TOKEN_ACCOUNTING_LANES", def: strconv.Itoa(tokenaccounting.DefaultConfig().Lanes), field: positive(func(c *Config) *int { return &c.AccountingLanes }), targets: []string{TargetTokenAccounting},

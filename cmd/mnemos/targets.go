@@ -96,7 +96,7 @@ func tokenAccountingConfig(c Config) tokenaccounting.Config {
 	cfg := tokenaccounting.DefaultConfig()
 	cfg.MaxEventBytes, cfg.GapTimeout = c.MaxEventBytes, c.GapTimeout
 	cfg.Workers, cfg.MaxDeliver = c.TokenAccounting.Workers, c.TokenAccounting.MaxDeliver
-	cfg.Batch, cfg.Lanes = c.AccountingBatch, c.AccountingLanes
+	cfg.Batch, cfg.Lanes, cfg.HeldBytes = c.AccountingBatch, c.AccountingLanes, c.AccountingHeldBytes
 	cfg.SessionsCountInterval = c.GaugeInterval
 	return cfg
 }

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/semaphore"
 )
 
 // Headers of a dead letter. The original message's own headers are kept,
@@ -121,6 +122,14 @@ type ConsumerSpec struct {
 	// MaxAckPending bounds the messages delivered and not yet settled,
 	// across all instances. 0 means the server's default.
 	MaxAckPending int
+	// MaxBytes, when set, bounds the bytes of the messages the runner
+	// holds, so that many Workers cost memory only when their messages
+	// are small: a message waits for its handler until the messages
+	// handlers hold leave room for it (one larger than MaxBytes waits for
+	// all of them), and one fetch from the server brings at most MaxBytes.
+	// Below the largest message the server takes (with room for its
+	// subject), it is raised to that. 0: only Workers bounds them.
+	MaxBytes int
 	// Backoff is the delay before redelivery after the attempt-th failed
 	// delivery. Default DefaultBackoff.
 	Backoff func(attempt int) time.Duration
@@ -180,7 +189,10 @@ type Runner struct {
 	cons jetstream.Consumer
 	cc   jetstream.ConsumeContext
 	msgs chan jetstream.Msg // consume callback → workers; unbuffered
-	wg   sync.WaitGroup     // workers
+	// held is the budget of spec.MaxBytes for the messages handed to the
+	// workers; nil without one.
+	held *semaphore.Weighted
+	wg   sync.WaitGroup // workers
 
 	// pending is the consumer's unsettled messages at the latest reading
 	// of its info, -1 before the first.
@@ -250,8 +262,15 @@ func (b *Bus) Run(ctx context.Context, spec ConsumerSpec, h Handler) (*Runner, e
 	}
 	// Fetch little ahead of the workers: a message waiting in the client's
 	// buffer is already running down its AckWait.
-	cc, err := cons.Consume(r.deliver,
-		jetstream.PullMaxMessages(2*spec.Workers),
+	var fetch jetstream.PullConsumeOpt = jetstream.PullMaxMessages(2 * spec.Workers)
+	if spec.MaxBytes > 0 {
+		// A fetch's limit below the next message would stall the consumer.
+		r.spec.MaxBytes = max(spec.MaxBytes, int(b.MaxPayload())+messageOverhead)
+		spec = r.spec
+		r.held = semaphore.NewWeighted(int64(spec.MaxBytes))
+		fetch = jetstream.PullMaxMessagesWithBytesLimit(2*spec.Workers, spec.MaxBytes)
+	}
+	cc, err := cons.Consume(r.deliver, fetch,
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			r.log.Warn("bus: consume", "err", err)
 		}),
@@ -312,10 +331,34 @@ func (r *Runner) wait() {
 
 // deliver is the consume callback: it hands m to a free worker.
 func (r *Runner) deliver(m jetstream.Msg) {
+	if r.held != nil {
+		if r.held.Acquire(r.ctx, r.weight(m)) != nil {
+			r.release(m) // a hard stop
+			return
+		}
+	}
 	select {
 	case r.msgs <- m:
 	case <-r.ctx.Done():
+		r.unhold(m)
 		r.release(m)
+	}
+}
+
+// messageOverhead is room for what a fetch counts of a message beside its
+// payload: its subject and reply subject.
+const messageOverhead = 64 << 10
+
+// weight is what a message counts against spec.MaxBytes.
+func (r *Runner) weight(m jetstream.Msg) int64 {
+	return int64(min(max(len(m.Data()), 1), r.spec.MaxBytes))
+}
+
+// unhold gives a message's bytes back to spec.MaxBytes once no worker
+// holds it.
+func (r *Runner) unhold(m jetstream.Msg) {
+	if r.held != nil {
+		r.held.Release(r.weight(m))
 	}
 }
 
@@ -331,9 +374,10 @@ func (r *Runner) work() {
 	for m := range r.msgs {
 		if r.ctx.Err() != nil {
 			r.release(m) // hard stop: start no new work
-			continue
+		} else {
+			r.process(m)
 		}
-		r.process(m)
+		r.unhold(m)
 	}
 }
 

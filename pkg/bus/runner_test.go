@@ -430,3 +430,54 @@ func TestInProcessServer(t *testing.T) {
 	_, err := bus.Connect(testContext(t), bus.Config{})
 	require.ErrorContains(t, err, "URL is required")
 }
+
+// TestRunHoldsAtMostMaxBytes: with MaxBytes, the handlers hold messages
+// only as far as their bytes fit in it, however many workers wait; every
+// message is still handled, and without MaxBytes the same messages all run
+// at once.
+func TestRunHoldsAtMostMaxBytes(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	// The budget is raised to the largest message the server takes; a
+	// fifth of that each, so four fit at once.
+	limit := int(b.MaxPayload()) + 64<<10
+	size := limit / 5
+	const n, workers = 12, 12
+
+	for _, budget := range []int{1, 0} { // 1: raised to limit
+		durable := fmt.Sprintf("held%d", budget)
+		var o outcomes
+		spec := turnSpec(durable, &o)
+		spec.FilterSubject = bus.KindTurnCompleted + "." + durable + ".>"
+		spec.Workers, spec.MaxBytes = workers, budget
+		spec.AckWait = time.Minute
+		var held, most atomic.Int32
+		release := make(chan struct{})
+		bustest.Run(t, b, spec, func(ctx context.Context, m bus.Message) error {
+			now := held.Add(1)
+			for {
+				was := most.Load()
+				if now <= was || most.CompareAndSwap(was, now) {
+					break
+				}
+			}
+			<-release
+			held.Add(-1)
+			return nil
+		})
+		data := make([]byte, size)
+		for i := range n {
+			_, err := b.Publish(testContext(t), b.Subject(bus.KindTurnCompleted, durable, "s"), durable+"-"+strconv.Itoa(i), data, nil)
+			require.NoError(t, err)
+		}
+		want := int32(n)
+		if budget > 0 {
+			want = int32(limit / size)
+		}
+		require.Eventually(t, func() bool { return held.Load() == want }, waitFor, tick, "%d messages held at once", want)
+		time.Sleep(200 * time.Millisecond) // no more come
+		require.Equal(t, want, most.Load())
+		close(release)
+		o.awaitCount(t, bus.Acked, n)
+	}
+}

@@ -31,7 +31,13 @@ type Config struct {
 	// the accountant gives up on the missing seqs and moves on.
 	GapTimeout time.Duration
 	// Workers handle events concurrently (different sessions in parallel).
+	// A handler holds its event until the event's batch commits, so
+	// Workers is also the most events a tenant's batches can choose from.
 	Workers int
+	// HeldBytes bounds the bytes of the events the workers hold at once
+	// (bus.ConsumerSpec.MaxBytes): many workers for many small turns, and
+	// only a few of the largest.
+	HeldBytes int
 	// Batch is the most turn events of one tenant applied in one
 	// transaction (group commit, see batch.go); 1 applies each on its own.
 	// A batch holds at most the events in hand at once, Workers.
@@ -69,8 +75,9 @@ func DefaultConfig() Config {
 	return Config{
 		MaxEventBytes: turn.DefaultMaxEventBytes,
 		GapTimeout:    30 * time.Second,
-		Workers:       64,
-		Batch:         64,
+		Workers:       512,
+		HeldBytes:     64 << 20,
+		Batch:         256,
 		Lanes:         2,
 		MaxDeliver:    8,
 
@@ -124,6 +131,7 @@ func (s *Service) Run(ctx context.Context) error {
 				Durable:       "token-accounting",
 				FilterSubject: bus.KindTurnCompleted + ".>",
 				Workers:       s.cfg.Workers,
+				MaxBytes:      s.cfg.HeldBytes,
 				MaxDeliver:    s.cfg.MaxDeliver,
 				// Postgres, not the event, or another transaction holding
 				// the session (a redelivery still being applied, say):

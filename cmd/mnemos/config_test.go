@@ -40,7 +40,7 @@ func TestConfigTableDefaults(t *testing.T) {
 	require.Equal(t, 8<<20, cfg.MaxEventBytes)
 	require.EqualValues(t, 256<<20, cfg.MaxInflightBytes)
 	require.Equal(t, 512, cfg.TokenAccounting.Workers)
-	require.Equal(t, 256, cfg.AccountingBatch)
+	require.Equal(t, 64, cfg.AccountingBatch)
 	require.Equal(t, 2, cfg.AccountingLanes)
 	require.Equal(t, 64<<20, cfg.AccountingHeldBytes)
 	require.Equal(t, 30*time.Second, cfg.GapTimeout)

@@ -77,7 +77,7 @@ func DefaultConfig() Config {
 		GapTimeout:    30 * time.Second,
 		Workers:       512,
 		HeldBytes:     64 << 20,
-		Batch:         256,
+		Batch:         64,
 		Lanes:         2,
 		MaxDeliver:    8,
 

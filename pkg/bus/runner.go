@@ -226,6 +226,10 @@ func (b *Bus) Run(ctx context.Context, spec ConsumerSpec, h Handler) (*Runner, e
 	if err != nil {
 		return nil, fmt.Errorf("bus.Run: %w", err)
 	}
+	if spec.MaxBytes > 0 {
+		// A fetch's limit below the next message would stall the consumer.
+		spec.MaxBytes = max(spec.MaxBytes, int(b.MaxPayload())+messageOverhead)
+	}
 	stream := b.StreamName(spec.Stream)
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:       spec.Durable,
@@ -264,9 +268,6 @@ func (b *Bus) Run(ctx context.Context, spec ConsumerSpec, h Handler) (*Runner, e
 	// buffer is already running down its AckWait.
 	var fetch jetstream.PullConsumeOpt = jetstream.PullMaxMessages(2 * spec.Workers)
 	if spec.MaxBytes > 0 {
-		// A fetch's limit below the next message would stall the consumer.
-		r.spec.MaxBytes = max(spec.MaxBytes, int(b.MaxPayload())+messageOverhead)
-		spec = r.spec
 		r.held = semaphore.NewWeighted(int64(spec.MaxBytes))
 		fetch = jetstream.PullMaxMessagesWithBytesLimit(2*spec.Workers, spec.MaxBytes)
 	}

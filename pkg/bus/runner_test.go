@@ -438,13 +438,13 @@ func TestInProcessServer(t *testing.T) {
 func TestRunHoldsAtMostMaxBytes(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	// The budget is raised to the largest message the server takes; a
-	// fifth of that each, so four fit at once.
-	limit := int(b.MaxPayload()) + 64<<10
-	size := limit / 5
-	const n, workers = 12, 12
+	// A budget of 1 is raised to the largest message the server takes,
+	// and a little more: four messages of a quarter of that fit, five do
+	// not.
+	size := int(b.MaxPayload()) / 4
+	const n, workers, fit = 12, 12, 4
 
-	for _, budget := range []int{1, 0} { // 1: raised to limit
+	for _, budget := range []int{1, 0} {
 		durable := fmt.Sprintf("held%d", budget)
 		var o outcomes
 		spec := turnSpec(durable, &o)
@@ -472,7 +472,7 @@ func TestRunHoldsAtMostMaxBytes(t *testing.T) {
 		}
 		want := int32(n)
 		if budget > 0 {
-			want = int32(limit / size)
+			want = fit
 		}
 		require.Eventually(t, func() bool { return held.Load() == want }, waitFor, tick, "%d messages held at once", want)
 		time.Sleep(200 * time.Millisecond) // no more come

@@ -238,7 +238,7 @@ type planned struct {
 // applyBatch applies the batchable events of one tenant's batch in one
 // transaction and answers each event's handler: nil for one applied,
 // errAlone for one left to its own transaction. With hold, called from the
-// tenant's drain, the events worth another batch (see above) go back to
+// lane's drain, the events worth another batch (see above) go back to
 // the waiting list instead, unanswered.
 func (s *Service) applyBatch(key laneKey, batch []*queued, hold bool) {
 	tenant := key.tenant

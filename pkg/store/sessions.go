@@ -605,8 +605,9 @@ func (t *Tx) RecordProxyRound(ctx context.Context, sessionID string, seq, messag
 }
 
 // EstimatePrior is the tenant's prior for a new session's calibration
-// factors (prose, dense): the mean of its latest sessions that learnt one,
-// 0 for a kind none learnt.
+// factors (prose, dense): the mean of those learnt among its 200 latest
+// sessions, 0 for a kind none of them learnt. It reads at most 200 rows,
+// however many sessions the tenant holds.
 func (t *Tx) EstimatePrior(ctx context.Context) (prose, dense float64, err error) {
 	r, err := t.q.SessionEstimatePrior(ctx, t.tenant)
 	if err != nil {

@@ -192,14 +192,17 @@ UPDATE sessions SET proxy_seq = @proxy_seq, proxy_messages = @proxy_messages, up
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
 -- name: SessionEstimatePrior :one
--- The tenant's prior for a new session's calibration: the mean factors of
--- its 50 latest sessions that learnt one, found by the sessions_created index.
+-- The tenant's prior for a new session's calibration: the mean factors
+-- learnt among its 200 latest sessions, read from the sessions_created
+-- index. The bound is on the sessions read, not on those that learnt: a
+-- tenant whose sessions rarely learn (no usage reported) would otherwise
+-- have every new session's first batch scan all of its sessions.
 SELECT
     coalesce(avg(estimate_factor) FILTER (WHERE estimate_factor > 0), 0)::float8 AS prose,
     coalesce(avg(dense_factor) FILTER (WHERE dense_factor > 0), 0)::float8 AS dense
 FROM (
     SELECT estimate_factor, dense_factor FROM sessions
-    WHERE tenant_id = @tenant_id AND (estimate_factor > 0 OR dense_factor > 0)
+    WHERE tenant_id = @tenant_id
     ORDER BY created_at DESC
-    LIMIT 50
+    LIMIT 200
 ) latest;

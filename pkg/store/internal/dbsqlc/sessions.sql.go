@@ -48,9 +48,9 @@ SELECT
     coalesce(avg(dense_factor) FILTER (WHERE dense_factor > 0), 0)::float8 AS dense
 FROM (
     SELECT estimate_factor, dense_factor FROM sessions
-    WHERE tenant_id = $1 AND (estimate_factor > 0 OR dense_factor > 0)
+    WHERE tenant_id = $1
     ORDER BY created_at DESC
-    LIMIT 50
+    LIMIT 200
 ) latest
 `
 
@@ -59,8 +59,11 @@ type SessionEstimatePriorRow struct {
 	Dense float64
 }
 
-// The tenant's prior for a new session's calibration: the mean factors of
-// its 50 latest sessions that learnt one, found by the sessions_created index.
+// The tenant's prior for a new session's calibration: the mean factors
+// learnt among its 200 latest sessions, read from the sessions_created
+// index. The bound is on the sessions read, not on those that learnt: a
+// tenant whose sessions rarely learn (no usage reported) would otherwise
+// have every new session's first batch scan all of its sessions.
 func (q *Queries) SessionEstimatePrior(ctx context.Context, tenantID string) (SessionEstimatePriorRow, error) {
 	row := q.db.QueryRow(ctx, sessionEstimatePrior, tenantID)
 	var i SessionEstimatePriorRow

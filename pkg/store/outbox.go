@@ -148,6 +148,9 @@ func (s *Store) RelayOutbox(ctx context.Context, max int32, publish func(context
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
+		if err := q.OutboxCommitAsync(ctx); err != nil {
+			return fmt.Errorf("store.RelayOutbox: %w", err)
+		}
 		rows, err := q.OutboxClaim(ctx, max)
 		if err != nil {
 			return fmt.Errorf("store.RelayOutbox: claim: %w", err)

@@ -167,7 +167,7 @@ func Run(ctx context.Context, s *System, opts Options) (Report, error) {
 }
 
 func runIngest(ctx context.Context, s *System, o Options, rep *Report) error {
-	o.Progress("ingest warm-up: %d turns, not measured, then ANALYZE", o.Sessions*warmPerSession)
+	o.Progress("ingest warm-up: %d turns, not measured, then VACUUM (ANALYZE)", o.Sessions*warmPerSession)
 	if err := s.WarmIngest(ctx, o.Run, o.Sessions, o.Publishers); err != nil {
 		return err
 	}
@@ -308,8 +308,12 @@ func (r Report) Throughput() float64 {
 // Markdown writes the report as the tables of the README.
 func (r Report) Markdown(w io.Writer) {
 	m := r.Machine
+	server := m.Postgres
+	if m.Autovacuum == "off" {
+		server += " (autovacuum off)"
+	}
 	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s memory, %s; %s; PostgreSQL %s; nats-server %s; load average %s at the start; run took %s.\n\n",
-		m.CPUs, m.CPUModel, m.Memory, m.OS, m.Go, m.Postgres, m.NATS, m.Load, r.Took.Round(time.Second))
+		m.CPUs, m.CPUModel, m.Memory, m.OS, m.Go, server, m.NATS, m.Load, r.Took.Round(time.Second))
 
 	if len(r.Burst) > 0 {
 		var p50, p99 []float64
@@ -472,6 +476,10 @@ type Machine struct {
 	NATS     string `json:"nats"`
 	// Load is the load average over 1, 5 and 15 minutes.
 	Load string `json:"load_average"`
+	// Autovacuum is the server's autovacuum setting ("on" or "off"). Off,
+	// the benchmark's database keeps every dead row of the runs before
+	// but for the VACUUM of the warm-up.
+	Autovacuum string `json:"autovacuum"`
 }
 
 // Describe reads the machine and the servers' versions.
@@ -497,6 +505,7 @@ func Describe(ctx context.Context, s *System) Machine {
 	m.NATS = s.Bus.Conn().ConnectedServerVersion()
 	if conn, err := s.Store.Pool().Acquire(ctx); err == nil {
 		m.Postgres = conn.Conn().PgConn().ParameterStatus("server_version")
+		_ = conn.QueryRow(ctx, "SELECT current_setting('autovacuum')").Scan(&m.Autovacuum) // left empty when it cannot be read
 		conn.Release()
 	}
 	return m
@@ -528,10 +537,13 @@ func procField(path, key string) string {
 const warmPerSession = 5
 
 // WarmIngest runs an unmeasured ingest round of sessions × 5 turns (run
-// keeps its ids apart), then gathers the tables' statistics, so that the
-// rounds measured after it meet the database as a running one looks:
-// autovacuum analyzes a table within a minute or so of its first writes,
-// and a benchmark's ingest is over in less. Without statistics Postgres
+// keeps its ids apart), then vacuums the tables and gathers their
+// statistics, so that the rounds measured after it meet the database as a
+// running one looks: autovacuum analyzes a table within a minute or so of
+// its first writes, and a benchmark's ingest is over in less; and it
+// removes the rows earlier runs deleted or replaced (the outbox's, the
+// sessions' old versions), which on a server whose autovacuum is off
+// stay until something vacuums them. Without statistics Postgres
 // plans the store's prepared statements from default guesses, and the
 // generic plan it settles on after five runs can read the whole tenant (a
 // batch's sessions found through the tenant's index of creation times,
@@ -544,8 +556,8 @@ func (s *System) WarmIngest(ctx context.Context, run string, sessions, publisher
 	if _, err := s.IngestBurst(ctx, turns, publishers); err != nil {
 		return err
 	}
-	if _, err := s.Owner.Exec(ctx, "ANALYZE sessions, messages, turns, outbox"); err != nil {
-		return fmt.Errorf("benchmark: analyze: %w", err)
+	if _, err := s.Owner.Exec(ctx, "VACUUM (ANALYZE) sessions, messages, turns, outbox"); err != nil {
+		return fmt.Errorf("benchmark: vacuum: %w", err)
 	}
 	return nil
 }

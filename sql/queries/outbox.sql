@@ -15,13 +15,6 @@ ORDER BY u.i;
 -- name: OutboxNotify :exec
 SELECT pg_notify('mnemos_outbox', '');
 
--- name: OutboxCommitAsync :exec
--- The relay's transaction commits without waiting for its flush to disk:
--- all it writes is the deletion of rows it published, and a deletion lost
--- to a crash only has those rows published again, under the message ids
--- JetStream deduplicates (consumers are idempotent past its window).
-SELECT set_config('synchronous_commit', 'off', true);
-
 -- name: OutboxClaim :many
 -- Locks the oldest unpublished rows of every tenant; concurrent relays skip
 -- each other's rows. Across tenants: through the owner's function.

@@ -43,19 +43,6 @@ func (q *Queries) OutboxClaim(ctx context.Context, maxRows int32) ([]Outbox, err
 	return items, nil
 }
 
-const outboxCommitAsync = `-- name: OutboxCommitAsync :exec
-SELECT set_config('synchronous_commit', 'off', true)
-`
-
-// The relay's transaction commits without waiting for its flush to disk:
-// all it writes is the deletion of rows it published, and a deletion lost
-// to a crash only has those rows published again, under the message ids
-// JetStream deduplicates (consumers are idempotent past its window).
-func (q *Queries) OutboxCommitAsync(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, outboxCommitAsync)
-	return err
-}
-
 const outboxDelete = `-- name: OutboxDelete :exec
 SELECT mnemos_outbox_delete($1::bigint[])
 `

@@ -85,11 +85,32 @@ func (s *Store) Read(ctx context.Context, r *Reads) error {
 	if r.tenant == "" {
 		return errors.New("store.Read: no tenant")
 	}
+	return send(ctx, s.pool, r)
+}
+
+// Read sends r's statements in one round trip inside this transaction, and
+// completes their Futures, as Store.Read does. Here a queued function may
+// also write what it returns (LockFreeSessions creates and locks rows): its
+// statements commit or roll back with the transaction, and after a
+// statement's error the transaction's later statements fail too, so the
+// first error of the Futures, in the order queued, is the one that counts.
+func (t *Tx) Read(ctx context.Context, r *Reads) error {
+	if r.tenant != t.tenant {
+		return fmt.Errorf("store.Tx.Read: reads of tenant %q in a transaction of %q", r.tenant, t.tenant)
+	}
+	return send(ctx, t.tx, r)
+}
+
+// send sends r on conn (the pool, or a transaction) and completes its
+// Futures.
+func send(ctx context.Context, conn interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, r *Reads) error {
 	if r.sent {
 		return errors.New("store.Read: the reads were sent already")
 	}
 	r.sent = true
-	br := s.pool.SendBatch(ctx, &r.batch)
+	br := conn.SendBatch(ctx, &r.batch)
 	var err error
 	if _, err = br.Exec(); err != nil {
 		err = fmt.Errorf("store.Read: setting the tenant: %w", err)

@@ -125,3 +125,84 @@ func TestAReadThatDecidesOnWhatItReadIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "s1", got.SessionID)
 }
+
+// TestReadsInATransaction: a batch of turns locks its sessions (creating
+// the new ones) and reads what it decides from in one round trip of its
+// transaction; what the statements wrote commits with it, and a statement's
+// error is its Future's.
+func TestReadsInATransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	trips := &roundTrips{}
+	st, err := store.Open(ctx, store.Config{URL: pgtest.URL(t), MaxConns: 2, Tracer: trips})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	hash := []byte{1, 2, 3}
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		if _, err := tx.LockSession(ctx, "s1", "main"); err != nil {
+			return err
+		}
+		_, err := tx.InsertMessage(ctx, store.Message{SessionID: "s1", UUID: "m1", Seq: 1, Role: "user",
+			Content: []byte(`[{"type":"text","text":"hello"}]`), ContentHash: hash, EstimateTokens: 2, BytesThrough: 30})
+		return err
+	}))
+
+	var locked map[string]store.Session
+	var known map[string]map[string][]byte
+	var prior [2]float64
+	var queries, batches int64
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		trips.queries.Store(0)
+		trips.batches.Store(0)
+		reads := store.NewReads("acme")
+		l := store.Queue(reads, func(tx *store.Tx) (map[string]store.Session, error) {
+			return tx.LockFreeSessions(ctx, []string{"s1", "s2"}, []string{"main", "main"}, []bool{false, true})
+		})
+		k := store.Queue(reads, func(tx *store.Tx) (map[string]map[string][]byte, error) {
+			return tx.MessageHashesOf(ctx, []string{"s1", "s2"}, []string{"m1", "m9"})
+		})
+		p := store.Queue(reads, func(tx *store.Tx) ([2]float64, error) {
+			prose, dense, err := tx.EstimatePrior(ctx)
+			return [2]float64{prose, dense}, err
+		})
+		if err := tx.Read(ctx, reads); err != nil {
+			return err
+		}
+		queries, batches = trips.queries.Load(), trips.batches.Load()
+		var err error
+		if locked, err = l.Get(); err != nil {
+			return err
+		}
+		if known, err = k.Get(); err != nil {
+			return err
+		}
+		prior, err = p.Get()
+		return err
+	}))
+	require.Zero(t, queries, "nothing is sent statement by statement")
+	require.EqualValues(t, 1, batches, "one round trip")
+	require.Len(t, locked, 2, "the existing session locked, the new one created")
+	require.Equal(t, map[string]map[string][]byte{"s1": {"m1": hash}}, known)
+	require.Zero(t, prior, "no session learnt a factor")
+	_, err = st.GetSession(ctx, "acme", "s2")
+	require.NoError(t, err, "the session the reads created commits with the transaction")
+
+	require.Error(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		return tx.Read(ctx, store.NewReads("beta"))
+	}), "reads of another tenant are refused")
+
+	// A tenant that does not exist: the lock's error is its Future's.
+	err = st.InTx(ctx, "nobody", func(tx *store.Tx) error {
+		reads := store.NewReads("nobody")
+		l := store.Queue(reads, func(tx *store.Tx) (map[string]store.Session, error) {
+			return tx.LockFreeSessions(ctx, []string{"s1"}, []string{"main"}, []bool{true})
+		})
+		if err := tx.Read(ctx, reads); err != nil {
+			return err
+		}
+		_, err := l.Get()
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrUnknownTenant)
+}

@@ -359,15 +359,11 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 			ids, agents, creates = append(ids, q.ev.SessionID), append(agents, q.ev.Agent()), append(creates, q.ev.Seq == 1)
 		}
 	}
-	sessions, err := tx.LockFreeSessions(ctx, ids, agents, creates)
+	r, err := readBatch(ctx, tx, batch, ids, agents, creates)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := readBatch(ctx, tx, batch, sessions)
-	if err != nil {
-		return nil, nil, err
-	}
-	var prior *[2]float64
+	sessions, prior := r.sessions, r.prior
 	now := s.now().UTC()
 	for i, q := range batch {
 		sid := q.ev.SessionID
@@ -414,22 +410,29 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 }
 
 // batchReads is what a batch's events are decided from, read for all of
-// them at once: each event's messages (nil for one whose session is held
-// elsewhere, or that cannot be encoded), the hashes of those its session
-// stored, and the offload decisions made for its tool results.
+// them at once: the sessions it locked (or created), each event's messages
+// (nil for one whose session is held elsewhere, or that cannot be encoded),
+// the hashes of those its session stored, the offload decisions made for
+// its tool results, and the tenant's prior when the batch holds a session's
+// first turn.
 type batchReads struct {
-	ins    []*turnInput
-	known  map[string]map[string][]byte
-	frozen map[string]map[string]store.Replacement
+	sessions map[string]store.Session
+	ins      []*turnInput
+	known    map[string]map[string][]byte
+	frozen   map[string]map[string]store.Replacement
+	prior    *[2]float64
 }
 
-func readBatch(ctx context.Context, tx *store.Tx, batch []*queued, sessions map[string]store.Session) (batchReads, error) {
+// readBatch locks the batch's sessions (ids, agents and creates, as
+// LockFreeSessions takes them) and reads what its events are decided from,
+// in one round trip: the reads name every event's session, whether or not
+// the lock took it, and what they find of a session held elsewhere goes
+// unused.
+func readBatch(ctx context.Context, tx *store.Tx, batch []*queued, ids, agents []string, creates []bool) (batchReads, error) {
 	r := batchReads{ins: make([]*turnInput, len(batch)), frozen: map[string]map[string]store.Replacement{}}
 	var hashSessions, hashUUIDs, toolSessions, toolIDs []string
+	firstTurn := false
 	for i, q := range batch {
-		if _, ok := sessions[q.ev.SessionID]; !ok {
-			continue
-		}
 		if q.in == nil {
 			in, err := prepare(q.ev)
 			if err != nil {
@@ -445,14 +448,54 @@ func readBatch(ctx context.Context, tx *store.Tx, batch []*queued, sessions map[
 		for _, id := range in.toolUseIDs {
 			toolSessions, toolIDs = append(toolSessions, q.ev.SessionID), append(toolIDs, id)
 		}
+		firstTurn = firstTurn || q.ev.Seq == 1
 	}
-	var err error
-	if r.known, err = tx.MessageHashesOf(ctx, hashSessions, hashUUIDs); err != nil {
+	reads := store.NewReads(tx.Tenant())
+	locked := store.Queue(reads, func(tx *store.Tx) (map[string]store.Session, error) {
+		return tx.LockFreeSessions(ctx, ids, agents, creates)
+	})
+	known := store.Queue(reads, func(tx *store.Tx) (map[string]map[string][]byte, error) {
+		return tx.MessageHashesOf(ctx, hashSessions, hashUUIDs)
+	})
+	var frozen *store.Future[map[string]map[string]store.Replacement]
+	if len(toolIDs) > 0 {
+		frozen = store.Queue(reads, func(tx *store.Tx) (map[string]map[string]store.Replacement, error) {
+			return tx.ReplacementsOf(ctx, store.ReplaceOffload, toolSessions, toolIDs)
+		})
+	}
+	var prior *store.Future[[2]float64]
+	if firstTurn {
+		// Only a session's first turn can start from the prior (planBatch).
+		prior = store.Queue(reads, func(tx *store.Tx) ([2]float64, error) {
+			prose, dense, err := tx.EstimatePrior(ctx)
+			return [2]float64{prose, dense}, err
+		})
+	}
+	if err := tx.Read(ctx, reads); err != nil {
 		return r, err
 	}
-	if len(toolIDs) > 0 {
-		if r.frozen, err = tx.ReplacementsOf(ctx, store.ReplaceOffload, toolSessions, toolIDs); err != nil {
+	var err error
+	if r.sessions, err = locked.Get(); err != nil {
+		return r, err
+	}
+	if r.known, err = known.Get(); err != nil {
+		return r, err
+	}
+	if frozen != nil {
+		if r.frozen, err = frozen.Get(); err != nil {
 			return r, err
+		}
+	}
+	if prior != nil {
+		p, err := prior.Get()
+		if err != nil {
+			return r, err
+		}
+		r.prior = &p
+	}
+	for i, q := range batch {
+		if _, ok := r.sessions[q.ev.SessionID]; !ok {
+			r.ins[i] = nil
 		}
 	}
 	return r, nil

@@ -20,9 +20,9 @@ import (
 // cost Postgres. So the events of a tenant that arrive while a transaction
 // of their lane (below) is under way wait, and go together in the next one:
 // one statement locks (or creates) all their sessions, one reads the
-// messages they resend, one their tool results' decisions; one pipeline
-// writes all their messages, outbox rows and turns, a statement each, and
-// each session's row; one commit. Each message is acknowledged only after
+// messages they resend, one their tool results' decisions, all three in
+// one round trip; one pipeline writes all their messages, outbox rows and
+// turns, a statement each, and each session's row; one commit. Each message is acknowledged only after
 // the transaction holding its event committed (its handler waits for it).
 // At low load an event finds nobody running and goes in a batch of its
 // own, by the same few statements: batching adds no wait, it only takes

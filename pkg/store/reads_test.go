@@ -27,14 +27,22 @@ func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// countedStore opens a store of at most maxConns connections whose round
+// trips are counted.
+func countedStore(t *testing.T, maxConns int32) (*store.Store, *roundTrips) {
+	t.Helper()
+	trips := &roundTrips{}
+	st, err := store.Open(context.Background(), store.Config{URL: pgtest.URL(t), MaxConns: maxConns, Tracer: trips})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return st, trips
+}
+
 func TestReadsGoTogetherAsTheirTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	trips := &roundTrips{}
 	// One connection: what the reads leave on it, the next query sees.
-	st, err := store.Open(ctx, store.Config{URL: pgtest.URL(t), MaxConns: 1, Tracer: trips})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st, trips := countedStore(t, 1)
 	for tenant, count := range map[string]int64{"acme": 42, "beta": 7} {
 		require.NoError(t, st.EnsureTenant(ctx, tenant, tenant))
 		require.NoError(t, st.InTx(ctx, tenant, func(tx *store.Tx) error {
@@ -64,7 +72,7 @@ func TestReadsGoTogetherAsTheirTenant(t *testing.T) {
 		err := tx.QueryRowForTest(ctx, "SELECT current_setting('mnemos.tenant_id')").Scan(&during)
 		return during, err
 	})
-	_, err = s1.Get()
+	_, err := s1.Get()
 	require.Error(t, err, "a read has no result before it is sent")
 	require.NoError(t, st.Read(ctx, reads))
 	require.Zero(t, trips.queries.Load(), "nothing is sent statement by statement")
@@ -133,10 +141,7 @@ func TestAReadThatDecidesOnWhatItReadIsRefused(t *testing.T) {
 func TestReadsInATransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	trips := &roundTrips{}
-	st, err := store.Open(ctx, store.Config{URL: pgtest.URL(t), MaxConns: 2, Tracer: trips})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st, trips := countedStore(t, 2)
 	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
 	hash := []byte{1, 2, 3}
 	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
@@ -185,7 +190,7 @@ func TestReadsInATransaction(t *testing.T) {
 	require.Len(t, locked, 2, "the existing session locked, the new one created")
 	require.Equal(t, map[string]map[string][]byte{"s1": {"m1": hash}}, known)
 	require.Zero(t, prior, "no session learnt a factor")
-	_, err = st.GetSession(ctx, "acme", "s2")
+	_, err := st.GetSession(ctx, "acme", "s2")
 	require.NoError(t, err, "the session the reads created commits with the transaction")
 
 	require.Error(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {

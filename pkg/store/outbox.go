@@ -94,7 +94,13 @@ func (t *Tx) notifyRelays(context.Context) error {
 // so a NOTIFY inside each writing transaction made their commits go one
 // at a time. A wake-up lost to a crash between the commit and the NOTIFY
 // costs a relay's poll (outbox.Config.Poll): the rows are there.
+//
+// The NOTIFY names the store that sent it (sender), and a store's own
+// LISTEN passes over its notifications: its relays were woken at the
+// commit already, and woken again by the NOTIFY they ran a round that
+// mostly found nothing, a claim and a commit.
 type waker struct {
+	sender  string // this store's name in the NOTIFYs it sends
 	mu      sync.Mutex
 	sending bool // a NOTIFY is on its way
 	again   bool // a commit came while it was: send one more after it
@@ -125,7 +131,7 @@ func (s *Store) notifyLoop() {
 	w := &s.waker
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = dbsqlc.New(s.pool).OutboxNotify(ctx) // best effort: the relays poll too
+		_ = dbsqlc.New(s.pool).OutboxNotify(ctx, w.sender) // best effort: the relays poll too
 		cancel()
 		w.mu.Lock()
 		if !w.again {
@@ -218,11 +224,15 @@ func (s *Store) ListenOutbox(ctx context.Context, wake chan<- struct{}) error {
 		return fmt.Errorf("store.ListenOutbox: listen: %w", err)
 	}
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
 			// A connection interrupted mid-wait is not reusable for LISTEN;
 			// closing it is all that is left to do, whatever that returns.
 			_ = conn.Conn().PgConn().Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("store.ListenOutbox: %w", err)
+		}
+		if n.Payload == s.waker.sender {
+			continue // this store's own commit, whose relays were woken at it
 		}
 		select {
 		case wake <- struct{}{}:

@@ -92,3 +92,66 @@ func TestAnOutboxCommitWakesRelaysAfterItCommits(t *testing.T) {
 	require.Greater(t, ran.index("OutboxNotify", 0), commit,
 		"the NOTIFY is sent after the commit, not inside the transaction (where it would make notifying commits go one at a time)")
 }
+
+// TestAStoreIsWokenOnceByItsOwnCommit: the commit wakes the store's own
+// relays, and its NOTIFY wakes another process's; the store's LISTEN passes
+// over the NOTIFY it sent itself, which would wake its relays a second time
+// for a round that finds nothing.
+func TestAStoreIsWokenOnceByItsOwnCommit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := pgtest.URL(t)
+	writer, err := store.Open(ctx, store.Config{URL: url, MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(writer.Close)
+	other, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
+	require.NoError(t, writer.EnsureTenant(ctx, "acme", "Acme"))
+	local, remote := make(chan struct{}, 1), make(chan struct{}, 1)
+	go func() { _ = writer.ListenOutbox(ctx, local) }()
+	go func() { _ = other.ListenOutbox(ctx, remote) }()
+	enqueue := func(st *store.Store) {
+		require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+			return tx.Enqueue(ctx, store.OutboxEvent{Subject: "turn.accounted.acme.s1", MsgID: time.Now().String(), Payload: []byte("{}")})
+		}))
+	}
+	heard := func(st *store.Store, ch chan struct{}) bool {
+		for len(ch) > 0 {
+			<-ch
+		}
+		enqueue(st)
+		select {
+		case <-ch:
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	}
+	// Until each listens: the other process hears the writer's commits, and
+	// the writer the other's (whose NOTIFY names the other store).
+	require.Eventually(t, func() bool { return heard(writer, remote) && heard(other, local) }, 20*time.Second, 10*time.Millisecond)
+
+	// Both listen now. One more commit: the other process hears of it; the
+	// writer's relays are woken once, at the commit, and not again.
+	for len(local) > 0 {
+		<-local
+	}
+	enqueue(writer)
+	select {
+	case <-local:
+	default:
+		t.Fatal("the commit did not wake the writer's relays")
+	}
+	select {
+	case <-remote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the NOTIFY did not wake the other process's relays")
+	}
+	select {
+	case <-local:
+		t.Fatal("the writer's relays were woken again by the NOTIFY the writer sent")
+	case <-time.After(500 * time.Millisecond):
+	}
+}

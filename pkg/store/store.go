@@ -5,6 +5,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"errors"
@@ -67,7 +68,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store.Open: ping %s: %w", Redact(cfg.URL), err)
 	}
-	return &Store{pool: pool, waker: waker{local: map[chan<- struct{}]struct{}{}}}, nil
+	return &Store{pool: pool, waker: waker{sender: rand.Text(), local: map[chan<- struct{}]struct{}{}}}, nil
 }
 
 // Close closes the pool.

@@ -13,7 +13,8 @@ FROM ROWS FROM (unnest(@subjects::text[]), unnest(@msg_ids::text[]), unnest(@pay
 ORDER BY u.i;
 
 -- name: OutboxNotify :exec
-SELECT pg_notify('mnemos_outbox', '');
+-- The payload names the store that sends it, whose own LISTEN passes over it.
+SELECT pg_notify('mnemos_outbox', @sender::text);
 
 -- name: OutboxClaim :many
 -- Locks the oldest unpublished rows of every tenant; concurrent relays skip

@@ -107,11 +107,12 @@ func (q *Queries) OutboxInsertMany(ctx context.Context, arg OutboxInsertManyPara
 }
 
 const outboxNotify = `-- name: OutboxNotify :exec
-SELECT pg_notify('mnemos_outbox', '')
+SELECT pg_notify('mnemos_outbox', $1::text)
 `
 
-func (q *Queries) OutboxNotify(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, outboxNotify)
+// The payload names the store that sends it, whose own LISTEN passes over it.
+func (q *Queries) OutboxNotify(ctx context.Context, sender string) error {
+	_, err := q.db.Exec(ctx, outboxNotify, sender)
 	return err
 }
 

@@ -46,24 +46,33 @@ func (s *statements) index(name string, from int) int {
 	return -1
 }
 
-func TestAnOutboxCommitWakesRelaysAfterItCommits(t *testing.T) {
-	t.Parallel()
+// listening opens two stores of one database, as two processes would (the
+// writer's statements traced by tracer, when set), with the tenant acme,
+// and has each serve a relay's wake-ups: local the writer's, remote the
+// other's. They stop listening when the test ends.
+func listening(t *testing.T, tracer pgx.QueryTracer) (writer, other *store.Store, local, remote chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	url := pgtest.URL(t)
-	ran := &statements{}
-	writer, err := store.Open(ctx, store.Config{URL: url, MaxConns: 4, Tracer: ran})
+	writer, err := store.Open(ctx, store.Config{URL: url, MaxConns: 4, Tracer: tracer})
 	require.NoError(t, err)
 	t.Cleanup(writer.Close)
-	other, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2})
+	other, err = store.Open(ctx, store.Config{URL: url, MaxConns: 2})
 	require.NoError(t, err)
 	t.Cleanup(other.Close)
 	require.NoError(t, writer.EnsureTenant(ctx, "acme", "Acme"))
-
-	// A relay of the writer's process, and one of another process.
-	local, remote := make(chan struct{}, 1), make(chan struct{}, 1)
+	local, remote = make(chan struct{}, 1), make(chan struct{}, 1)
 	go func() { _ = writer.ListenOutbox(ctx, local) }()
 	go func() { _ = other.ListenOutbox(ctx, remote) }()
+	t.Cleanup(cancel) // first: the listeners give their connections back before the stores close
+	return writer, other, local, remote
+}
+
+func TestAnOutboxCommitWakesRelaysAfterItCommits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ran := &statements{}
+	writer, _, local, remote := listening(t, ran)
 
 	var localWoken, remoteWoken bool
 	require.Eventually(t, func() bool { // until both relays listen
@@ -99,19 +108,8 @@ func TestAnOutboxCommitWakesRelaysAfterItCommits(t *testing.T) {
 // for a round that finds nothing.
 func TestAStoreIsWokenOnceByItsOwnCommit(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	url := pgtest.URL(t)
-	writer, err := store.Open(ctx, store.Config{URL: url, MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(writer.Close)
-	other, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2})
-	require.NoError(t, err)
-	t.Cleanup(other.Close)
-	require.NoError(t, writer.EnsureTenant(ctx, "acme", "Acme"))
-	local, remote := make(chan struct{}, 1), make(chan struct{}, 1)
-	go func() { _ = writer.ListenOutbox(ctx, local) }()
-	go func() { _ = other.ListenOutbox(ctx, remote) }()
+	ctx := context.Background()
+	writer, other, local, remote := listening(t, nil)
 	enqueue := func(st *store.Store) {
 		require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
 			return tx.Enqueue(ctx, store.OutboxEvent{Subject: "turn.accounted.acme.s1", MsgID: time.Now().String(), Payload: []byte("{}")})

@@ -22,8 +22,9 @@ import (
 // one statement locks (or creates) all their sessions, one reads the
 // messages they resend, one their tool results' decisions, all three in
 // one round trip; one pipeline writes all their messages, outbox rows and
-// turns, a statement each, and each session's row; one commit. Each message is acknowledged only after
-// the transaction holding its event committed (its handler waits for it).
+// turns, a statement each, and each session's row; one commit. Each
+// message is acknowledged only after the transaction holding its event
+// committed (its handler waits for it).
 // At low load an event finds nobody running and goes in a batch of its
 // own, by the same few statements: batching adds no wait, it only takes
 // what queued up anyway. (Handing a lone event back to the one-event path

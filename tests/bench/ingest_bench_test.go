@@ -30,7 +30,7 @@ const (
 // once, then the latency of turns offered at half that rate, below
 // saturation, and the raw JetStream publish+consume and raw Postgres insert
 // rates; it reports the medians and the ratios. The rounds follow an
-// unmeasured one and ANALYZE, as `mnemos bench`'s do (System.WarmIngest).
+// unmeasured one and VACUUM (ANALYZE), as `mnemos bench`'s do (System.WarmIngest).
 func BenchmarkIngest(b *testing.B) {
 	sys := startSystem(b)
 	ctx := context.Background()

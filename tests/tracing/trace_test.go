@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,24 @@ func (s spans) childNamed(t *testing.T, parent tracetest.SpanStub, name string) 
 }
 
 // parentOf returns the span whose id is child's parent.
+// batchedUnder returns the span of a pipelined batch under parent that
+// sent the statement named query (one of the batch span's query events).
+func (s spans) batchedUnder(t *testing.T, parent tracetest.SpanStub, query string) tracetest.SpanStub {
+	t.Helper()
+	for _, sp := range s {
+		if sp.Name != "batch" || sp.Parent.SpanID() != parent.SpanContext.SpanID() {
+			continue
+		}
+		for _, ev := range sp.Events {
+			if ev.Name == "query" && slices.Contains(ev.Attributes, semconv.DBQuerySummary(query)) {
+				return sp
+			}
+		}
+	}
+	t.Fatalf("no batch sending %q under %q", query, parent.Name)
+	return tracetest.SpanStub{}
+}
+
 func (s spans) parentOf(child tracetest.SpanStub) (tracetest.SpanStub, bool) {
 	for _, sp := range s {
 		if sp.SpanContext.SpanID() == child.Parent.SpanID() {
@@ -205,8 +224,8 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 	consume := all.named(t, "process turn.completed")
 	requireChildOf(t, consume, pubTurn)
 	require.True(t, consume.Parent.IsRemote(), "the link crossed NATS in the message headers")
-	all.childNamed(t, consume, "SessionsLockFree") // the accountant's queries (its group commit's) are in its span
-	all.childNamed(t, ingest, "APIKeyTenant")      // and the gateway's in the request's
+	all.batchedUnder(t, consume, "SessionsLockFree") // the accountant's queries (its group commit's, the lock with its reads) are in its span
+	all.childNamed(t, ingest, "APIKeyTenant")        // and the gateway's in the request's
 
 	// accountant → outbox → NATS → compactor
 	pubRequest := all.named(t, "publish compact.requested")

@@ -364,7 +364,7 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 	if err != nil {
 		return nil, nil, err
 	}
-	sessions, prior := r.sessions, r.prior
+	sessions := r.sessions
 	now := s.now().UTC()
 	for i, q := range batch {
 		sid := q.ev.SessionID
@@ -388,14 +388,9 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 			return nil, nil, err
 		}
 		if sess.AppliedSeq == 0 && sess.EstimateFactor == 0 && sess.DenseFactor == 0 {
-			// A new session starts from what the tenant's sessions learnt.
-			if prior == nil {
-				prior = new([2]float64)
-				if prior[0], prior[1], err = tx.EstimatePrior(ctx); err != nil {
-					return nil, nil, err
-				}
-			}
-			sess.EstimateFactor, sess.DenseFactor = prior[0], prior[1]
+			// A new session starts from what the tenant's sessions learnt
+			// (read with the batch: batchable, seq 1).
+			sess.EstimateFactor, sess.DenseFactor = r.prior[0], r.prior[1]
 		}
 		s.checkPrefix(q.ctx, sess, q.ev)
 		plan, err := planTurn(set, sess, *in, now)
@@ -421,7 +416,7 @@ type batchReads struct {
 	ins      []*turnInput
 	known    map[string]map[string][]byte
 	frozen   map[string]map[string]store.Replacement
-	prior    *[2]float64
+	prior    [2]float64 // prose, dense; read only for a batch with a seq 1
 }
 
 // readBatch locks the batch's sessions (ids, agents and creates, as
@@ -466,7 +461,8 @@ func readBatch(ctx context.Context, tx *store.Tx, batch []*queued, ids, agents [
 	}
 	var prior *store.Future[[2]float64]
 	if firstTurn {
-		// Only a session's first turn can start from the prior (planBatch).
+		// Only a session's first turn can start from the prior: planBatch
+		// takes it for a batchable event of a session with no applied seq.
 		prior = store.Queue(reads, func(tx *store.Tx) ([2]float64, error) {
 			prose, dense, err := tx.EstimatePrior(ctx)
 			return [2]float64{prose, dense}, err
@@ -488,11 +484,9 @@ func readBatch(ctx context.Context, tx *store.Tx, batch []*queued, ids, agents [
 		}
 	}
 	if prior != nil {
-		p, err := prior.Get()
-		if err != nil {
+		if r.prior, err = prior.Get(); err != nil {
 			return r, err
 		}
-		r.prior = &p
 	}
 	for i, q := range batch {
 		if _, ok := r.sessions[q.ev.SessionID]; !ok {

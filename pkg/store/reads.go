@@ -98,7 +98,10 @@ func (t *Tx) Read(ctx context.Context, r *Reads) error {
 	if r.tenant != t.tenant {
 		return fmt.Errorf("store.Tx.Read: reads of tenant %q in a transaction of %q", r.tenant, t.tenant)
 	}
-	return send(ctx, t.tx, r)
+	if t.committed {
+		return errCommitted
+	}
+	return send(ctx, t.conn, r)
 }
 
 // send sends r on conn (the pool, or a transaction) and completes its

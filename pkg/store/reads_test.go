@@ -29,7 +29,7 @@ func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 
 // countedStore opens a store of at most maxConns connections whose round
 // trips are counted.
-func countedStore(t *testing.T, maxConns int32) (*store.Store, *roundTrips) {
+func countedStore(t testing.TB, maxConns int32) (*store.Store, *roundTrips) {
 	t.Helper()
 	trips := &roundTrips{}
 	st, err := store.Open(context.Background(), store.Config{URL: pgtest.URL(t), MaxConns: maxConns, Tracer: trips})

@@ -189,26 +189,53 @@ func (s *Store) inTx(ctx context.Context, tenant, begin string, fn func(*Tx) err
 	if tenant == "" {
 		return errors.New("store.InTx: no tenant")
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
+	// The transaction is driven on a pooled connection rather than through
+	// pgx.Tx, so that its COMMIT can travel with its last writes
+	// (PipelineCommit). A connection given back inside a transaction (a panic
+	// in fn) is closed by the pool, never reused.
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("store.InTx: begin: %w", err)
 	}
+	defer c.Release()
+	t := &Tx{conn: c, q: dbsqlc.New(c), tenant: tenant}
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx)) // the original error is what matters
+			rollback(ctx, c) // the original error is what matters
 		}
 	}()
-	t := &Tx{tx: tx, q: dbsqlc.New(tx), tenant: tenant}
+	if _, err = c.Exec(ctx, begin); err != nil {
+		return fmt.Errorf("store.InTx: begin: %w", err)
+	}
 	if err = fn(t); err != nil {
 		return err
 	}
-	if err = tx.Commit(ctx); err != nil {
-		return fmt.Errorf("store.InTx: commit: %w", err)
+	if !t.committed {
+		tag, err := c.Exec(ctx, "COMMIT")
+		if err != nil {
+			return fmt.Errorf("store.InTx: commit: %w", err)
+		}
+		if tag.String() == "ROLLBACK" {
+			return errors.New("store.InTx: commit: the transaction had failed and was rolled back")
+		}
 	}
 	if t.enqueued {
 		s.wakeRelays()
 	}
 	return nil
+}
+
+// rollback ends the transaction open on c, if any. A connection that cannot
+// roll back is closed, so the pool never hands out one left in a transaction.
+func rollback(ctx context.Context, c *pgxpool.Conn) {
+	pc := c.Conn().PgConn()
+	if pc.IsClosed() || pc.TxStatus() == 'I' {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = c.Conn().Close(ctx)
+	}
 }
 
 // beginForTenant is BEGIN followed by setting the transaction's tenant. It is
@@ -219,11 +246,12 @@ func beginForTenant(tenant string) string {
 
 // Tx is one tenant's transaction.
 type Tx struct {
-	tx       pgx.Tx
-	q        *dbsqlc.Queries
-	db       dbsqlc.DBTX // what q sends to, for the reads of Reads (tx is nil)
-	tenant   string
-	enqueued bool // the transaction wrote to the outbox: the relays are woken once it commits
+	conn      *pgxpool.Conn // the transaction's connection (nil for the reads of Reads)
+	q         *dbsqlc.Queries
+	db        dbsqlc.DBTX // what q sends to, for the reads of Reads (conn is nil)
+	tenant    string
+	enqueued  bool // the transaction wrote to the outbox: the relays are woken once it commits
+	committed bool // PipelineCommit sent the COMMIT: nothing more can run in the transaction
 }
 
 // Tenant is the tenant this transaction is scoped to.
@@ -233,23 +261,83 @@ func (t *Tx) Tenant() string { return t.tenant }
 // sends them all in one round trip and returns the first error. fn may only
 // write: a read inside it fails.
 func (t *Tx) Pipeline(ctx context.Context, fn func(*Tx) error) error {
-	q := &queue{}
-	inner := &Tx{tx: t.tx, q: dbsqlc.New(q), tenant: t.tenant}
-	if err := fn(inner); err != nil {
+	q, err := t.queued(fn)
+	if err != nil || q.batch.Len() == 0 {
 		return err
 	}
-	if q.err != nil {
-		return q.err
-	}
-	if q.batch.Len() == 0 {
-		return nil
-	}
-	if err := t.tx.SendBatch(ctx, &q.batch).Close(); err != nil {
+	if err := t.conn.SendBatch(ctx, &q.batch).Close(); err != nil {
 		return fmt.Errorf("store.Pipeline: %w", err)
 	}
-	t.enqueued = t.enqueued || inner.enqueued
 	return nil
 }
+
+// PipelineCommit is Pipeline with the transaction's COMMIT sent last in the
+// same round trip: a transaction whose last step is its writes commits
+// without waiting for them first. It must be the transaction's last step;
+// anything run in the transaction after it fails.
+func (t *Tx) PipelineCommit(ctx context.Context, fn func(*Tx) error) error {
+	if t.conn == nil {
+		return errors.New("store.PipelineCommit: not in a transaction")
+	}
+	q, err := t.queued(fn)
+	if err != nil {
+		return err
+	}
+	q.batch.Queue("COMMIT")
+	br := t.conn.SendBatch(ctx, &q.batch)
+	var tag pgconn.CommandTag
+	for range q.batch.Len() {
+		if tag, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store.PipelineCommit: %w", err)
+	}
+	if tag.String() == "ROLLBACK" {
+		return errors.New("store.PipelineCommit: the transaction had failed and was rolled back")
+	}
+	t.committed = true
+	t.q = dbsqlc.New(committedDB{})
+	return nil
+}
+
+// queued runs fn with a Tx whose writes are queued instead of sent, and
+// returns the queue.
+func (t *Tx) queued(fn func(*Tx) error) (*queue, error) {
+	if t.committed {
+		return nil, errCommitted
+	}
+	q := &queue{}
+	inner := &Tx{conn: t.conn, q: dbsqlc.New(q), tenant: t.tenant}
+	if err := fn(inner); err != nil {
+		return nil, err
+	}
+	if q.err != nil {
+		return nil, q.err
+	}
+	t.enqueued = t.enqueued || inner.enqueued
+	return q, nil
+}
+
+var errCommitted = errors.New("store: the transaction was committed by PipelineCommit")
+
+// committedDB is what a Tx sends to once PipelineCommit has committed it:
+// every statement fails rather than running outside the transaction.
+type committedDB struct{}
+
+func (committedDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errCommitted
+}
+
+func (committedDB) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errCommitted
+}
+
+func (committedDB) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{errCommitted} }
 
 // queue is a dbsqlc.DBTX that collects statements into a batch.
 type queue struct {

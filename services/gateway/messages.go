@@ -577,7 +577,8 @@ func relayReply(w http.ResponseWriter, resp *http.Response) (reply, error) {
 // client's conversation not published yet and the upstream's answer, with
 // its usage, under the session's next seq.
 // The context snapshot the request's render left (req.snapshot) is written
-// in the same transaction, its writes sent in one round trip (Pipeline),
+// in the same transaction, its writes sent with the COMMIT in one round
+// trip (PipelineCommit),
 // and so is the request as it was sent up (sent), for background calls to
 // fork, when the answer shows the prompt cache in use (agentRequest).
 func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, sent []byte, rep reply) error {
@@ -612,8 +613,8 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 		if err != nil {
 			return err
 		}
-		// The writes in one round trip.
-		return tx.Pipeline(ctx, func(p *store.Tx) error {
+		// The writes and the COMMIT in one round trip.
+		return tx.PipelineCommit(ctx, func(p *store.Tx) error {
 			if err := p.Enqueue(ctx, row); err != nil {
 				return err
 			}

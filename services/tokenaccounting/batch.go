@@ -307,7 +307,8 @@ func (s *Service) applyBatch(key laneKey, batch []*queued, hold bool) {
 // writeBatch sends the writes of a batch's planned events in one pipeline:
 // every message in one statement, every outbox row in one (in the events'
 // order), every turn in one, each offload decision, then every session in
-// one (done is in session and seq order).
+// one (done is in session and seq order). The transaction's COMMIT goes
+// last in the same round trip: writeBatch is the batch's last step.
 func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
 	var added []store.Message
 	var rows []store.OutboxEvent
@@ -322,7 +323,7 @@ func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
 		turns = append(turns, store.AppliedTurn{SessionID: d.plan.ev.SessionID, EventID: d.plan.ev.EventID, Seq: d.plan.ev.Seq,
 			TokenCount: d.plan.next.TokenCount, State: d.plan.next.State})
 	}
-	return tx.Pipeline(ctx, func(p *store.Tx) error {
+	return tx.PipelineCommit(ctx, func(p *store.Tx) error {
 		if err := p.InsertMessages(ctx, added); err != nil {
 			return err
 		}

@@ -23,7 +23,6 @@ func TestPipelineCommitSendsTheCommitWithTheWrites(t *testing.T) {
 	}))
 
 	var after error
-	var queries, batches int64
 	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
 		s, err := tx.LockSession(ctx, "s1", "main")
 		if err != nil {
@@ -39,7 +38,7 @@ func TestPipelineCommitSendsTheCommitWithTheWrites(t *testing.T) {
 		after = tx.SaveSession(ctx, s)
 		return nil
 	}))
-	queries, batches = trips.queries.Load(), trips.batches.Load()
+	queries, batches := trips.queries.Load(), trips.batches.Load()
 	require.Zero(t, queries, "nothing is sent alone: no COMMIT after the writes")
 	require.Equal(t, int64(1), batches, "the writes and COMMIT go in one batch")
 	require.Error(t, after, "a write after the COMMIT must fail, not run outside the transaction")
@@ -54,13 +53,14 @@ func TestPipelineCommitSendsTheCommitWithTheWrites(t *testing.T) {
 }
 
 // A write of PipelineCommit that fails takes the whole transaction with it,
-// the COMMIT included, and leaves the pool's one connection fit for the next
-// transaction.
+// the COMMIT included, and the transaction is rolled back on its connection,
+// which the pool keeps for the next one rather than opening another.
 func TestAFailedPipelineCommitRollsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, _ := countedStore(t, 1)
 	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	opened := st.Pool().Stat().NewConnsCount()
 	err := st.InTx(ctx, "acme", func(tx *store.Tx) error {
 		s, err := tx.LockSession(ctx, "s1", "main")
 		if err != nil {
@@ -84,4 +84,6 @@ func TestAFailedPipelineCommitRollsBack(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrNotFound, "the session the failed transaction created must not be there")
 		return nil
 	}))
+	require.Equal(t, opened, st.Pool().Stat().NewConnsCount(),
+		"the failed transaction's connection must be rolled back and kept, not left in the transaction for the pool to destroy")
 }

@@ -4,6 +4,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -212,15 +213,21 @@ func (s *Store) inTx(ctx context.Context, tenant, begin string, fn func(*Tx) err
 	}
 	if !t.committed {
 		tag, err := c.Exec(ctx, "COMMIT")
-		if err != nil {
+		if err = cmp.Or(err, committed(tag)); err != nil {
 			return fmt.Errorf("store.InTx: commit: %w", err)
-		}
-		if tag.String() == "ROLLBACK" {
-			return errors.New("store.InTx: commit: the transaction had failed and was rolled back")
 		}
 	}
 	if t.enqueued {
 		s.wakeRelays()
+	}
+	return nil
+}
+
+// committed checks a COMMIT's tag: Postgres answers the COMMIT of a
+// transaction that had failed with ROLLBACK, and no error.
+func committed(tag pgconn.CommandTag) error {
+	if tag.String() == "ROLLBACK" {
+		return errors.New("the transaction had failed and was rolled back")
 	}
 	return nil
 }
@@ -294,11 +301,8 @@ func (t *Tx) PipelineCommit(ctx context.Context, fn func(*Tx) error) error {
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
+	if err = cmp.Or(err, committed(tag)); err != nil {
 		return fmt.Errorf("store.PipelineCommit: %w", err)
-	}
-	if tag.String() == "ROLLBACK" {
-		return errors.New("store.PipelineCommit: the transaction had failed and was rolled back")
 	}
 	t.committed = true
 	t.q = dbsqlc.New(committedDB{})

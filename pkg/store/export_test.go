@@ -12,5 +12,5 @@ func (t *Tx) QueryRowForTest(ctx context.Context, sql string, args ...any) pgx.R
 	if t.conn == nil {
 		return t.db.QueryRow(ctx, sql, args...)
 	}
-	return t.conn.QueryRow(ctx, sql, args...)
+	return txConn{t}.QueryRow(ctx, sql, args...)
 }

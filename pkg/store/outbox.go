@@ -148,20 +148,25 @@ func (s *Store) notifyLoop() {
 // for its flush to disk: all it writes is the deletion of rows it
 // published, and a deletion lost to a crash only has those rows published
 // again, under the message ids JetStream deduplicates (and consumers are
-// idempotent past its window). Sent with BEGIN, it costs no round trip.
-const relayBegin = "BEGIN; SET LOCAL synchronous_commit TO off"
+// idempotent past its window).
+func relayBegin() []*pgx.QueuedQuery {
+	var b pgx.Batch
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL synchronous_commit TO off")
+	return b.QueuedQueries
+}
 
 // RelayOutbox claims up to max of the oldest outbox rows, hands them to
-// publish, and deletes those publish reports as done, in one transaction.
+// publish, and deletes those publish reports as done, in one transaction
+// of two round trips: BEGIN with the claim, the deletion with COMMIT.
 // The rows are every tenant's: the transaction names no tenant and reaches
 // them only through the owner's functions.
 // Rows of a failed or partial publish stay for the next round. It returns how
 // many rows were published.
 func (s *Store) RelayOutbox(ctx context.Context, max int32, publish func(context.Context, []OutboxEvent) (done []int64, err error)) (int, error) {
 	var n int
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: relayBegin}, func(tx pgx.Tx) error {
-		q := dbsqlc.New(tx)
-		rows, err := q.OutboxClaim(ctx, max)
+	err := s.run(ctx, "", relayBegin(), func(tx *Tx) error {
+		rows, err := tx.q.OutboxClaim(ctx, max)
 		if err != nil {
 			return fmt.Errorf("store.RelayOutbox: claim: %w", err)
 		}
@@ -179,15 +184,16 @@ func (s *Store) RelayOutbox(ctx context.Context, max int32, publish func(context
 			events = append(events, e)
 		}
 		done, pubErr := publish(ctx, events)
+		if pubErr != nil && len(done) == 0 {
+			return fmt.Errorf("store.RelayOutbox: publish: %w", pubErr)
+		}
 		if len(done) > 0 {
-			if err := q.OutboxDelete(ctx, done); err != nil {
+			err := tx.PipelineCommit(ctx, func(p *Tx) error { return p.q.OutboxDelete(ctx, done) })
+			if err != nil {
 				return fmt.Errorf("store.RelayOutbox: delete: %w", err)
 			}
 		}
 		n = len(done)
-		if pubErr != nil && len(done) == 0 {
-			return fmt.Errorf("store.RelayOutbox: publish: %w", pubErr)
-		}
 		return nil
 	})
 	return n, err

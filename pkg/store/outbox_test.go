@@ -22,16 +22,29 @@ type statements struct {
 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	name := strings.ToUpper(strings.Fields(d.SQL)[0])
-	if after, ok := strings.CutPrefix(d.SQL, "-- name: "); ok {
+	s.add(d.SQL)
+	return ctx
+}
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A batch's statements are recorded as pgx reports them, in order.
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.add(d.SQL)
+}
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (s *statements) add(sql string) {
+	name := strings.ToUpper(strings.Fields(sql)[0])
+	if after, ok := strings.CutPrefix(sql, "-- name: "); ok {
 		name = strings.Fields(after)[0]
 	}
 	s.mu.Lock()
 	s.ran = append(s.ran, name)
 	s.mu.Unlock()
-	return ctx
 }
-func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // index is where name first ran at or after from; -1 if it has not.
 func (s *statements) index(name string, from int) int {

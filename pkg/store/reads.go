@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -85,7 +86,7 @@ func (s *Store) Read(ctx context.Context, r *Reads) error {
 	if r.tenant == "" {
 		return errors.New("store.Read: no tenant")
 	}
-	return send(ctx, s.pool, r)
+	return send(ctx, s.pool, r, nil)
 }
 
 // Read sends r's statements in one round trip inside this transaction, and
@@ -98,24 +99,34 @@ func (t *Tx) Read(ctx context.Context, r *Reads) error {
 	if r.tenant != t.tenant {
 		return fmt.Errorf("store.Tx.Read: reads of tenant %q in a transaction of %q", r.tenant, t.tenant)
 	}
-	if t.committed {
+	switch {
+	case t.committed:
 		return errCommitted
+	case t.conn == nil:
+		return errNotInTx
 	}
-	return send(ctx, t.conn, r)
+	return send(ctx, t.conn, r, t.takeBegin())
 }
 
 // send sends r on conn (the pool, or a transaction) and completes its
-// Futures.
+// Futures. begin, when there is any, is the transaction's BEGIN, sent in
+// front of r.
 func send(ctx context.Context, conn interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, r *Reads) error {
+}, r *Reads, begin []*pgx.QueuedQuery) error {
 	if r.sent {
 		return errors.New("store.Read: the reads were sent already")
 	}
 	r.sent = true
-	br := conn.SendBatch(ctx, &r.batch)
-	var err error
-	if _, err = br.Exec(); err != nil {
+	b := &r.batch
+	if len(begin) > 0 {
+		b = &pgx.Batch{QueuedQueries: append(slices.Clip(begin), r.batch.QueuedQueries...)}
+	}
+	br := conn.SendBatch(ctx, b)
+	err := execBegin(br, len(begin))
+	if err != nil {
+		err = fmt.Errorf("store.Read: %w", err)
+	} else if _, err = br.Exec(); err != nil {
 		err = fmt.Errorf("store.Read: setting the tenant: %w", err)
 	}
 	for i, q := range r.reads {

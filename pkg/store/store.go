@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -161,10 +160,10 @@ func Redact(dbURL string) string {
 	return u.Redacted()
 }
 
-// InTx runs fn in one transaction scoped to tenant. The tenant is set by
-// the transaction's first statement, sent with BEGIN in one round trip, so it
-// never leaks to another use of the pooled connection. The commit error is
-// returned, never lost.
+// InTx runs fn in one transaction scoped to tenant. The tenant is set
+// right after BEGIN, for the transaction alone, so it never leaks to another
+// use of the pooled connection; both go in front of the transaction's first
+// round trip. The commit error is returned, never lost.
 //
 // InTx is the one door to tenant-owned rows: row-level security (migration
 // 00009) shows a transaction only the rows of the tenant it names, and a
@@ -174,7 +173,10 @@ func Redact(dbURL string) string {
 // StaleNotesClaims), each returning only what its caller needs, after which
 // every tenant's part is handled in a transaction of that tenant.
 func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (err error) {
-	return s.inTx(ctx, tenant, beginForTenant(tenant), fn)
+	if tenant == "" {
+		return errors.New("store.InTx: no tenant")
+	}
+	return s.run(ctx, tenant, beginStatements(tenant, 0), fn)
 }
 
 // InTxWaiting is InTx with every lock wait of the transaction bounded by
@@ -182,36 +184,36 @@ func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (er
 // fails, and the transaction is over. For a transaction that should rather
 // give up than queue behind another (a batch of turns).
 func (s *Store) InTxWaiting(ctx context.Context, tenant string, wait time.Duration, fn func(*Tx) error) error {
-	begin := beginForTenant(tenant) + "; SELECT set_config('lock_timeout', '" + strconv.FormatInt(max(wait.Milliseconds(), 1), 10) + "', true)"
-	return s.inTx(ctx, tenant, begin, fn)
-}
-
-func (s *Store) inTx(ctx context.Context, tenant, begin string, fn func(*Tx) error) (err error) {
 	if tenant == "" {
 		return errors.New("store.InTx: no tenant")
 	}
+	return s.run(ctx, tenant, beginStatements(tenant, max(wait, time.Millisecond)), fn)
+}
+
+// run runs fn in one transaction begun by begin, sent with the
+// transaction's first round trip (begin.go).
+func (s *Store) run(ctx context.Context, tenant string, begin []*pgx.QueuedQuery, fn func(*Tx) error) (err error) {
 	// The transaction is driven on a pooled connection rather than through
-	// pgx.Tx, so that its COMMIT can travel with its last writes
-	// (PipelineCommit). A connection given back inside a transaction (a panic
-	// in fn) is closed by the pool, never reused.
+	// pgx.Tx, so that its BEGIN can travel with its first statements and its
+	// COMMIT with its last writes (PipelineCommit). A connection given back
+	// inside a transaction (a panic in fn) is closed by the pool, never
+	// reused.
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("store.InTx: begin: %w", err)
 	}
 	defer c.Release()
-	t := &Tx{conn: c, q: dbsqlc.New(c), tenant: tenant}
+	t := &Tx{conn: c, tenant: tenant, begin: begin}
+	t.q = dbsqlc.New(txConn{t})
 	defer func() {
 		if err != nil {
 			rollback(ctx, c) // the original error is what matters
 		}
 	}()
-	if _, err = c.Exec(ctx, begin); err != nil {
-		return fmt.Errorf("store.InTx: begin: %w", err)
-	}
 	if err = fn(t); err != nil {
 		return err
 	}
-	if !t.committed {
+	if t.begun && !t.committed {
 		tag, err := c.Exec(ctx, "COMMIT")
 		if err = cmp.Or(err, committed(tag)); err != nil {
 			return fmt.Errorf("store.InTx: commit: %w", err)
@@ -245,20 +247,16 @@ func rollback(ctx context.Context, c *pgxpool.Conn) {
 	}
 }
 
-// beginForTenant is BEGIN followed by setting the transaction's tenant. It is
-// sent without parameters (simple protocol), so the tenant is quoted here.
-func beginForTenant(tenant string) string {
-	return "BEGIN; SELECT set_config('mnemos.tenant_id', " + quoteLiteral(tenant) + ", true)"
-}
-
 // Tx is one tenant's transaction.
 type Tx struct {
 	conn      *pgxpool.Conn // the transaction's connection (nil for the reads of Reads)
 	q         *dbsqlc.Queries
 	db        dbsqlc.DBTX // what q sends to, for the reads of Reads (conn is nil)
 	tenant    string
-	enqueued  bool // the transaction wrote to the outbox: the relays are woken once it commits
-	committed bool // PipelineCommit sent the COMMIT: nothing more can run in the transaction
+	begin     []*pgx.QueuedQuery // what begins the transaction, sent with its first round trip
+	begun     bool               // begin was sent
+	enqueued  bool               // the transaction wrote to the outbox: the relays are woken once it commits
+	committed bool               // PipelineCommit sent the COMMIT: nothing more can run in the transaction
 }
 
 // Tenant is the tenant this transaction is scoped to.
@@ -268,11 +266,15 @@ func (t *Tx) Tenant() string { return t.tenant }
 // sends them all in one round trip and returns the first error. fn may only
 // write: a read inside it fails.
 func (t *Tx) Pipeline(ctx context.Context, fn func(*Tx) error) error {
+	if t.conn == nil {
+		return errNotInTx
+	}
 	q, err := t.queued(fn)
 	if err != nil || q.batch.Len() == 0 {
 		return err
 	}
-	if err := t.conn.SendBatch(ctx, &q.batch).Close(); err != nil {
+	b, _ := t.withBegin(&q.batch)
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("store.Pipeline: %w", err)
 	}
 	return nil
@@ -284,16 +286,17 @@ func (t *Tx) Pipeline(ctx context.Context, fn func(*Tx) error) error {
 // anything run in the transaction after it fails.
 func (t *Tx) PipelineCommit(ctx context.Context, fn func(*Tx) error) error {
 	if t.conn == nil {
-		return errors.New("store.PipelineCommit: not in a transaction")
+		return errNotInTx
 	}
 	q, err := t.queued(fn)
 	if err != nil {
 		return err
 	}
 	q.batch.Queue("COMMIT")
-	br := t.conn.SendBatch(ctx, &q.batch)
+	b, _ := t.withBegin(&q.batch)
+	br := t.conn.SendBatch(ctx, b)
 	var tag pgconn.CommandTag
-	for range q.batch.Len() {
+	for range b.Len() {
 		if tag, err = br.Exec(); err != nil {
 			break
 		}
@@ -316,7 +319,7 @@ func (t *Tx) queued(fn func(*Tx) error) (*queue, error) {
 		return nil, errCommitted
 	}
 	q := &queue{}
-	inner := &Tx{conn: t.conn, q: dbsqlc.New(q), tenant: t.tenant}
+	inner := &Tx{q: dbsqlc.New(q), tenant: t.tenant} // no connection: it only queues
 	if err := fn(inner); err != nil {
 		return nil, err
 	}
@@ -327,7 +330,10 @@ func (t *Tx) queued(fn func(*Tx) error) (*queue, error) {
 	return q, nil
 }
 
-var errCommitted = errors.New("store: the transaction was committed by PipelineCommit")
+var (
+	errCommitted = errors.New("store: the transaction was committed by PipelineCommit")
+	errNotInTx   = errors.New("store: not in a transaction (a pipeline's Tx only queues writes)")
+)
 
 // committedDB is what a Tx sends to once PipelineCommit has committed it:
 // every statement fails rather than running outside the transaction.

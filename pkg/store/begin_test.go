@@ -1,0 +1,122 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/store"
+)
+
+// trips counts the round trips of what fn does.
+func (c *roundTrips) of(t *testing.T, fn func() error) (queries, batches int64) {
+	t.Helper()
+	c.queries.Store(0)
+	c.batches.Store(0)
+	require.NoError(t, fn())
+	return c.queries.Load(), c.batches.Load()
+}
+
+// A transaction's BEGIN goes with its first round trip, whatever that is,
+// and a transaction that sends nothing sends neither BEGIN nor COMMIT.
+func TestATransactionSendsItsBeginWithItsFirstRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, trips := countedStore(t, 1)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+
+	queries, batches := trips.of(t, func() error {
+		return st.InTx(ctx, "acme", func(tx *store.Tx) error {
+			s, err := tx.LockSession(ctx, "s1", "main")
+			if err != nil {
+				return err
+			}
+			s.TokenCount = 42
+			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSession(ctx, s) })
+		})
+	})
+	require.Equal(t, [2]int64{0, 2}, [2]int64{queries, batches}, "BEGIN with the lock, the save with COMMIT")
+
+	queries, batches = trips.of(t, func() error {
+		return st.InTx(ctx, "acme", func(tx *store.Tx) error {
+			r := store.NewReads("acme")
+			got := store.Queue(r, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+			if err := tx.Read(ctx, r); err != nil {
+				return err
+			}
+			s, err := got.Get()
+			if err != nil {
+				return err
+			}
+			s.TokenCount++
+			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSession(ctx, s) })
+		})
+	})
+	require.Equal(t, [2]int64{0, 2}, [2]int64{queries, batches}, "BEGIN with the reads, the save with COMMIT")
+
+	queries, batches = trips.of(t, func() error {
+		return st.InTx(ctx, "acme", func(*store.Tx) error { return nil })
+	})
+	require.Equal(t, [2]int64{0, 0}, [2]int64{queries, batches}, "a transaction that sends nothing")
+
+	s, err := st.GetSession(ctx, "acme", "s1")
+	require.NoError(t, err)
+	s.TokenCount = 44
+	queries, batches = trips.of(t, func() error {
+		return st.InTx(ctx, "acme", func(tx *store.Tx) error {
+			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSession(ctx, s) })
+		})
+	})
+	require.Equal(t, [2]int64{0, 1}, [2]int64{queries, batches}, "a transaction of writes alone is one round trip")
+
+	var count int64
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		s, err := tx.Session(ctx, "s1")
+		count = s.TokenCount
+		return err
+	}))
+	require.Equal(t, int64(44), count, "each transaction committed")
+
+	// The tenant is set in the transaction it begins, and no further.
+	var during, after string
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		return tx.QueryRowForTest(ctx, "SELECT current_setting('mnemos.tenant_id')").Scan(&during)
+	}))
+	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT coalesce(current_setting('mnemos.tenant_id', true), '')").Scan(&after))
+	require.Equal(t, [2]string{"acme", ""}, [2]string{during, after})
+}
+
+// A relay's round is two round trips: its claim sent with BEGIN, its
+// deletion with COMMIT. The rows it published are gone after it.
+func TestARelayRoundIsTwoRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, trips := countedStore(t, 1)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	trips.queries.Store(0)
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		return tx.Enqueue(ctx, store.OutboxEvent{Subject: "turn.accounted.acme.s1", MsgID: "m1", Payload: []byte("{}")})
+	}))
+	require.Eventually(t, func() bool { return trips.queries.Load() == 2 }, 10*time.Second, time.Millisecond,
+		"the enqueue's COMMIT, then the NOTIFY that wakes the relays")
+	var published []string
+	queries, batches := trips.of(t, func() error {
+		n, err := st.RelayOutbox(ctx, 10, func(_ context.Context, es []store.OutboxEvent) ([]int64, error) {
+			var done []int64
+			for _, e := range es {
+				published = append(published, e.MsgID)
+				done = append(done, e.ID)
+			}
+			return done, nil
+		})
+		require.Equal(t, 1, n)
+		return err
+	})
+	require.Equal(t, []string{"m1"}, published)
+	require.Equal(t, [2]int64{0, 2}, [2]int64{queries, batches}, "the claim with BEGIN, the deletion with COMMIT")
+	backlog, err := st.OutboxBacklog(ctx)
+	require.NoError(t, err)
+	require.Zero(t, backlog, "the published row is deleted")
+}

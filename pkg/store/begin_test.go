@@ -120,3 +120,22 @@ func TestARelayRoundIsTwoRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, backlog, "the published row is deleted")
 }
+
+// A pipeline's Tx only queues writes: a read, a pipeline or a commit asked
+// of it inside the pipeline is refused, never run outside the transaction.
+func TestAPipelinesTxOnlyQueues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _ := countedStore(t, 1)
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+	for name, inside := range map[string]func(p *store.Tx) error{
+		"read":     func(p *store.Tx) error { return p.Read(ctx, store.NewReads("acme")) },
+		"pipeline": func(p *store.Tx) error { return p.Pipeline(ctx, func(*store.Tx) error { return nil }) },
+		"commit":   func(p *store.Tx) error { return p.PipelineCommit(ctx, func(*store.Tx) error { return nil }) },
+	} {
+		err := st.InTx(ctx, "acme", func(tx *store.Tx) error {
+			return tx.Pipeline(ctx, inside)
+		})
+		require.ErrorContains(t, err, "not in a transaction", name)
+	}
+}

@@ -45,10 +45,16 @@ func (t *Tx) takeBegin() []*pgx.QueuedQuery {
 // yet, and how many statements that put there.
 func (t *Tx) withBegin(b *pgx.Batch) (*pgx.Batch, int) {
 	begin := t.takeBegin()
+	return prefixed(begin, b), len(begin)
+}
+
+// prefixed is b with begin in front of its statements; b itself when begin
+// is empty.
+func prefixed(begin []*pgx.QueuedQuery, b *pgx.Batch) *pgx.Batch {
 	if len(begin) == 0 {
-		return b, 0
+		return b
 	}
-	return &pgx.Batch{QueuedQueries: append(slices.Clip(begin), b.QueuedQueries...)}, len(begin)
+	return &pgx.Batch{QueuedQueries: append(slices.Clip(begin), b.QueuedQueries...)}
 }
 
 // execBegin reads the results of a batch's first n statements, its BEGIN.

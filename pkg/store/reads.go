@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -118,11 +117,7 @@ func send(ctx context.Context, conn interface {
 		return errors.New("store.Read: the reads were sent already")
 	}
 	r.sent = true
-	b := &r.batch
-	if len(begin) > 0 {
-		b = &pgx.Batch{QueuedQueries: append(slices.Clip(begin), r.batch.QueuedQueries...)}
-	}
-	br := conn.SendBatch(ctx, b)
+	br := conn.SendBatch(ctx, prefixed(begin, &r.batch))
 	err := execBegin(br, len(begin))
 	if err != nil {
 		err = fmt.Errorf("store.Read: %w", err)

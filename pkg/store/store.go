@@ -214,9 +214,9 @@ func (s *Store) run(ctx context.Context, tenant string, begin []*pgx.QueuedQuery
 		return err
 	}
 	if t.begun && !t.committed {
-		tag, err := c.Exec(ctx, "COMMIT")
-		if err = cmp.Or(err, committed(tag)); err != nil {
-			return fmt.Errorf("store.InTx: commit: %w", err)
+		tag, cerr := c.Exec(ctx, "COMMIT")
+		if cerr = cmp.Or(cerr, committed(tag)); cerr != nil {
+			return fmt.Errorf("store.InTx: commit: %w", cerr)
 		}
 	}
 	if t.enqueued {

@@ -191,3 +191,40 @@ func explain(t *testing.T, conn *pgx.Conn, q query) any {
 
 // namesBigTable matches a statement that names one of bigTables.
 var namesBigTable = regexp.MustCompile(`\b(` + strings.Join(bigTables, "|") + `)\b`)
+
+// TestTheSessionsGaugeCountsFromAnIndexAlone: the grouped count behind the
+// sessions gauge, planned as the function that runs it runs (its owner,
+// under row-level security, whose policies need each row's tenant), reads
+// an index that holds both the state and the tenant, not the table.
+func TestTheSessionsGaugeCountsFromAnIndexAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	fill(t, pgtest.AdminURL(t, url))
+	conn, err := pgx.Connect(ctx, pgtest.OwnerURL(t, url))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	var body string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE proname = 'mnemos_sessions_by_state'`).Scan(&body))
+	_, err = conn.Exec(ctx, `SET enable_seqscan = off`)
+	require.NoError(t, err)
+	var nodes []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["Relation Name"] == "sessions" {
+				nodes = append(nodes, x["Node Type"].(string))
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(explain(t, conn, query{name: "SessionsByStateBody", sql: body}))
+	require.Equal(t, []string{"Index Only Scan"}, nodes, "the count of sessions by state reads the table")
+}

@@ -387,17 +387,17 @@ func (g *Gateway) readContextAhead(ctx context.Context, tenant, id string, gate 
 	if limits.PacerFrom(ctx) != nil {
 		return st, nil, beside, nil, false, nil // a heavy render reads a paced page at a time
 	}
-	read := takeEarlyRead(ctx, tenant, id)
-	if read == nil {
-		if read = g.queueAheadRead(ctx, tenant, id); read == nil {
-			return st, nil, beside, nil, false, nil
-		}
-		read.send(ctx, g.store)
+	reads := store.NewReads(tenant)
+	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, id) })
+	ahead := g.contexts.Ahead(ctx, reads, tenant, id) // after the row (see Ahead)
+	if ahead == nil {
+		return st, nil, beside, nil, false, nil
 	}
-	if read.err != nil {
-		return st, nil, beside, nil, false, read.err
+	snap := store.Queue(reads, func(tx *store.Tx) (store.ContextSnapshot, error) { return tx.ContextSnapshot(ctx, id) })
+	if err := g.store.Read(ctx, reads); err != nil {
+		return st, nil, beside, nil, false, err
 	}
-	sess, err := read.row.Get()
+	sess, err := row.Get()
 	if err != nil {
 		return st, nil, beside, nil, false, err
 	}
@@ -408,13 +408,13 @@ func (g *Gateway) readContextAhead(ctx context.Context, tenant, id string, gate 
 	if err := gate.admit(ctx, g, sess); err != nil {
 		return st, nil, beside, nil, false, err
 	}
-	if st, ok, err = read.ahead.State(sess); !ok || err != nil {
+	if st, ok, err = ahead.State(sess); !ok || err != nil {
 		return st, nil, beside, nil, false, err
 	}
 	if beside, ok = recall.AttachDecided(st.Messages, &knownDecisions{cache: g.decisions, session: incarnation(sess)}); !ok {
 		return st, nil, beside, nil, false, nil
 	}
-	switch s, err := read.snap.Get(); {
+	switch s, err := snap.Get(); {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		return st, nil, beside, nil, false, err

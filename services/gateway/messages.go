@@ -153,9 +153,6 @@ type messagesRequest struct {
 	// client is the request as the client sent it: its headers go up with
 	// every call made for it (forward).
 	client *http.Request
-	// early is the session's context read sent while the body was read
-	// (readEarly); nil when none was.
-	early *aheadRead
 }
 
 // turnAt is message i decoded (decodeMessage), once.
@@ -246,15 +243,6 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 	}
 	req.upstream = up
 	return req, body, true
-}
-
-// headerSession is the session a request's headers name before its body
-// is read: Claude Code's session header, else X-Mnemos-Session.
-func headerSession(r *http.Request) string {
-	if id := r.Header.Get(HeaderClaudeCodeSession); id != "" {
-		return id
-	}
-	return r.Header.Get(HeaderAgentSession)
 }
 
 // sessionOf names the session a request belongs to: Claude Code's session
@@ -384,23 +372,12 @@ func (g *Gateway) openMessages(w http.ResponseWriter, r *http.Request, tenant st
 	if !ok {
 		return nil, nil, nil, nil, false
 	}
-	// A session named in a header (Claude Code's, or X-Mnemos-Session) can
-	// have its context read while the body is (readEarly); a body naming
-	// another (sessionOf) leaves that read unused. The work slot is kept
-	// until the read is answered, used or not.
-	var early *aheadRead
-	if id := headerSession(r); id != "" && turn.ValidToken(id) {
-		early = g.readEarly(r.Context(), tenant, id)
-	}
-	work := releaseWork
-	releaseWork = func() { early.wait(); work() }
 	release = func() { releaseWork(); releaseBody() }
 	req, body, ok := g.readMessagesRequest(w, r, tenant)
 	if !ok {
 		release()
 		return nil, nil, nil, nil, false
 	}
-	req.early = early
 	return req, body, releaseWork, release, true
 }
 

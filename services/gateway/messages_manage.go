@@ -57,7 +57,7 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	gate := &renderGate{}
 	defer gate.done()
 	ahead := g.aheadOf(set, req)
-	ctx, cb, parts, _, err := g.assembleAdmitted(withEarlyRead(ctx, req.early), tenant, session, set, nil, ahead, gate, true)
+	ctx, cb, parts, _, err := g.assembleAdmitted(ctx, tenant, session, set, nil, ahead, gate, true)
 	req.snapshot = cb.snapshot
 	if errors.Is(err, store.ErrNotFound) {
 		return body, nil // a new session: nothing stored to manage yet

@@ -3,7 +3,6 @@ package upstream
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"sync"
 
@@ -30,7 +29,7 @@ const messageOverhead = 4
 type Prompt struct {
 	// Hashes[i] identifies the prefix that ends after block i: the model
 	// and every block up to it.
-	Hashes []string
+	Hashes [][sha256.Size]byte
 	// Tokens[i] is that prefix's size.
 	Tokens []int64
 	// Breaks are the indexes of the blocks that carry cache_control, in
@@ -58,7 +57,7 @@ func Measure(req *Request) Prompt {
 	add := func(c canon) {
 		h.Write(c.digest[:])
 		size += c.size
-		p.Hashes = append(p.Hashes, hex.EncodeToString(h.Sum(nil)))
+		p.Hashes = append(p.Hashes, [sha256.Size]byte(h.Sum(nil)))
 		p.Tokens = append(p.Tokens, size/4+extra)
 		if c.marked {
 			p.Breaks = append(p.Breaks, len(p.Hashes)-1)
@@ -73,7 +72,11 @@ func Measure(req *Request) Prompt {
 	for _, m := range req.Messages {
 		h.Write([]byte(m.Role))
 		extra += messageOverhead
-		for _, c := range blockCanons(m.Content) {
+		cs := m.canons
+		if cs == nil {
+			cs = blockCanons(m.Content)
+		}
+		for _, c := range cs {
 			add(c)
 		}
 	}
@@ -105,7 +108,7 @@ func blocksOf(raw json.RawMessage) []json.RawMessage {
 type Cache struct {
 	// MinTokens is the shortest prefix cached (0: any).
 	MinTokens int64
-	written   map[string]bool
+	written   map[[sha256.Size]byte]bool
 }
 
 // Use splits a call's prompt as the prompt cache would, and writes the
@@ -116,7 +119,7 @@ type Cache struct {
 // always counts apart make the plain input at least 1.
 func (c *Cache) Use(p Prompt) Usage {
 	if c.written == nil {
-		c.written = map[string]bool{}
+		c.written = map[[sha256.Size]byte]bool{}
 	}
 	var breaks []int
 	for _, b := range p.Breaks {
@@ -186,13 +189,37 @@ func (c *memo[V]) of(raw []byte, work func([]byte) V) V {
 		return v
 	}
 	v = work(raw)
+	c.put(key, v)
+	return v
+}
+
+func (c *memo[V]) put(key [highwayhash.Size]byte, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= memoMax {
 		c.m = map[[highwayhash.Size]byte]V{}
 	}
 	c.m[key] = v
-	return v
+}
+
+// memoErr is a memo of a function that can fail: what failed is not
+// remembered.
+type memoErr[V any] struct{ m memo[V] }
+
+func (c *memoErr[V]) of(raw []byte, work func([]byte) (V, error)) (V, error) {
+	key := highwayhash.Sum(raw, memoKey)
+	c.m.mu.Lock()
+	v, ok := c.m.m[key]
+	c.m.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := work(raw)
+	if err != nil {
+		return v, err
+	}
+	c.m.put(key, v)
+	return v, nil
 }
 
 var (

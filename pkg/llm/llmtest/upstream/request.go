@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,7 +74,9 @@ func decodeRequest(body []byte) (Request, error) {
 	return req, nil
 }
 
-// decodeMessages reads a request's valid JSON messages.
+// decodeMessages reads a request's valid JSON messages. A message seen
+// before (a session's next call resends them all) is not split again: its
+// role and where its content lies are remembered by its bytes' digest.
 func decodeMessages(raw []byte) ([]Message, error) {
 	list, err := jsonwalk.SplitArray(raw)
 	if err != nil || list == nil {
@@ -81,18 +84,49 @@ func decodeMessages(raw []byte) ([]Message, error) {
 	}
 	out := make([]Message, len(list))
 	for i, m := range list {
-		fields, err := jsonwalk.SplitObject(m)
+		parts, err := messageParts.of(m, splitMessage)
 		if err != nil {
 			return nil, fmt.Errorf("%d: %w", i, err)
 		}
-		if role, ok := fields["role"]; ok {
-			if plain, ok := jsonwalk.PlainString(role); ok {
-				out[i].Role = plain
-			} else if err := json.Unmarshal(role, &out[i].Role); err != nil {
-				return nil, fmt.Errorf("%d: role: %w", i, err)
-			}
+		out[i].Role, out[i].canons = parts.role, parts.canons
+		if parts.content[1] > 0 {
+			out[i].Content = m[parts.content[0]:parts.content[1]:parts.content[1]]
 		}
-		out[i].Content = fields["content"]
+	}
+	return out, nil
+}
+
+// message is what decodeMessages takes of a message: its role, the
+// offsets in its bytes of its content's start and end (0 and 0 when it has
+// none), and the canon of each block of its content, for Measure.
+type message struct {
+	role    string
+	content [2]int
+	canons  []canon
+}
+
+// messageParts remembers each message's parts by its bytes.
+var messageParts memoErr[message]
+
+// splitMessage is a message's parts.
+func splitMessage(m []byte) (message, error) {
+	fields, err := jsonwalk.SplitObject(m)
+	if err != nil {
+		return message{}, err
+	}
+	var out message
+	if role, ok := fields["role"]; ok {
+		if plain, ok := jsonwalk.PlainString(role); ok {
+			out.role = plain
+		} else if err := json.Unmarshal(role, &out.role); err != nil {
+			return message{}, fmt.Errorf("role: %w", err)
+		}
+	}
+	if content, ok := fields["content"]; ok {
+		// Where in m: any run of m's bytes equal to content is as good.
+		start := bytes.Index(m, content)
+		out.content = [2]int{start, start + len(content)}
+		out.canons = blockCanons(content)
 	}
 	return out, nil
 }
@@ -101,6 +135,9 @@ func decodeMessages(raw []byte) ([]Message, error) {
 type Message struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// canons are Content's blocks as Measure takes them, when the
+	// message was decoded from a call (nil: Measure works them out).
+	canons []canon
 }
 
 // ContentBlock is one block of a message's content.

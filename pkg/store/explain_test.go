@@ -65,30 +65,34 @@ func queries(t *testing.T) []query {
 // tenant_id = ... to every statement, and every index leads with it).
 func wholeScans(plan any) []string {
 	var found []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			rel, _ := x["Relation Name"].(string)
-			index, _ := x["Index Name"].(string)
-			big := slices.Contains(bigTables, rel) || slices.ContainsFunc(bigTables, func(t string) bool { return strings.HasPrefix(index, t+"_") })
-			switch {
-			case x["Node Type"] == "Seq Scan" && big:
-				found = append(found, rel+": sequential scan")
-			case index != "" && big && tenantOnly(x["Index Cond"]):
-				found = append(found, index+": the tenant alone")
-			}
-			for _, e := range x {
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
+	planNodes(plan, func(x map[string]any) {
+		rel, _ := x["Relation Name"].(string)
+		index, _ := x["Index Name"].(string)
+		big := slices.Contains(bigTables, rel) || slices.ContainsFunc(bigTables, func(t string) bool { return strings.HasPrefix(index, t+"_") })
+		switch {
+		case x["Node Type"] == "Seq Scan" && big:
+			found = append(found, rel+": sequential scan")
+		case index != "" && big && tenantOnly(x["Index Cond"]):
+			found = append(found, index+": the tenant alone")
+		}
+	})
+	return found
+}
+
+// planNodes calls visit with every object of a plan (EXPLAIN's JSON
+// decoded), its nodes among them.
+func planNodes(plan any, visit func(map[string]any)) {
+	switch x := plan.(type) {
+	case map[string]any:
+		visit(x)
+		for _, e := range x {
+			planNodes(e, visit)
+		}
+	case []any:
+		for _, e := range x {
+			planNodes(e, visit)
 		}
 	}
-	walk(plan)
-	return found
 }
 
 // tenantOnly reports whether an index condition constrains nothing but the
@@ -209,22 +213,10 @@ func TestTheSessionsGaugeCountsFromAnIndexAlone(t *testing.T) {
 	_, err = conn.Exec(ctx, `SET enable_seqscan = off`)
 	require.NoError(t, err)
 	var nodes []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			if x["Relation Name"] == "sessions" {
-				nodes = append(nodes, x["Node Type"].(string))
-			}
-			for _, e := range x {
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
+	planNodes(explain(t, conn, query{name: "SessionsByStateBody", sql: body}), func(x map[string]any) {
+		if x["Relation Name"] == "sessions" {
+			nodes = append(nodes, x["Node Type"].(string))
 		}
-	}
-	walk(explain(t, conn, query{name: "SessionsByStateBody", sql: body}))
+	})
 	require.Equal(t, []string{"Index Only Scan"}, nodes, "the count of sessions by state reads the table")
 }

@@ -182,15 +182,32 @@ var memoKey = []byte("the scripted upstream's memo key")
 
 func (c *memo[V]) of(raw []byte, work func([]byte) V) V {
 	key := highwayhash.Sum(raw, memoKey)
-	c.mu.Lock()
-	v, ok := c.m[key]
-	c.mu.Unlock()
-	if ok {
+	if v, ok := c.get(key); ok {
 		return v
 	}
-	v = work(raw)
+	v := work(raw)
 	c.put(key, v)
 	return v
+}
+
+// ofOrErr is of for work that can fail: what failed is not remembered.
+func (c *memo[V]) ofOrErr(raw []byte, work func([]byte) (V, error)) (V, error) {
+	key := highwayhash.Sum(raw, memoKey)
+	if v, ok := c.get(key); ok {
+		return v, nil
+	}
+	v, err := work(raw)
+	if err == nil {
+		c.put(key, v)
+	}
+	return v, err
+}
+
+func (c *memo[V]) get(key [highwayhash.Size]byte) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
 }
 
 func (c *memo[V]) put(key [highwayhash.Size]byte, v V) {
@@ -200,26 +217,6 @@ func (c *memo[V]) put(key [highwayhash.Size]byte, v V) {
 		c.m = map[[highwayhash.Size]byte]V{}
 	}
 	c.m[key] = v
-}
-
-// memoErr is a memo of a function that can fail: what failed is not
-// remembered.
-type memoErr[V any] struct{ m memo[V] }
-
-func (c *memoErr[V]) of(raw []byte, work func([]byte) (V, error)) (V, error) {
-	key := highwayhash.Sum(raw, memoKey)
-	c.m.mu.Lock()
-	v, ok := c.m.m[key]
-	c.m.mu.Unlock()
-	if ok {
-		return v, nil
-	}
-	v, err := work(raw)
-	if err != nil {
-		return v, err
-	}
-	c.m.put(key, v)
-	return v, nil
 }
 
 var (

@@ -84,7 +84,7 @@ func decodeMessages(raw []byte) ([]Message, error) {
 	}
 	out := make([]Message, len(list))
 	for i, m := range list {
-		parts, err := messageParts.of(m, splitMessage)
+		parts, err := messageParts.ofOrErr(m, splitMessage)
 		if err != nil {
 			return nil, fmt.Errorf("%d: %w", i, err)
 		}
@@ -106,7 +106,7 @@ type message struct {
 }
 
 // messageParts remembers each message's parts by its bytes.
-var messageParts memoErr[message]
+var messageParts memo[message]
 
 // splitMessage is a message's parts.
 func splitMessage(m []byte) (message, error) {

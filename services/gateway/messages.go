@@ -580,13 +580,32 @@ func relayReply(w http.ResponseWriter, resp *http.Response) (reply, error) {
 // in the same transaction, its writes sent with the COMMIT in one round
 // trip (PipelineCommit),
 // and so is the request as it was sent up (sent), for background calls to
-// fork, when the answer shows the prompt cache in use (agentRequest).
+// fork, when the answer shows the prompt cache in use (agentRequest): the
+// pieces of it that changed since the round before.
 func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, sent []byte, rep reply) error {
 	session, n := req.session, int64(len(req.messages))
+	ar, keep := agentRequest(req, sent, rep)
 	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-		sess, err := tx.LockSession(ctx, session, turn.MainAgent)
+		// The lock, and the pieces of the request kept for forks that this
+		// round need not write again, in one round trip.
+		reads := store.NewReads(tenant)
+		locked := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.LockSession(ctx, session, turn.MainAgent) })
+		var pieces *store.Future[store.StoredPieces]
+		if keep {
+			pieces = store.Queue(reads, func(tx *store.Tx) (store.StoredPieces, error) { return tx.AgentRequestDigests(ctx, session) })
+		}
+		if err := tx.Read(ctx, reads); err != nil {
+			return err
+		}
+		sess, err := locked.Get()
 		if err != nil {
 			return err
+		}
+		var stored store.StoredPieces
+		if keep {
+			if stored, err = pieces.Get(); err != nil {
+				return err
+			}
 		}
 		from := sess.ProxyMessages
 		if from > n {
@@ -623,8 +642,8 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 					return err
 				}
 			}
-			if ar, ok := agentRequest(req, sent, rep); ok {
-				if err := p.PutAgentRequest(ctx, ar); err != nil {
+			if keep {
+				if err := p.PutAgentRequest(ctx, ar, stored); err != nil {
 					return err
 				}
 			}

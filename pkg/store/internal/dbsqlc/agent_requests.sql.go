@@ -11,9 +11,55 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const agentRequestGet = `-- name: AgentRequestGet :one
-SELECT model, body, reply, beta, updated_at FROM agent_requests
+const agentRequestDigests = `-- name: AgentRequestDigests :many
+SELECT idx, digest FROM agent_request_pieces
 WHERE tenant_id = $1 AND session_id = $2
+ORDER BY idx
+`
+
+type AgentRequestDigestsParams struct {
+	TenantID  string
+	SessionID string
+}
+
+type AgentRequestDigestsRow struct {
+	Idx    int32
+	Digest []byte
+}
+
+// The digests of a session's stored pieces, by index, for the next round
+// to write only what changed.
+func (q *Queries) AgentRequestDigests(ctx context.Context, arg AgentRequestDigestsParams) ([]AgentRequestDigestsRow, error) {
+	rows, err := q.db.Query(ctx, agentRequestDigests, arg.TenantID, arg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AgentRequestDigestsRow{}
+	for rows.Next() {
+		var i AgentRequestDigestsRow
+		if err := rows.Scan(&i.Idx, &i.Digest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentRequestGet = `-- name: AgentRequestGet :one
+SELECT r.model,
+    CASE WHEN r.pieces = 0 THEN r.body ELSE COALESCE((
+        SELECT string_agg(p.body, ''::bytea ORDER BY p.idx) FROM agent_request_pieces p
+        WHERE p.tenant_id = r.tenant_id AND p.session_id = r.session_id AND p.idx < r.pieces), ''::bytea)
+    END::bytea AS body,
+    (SELECT count(*) FROM agent_request_pieces p
+     WHERE p.tenant_id = r.tenant_id AND p.session_id = r.session_id AND p.idx < r.pieces)::integer AS pieces_found,
+    r.pieces, r.reply, r.beta, r.updated_at
+FROM agent_requests r
+WHERE r.tenant_id = $1 AND r.session_id = $2
 `
 
 type AgentRequestGetParams struct {
@@ -22,11 +68,13 @@ type AgentRequestGetParams struct {
 }
 
 type AgentRequestGetRow struct {
-	Model     string
-	Body      []byte
-	Reply     []byte
-	Beta      string
-	UpdatedAt pgtype.Timestamptz
+	Model       string
+	Body        []byte
+	PiecesFound int32
+	Pieces      int32
+	Reply       []byte
+	Beta        string
+	UpdatedAt   pgtype.Timestamptz
 }
 
 func (q *Queries) AgentRequestGet(ctx context.Context, arg AgentRequestGetParams) (AgentRequestGetRow, error) {
@@ -35,6 +83,8 @@ func (q *Queries) AgentRequestGet(ctx context.Context, arg AgentRequestGetParams
 	err := row.Scan(
 		&i.Model,
 		&i.Body,
+		&i.PiecesFound,
+		&i.Pieces,
 		&i.Reply,
 		&i.Beta,
 		&i.UpdatedAt,
@@ -42,12 +92,56 @@ func (q *Queries) AgentRequestGet(ctx context.Context, arg AgentRequestGetParams
 	return i, err
 }
 
+const agentRequestPiecesPut = `-- name: AgentRequestPiecesPut :exec
+INSERT INTO agent_request_pieces (tenant_id, session_id, idx, digest, body)
+SELECT $1::text, $2::text, p.idx, p.digest, p.body
+FROM ROWS FROM (unnest($3::integer[]), unnest($4::bytea[]), unnest($5::bytea[])) AS p(idx, digest, body)
+ON CONFLICT (tenant_id, session_id, idx) DO UPDATE SET digest = excluded.digest, body = excluded.body
+`
+
+type AgentRequestPiecesPutParams struct {
+	TenantID  string
+	SessionID string
+	Idxs      []int32
+	Digests   [][]byte
+	Bodies    [][]byte
+}
+
+// Writes the pieces of a session's agent request that changed.
+func (q *Queries) AgentRequestPiecesPut(ctx context.Context, arg AgentRequestPiecesPutParams) error {
+	_, err := q.db.Exec(ctx, agentRequestPiecesPut,
+		arg.TenantID,
+		arg.SessionID,
+		arg.Idxs,
+		arg.Digests,
+		arg.Bodies,
+	)
+	return err
+}
+
+const agentRequestPiecesTrim = `-- name: AgentRequestPiecesTrim :exec
+DELETE FROM agent_request_pieces
+WHERE tenant_id = $1 AND session_id = $2 AND idx >= $3::integer
+`
+
+type AgentRequestPiecesTrimParams struct {
+	TenantID  string
+	SessionID string
+	Pieces    int32
+}
+
+// Drops the pieces past a shorter request's last.
+func (q *Queries) AgentRequestPiecesTrim(ctx context.Context, arg AgentRequestPiecesTrimParams) error {
+	_, err := q.db.Exec(ctx, agentRequestPiecesTrim, arg.TenantID, arg.SessionID, arg.Pieces)
+	return err
+}
+
 const agentRequestPut = `-- name: AgentRequestPut :exec
-INSERT INTO agent_requests (tenant_id, session_id, model, body, reply, beta)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO agent_requests (tenant_id, session_id, model, body, reply, beta, pieces)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET
     model = excluded.model, body = excluded.body, reply = excluded.reply,
-    beta = excluded.beta, updated_at = now()
+    beta = excluded.beta, pieces = excluded.pieces, updated_at = now()
 `
 
 type AgentRequestPutParams struct {
@@ -57,9 +151,11 @@ type AgentRequestPutParams struct {
 	Body      []byte
 	Reply     []byte
 	Beta      string
+	Pieces    int32
 }
 
-// Keeps a session's last cached agent request, replacing the one before.
+// Keeps a session's last cached agent request, replacing the one before:
+// its body whole (pieces 0) or in pieces (AgentRequestPiecesPut).
 func (q *Queries) AgentRequestPut(ctx context.Context, arg AgentRequestPutParams) error {
 	_, err := q.db.Exec(ctx, agentRequestPut,
 		arg.TenantID,
@@ -68,6 +164,7 @@ func (q *Queries) AgentRequestPut(ctx context.Context, arg AgentRequestPutParams
 		arg.Body,
 		arg.Reply,
 		arg.Beta,
+		arg.Pieces,
 	)
 	return err
 }

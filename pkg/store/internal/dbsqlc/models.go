@@ -31,6 +31,15 @@ type AgentRequest struct {
 	Reply     []byte
 	Beta      string
 	UpdatedAt pgtype.Timestamptz
+	Pieces    int32
+}
+
+type AgentRequestPiece struct {
+	TenantID  string
+	SessionID string
+	Idx       int32
+	Digest    []byte
+	Body      []byte
 }
 
 type ApiKey struct {

@@ -92,7 +92,7 @@ func (t *Tx) AgentRequest(ctx context.Context, sessionID string) (AgentRequest, 
 	if err != nil {
 		return AgentRequest{}, fmt.Errorf("store.AgentRequest: %w", notFound(err))
 	}
-	if r.Pieces > 0 && r.PiecesFound != r.Pieces {
+	if r.PiecesFound != r.Pieces {
 		return AgentRequest{}, fmt.Errorf("store.AgentRequest: session %s: %d of its request's %d pieces are stored", sessionID, r.PiecesFound, r.Pieces)
 	}
 	return AgentRequest{SessionID: sessionID, Model: r.Model, Body: r.Body, Reply: r.Reply, Beta: r.Beta, UpdatedAt: r.UpdatedAt.Time}, nil

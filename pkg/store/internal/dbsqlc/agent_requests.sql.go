@@ -51,14 +51,15 @@ func (q *Queries) AgentRequestDigests(ctx context.Context, arg AgentRequestDiges
 
 const agentRequestGet = `-- name: AgentRequestGet :one
 SELECT r.model,
-    CASE WHEN r.pieces = 0 THEN r.body ELSE COALESCE((
-        SELECT string_agg(p.body, ''::bytea ORDER BY p.idx) FROM agent_request_pieces p
-        WHERE p.tenant_id = r.tenant_id AND p.session_id = r.session_id AND p.idx < r.pieces), ''::bytea)
-    END::bytea AS body,
-    (SELECT count(*) FROM agent_request_pieces p
-     WHERE p.tenant_id = r.tenant_id AND p.session_id = r.session_id AND p.idx < r.pieces)::integer AS pieces_found,
+    (CASE WHEN r.pieces = 0 THEN r.body ELSE COALESCE(p.joined, ''::bytea) END)::bytea AS body,
+    (CASE WHEN r.pieces = 0 THEN 0 ELSE p.found END)::integer AS pieces_found,
     r.pieces, r.reply, r.beta, r.updated_at
 FROM agent_requests r
+CROSS JOIN LATERAL (
+    SELECT string_agg(p.body, ''::bytea ORDER BY p.idx) AS joined, count(*) AS found
+    FROM agent_request_pieces p
+    WHERE p.tenant_id = r.tenant_id AND p.session_id = r.session_id AND p.idx < r.pieces
+) p
 WHERE r.tenant_id = $1 AND r.session_id = $2
 `
 
@@ -77,6 +78,8 @@ type AgentRequestGetRow struct {
 	UpdatedAt   pgtype.Timestamptz
 }
 
+// A request stored in pieces is joined from them in one pass, with how
+// many were there to join.
 func (q *Queries) AgentRequestGet(ctx context.Context, arg AgentRequestGetParams) (AgentRequestGetRow, error) {
 	row := q.db.QueryRow(ctx, agentRequestGet, arg.TenantID, arg.SessionID)
 	var i AgentRequestGetRow

@@ -56,6 +56,10 @@ type Ingest struct {
 	Offered float64
 	// EventBytes is the size of one encoded event.
 	EventBytes int
+	// CPU is where the machine's CPU went from the first publish to the
+	// last turn.accounted, when HasCPU (/proc could be read).
+	CPU    CPU
+	HasCPU bool
 }
 
 // Turns are turn events encoded to publish, and nothing else of them. A
@@ -159,6 +163,7 @@ func (s *System) ingest(ctx context.Context, t Turns, publishers int, rate float
 		_, err := s.Bus.Publish(ctx, t.msgs[i].subject, t.msgs[i].id, t.msgs[i].data, nil)
 		return err
 	}
+	cpu := sampleCPU()
 	start := time.Now()
 	var perr error
 	if rate > 0 {
@@ -179,6 +184,7 @@ func (s *System) ingest(ctx context.Context, t Turns, publishers int, rate float
 		mu.Unlock()
 		return out, fmt.Errorf("benchmark: only %d of %d turns accounted within 5 minutes", n, n)
 	}
+	out.CPU, out.HasCPU = cpuSince(cpu)
 	mu.Lock()
 	defer mu.Unlock()
 	out.Rate = float64(n) / last.Sub(start).Seconds()

@@ -3,6 +3,7 @@ package benchmark
 import (
 	"encoding/json"
 	"io"
+	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 )
@@ -43,9 +44,21 @@ type (
 		RatioToJetStream float64 `json:"ratio_to_jetstream"`
 	}
 	jsonSustained struct {
-		TurnsPerS float64 `json:"turns_per_s"`
-		P50MS     float64 `json:"p50_ms"`
-		P99MS     float64 `json:"p99_ms"`
+		TurnsPerS float64  `json:"turns_per_s"`
+		P50MS     float64  `json:"p50_ms"`
+		P99MS     float64  `json:"p99_ms"`
+		CPU       *jsonCPU `json:"cpu,omitempty"`
+	}
+	// jsonCPU is where the machine's CPU went over a phase, in
+	// core-seconds (CPU).
+	jsonCPU struct {
+		WallS       float64 `json:"wall_s"`
+		BusyS       float64 `json:"busy_s"`
+		ProcessS    float64 `json:"process_s"`
+		PostgresS   float64 `json:"postgres_s"`
+		InterruptsS float64 `json:"interrupts_s"`
+		StealS      float64 `json:"steal_s"`
+		OtherS      float64 `json:"other_s"`
 	}
 	jsonContext struct {
 		Tokens      int64   `json:"tokens"`
@@ -102,6 +115,10 @@ func (r Report) JSON(w io.Writer) error {
 			RatioToPostgres: t / Median(r.RawPostgres), RatioToJetStream: t / Median(r.RawJetStream)}
 		out.Sustained = &jsonSustained{TurnsPerS: r.Sustained.Offered,
 			P50MS: ms(Percentile(r.Sustained.Latencies, 50)), P99MS: ms(Percentile(r.Sustained.Latencies, 99))}
+		if c := r.Sustained.CPU; r.Sustained.HasCPU {
+			out.Sustained.CPU = &jsonCPU{WallS: seconds(c.Wall), BusyS: seconds(c.Busy), ProcessS: seconds(c.Process),
+				PostgresS: seconds(c.Postgres), InterruptsS: seconds(c.Interrupts), StealS: seconds(c.Steal), OtherS: seconds(c.Other)}
+		}
 	}
 	for _, c := range r.Context {
 		out.Context = append(out.Context, jsonContext{Tokens: c.Tokens,
@@ -136,4 +153,10 @@ func (r Report) JSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// seconds is d in seconds to the hundredth, the precision of /proc's CPU
+// times.
+func seconds(d time.Duration) float64 {
+	return float64(d.Round(10*time.Millisecond).Milliseconds()) / 1000
 }

@@ -334,6 +334,11 @@ func (r Report) Markdown(w io.Writer) {
 			thousands(tput), decimal(Median(p50)), decimal(Median(p99)),
 			decimal(ms(Percentile(r.Sustained.Latencies, 50))), decimal(ms(Percentile(r.Sustained.Latencies, 99))), thousands(r.Sustained.Offered),
 			thousands(js), thousands(pg), tput/js, tput/pg)
+		if c := r.Sustained.CPU; r.Sustained.HasCPU {
+			fmt.Fprintf(w, "At the sustained rate, over %.1f s, the machine was busy %.1f core-seconds of %.1f: this process %.1f, Postgres %.1f, the kernel's interrupts %.1f, steal %.1f, other processes %.1f.\n\n",
+				c.Wall.Seconds(), c.Busy.Seconds(), c.Wall.Seconds()*float64(m.CPUs), c.Process.Seconds(), c.Postgres.Seconds(),
+				c.Interrupts.Seconds(), c.Steal.Seconds(), c.Other.Seconds())
+		}
 	}
 	if len(r.Context) > 0 {
 		fmt.Fprintf(w, "Context assembly: GET /v1/sessions/{id}/context over HTTP, and a plain SELECT of the same messages; %d samples each.\n\n", len(r.Context[0].Assemble))

@@ -84,6 +84,7 @@ type (
 		StraightP99MS float64  `json:"straight_p99_ms"`
 		AddedP50MS    float64  `json:"added_p50_ms"`
 		AddedP99MS    float64  `json:"added_p99_ms"`
+		CPU           *jsonCPU `json:"cpu,omitempty"`
 	}
 	jsonProxyCost struct {
 		Session              string  `json:"session"`
@@ -115,10 +116,7 @@ func (r Report) JSON(w io.Writer) error {
 			RatioToPostgres: t / Median(r.RawPostgres), RatioToJetStream: t / Median(r.RawJetStream)}
 		out.Sustained = &jsonSustained{TurnsPerS: r.Sustained.Offered,
 			P50MS: ms(Percentile(r.Sustained.Latencies, 50)), P99MS: ms(Percentile(r.Sustained.Latencies, 99))}
-		if c := r.Sustained.CPU; r.Sustained.HasCPU {
-			out.Sustained.CPU = &jsonCPU{WallS: seconds(c.Wall), BusyS: seconds(c.Busy), ProcessS: seconds(c.Process),
-				PostgresS: seconds(c.Postgres), InterruptsS: seconds(c.Interrupts), StealS: seconds(c.Steal), OtherS: seconds(c.Other)}
-		}
+		out.Sustained.CPU = cpuJSON(r.Sustained.CPU, r.Sustained.HasCPU)
 	}
 	for _, c := range r.Context {
 		out.Context = append(out.Context, jsonContext{Tokens: c.Tokens,
@@ -132,7 +130,8 @@ func (r Report) JSON(w io.Writer) error {
 	for _, p := range r.Proxy {
 		t50, t99, s50, s99 := p.percentiles()
 		out.Proxy = append(out.Proxy, jsonProxy{Tokens: p.Tokens, SentTokens: p.Sent, SentChanged: p.Differed, Samples: len(p.Through),
-			P50MS: t50, P99MS: t99, StraightP50MS: s50, StraightP99MS: s99, AddedP50MS: t50 - s50, AddedP99MS: t99 - s99})
+			P50MS: t50, P99MS: t99, StraightP50MS: s50, StraightP99MS: s99, AddedP50MS: t50 - s50, AddedP99MS: t99 - s99,
+			CPU: cpuJSON(p.CPU, p.HasCPU)})
 	}
 	for _, c := range r.ProxyCost {
 		ps, pt := upstream.PricedInput(c.Straight), upstream.PricedInput(c.Through)
@@ -159,4 +158,13 @@ func (r Report) JSON(w io.Writer) error {
 // times.
 func seconds(d time.Duration) float64 {
 	return float64(d.Round(10*time.Millisecond).Milliseconds()) / 1000
+}
+
+// cpuJSON is c for the report, nil when it was not measured.
+func cpuJSON(c CPU, ok bool) *jsonCPU {
+	if !ok {
+		return nil
+	}
+	return &jsonCPU{WallS: seconds(c.Wall), BusyS: seconds(c.Busy), ProcessS: seconds(c.Process),
+		PostgresS: seconds(c.Postgres), InterruptsS: seconds(c.Interrupts), StealS: seconds(c.Steal), OtherS: seconds(c.Other)}
 }

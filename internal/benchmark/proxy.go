@@ -204,6 +204,10 @@ type ProxyTiming struct {
 	Sent              [2]int64
 	Differed          int
 	Through, Straight []time.Duration
+	// CPU is where the machine's CPU went over the timed rounds, when
+	// HasCPU.
+	CPU    CPU
+	HasCPU bool
 }
 
 // ProxyLatency times rounds of sessions of about size tokens through
@@ -271,6 +275,7 @@ func (s *System) ProxyLatency(ctx context.Context, run string, size int64, sampl
 		}
 	}
 	up := fresh()
+	cpu := sampleCPU()
 	for i := range samples {
 		if i > 0 && i%proxyBatch == 0 {
 			measured(up)
@@ -300,6 +305,7 @@ func (s *System) ProxyLatency(ctx context.Context, run string, size int64, sampl
 		c.answered(a, done)
 		out.Through, out.Straight = append(out.Through, through), append(out.Straight, straight)
 	}
+	out.CPU, out.HasCPU = cpuSince(cpu)
 	measured(up)
 	return out, nil
 }

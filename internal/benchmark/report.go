@@ -334,10 +334,8 @@ func (r Report) Markdown(w io.Writer) {
 			thousands(tput), decimal(Median(p50)), decimal(Median(p99)),
 			decimal(ms(Percentile(r.Sustained.Latencies, 50))), decimal(ms(Percentile(r.Sustained.Latencies, 99))), thousands(r.Sustained.Offered),
 			thousands(js), thousands(pg), tput/js, tput/pg)
-		if c := r.Sustained.CPU; r.Sustained.HasCPU {
-			fmt.Fprintf(w, "At the sustained rate, over %.1f s, the machine was busy %.1f core-seconds of %.1f: this process %.1f, Postgres %.1f, the kernel's interrupts %.1f, steal %.1f, other processes %.1f.\n\n",
-				c.Wall.Seconds(), c.Busy.Seconds(), c.Wall.Seconds()*float64(m.CPUs), c.Process.Seconds(), c.Postgres.Seconds(),
-				c.Interrupts.Seconds(), c.Steal.Seconds(), c.Other.Seconds())
+		if r.Sustained.HasCPU {
+			fmt.Fprintf(w, "At the sustained rate, %s.\n\n", r.Sustained.CPU.describe(m.CPUs))
 		}
 	}
 	if len(r.Context) > 0 {
@@ -410,6 +408,11 @@ func (r Report) proxyMarkdown(w io.Writer) {
 				decimal(t50), decimal(t99), decimal(s50), decimal(s99), decimal(t50-s50), decimal(t99-s99))
 		}
 		fmt.Fprintln(w)
+		for _, p := range r.Proxy {
+			if p.HasCPU {
+				fmt.Fprintf(w, "Timing the %dK rounds, %s.\n\n", p.Tokens/1000, p.CPU.describe(r.Machine.CPUs))
+			}
+		}
 	}
 	if len(r.ProxyCost) > 0 {
 		fmt.Fprintln(w, "What a session costs, run by the same client straight and through Mnemos, each against a prompt cache of its own; priced input is cache reads × 0.1 + cache writes × 1.25 + plain input × 1.")

@@ -38,7 +38,8 @@ type queuedRead struct {
 	replay     func(*Tx)
 }
 
-// NewReads starts reads of tenant.
+// NewReads starts reads of tenant. Their first statement sets the tenant;
+// sent inside a transaction (Tx.Read), whose BEGIN set it, it is left out.
 func NewReads(tenant string) *Reads {
 	r := &Reads{tenant: tenant}
 	r.batch.Queue("SELECT set_config('mnemos.tenant_id', $1, true)", tenant)
@@ -85,7 +86,7 @@ func (s *Store) Read(ctx context.Context, r *Reads) error {
 	if r.tenant == "" {
 		return errors.New("store.Read: no tenant")
 	}
-	return send(ctx, s.pool, r, nil)
+	return send(ctx, s.pool, r, nil, false)
 }
 
 // Read sends r's statements in one round trip inside this transaction, and
@@ -99,30 +100,41 @@ func (t *Tx) Read(ctx context.Context, r *Reads) error {
 		return fmt.Errorf("store.Tx.Read: reads of tenant %q in a transaction of %q", r.tenant, t.tenant)
 	}
 	switch {
+	case r.tenant == "":
+		return errors.New("store.Tx.Read: no tenant")
 	case t.committed:
 		return errCommitted
 	case t.conn == nil:
 		return errNotInTx
 	}
-	return send(ctx, t.conn, r, t.takeBegin())
+	return send(ctx, t.conn, r, t.takeBegin(), true)
 }
 
 // send sends r on conn (the pool, or a transaction) and completes its
 // Futures. begin, when there is any, is the transaction's BEGIN, sent in
-// front of r.
+// front of r. In a transaction (inTx) the tenant was set by its BEGIN,
+// now or before, and r's own setting of it is left out.
 func send(ctx context.Context, conn interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, r *Reads, begin []*pgx.QueuedQuery) error {
+}, r *Reads, begin []*pgx.QueuedQuery, inTx bool) error {
 	if r.sent {
 		return errors.New("store.Read: the reads were sent already")
 	}
 	r.sent = true
-	br := conn.SendBatch(ctx, prefixed(begin, &r.batch))
+	b := &r.batch
+	if inTx {
+		b = &pgx.Batch{QueuedQueries: r.batch.QueuedQueries[1:]}
+	}
+	br := conn.SendBatch(ctx, prefixed(begin, b))
 	err := execBegin(br, len(begin))
-	if err != nil {
+	switch {
+	case err != nil:
 		err = fmt.Errorf("store.Read: %w", err)
-	} else if _, err = br.Exec(); err != nil {
-		err = fmt.Errorf("store.Read: setting the tenant: %w", err)
+	case inTx:
+	default:
+		if _, err = br.Exec(); err != nil {
+			err = fmt.Errorf("store.Read: setting the tenant: %w", err)
+		}
 	}
 	for i, q := range r.reads {
 		if err != nil {

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -13,7 +15,11 @@ import (
 )
 
 // roundTrips counts what a pool sends: statements one by one, and batches.
-type roundTrips struct{ queries, batches atomic.Int64 }
+type roundTrips struct {
+	queries, batches atomic.Int64
+	mu               sync.Mutex
+	batched          []string // the statements of the batches, in order
+}
 
 func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.queries.Add(1)
@@ -24,8 +30,34 @@ func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	c.batches.Add(1)
 	return ctx
 }
-func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *roundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batched = append(c.batched, d.SQL)
+}
+
+// reset forgets what was counted so far.
+func (c *roundTrips) reset() {
+	c.queries.Store(0)
+	c.batches.Store(0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batched = nil
+}
+
+// count is how many of the batches' statements so far contain s.
+func (c *roundTrips) count(s string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, sql := range c.batched {
+		if strings.Contains(sql, s) {
+			n++
+		}
+	}
+	return n
+}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // countedStore opens a store of at most maxConns connections whose round
 // trips are counted.
@@ -157,9 +189,9 @@ func TestReadsInATransaction(t *testing.T) {
 	var known map[string]map[string][]byte
 	var prior [2]float64
 	var queries, batches int64
+	var tenantSet int
 	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
-		trips.queries.Store(0)
-		trips.batches.Store(0)
+		trips.reset()
 		reads := store.NewReads("acme")
 		l := store.Queue(reads, func(tx *store.Tx) (map[string]store.Session, error) {
 			return tx.LockFreeSessions(ctx, []string{"s1", "s2"}, []string{"main", "main"}, []bool{false, true})
@@ -175,6 +207,7 @@ func TestReadsInATransaction(t *testing.T) {
 			return err
 		}
 		queries, batches = trips.queries.Load(), trips.batches.Load()
+		tenantSet = trips.count("set_config('mnemos.tenant_id'")
 		var err error
 		if locked, err = l.Get(); err != nil {
 			return err
@@ -187,6 +220,7 @@ func TestReadsInATransaction(t *testing.T) {
 	}))
 	require.Zero(t, queries, "nothing is sent statement by statement")
 	require.EqualValues(t, 1, batches, "one round trip")
+	require.Equal(t, 1, tenantSet, "the tenant is set once, by the transaction's BEGIN")
 	require.Len(t, locked, 2, "the existing session locked, the new one created")
 	require.Equal(t, map[string]map[string][]byte{"s1": {"m1": hash}}, known)
 	require.Zero(t, prior, "no session learnt a factor")
@@ -196,6 +230,30 @@ func TestReadsInATransaction(t *testing.T) {
 	require.Error(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
 		return tx.Read(ctx, store.NewReads("beta"))
 	}), "reads of another tenant are refused")
+
+	// Reads after the transaction's first statement: its BEGIN set the
+	// tenant for them too, and they send no setting of their own.
+	var during string
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		if _, err := tx.Session(ctx, "s1"); err != nil {
+			return err
+		}
+		trips.reset()
+		reads := store.NewReads("acme")
+		tenant := store.Queue(reads, func(tx *store.Tx) (string, error) {
+			var v string
+			err := tx.QueryRowForTest(ctx, "SELECT current_setting('mnemos.tenant_id')").Scan(&v)
+			return v, err
+		})
+		if err := tx.Read(ctx, reads); err != nil {
+			return err
+		}
+		var err error
+		during, err = tenant.Get()
+		return err
+	}))
+	require.Equal(t, "acme", during)
+	require.Zero(t, trips.count("set_config('mnemos.tenant_id'"), "the transaction's BEGIN set the tenant")
 
 	// A tenant that does not exist: the lock's error is its Future's.
 	err = st.InTx(ctx, "nobody", func(tx *store.Tx) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,7 +44,9 @@ func setup(t *testing.T, providerName string, opts ...llmledger.Option) fixture 
 	for _, tenant := range []string{"acme", "globex"} {
 		require.NoError(t, st.EnsureTenant(context.Background(), tenant, tenant))
 	}
-	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Millisecond)
+	// A TTL of zero reads the settings on every call: a test that changes
+	// them sees the change on its next call, however fast the store is.
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, 0)
 	require.NoError(t, err)
 	ledger := llmledger.New(st, settings, opts...)
 	p := &answers{name: providerName}

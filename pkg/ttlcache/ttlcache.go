@@ -39,6 +39,8 @@ type call[V any] struct {
 
 // New returns a cache whose values live for ttl. When it holds max entries
 // it starts over, so a flood of distinct keys cannot grow it without bound.
+// A ttl of zero remembers nothing: every Get loads, and only concurrent
+// misses of one key share a load.
 func New[V any](ttl time.Duration, max int) *Cache[V] {
 	return &Cache[V]{ttl: ttl, max: max, now: time.Now, entries: map[string]entry[V]{}, loading: map[string]*call[V]{}}
 }

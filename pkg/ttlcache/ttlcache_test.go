@@ -48,6 +48,27 @@ func TestGetLoadsOncePerTTLAndForgetsFailures(t *testing.T) {
 	require.Len(t, c.entries, 1)
 }
 
+// TestAZeroTTLLoadsEveryTime: a cache made with a TTL of zero answers
+// each Get from a new load, even within one instant of the clock.
+func TestAZeroTTLLoadsEveryTime(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	c := New[int](0, 10)
+	c.now = func() time.Time { return now }
+	loads := 0
+	load := func(context.Context, string) (int, error) {
+		loads++
+		return loads, nil
+	}
+	for want := 1; want <= 3; want++ {
+		v, err := c.Get(context.Background(), "k", load)
+		require.NoError(t, err)
+		require.Equal(t, want, v)
+	}
+	_, cached := c.Peek("k")
+	require.False(t, cached)
+}
+
 // TestConcurrentMissesShareOneLoad: a burst of requests for an expired key
 // asks the loader once; a caller that gives up does not fail the others,
 // and a load that panics answers an error.

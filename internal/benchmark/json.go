@@ -25,12 +25,15 @@ type (
 		ScaleRatios *jsonScaleRatios `json:"scale_ratios,omitempty"`
 	}
 	jsonScale struct {
-		Sessions  int64   `json:"sessions"`
-		Messages  int64   `json:"messages"`
-		FillS     float64 `json:"fill_s"`
-		TurnsPerS float64 `json:"turns_per_s"`
-		P50MS     float64 `json:"context_p50_ms"`
-		P99MS     float64 `json:"context_p99_ms"`
+		Sessions int64   `json:"sessions"`
+		Messages int64   `json:"messages"`
+		FillS    float64 `json:"fill_s"`
+		// TurnsPerS is the median of the step's rounds, TurnsPerSRounds
+		// each round's.
+		TurnsPerS       float64   `json:"turns_per_s"`
+		TurnsPerSRounds []float64 `json:"turns_per_s_rounds"`
+		P50MS           float64   `json:"context_p50_ms"`
+		P99MS           float64   `json:"context_p99_ms"`
 	}
 	jsonScaleRatios struct {
 		IngestTimePerTurn float64 `json:"ingest_time_per_turn"`
@@ -142,7 +145,7 @@ func (r Report) JSON(w io.Writer) error {
 			LargestStraight: c.LargestStraight, LargestThrough: c.LargestThrough, AutoCompactThreshold: c.Threshold})
 	}
 	for _, st := range r.Scale {
-		out.Scale = append(out.Scale, jsonScale{Sessions: st.Sessions, Messages: st.Messages, FillS: st.Fill.Seconds(), TurnsPerS: st.Ingest.Rate,
+		out.Scale = append(out.Scale, jsonScale{Sessions: st.Sessions, Messages: st.Messages, FillS: st.Fill.Seconds(), TurnsPerS: st.Rate(), TurnsPerSRounds: st.Rates(),
 			P50MS: ms(Percentile(st.Context, 50)), P99MS: ms(Percentile(st.Context, 99))})
 	}
 	if len(r.Scale) > 1 {

@@ -368,13 +368,18 @@ func (r Report) scaleMarkdown(w io.Writer) {
 	if len(r.Scale) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "Scale: the tenant's tables filled by COPY in steps, then vacuumed and checkpointed; at each, one saturated ingest round of %d turns and %d context reads of a %dK-token session.\n\n",
-		r.Scale[0].Ingest.Turns, len(r.Scale[0].Context), scaleContextTokens/1000)
-	fmt.Fprintln(w, "| sessions stored | messages stored | fill took | ingest turns/s | context p50 / p99 |")
+	first := r.Scale[0]
+	fmt.Fprintf(w, "Scale: the tenant's tables filled by COPY in steps, then vacuumed and checkpointed; at each, %d saturated ingest rounds of %d turns and %d context reads of a %dK-token session.\n\n",
+		len(first.Ingest), first.Ingest[0].Turns, len(first.Context), scaleContextTokens/1000)
+	fmt.Fprintln(w, "| sessions stored | messages stored | fill took | ingest turns/s, median (rounds) | context p50 / p99 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, st := range r.Scale {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s ms |\n", thousands(float64(st.Sessions)), thousands(float64(st.Messages)), st.Fill.Round(time.Second),
-			thousands(st.Ingest.Rate), decimal(ms(Percentile(st.Context, 50))), decimal(ms(Percentile(st.Context, 99))))
+		rounds := make([]string, len(st.Ingest))
+		for i, rate := range st.Rates() {
+			rounds[i] = thousands(rate)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s (%s) | %s / %s ms |\n", thousands(float64(st.Sessions)), thousands(float64(st.Messages)), st.Fill.Round(time.Second),
+			thousands(st.Rate()), strings.Join(rounds, ", "), decimal(ms(Percentile(st.Context, 50))), decimal(ms(Percentile(st.Context, 99))))
 	}
 	if len(r.Scale) > 1 {
 		ingest, p99 := r.ScaleRatios()
@@ -384,11 +389,11 @@ func (r Report) scaleMarkdown(w io.Writer) {
 }
 
 // ScaleRatios compare the scale run's last step with its first: ingest's
-// time per turn (the first step's rate over the last's) and the context
-// p99, each last over first.
+// time per turn (the first step's median rate over the last's) and the
+// context p99, each last over first.
 func (r Report) ScaleRatios() (ingest, contextP99 float64) {
 	first, last := r.Scale[0], r.Scale[len(r.Scale)-1]
-	return first.Ingest.Rate / last.Ingest.Rate, ms(Percentile(last.Context, 99)) / ms(Percentile(first.Context, 99))
+	return first.Rate() / last.Rate(), ms(Percentile(last.Context, 99)) / ms(Percentile(first.Context, 99))
 }
 
 // proxyMarkdown writes the Messages API proxy's tables.

@@ -10,12 +10,15 @@ import (
 )
 
 // ScaleStep is what the scale run measured with a number of sessions and
-// messages stored: one saturated ingest round and ScaleSamples context
-// reads of a 10K-token session.
+// messages stored: Options.Rounds saturated ingest rounds and ScaleSamples
+// context reads of a 10K-token session.
 type ScaleStep struct {
 	Sessions, Messages int64
-	Ingest             Ingest
-	Context            []time.Duration
+	// Ingest are the step's rounds, in the order they ran. One round's
+	// rate spreads by half either way on a busy 2-core machine; the step
+	// counts for the median (Rate).
+	Ingest  []Ingest
+	Context []time.Duration
 	// Fill is how long storing the step's sessions took (COPY, VACUUM and
 	// CHECKPOINT).
 	Fill time.Duration
@@ -42,16 +45,21 @@ func runScale(ctx context.Context, s *System, o Options, built map[int64]string,
 		if err != nil {
 			return err
 		}
-		turns, err := s.Encode(Events(fmt.Sprintf("%s-scale%d", o.Run, i), o.Sessions, o.PerSession))
-		if err != nil {
-			return err
+		step := ScaleStep{Sessions: sessions, Fill: fill}
+		for r := range o.Rounds {
+			turns, err := s.Encode(Events(fmt.Sprintf("%s-scale%d-%d", o.Run, i, r), o.Sessions, o.PerSession))
+			if err != nil {
+				return err
+			}
+			o.Progress("scale: %d sessions stored; ingest round %d of %d: %d turns, %d publishers", sessions, r+1, o.Rounds, turns.Len(), o.Publishers)
+			in, err := s.IngestBurst(ctx, turns, o.Publishers)
+			if err != nil {
+				return err
+			}
+			o.Progress("scale: %.0f turns/s", in.Rate)
+			step.Ingest = append(step.Ingest, in)
 		}
-		o.Progress("scale: %d sessions stored; ingest round of %d turns, %d publishers", sessions, turns.Len(), o.Publishers)
-		in, err := s.IngestBurst(ctx, turns, o.Publishers)
-		if err != nil {
-			return err
-		}
-		o.Progress("scale: %.0f turns/s; context: %d samples of the %d-token session", in.Rate, o.ScaleSamples, scaleContextTokens)
+		o.Progress("scale: median %.0f turns/s; context: %d samples of the %d-token session", step.Rate(), o.ScaleSamples, scaleContextTokens)
 		lat, err := s.ContextLatency(ctx, id, o.ScaleSamples)
 		if err != nil {
 			return err
@@ -60,9 +68,22 @@ func runScale(ctx context.Context, s *System, o Options, built map[int64]string,
 		if err := s.Owner.QueryRow(ctx, "SELECT count(*) FROM messages").Scan(&messages); err != nil {
 			return fmt.Errorf("benchmark: count messages: %w", err)
 		}
-		rep.Scale = append(rep.Scale, ScaleStep{Sessions: sessions, Messages: messages, Ingest: in, Context: lat, Fill: fill})
+		step.Messages, step.Context = messages, lat
+		rep.Scale = append(rep.Scale, step)
 	}
 	return nil
+}
+
+// Rate is the median of the step's ingest rounds, turns a second.
+func (st ScaleStep) Rate() float64 { return Median(st.Rates()) }
+
+// Rates are the step's ingest rounds' rates, in the order they ran.
+func (st ScaleStep) Rates() []float64 {
+	rates := make([]float64, len(st.Ingest))
+	for i, in := range st.Ingest {
+		rates[i] = in.Rate
+	}
+	return rates
 }
 
 // messageBytes is the size a filled message counts for in its session's

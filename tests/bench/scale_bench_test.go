@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,14 +15,14 @@ import (
 
 // TestScaleBenchEndToEnd runs the scale part of `mnemos bench` in small
 // steps, so that it cannot rot: the tables hold what each step filled, each
-// step measured an ingest round and the context reads, and the report and
-// its JSON carry both steps and their ratios.
+// step measured its ingest rounds and the context reads, and the report and
+// its JSON carry both steps, each round's rate, and their ratios.
 func TestScaleBenchEndToEnd(t *testing.T) {
 	t.Parallel()
 	sys := startSystem(t)
 	ctx := context.Background()
 	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
-		Only: "scale", ScaleSessions: []int64{20, 60}, ScaleMessages: 10, ScaleSamples: 5, Sessions: 5, PerSession: 4, Progress: t.Logf,
+		Only: "scale", Rounds: 3, ScaleSessions: []int64{20, 60}, ScaleMessages: 10, ScaleSamples: 5, Sessions: 5, PerSession: 4, Progress: t.Logf,
 	})
 	require.NoError(t, err)
 	require.Empty(t, rep.Burst, "only the scale run ran")
@@ -30,8 +31,14 @@ func TestScaleBenchEndToEnd(t *testing.T) {
 		st := rep.Scale[i]
 		require.Equal(t, want, st.Sessions)
 		require.Greater(t, st.Messages, want*10, "the filled messages and the measured sessions'")
-		require.Equal(t, 20, st.Ingest.Turns)
-		require.Len(t, st.Ingest.Latencies, 20)
+		require.Len(t, st.Ingest, 3, "three rounds")
+		for _, in := range st.Ingest {
+			require.Equal(t, 20, in.Turns)
+			require.Len(t, in.Latencies, 20)
+		}
+		rates := st.Rates()
+		slices.Sort(rates)
+		require.Equal(t, rates[1], st.Rate(), "the median of three rounds")
 		require.Len(t, st.Context, 5)
 	}
 	var filled, messages, turns int64
@@ -51,7 +58,9 @@ func TestScaleBenchEndToEnd(t *testing.T) {
 	require.NoError(t, rep.JSON(&js))
 	var out struct {
 		Scale []struct {
-			Sessions int64 `json:"sessions"`
+			Sessions  int64     `json:"sessions"`
+			TurnsPerS float64   `json:"turns_per_s"`
+			Rounds    []float64 `json:"turns_per_s_rounds"`
 		} `json:"scale"`
 		Ratios struct {
 			ContextP99 float64 `json:"context_p99"`
@@ -60,5 +69,7 @@ func TestScaleBenchEndToEnd(t *testing.T) {
 	require.NoError(t, json.Unmarshal(js.Bytes(), &out))
 	require.Len(t, out.Scale, 2)
 	require.EqualValues(t, 60, out.Scale[1].Sessions)
+	require.Equal(t, rep.Scale[1].Rates(), out.Scale[1].Rounds)
+	require.InDelta(t, rep.Scale[1].Rate(), out.Scale[1].TurnsPerS, 1e-9)
 	require.Positive(t, out.Ratios.ContextP99)
 }

@@ -297,12 +297,15 @@ func runProxy(ctx context.Context, s *System, o Options, rep *Report) error {
 }
 
 // Throughput is the median saturated rate, turns a second.
-func (r Report) Throughput() float64 {
-	rates := make([]float64, len(r.Burst))
-	for i, b := range r.Burst {
-		rates[i] = b.Rate
+func (r Report) Throughput() float64 { return Median(rates(r.Burst)) }
+
+// rates are the rounds' rates, turns a second, in the order they ran.
+func rates(rounds []Ingest) []float64 {
+	out := make([]float64, len(rounds))
+	for i, in := range rounds {
+		out[i] = in.Rate
 	}
-	return Median(rates)
+	return out
 }
 
 // Markdown writes the report as the tables of the README.

@@ -78,13 +78,7 @@ func runScale(ctx context.Context, s *System, o Options, built map[int64]string,
 func (st ScaleStep) Rate() float64 { return Median(st.Rates()) }
 
 // Rates are the step's ingest rounds' rates, in the order they ran.
-func (st ScaleStep) Rates() []float64 {
-	rates := make([]float64, len(st.Ingest))
-	for i, in := range st.Ingest {
-		rates[i] = in.Rate
-	}
-	return rates
-}
+func (st ScaleStep) Rates() []float64 { return rates(st.Ingest) }
 
 // messageBytes is the size a filled message counts for in its session's
 // running totals (messages.bytes_through, sessions.message_bytes).

@@ -18,17 +18,33 @@ import (
 // that sends nothing sends no BEGIN and no COMMIT.
 
 // beginStatements are what begins a transaction of tenant: BEGIN and the
-// tenant's setting (row-level security), and, when wait is above zero, the
-// bound on its lock waits.
+// tenant's setting (row-level security), and, when wait is above zero (a
+// batch's transaction, InTxWaiting), the bound on its lock waits and its
+// plans (batchPlans), set in the same statement.
 func beginStatements(tenant string, wait time.Duration) []*pgx.QueuedQuery {
 	var b pgx.Batch
 	b.Queue("BEGIN")
-	b.Queue("SELECT set_config('mnemos.tenant_id', $1, true)", tenant)
-	if wait > 0 {
-		b.Queue("SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
+	if wait <= 0 {
+		b.Queue("SELECT set_config('mnemos.tenant_id', $1, true)", tenant)
+		return b.QueuedQueries
 	}
+	b.Queue(`SELECT set_config('mnemos.tenant_id', $1, true), set_config('lock_timeout', $2, true),
+		set_config('plan_cache_mode', 'force_generic_plan', true)`, tenant, strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
 	return b.QueuedQueries
 }
+
+// batchPlans: a batch's statements take arrays, one element for each of the
+// batch's sessions, messages or tool results, whose lengths vary from one
+// batch to the next. Postgres plans a prepared statement again at each call
+// for as long as the plan it makes for the call's own arrays looks cheaper
+// than its generic plan, and for an array of one or a few elements it always
+// does: at low load, when a batch holds one event or a few, the lock of its
+// sessions, the reads of their hashes and offload decisions and the update
+// of their rows were planned anew every time, about a seventh of Postgres's
+// CPU in a round through the Messages API proxy (docs/benchmarks.md). Their
+// generic plans are the same lookups by index (TestBatchPlansAreIndexLookups),
+// so a batch's transaction runs on them: plan_cache_mode, for the
+// transaction alone.
 
 // takeBegin returns the statements that begin the transaction if they were
 // not sent yet, and counts them as sent: the caller puts them in front of

@@ -133,3 +133,36 @@ func TestAPipelinesTxOnlyQueues(t *testing.T) {
 		require.ErrorContains(t, err, "not in a transaction", name)
 	}
 }
+
+// A batch's transaction (InTxWaiting) runs on generic plans and bounds its
+// lock waits, set with its tenant in one statement; the next transaction on
+// the same connection plans as Postgres decides again.
+func TestABatchTransactionRunsOnGenericPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, trips := countedStore(t, 1) // one connection: what a transaction leaves on it, the next one sees
+	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
+
+	setting := func(tx *store.Tx, name string) string {
+		var v string
+		require.NoError(t, tx.QueryRowForTest(ctx, "SELECT current_setting($1)", name).Scan(&v))
+		return v
+	}
+	var plans, wait, tenant string
+	trips.reset()
+	require.NoError(t, st.InTxWaiting(ctx, "acme", 250*time.Millisecond, func(tx *store.Tx) error {
+		plans, wait, tenant = setting(tx, "plan_cache_mode"), setting(tx, "lock_timeout"), setting(tx, "mnemos.tenant_id")
+		return nil
+	}))
+	require.Equal(t, "force_generic_plan", plans)
+	require.Equal(t, "250ms", wait)
+	require.Equal(t, "acme", tenant)
+	require.Equal(t, 1, trips.count("set_config("), "the tenant, the wait and the plans in one statement")
+
+	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+		plans, wait = setting(tx, "plan_cache_mode"), setting(tx, "lock_timeout")
+		return nil
+	}))
+	require.Equal(t, "auto", plans, "only the batch's transaction")
+	require.Equal(t, "0", wait)
+}

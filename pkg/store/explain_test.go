@@ -148,6 +148,61 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 	require.Greater(t, checked, 30, "the statements on the big tables were checked")
 }
 
+// batchStatements are the statements a batch of turns reads and updates by
+// (services/tokenaccounting's readBatch and writeBatch), which its
+// transaction runs on their generic plans (InTxWaiting).
+var batchStatements = []string{"SessionsLockFree", "MessageHashesOfSessions", "ReplacementsForSessions", "SessionEstimatePrior", "SessionUpdateAccountingMany"}
+
+// TestBatchPlansAreIndexLookups: the generic plans of a batch's statements,
+// as the planner makes them with nothing priced out, find their rows by
+// index: for arrays of unknown length it assumes ten elements, and a lookup
+// each beats reading a tenant's sessions. The tables hold a tenant of 20,000
+// sessions with their offload decisions, where a sequential scan would cost
+// hundreds of times a lookup.
+func TestBatchPlansAreIndexLookups(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	admin := pgtest.AdminURL(t, url)
+	fill(t, admin)
+	a, err := pgx.Connect(ctx, admin)
+	require.NoError(t, err)
+	_, err = a.Exec(ctx, `
+		INSERT INTO sessions (tenant_id, session_id) SELECT 'acme', 'many' || s FROM generate_series(1, 20000) s;
+		INSERT INTO content_replacements (tenant_id, session_id, tool_use_id, kind, replacement)
+			SELECT 'acme', 'many' || s, 'toolu_' || s || '_' || n, 'offload', 'a preview'
+			FROM generate_series(1, 20000) s, generate_series(1, 3) n;
+		ANALYZE`)
+	a.Close(ctx)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan; SELECT set_config('mnemos.tenant_id', 'acme', false)`)
+	require.NoError(t, err)
+
+	seqScans := func(q query) []string {
+		var scans []string
+		planNodes(explain(t, conn, q), func(x map[string]any) {
+			if x["Node Type"] == "Seq Scan" {
+				scans = append(scans, x["Relation Name"].(string))
+			}
+		})
+		return scans
+	}
+	// The check itself: a read of the sessions by a column no index has is caught.
+	require.Equal(t, []string{"sessions"}, seqScans(query{name: "ControlByAgent", sql: "SELECT count(*) FROM sessions WHERE agent_id = $1"}))
+	byName := map[string]query{}
+	for _, q := range queries(t) {
+		byName[q.name] = q
+	}
+	for _, name := range batchStatements {
+		q, ok := byName[name]
+		require.True(t, ok, "%s is a generated statement", name)
+		assert.Empty(t, seqScans(q), "%s's generic plan reads these tables whole", name)
+	}
+}
+
 // fill gives the big tables rows and statistics, as the administrator: two
 // tenants of 100 sessions, each of 100 messages and 50 turns, and 1,000
 // memories in 20 scopes. On empty tables every index costs the same and the

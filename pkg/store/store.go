@@ -182,7 +182,8 @@ func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (er
 // InTxWaiting is InTx with every lock wait of the transaction bounded by
 // wait (lock_timeout, set with BEGIN): a statement that would wait longer
 // fails, and the transaction is over. For a transaction that should rather
-// give up than queue behind another (a batch of turns).
+// give up than queue behind another (a batch of turns). Its statements run
+// on the generic plans of their prepared statements (batchPlans, begin.go).
 func (s *Store) InTxWaiting(ctx context.Context, tenant string, wait time.Duration, fn func(*Tx) error) error {
 	if tenant == "" {
 		return errors.New("store.InTx: no tenant")

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 // bigTables are the tables that grow with every session: a statement that
@@ -274,4 +275,76 @@ func TestTheSessionsGaugeCountsFromAnIndexAlone(t *testing.T) {
 		}
 	})
 	require.Equal(t, []string{"Index Only Scan"}, nodes, "the count of sessions by state reads the table")
+}
+
+// TestTheRelaysFunctionsReadTheOutboxByItsKey: the relay's claim and delete
+// find their rows by the outbox's key however the table looked when their
+// plans were made. They run in PL/pgSQL, which plans a statement once per
+// connection, and the relay keeps the outbox empty, so statistics show it
+// empty: planned then, both read it whole, and between two vacuums it holds
+// every row the relay has deleted (a sequential scan of it took a tenth of
+// Postgres's CPU in the sustained ingest, docs/benchmarks.md). Here the
+// plans are made on the empty, analyzed table, and then used on one of
+// 3,000 rows.
+func TestTheRelaysFunctionsReadTheOutboxByItsKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	admin, err := pgx.Connect(ctx, pgtest.AdminURL(t, url))
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.Close(ctx) })
+	// The check itself: a function with the claim's body but none of its
+	// settings, planned the same way, is caught reading the table whole.
+	_, err = admin.Exec(ctx, `
+		CREATE FUNCTION control_claim(max_rows integer) RETURNS SETOF outbox
+		LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+		BEGIN
+			RETURN QUERY SELECT * FROM outbox ORDER BY id LIMIT max_rows FOR UPDATE SKIP LOCKED;
+		END
+		$$;
+		GRANT EXECUTE ON FUNCTION control_claim(integer) TO `+pgx.Identifier{store.AppRole}.Sanitize())
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, `VACUUM (ANALYZE) outbox`)
+	require.NoError(t, err)
+
+	relay, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { relay.Close(ctx) })
+	calls := []string{
+		`SELECT count(*) FROM mnemos_outbox_claim(100)`,
+		`SELECT count(*) FROM (SELECT mnemos_outbox_delete(ARRAY[1, 2, 3]::bigint[])) d`,
+		`SELECT count(*) FROM control_claim(100)`,
+	}
+	for range 10 { // past the five custom plans, to the one kept
+		for _, c := range calls {
+			var n int
+			require.NoError(t, relay.QueryRow(ctx, c).Scan(&n), c)
+		}
+	}
+	_, err = admin.Exec(ctx, `INSERT INTO outbox (tenant_id, subject, msg_id, payload)
+		SELECT 'acme', 'mnemos.turn.accounted', 'm' || n, '\x00' FROM generate_series(1, 3000) n`)
+	require.NoError(t, err)
+
+	scans := func(call string) (seq, idx int64) {
+		t.Helper()
+		tx, err := relay.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		// The view counts what this connection has not yet reported, the
+		// earlier calls too: the call's scans are the difference.
+		count := `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables WHERE relname = 'outbox'`
+		var seq0, idx0 int64
+		require.NoError(t, tx.QueryRow(ctx, count).Scan(&seq0, &idx0))
+		var n int
+		require.NoError(t, tx.QueryRow(ctx, call).Scan(&n), call)
+		require.NoError(t, tx.QueryRow(ctx, count).Scan(&seq, &idx))
+		return seq - seq0, idx - idx0
+	}
+	seq, _ := scans(calls[2])
+	require.Equal(t, int64(1), seq, "the control's plan reads the outbox whole")
+	for _, c := range calls[:2] {
+		seq, idx := scans(c)
+		assert.Zero(t, seq, "%s reads the outbox whole", c)
+		assert.Positive(t, idx, "%s reads the outbox's key", c)
+	}
 }

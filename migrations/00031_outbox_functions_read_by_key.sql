@@ -4,7 +4,7 @@
 -- (00030), and the plan is made on the outbox as its statistics show it:
 -- empty, since the relay keeps it so. On an empty table a sequential scan
 -- costs least, and the kept plan then read the whole table at every call,
--- with every row the relay deleted since the last vacuum (a tenth of
+-- with every row the relay deleted since the last vacuum (a fifth of
 -- Postgres's CPU in the sustained ingest, docs/benchmarks.md). Priced out
 -- here, both find their rows by the outbox's key, whatever it held when
 -- they were planned.

@@ -282,7 +282,7 @@ func TestTheSessionsGaugeCountsFromAnIndexAlone(t *testing.T) {
 // plans were made. They run in PL/pgSQL, which plans a statement once per
 // connection, and the relay keeps the outbox empty, so statistics show it
 // empty: planned then, both read it whole, and between two vacuums it holds
-// every row the relay has deleted (a sequential scan of it took a tenth of
+// every row the relay has deleted (a sequential scan of it took a fifth of
 // Postgres's CPU in the sustained ingest, docs/benchmarks.md). Here the
 // plans are made on the empty, analyzed table, and then used on one of
 // 3,000 rows.

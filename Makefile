@@ -60,6 +60,7 @@ FUZZ_TARGETS := \
 	./pkg/turn:FuzzDecode \
 	./pkg/turn:FuzzContent \
 	./pkg/turn:FuzzContentFastPathAgrees \
+	./pkg/turn:FuzzEventFastPathAgrees \
 	./pkg/turn:FuzzFastCheckAgreesWithSchema \
 	./pkg/turn:FuzzIDRules \
 	./pkg/claudecode:FuzzParse \

@@ -112,7 +112,9 @@ func Decode(data []byte, opts DecodeOptions) (Event, error) {
 	if err := checkSchemaName(data); err != nil {
 		return ev, err
 	}
-	if err := json.Unmarshal(data, &ev); err != nil {
+	if fast, ok := decodeEvent(data); ok { // fastevent.go: the usual event, in one pass
+		ev = fast
+	} else if err := json.Unmarshal(data, &ev); err != nil {
 		// The schema names the failing location; Go's error often does not
 		// (a bad occurred_at only says which time it could not parse).
 		if serr := validateSchema(data); serr != nil {
@@ -364,6 +366,9 @@ var (
 	usageFields   = jsonFields(reflect.TypeFor[Usage]())
 	messageFields = jsonFields(reflect.TypeFor[Message]())
 	blockFields   = jsonFields(reflect.TypeFor[Block]())
+
+	requestPrefixFields    = jsonFields(reflect.TypeFor[RequestPrefix]())
+	clientCompactionFields = jsonFields(reflect.TypeFor[ClientCompaction]())
 )
 
 func jsonFields(t reflect.Type) []string {

@@ -37,3 +37,14 @@ func EncodesInOnePass(b Block) bool {
 	_, ok := appendBlock(nil, &b)
 	return ok
 }
+
+// DecodeEventFast is the one-pass event decoder alone (fastevent.go).
+func DecodeEventFast(data []byte) (Event, bool) { return decodeEvent(data) }
+
+// DecodeSlowly is Decode with the one-pass event decoder off, as before it.
+// Not for parallel tests.
+func DecodeSlowly(data []byte, opts DecodeOptions) (Event, error) {
+	slowEventOnly.Store(true)
+	defer slowEventOnly.Store(false)
+	return Decode(data, opts)
+}

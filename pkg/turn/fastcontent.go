@@ -99,36 +99,12 @@ func (p *contentParser) content() (Content, bool) {
 
 // block decodes the object at p.i into b.
 func (p *contentParser) block(b *Block) bool {
-	p.i++ // {
-	if p.next() == '}' {
-		p.i++
-		return Known(b.Type)
-	}
-	for {
-		if p.next() != '"' {
-			return false
-		}
-		key, ok := p.key()
-		if !ok || p.next() != ':' {
-			return false
-		}
-		p.i++
-		if p.next() == 'n' {
+	return p.object(blockFields, func(key []byte) bool {
+		if p.data[p.i] == 'n' {
 			return false // null: each field type has its own rule
 		}
-		if !p.field(b, key) {
-			return false
-		}
-		switch p.next() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return Known(b.Type) // another type keeps its JSON (Block.Raw)
-		default:
-			return false
-		}
-	}
+		return p.field(b, key)
+	}) && Known(b.Type) // another type keeps its JSON (Block.Raw)
 }
 
 // field decodes the value at p.i into b's field named key; a later key of
@@ -175,11 +151,7 @@ func (p *contentParser) field(b *Block, key []byte) bool {
 		b.Content = &c
 		return true
 	default:
-		if foldsToField(key) {
-			return false // encoding/json matches keys in any case
-		}
-		p.i = jsonwalk.ValueEnd(p.data, p.i)
-		return true
+		return p.skip() // object has declined a key encoding/json would match in another case
 	}
 	if s != nil {
 		if p.data[p.i] != '"' {
@@ -193,24 +165,6 @@ func (p *contentParser) field(b *Block, key []byte) bool {
 	p.i = jsonwalk.ValueEnd(p.data, p.i)
 	*raw = append([]byte(nil), p.data[start:p.i]...) // what json.RawMessage keeps: a copy of the value
 	return true
-}
-
-// foldsToField reports whether encoding/json could match key to a field
-// of Block although it is not spelled as the tag: in another case, or
-// with a byte outside ASCII (its folding is Unicode's: "ſ" matches "s").
-func foldsToField(key []byte) bool {
-	for _, c := range key {
-		if c >= utf8.RuneSelf {
-			return true
-		}
-	}
-	for _, f := range blockFields { // decode.go: the tags' names
-
-		if bytes.EqualFold(key, []byte(f)) {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *contentParser) bool(v *bool) bool {

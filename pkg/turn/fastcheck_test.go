@@ -136,16 +136,16 @@ var benchEvent = []byte(`{"schema":"mnemos.turn.v1","event_id":"bench-s1-7","ses
 	`"usage":{"input_tokens":12,"cache_read_input_tokens":5400,"cache_creation_input_tokens":310,"output_tokens":64},` +
 	`"occurred_at":"2026-11-29T03:00:00.123Z"}`)
 
-// BenchmarkDecode: benchEvent decoded as the accountant decodes it, and the
-// two checks it is made of.
+// BenchmarkDecode: benchEvent decoded as the accountant decodes it, the
+// same without the one-pass event decoder (fastevent.go), and the two
+// checks decoding is made of.
 func BenchmarkDecode(b *testing.B) {
 	data := benchEvent
 	require.True(b, turn.SchemaAccepts(data))
+	opts := turn.DecodeOptions{Tenant: "acme"}
 	benchSteps(b, len(data), map[string]func() error{
-		"decode": func() error {
-			_, err := turn.Decode(data, turn.DecodeOptions{Tenant: "acme"})
-			return err
-		},
+		"decode":        func() error { _, err := turn.Decode(data, opts); return err },
+		"decode-slowly": func() error { _, err := turn.DecodeSlowly(data, opts); return err },
 		"fast-check": func() error {
 			if !turn.SchemaAccepts(data) {
 				return errors.New("the fast check refused it")

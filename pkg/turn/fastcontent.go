@@ -59,6 +59,72 @@ func (p *contentParser) next() byte {
 	return p.data[p.i]
 }
 
+// list reads the elements of the array or object whose bracket is at p.i,
+// calling each with p.i at the start of every element; end is ']' or '}'.
+func (p *contentParser) list(end byte, each func() bool) bool {
+	p.i++ // [ or {
+	if p.next() == end {
+		p.i++
+		return true
+	}
+	for {
+		if !each() {
+			return false
+		}
+		switch p.next() {
+		case ',':
+			p.i++
+			p.next()
+		case end:
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// object reads the object at p.i, calling field with p.i at each key's
+// value. A field function skips the keys it does not know with other.
+func (p *contentParser) object(field func(key []byte) bool) bool {
+	return p.list('}', func() bool {
+		if p.next() != '"' {
+			return false
+		}
+		key, ok := p.key()
+		if !ok || p.next() != ':' {
+			return false
+		}
+		p.i++
+		p.next()
+		return field(key)
+	})
+}
+
+// other skips the value of a key spelled as none of fields, as
+// encoding/json skips a key no field has, and declines a key it would
+// match to one of them in its folding: in another case, or with a byte
+// outside ASCII (Unicode's folding: "ſ" matches "s").
+func (p *contentParser) other(key []byte, fields []string) bool {
+	for _, c := range key {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	for _, f := range fields {
+		if bytes.EqualFold(key, []byte(f)) {
+			return false
+		}
+	}
+	return p.skip()
+}
+
+// skip moves past the value at p.i, as encoding/json skips a key no field has.
+func (p *contentParser) skip() bool {
+	p.i = jsonwalk.ValueEnd(p.data, p.i)
+	return true
+}
+
 func (p *contentParser) content() (Content, bool) {
 	switch p.next() {
 	case '"':
@@ -67,39 +133,27 @@ func (p *contentParser) content() (Content, bool) {
 			return nil, false
 		}
 		return Content{{Type: BlockText, Text: s}}, true
-	case '[':
-		p.i++
+	case '[': // blocks, below
 	default:
 		return nil, false // null, or no content at all: encoding/json decides
 	}
 	blocks := make([]Block, 0, 2)
-	if p.next() == ']' {
-		p.i++
-		return blocks, true
-	}
-	for {
-		if p.next() != '{' {
-			return nil, false
+	ok := p.list(']', func() bool {
+		if p.data[p.i] != '{' {
+			return false
 		}
 		blocks = append(blocks, Block{})
-		if !p.block(&blocks[len(blocks)-1]) {
-			return nil, false
-		}
-		switch p.next() {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return blocks, true
-		default:
-			return nil, false
-		}
+		return p.block(&blocks[len(blocks)-1])
+	})
+	if !ok {
+		return nil, false
 	}
+	return blocks, true
 }
 
 // block decodes the object at p.i into b.
 func (p *contentParser) block(b *Block) bool {
-	return p.object(blockFields, func(key []byte) bool {
+	return p.object(func(key []byte) bool {
 		if p.data[p.i] == 'n' {
 			return false // null: each field type has its own rule
 		}
@@ -151,7 +205,7 @@ func (p *contentParser) field(b *Block, key []byte) bool {
 		b.Content = &c
 		return true
 	default:
-		return p.skip() // object has declined a key encoding/json would match in another case
+		return p.other(key, blockFields)
 	}
 	if s != nil {
 		if p.data[p.i] != '"' {

@@ -1,11 +1,9 @@
 package turn
 
 import (
-	"bytes"
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 )
@@ -42,73 +40,8 @@ func decodeEvent(data []byte) (Event, bool) {
 	if p.next() != '{' {
 		return ev, false
 	}
-	ok := p.object(eventFields, func(key []byte) bool { return p.eventField(&ev, key) })
+	ok := p.object(func(key []byte) bool { return p.eventField(&ev, key) })
 	return ev, ok && jsonwalk.SkipSpace(p.data, p.i) == len(p.data)
-}
-
-// object reads the object at p.i, calling field for each key at its
-// value. A key that could match one of fields in
-// encoding/json's folding, without being spelled as it, is declined; field
-// skips the keys it does not know.
-func (p *contentParser) object(fields []string, field func(key []byte) bool) bool {
-	p.i++ // {
-	if p.next() == '}' {
-		p.i++
-		return true
-	}
-	for {
-		if p.next() != '"' {
-			return false
-		}
-		key, ok := p.key()
-		if !ok || p.next() != ':' {
-			return false
-		}
-		p.i++
-		p.next()
-		if folds(key, fields) {
-			return false
-		}
-		if !field(key) {
-			return false
-		}
-		switch p.next() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// folds reports whether encoding/json could match key to one of fields
-// although it is not spelled as any of them.
-func folds(key []byte, fields []string) bool {
-	for _, f := range fields {
-		if string(key) == f {
-			return false
-		}
-	}
-	for _, c := range key {
-		if c >= utf8.RuneSelf {
-			return true // Unicode's folding: "ſ" matches "s"
-		}
-	}
-	for _, f := range fields {
-		if bytes.EqualFold(key, []byte(f)) {
-			return true
-		}
-	}
-	return false
-}
-
-// skip moves past the value at p.i, as encoding/json skips a key no field has.
-func (p *contentParser) skip() bool {
-	p.i = jsonwalk.ValueEnd(p.data, p.i)
-	return true
 }
 
 func (p *contentParser) eventField(ev *Event, key []byte) bool {
@@ -136,60 +69,45 @@ func (p *contentParser) eventField(ev *Event, key []byte) bool {
 	case "input_messages":
 		return p.messages(&ev.InputMessages)
 	case "response":
-		return objectInto(p, &ev.Response, messageFields, p.messageField)
+		return objectInto(p, &ev.Response, p.messageField)
 	case "usage":
-		return objectInto(p, &ev.Usage, usageFields, p.usageField)
+		return objectInto(p, &ev.Usage, p.usageField)
 	case "request_prefix":
-		return objectInto(p, &ev.RequestPrefix, requestPrefixFields, p.requestPrefixField)
+		return objectInto(p, &ev.RequestPrefix, p.requestPrefixField)
 	case "client_compaction":
-		return objectInto(p, &ev.ClientCompaction, clientCompactionFields, p.clientCompactionField)
+		return objectInto(p, &ev.ClientCompaction, p.clientCompactionField)
 	case "occurred_at":
 		return p.time(&ev.OccurredAt)
 	}
-	return p.skip()
+	return p.other(key, eventFields)
 }
 
 // objectInto decodes the object at p.i into a new T that *dst then points
 // at, as encoding/json does for a nil pointer.
-func objectInto[T any](p *contentParser, dst **T, fields []string, field func(*T, []byte) bool) bool {
+func objectInto[T any](p *contentParser, dst **T, field func(*T, []byte) bool) bool {
 	if p.data[p.i] != '{' {
 		return false
 	}
 	v := new(T)
 	*dst = v
-	return p.object(fields, func(key []byte) bool { return field(v, key) })
+	return p.object(func(key []byte) bool { return field(v, key) })
 }
 
 func (p *contentParser) messages(ms *[]Message) bool {
 	if p.data[p.i] != '[' {
 		return false
 	}
-	p.i++
 	out := make([]Message, 0, 2) // an empty array decodes to an empty slice, not nil
-	if p.next() == ']' {
-		p.i++
-		*ms = out
-		return true
-	}
-	for {
-		if p.next() != '{' {
+	ok := p.list(']', func() bool {
+		if p.data[p.i] != '{' {
 			return false
 		}
 		out = append(out, Message{})
-		if !p.object(messageFields, func(key []byte) bool { return p.messageField(&out[len(out)-1], key) }) {
-			return false
-		}
-		switch p.next() {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			*ms = out
-			return true
-		default:
-			return false
-		}
-	}
+		m := &out[len(out)-1]
+		return p.object(func(key []byte) bool { return p.messageField(m, key) })
+	})
+	*ms = out
+	return ok
 }
 
 func (p *contentParser) messageField(m *Message, key []byte) bool {
@@ -201,21 +119,27 @@ func (p *contentParser) messageField(m *Message, key []byte) bool {
 	case "stop_reason":
 		return p.str(&m.StopReason)
 	case "content":
-		if p.data[p.i] == 'n' {
-			return false // null: encoding/json's rules for a nil slice
-		}
-		// What encoding/json does: hand the value's bytes to
-		// Content.UnmarshalJSON, which takes the one-pass way when it can.
-		start := p.i
-		p.i = jsonwalk.ValueEnd(p.data, p.i)
-		var c Content
-		if err := c.UnmarshalJSON(p.data[start:p.i]); err != nil {
-			return false
-		}
-		m.Content = c
-		return true
+		return p.messageContent(&m.Content)
 	}
-	return p.skip()
+	return p.other(key, messageFields)
+}
+
+// messageContent decodes a message's content where it stands, as
+// Content.UnmarshalJSON would decode its bytes: in one pass (content), or,
+// where that declines, by unmarshalSlowly.
+func (p *contentParser) messageContent(c *Content) bool {
+	if p.data[p.i] == 'n' {
+		return false // null: encoding/json's rules for a nil slice
+	}
+	start := p.i
+	if !slowContentOnly.Load() {
+		if blocks, ok := p.content(); ok {
+			*c = blocks
+			return true
+		}
+	}
+	p.i = jsonwalk.ValueEnd(p.data, start)
+	return c.unmarshalSlowly(p.data[start:p.i]) == nil
 }
 
 func (p *contentParser) usageField(u *Usage, key []byte) bool {
@@ -229,7 +153,7 @@ func (p *contentParser) usageField(u *Usage, key []byte) bool {
 	case "output_tokens":
 		return p.int(&u.OutputTokens)
 	}
-	return p.skip()
+	return p.other(key, usageFields)
 }
 
 func (p *contentParser) requestPrefixField(rp *RequestPrefix, key []byte) bool {
@@ -245,7 +169,7 @@ func (p *contentParser) requestPrefixField(rp *RequestPrefix, key []byte) bool {
 	case "hash":
 		return p.str(&rp.Hash)
 	}
-	return p.skip()
+	return p.other(key, requestPrefixFields)
 }
 
 func (p *contentParser) clientCompactionField(cc *ClientCompaction, key []byte) bool {
@@ -255,7 +179,7 @@ func (p *contentParser) clientCompactionField(cc *ClientCompaction, key []byte) 
 	case "pre_tokens":
 		return p.int(&cc.PreTokens)
 	}
-	return p.skip()
+	return p.other(key, clientCompactionFields)
 }
 
 // null reports whether the value at p.i is null, and moves past it.
@@ -343,14 +267,9 @@ func (p *contentParser) stringMap(m *map[string]string) bool {
 		return false
 	}
 	out := map[string]string{}
-	p.i++
-	if p.next() == '}' {
-		p.i++
-		*m = out
-		return true
-	}
-	for {
-		if p.next() != '"' {
+	*m = out
+	return p.list('}', func() bool {
+		if p.data[p.i] != '"' {
 			return false
 		}
 		k, ok := p.string() // a map's keys are any strings, escaped or not
@@ -362,19 +281,7 @@ func (p *contentParser) stringMap(m *map[string]string) bool {
 			return false
 		}
 		v, ok := p.string()
-		if !ok {
-			return false
-		}
 		out[k] = v
-		switch p.next() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			*m = out
-			return true
-		default:
-			return false
-		}
-	}
+		return ok
+	})
 }

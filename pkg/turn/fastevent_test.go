@@ -26,12 +26,17 @@ var eventsTheFastPathTakes = []string{
 	  "occurred_at":"2026-12-03T19:00:00Z"}`,
 }
 
-func TestTheEventFastPathTakesEventsAsClientsSendThem(t *testing.T) {
-	inputs := eventsTheFastPathTakes
+// fastPathEvents are eventsTheFastPathTakes and roundTripEvents.
+func fastPathEvents() []string {
+	events := append([]string{}, eventsTheFastPathTakes...)
 	for _, data := range roundTripEvents {
-		inputs = append(inputs, data)
+		events = append(events, data)
 	}
-	for _, in := range inputs {
+	return events
+}
+
+func TestTheEventFastPathTakesEventsAsClientsSendThem(t *testing.T) {
+	for _, in := range fastPathEvents() {
 		fast, ok := turn.DecodeEventFast([]byte(in))
 		require.True(t, ok, "declined %s", in)
 		var slow turn.Event
@@ -80,10 +85,7 @@ func TestTheEventFastPathDeclinesWhatItIsNotSureOf(t *testing.T) {
 // TestDecodeGivesTheSameEventsAndRefusalsBothWays: Decode with and
 // without the one-pass decoder, on every event of the tests.
 func TestDecodeGivesTheSameEventsAndRefusalsBothWays(t *testing.T) {
-	inputs := append([]string{}, eventsTheFastPathTakes...)
-	for _, data := range roundTripEvents {
-		inputs = append(inputs, data)
-	}
+	inputs := fastPathEvents()
 	for _, data := range decodeSeeds(t) {
 		inputs = append(inputs, string(data))
 	}
@@ -118,10 +120,7 @@ func reason(err error) turn.Reason {
 // what encoding/json refuses. Decode gives the same events and the same
 // refusals with it and without it.
 func FuzzEventFastPathAgrees(f *testing.F) {
-	for _, in := range eventsTheFastPathTakes {
-		f.Add([]byte(in))
-	}
-	for _, in := range roundTripEvents {
+	for _, in := range fastPathEvents() {
 		f.Add([]byte(in))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -141,16 +140,5 @@ func FuzzEventFastPathAgrees(f *testing.F) {
 			t.Fatalf("the fast path took %q, which encoding/json refuses: %v", data, err)
 		}
 		require.Equal(t, slow, fast, "%q", data)
-	})
-}
-
-// BenchmarkDecodeEvent: benchEvent decoded with the
-// one-pass decoder and without it.
-func BenchmarkDecodeEvent(b *testing.B) {
-	data := benchEvent
-	opts := turn.DecodeOptions{Tenant: "acme"}
-	benchSteps(b, len(data), map[string]func() error{
-		"decode":        func() error { _, err := turn.Decode(data, opts); return err },
-		"decode-slowly": func() error { _, err := turn.DecodeSlowly(data, opts); return err },
 	})
 }

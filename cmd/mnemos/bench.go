@@ -82,6 +82,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	// The collector's target and the memory limit as serve sets them: the
+	// services measured here run as they are deployed.
+	applyMemoryLimit(log) // the report's machine line says what they are
 
 	// =========================================================================
 	// Postgres

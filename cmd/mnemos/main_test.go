@@ -637,7 +637,7 @@ func TestBenchCommandPrintsItsTables(t *testing.T) {
 		"--proxy-sizes", "3000", "--proxy-samples", "3"},
 		env(nil), &out, &errs)
 	require.NoError(t, err, errs.String())
-	for _, want := range []string{"Machine: ", "turns/s end to end", "at a sustained rate", "ratio to Postgres", "| 5K tokens |", "| 3K (", "| long: "} {
+	for _, want := range []string{"Machine: ", " (GOGC=", "turns/s end to end", "at a sustained rate", "ratio to Postgres", "| 5K tokens |", "| 3K (", "| long: "} {
 		require.Contains(t, out.String(), want)
 	}
 	require.Error(t, run(context.Background(), []string{"bench", "--sizes", "big"}, env(nil), io.Discard, io.Discard))

@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -315,8 +318,8 @@ func (r Report) Markdown(w io.Writer) {
 	if m.Autovacuum == "off" {
 		server += " (autovacuum off)"
 	}
-	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s memory, %s; %s; PostgreSQL %s; nats-server %s; load average %s at the start; run took %s.\n\n",
-		m.CPUs, m.CPUModel, m.Memory, m.OS, m.Go, server, m.NATS, m.Load, r.Took.Round(time.Second))
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s memory, %s; %s (%s); PostgreSQL %s; nats-server %s; load average %s at the start; run took %s.\n\n",
+		m.CPUs, m.CPUModel, m.Memory, m.OS, m.Go, m.GC, server, m.NATS, m.Load, r.Took.Round(time.Second))
 
 	if len(r.Burst) > 0 {
 		var p50, p99 []float64
@@ -496,6 +499,9 @@ type Machine struct {
 	// the benchmark's database keeps every dead row of the runs before
 	// but for the VACUUM of the warm-up.
 	Autovacuum string `json:"autovacuum"`
+	// GC is the collector's target and the soft memory limit the run had,
+	// as GOGC and GOMEMLIMIT write them ("off" for none).
+	GC string `json:"gc"`
 }
 
 // Describe reads the machine and the servers' versions.
@@ -518,6 +524,7 @@ func Describe(ctx context.Context, s *System) Machine {
 	if v := procField("/etc/os-release", "PRETTY_NAME"); v != "" {
 		m.OS = strings.Trim(v, `"`)
 	}
+	m.GC = collector()
 	m.NATS = s.Bus.Conn().ConnectedServerVersion()
 	if conn, err := s.Store.Pool().Acquire(ctx); err == nil {
 		m.Postgres = conn.Conn().PgConn().ParameterStatus("server_version")
@@ -525,6 +532,21 @@ func Describe(ctx context.Context, s *System) Machine {
 		conn.Release()
 	}
 	return m
+}
+
+// collector is the garbage collector's target and soft memory limit, as
+// the runtime reports them: "GOGC=400 GOMEMLIMIT=off".
+func collector() string {
+	samples := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(samples)
+	gogc, limit := "off", "off"
+	if samples[0].Value.Kind() == metrics.KindUint64 && samples[0].Value.Uint64() <= math.MaxInt32 { // off reads as -1
+		gogc = strconv.FormatUint(samples[0].Value.Uint64(), 10)
+	}
+	if samples[1].Value.Kind() == metrics.KindUint64 && samples[1].Value.Uint64() < math.MaxInt64 {
+		limit = fmt.Sprintf("%dMiB", samples[1].Value.Uint64()>>20)
+	}
+	return "GOGC=" + gogc + " GOMEMLIMIT=" + limit
 }
 
 // procField returns the value of the first "key: value" or key=value line

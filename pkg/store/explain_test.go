@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -347,4 +348,93 @@ func TestTheRelaysFunctionsReadTheOutboxByItsKey(t *testing.T) {
 		assert.Zero(t, seq, "%s reads the outbox whole", c)
 		assert.Positive(t, idx, "%s reads the outbox's key", c)
 	}
+}
+
+// TestMessageSearchesMatchRowByRowAndInsertsKeepNoTextIndex: a search,
+// as the services run it (their role, under row-level security), reads the
+// session's messages by their btree and matches each row by
+// message_search(content), whose body Postgres inlines, so no SQL function
+// is set up for it. Row-level security keeps the match, which is not
+// leakproof, out of any index's condition, so a text-search index on
+// messages would only cost every insert: messages has none, and no index
+// of it is on an expression. A function Postgres cannot inline (a FROM
+// clause, as message_text has) shows in the plan as a call: the check
+// catches it.
+func TestMessageSearchesMatchRowByRowAndInsertsKeepNoTextIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	adminURL := pgtest.AdminURL(t, url)
+	fill(t, adminURL)
+	admin, err := pgx.Connect(ctx, adminURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.Close(ctx) })
+	var exprIndexes []string
+	rows, err := admin.Query(ctx, `SELECT indexrelid::regclass::text FROM pg_index
+		WHERE indrelid = 'messages'::regclass AND (indexprs IS NOT NULL OR indpred IS NOT NULL)`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		exprIndexes = append(exprIndexes, name)
+	}
+	require.NoError(t, rows.Err())
+	assert.Empty(t, exprIndexes, "an index on messages' expressions: every insert evaluates it")
+
+	_, err = admin.Exec(ctx, `
+		CREATE FUNCTION control_search(content jsonb) RETURNS tsvector
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+			SELECT to_tsvector('simple', coalesce(string_agg(t #>> '{}', ' '), ''))
+			FROM jsonb_path_query(content, 'strict $[*] ? (@.type == "text").text') AS t
+		$$;
+		GRANT EXECUTE ON FUNCTION control_search(jsonb) TO `+pgx.Identifier{store.AppRole}.Sanitize()+`;
+		UPDATE messages SET content = '[{"type": "text", "text": "a needle"}, {"type": "tool_result", "content": "a pin"}]'
+			WHERE tenant_id = 'acme' AND position = 7 AND session_id = 's1';
+		ANALYZE messages`)
+	require.NoError(t, err)
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	_, err = conn.Exec(ctx, `SELECT set_config('mnemos.tenant_id', 'acme', false)`)
+	require.NoError(t, err)
+	search := `SELECT count(*) FROM messages WHERE tenant_id = 'acme' AND session_id = 's1' AND %s(content) @@ websearch_to_tsquery('simple', $1)`
+	// filter is what the search by fn matches its rows by, and the indexes
+	// it reads them by.
+	filter := func(fn string) (indexes []string, filter string) {
+		t.Helper()
+		var raw []byte
+		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (VERBOSE, FORMAT JSON) "+fmt.Sprintf(search, fn), "needle").Scan(&raw))
+		var plan any
+		require.NoError(t, json.Unmarshal(raw, &plan))
+		planNodes(plan, func(x map[string]any) {
+			if f, ok := x["Filter"].(string); ok && strings.Contains(f, "@@") {
+				filter = f
+			}
+			if name, ok := x["Index Name"].(string); ok {
+				indexes = append(indexes, name)
+			}
+		})
+		return indexes, filter
+	}
+	_, f := filter("control_search")
+	require.Contains(t, f, "control_search(", "a function with a FROM clause is not inlined: the check catches it")
+
+	indexes, f := filter("message_search")
+	require.NotEmpty(t, indexes, "a session's search reads its messages by an index")
+	for _, i := range indexes {
+		assert.True(t, strings.HasPrefix(i, "messages_"), "a session's search reads %s", i)
+	}
+	assert.NotContains(t, f, "message_search(", "the match is a function call: each search sets it up")
+	assert.Contains(t, f, "jsonb_path_query_array", "the function's body stands in the plan")
+
+	// What it finds: the text blocks, not the tool results.
+	found := func(query string) (n int) {
+		t.Helper()
+		require.NoError(t, conn.QueryRow(ctx, fmt.Sprintf(search, "message_search"), query).Scan(&n))
+		return n
+	}
+	assert.Equal(t, 1, found("needle"))
+	assert.Equal(t, 99, found("session"))
+	assert.Zero(t, found("pin"), "a tool result is not searched")
 }

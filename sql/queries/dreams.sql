@@ -125,7 +125,7 @@ FROM messages m
 JOIN sessions s ON s.tenant_id = m.tenant_id AND s.session_id = m.session_id
 WHERE m.tenant_id = @tenant_id
   AND s.memory_scope @> @scope_filter::jsonb
-  AND to_tsvector('simple', message_text(m.content)) @@ websearch_to_tsquery('simple', @query::text)
+  AND message_search(m.content) @@ websearch_to_tsquery('simple', @query::text)
 ORDER BY m.created_at DESC, m.session_id, m.position DESC
 LIMIT @max_rows;
 

@@ -79,6 +79,6 @@ SELECT position, role, created_at,
        ts_headline('simple', left(message_text(content), 20000), websearch_to_tsquery('simple', @query::text), @headline_options::text)::text AS snippet
 FROM messages
 WHERE tenant_id = @tenant_id AND session_id = @session_id
-  AND to_tsvector('simple', message_text(content)) @@ websearch_to_tsquery('simple', @query::text)
+  AND message_search(content) @@ websearch_to_tsquery('simple', @query::text)
 ORDER BY position
 LIMIT @max_rows;

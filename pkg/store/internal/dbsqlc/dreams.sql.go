@@ -635,7 +635,7 @@ FROM messages m
 JOIN sessions s ON s.tenant_id = m.tenant_id AND s.session_id = m.session_id
 WHERE m.tenant_id = $3
   AND s.memory_scope @> $4::jsonb
-  AND to_tsvector('simple', message_text(m.content)) @@ websearch_to_tsquery('simple', $1::text)
+  AND message_search(m.content) @@ websearch_to_tsquery('simple', $1::text)
 ORDER BY m.created_at DESC, m.session_id, m.position DESC
 LIMIT $5
 `

@@ -361,7 +361,7 @@ SELECT position, role, created_at,
        ts_headline('simple', left(message_text(content), 20000), websearch_to_tsquery('simple', $1::text), $2::text)::text AS snippet
 FROM messages
 WHERE tenant_id = $3 AND session_id = $4
-  AND to_tsvector('simple', message_text(content)) @@ websearch_to_tsquery('simple', $1::text)
+  AND message_search(content) @@ websearch_to_tsquery('simple', $1::text)
 ORDER BY position
 LIMIT $5
 `

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -350,16 +349,15 @@ func TestTheRelaysFunctionsReadTheOutboxByItsKey(t *testing.T) {
 	}
 }
 
-// TestMessageSearchesMatchRowByRowAndInsertsKeepNoTextIndex: a search,
-// as the services run it (their role, under row-level security), reads the
-// session's messages by their btree and matches each row by
+// TestMessageSearchesMatchRowByRowAndInsertsKeepNoTextIndex: the
+// generated searches (MessageSearch, MessageSearchSession), planned as the
+// services' role under row-level security, match each row by
 // message_search(content), whose body Postgres inlines, so no SQL function
 // is set up for it. Row-level security keeps the match, which is not
 // leakproof, out of any index's condition, so a text-search index on
-// messages would only cost every insert: messages has none, and no index
-// of it is on an expression. A function Postgres cannot inline (a FROM
-// clause, as message_text has) shows in the plan as a call: the check
-// catches it.
+// messages would only cost every insert: no index of messages is on an
+// expression. A function Postgres cannot inline (a FROM clause, as
+// message_text has) shows in the plan as a call: the check catches it.
 func TestMessageSearchesMatchRowByRowAndInsertsKeepNoTextIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -369,18 +367,11 @@ func TestMessageSearchesMatchRowByRowAndInsertsKeepNoTextIndex(t *testing.T) {
 	admin, err := pgx.Connect(ctx, adminURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { admin.Close(ctx) })
-	var exprIndexes []string
-	rows, err := admin.Query(ctx, `SELECT indexrelid::regclass::text FROM pg_index
+	rows, _ := admin.Query(ctx, `SELECT indexrelid::regclass::text FROM pg_index
 		WHERE indrelid = 'messages'::regclass AND (indexprs IS NOT NULL OR indpred IS NOT NULL)`)
+	exprIndexes, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	for rows.Next() {
-		var name string
-		require.NoError(t, rows.Scan(&name))
-		exprIndexes = append(exprIndexes, name)
-	}
-	require.NoError(t, rows.Err())
 	assert.Empty(t, exprIndexes, "an index on messages' expressions: every insert evaluates it")
-
 	_, err = admin.Exec(ctx, `
 		CREATE FUNCTION control_search(content jsonb) RETURNS tsvector
 		LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -396,42 +387,47 @@ func TestMessageSearchesMatchRowByRowAndInsertsKeepNoTextIndex(t *testing.T) {
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(ctx) })
-	_, err = conn.Exec(ctx, `SELECT set_config('mnemos.tenant_id', 'acme', false)`)
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan; SELECT set_config('mnemos.tenant_id', 'acme', false)`)
 	require.NoError(t, err)
-	search := `SELECT count(*) FROM messages WHERE tenant_id = 'acme' AND session_id = 's1' AND %s(content) @@ websearch_to_tsquery('simple', $1)`
-	// filter is what the search by fn matches its rows by, and the indexes
-	// it reads them by.
-	filter := func(fn string) (indexes []string, filter string) {
+	// match is the condition a statement's plan matches its rows' text by.
+	match := func(q query) string {
 		t.Helper()
-		var raw []byte
-		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (VERBOSE, FORMAT JSON) "+fmt.Sprintf(search, fn), "needle").Scan(&raw))
-		var plan any
-		require.NoError(t, json.Unmarshal(raw, &plan))
-		planNodes(plan, func(x map[string]any) {
+		var m string
+		planNodes(explain(t, conn, q), func(x map[string]any) {
 			if f, ok := x["Filter"].(string); ok && strings.Contains(f, "@@") {
-				filter = f
-			}
-			if name, ok := x["Index Name"].(string); ok {
-				indexes = append(indexes, name)
+				m = f
 			}
 		})
-		return indexes, filter
+		require.NotEmpty(t, m, "%s matches no text", q.name)
+		return m
 	}
-	_, f := filter("control_search")
-	require.Contains(t, f, "control_search(", "a function with a FROM clause is not inlined: the check catches it")
-
-	indexes, f := filter("message_search")
-	require.NotEmpty(t, indexes, "a session's search reads its messages by an index")
-	for _, i := range indexes {
-		assert.True(t, strings.HasPrefix(i, "messages_"), "a session's search reads %s", i)
+	// The check itself: a call that is not inlined stands in the plan.
+	control := query{name: "ControlSearch", sql: "SELECT position FROM messages WHERE session_id = $1 AND control_search(content) @@ websearch_to_tsquery('simple', $2)"}
+	require.Contains(t, match(control), "control_search(")
+	searches := 0
+	for _, q := range queries(t) {
+		if q.name != "MessageSearch" && q.name != "MessageSearchSession" {
+			continue
+		}
+		searches++
+		m := match(q)
+		assert.NotContains(t, m, "message_search(", "%s calls a function each search sets up", q.name)
+		assert.Contains(t, m, "jsonb_path_query_array", "%s: the function's body stands in the plan", q.name)
 	}
-	assert.NotContains(t, f, "message_search(", "the match is a function call: each search sets it up")
-	assert.Contains(t, f, "jsonb_path_query_array", "the function's body stands in the plan")
+	require.Equal(t, 2, searches, "both searches were found")
 
-	// What it finds: the text blocks, not the tool results.
-	found := func(query string) (n int) {
+	// What a session's search finds, through the store: the text blocks,
+	// not the tool results.
+	st, err := store.Open(ctx, store.Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	found := func(words string) (n int) {
 		t.Helper()
-		require.NoError(t, conn.QueryRow(ctx, fmt.Sprintf(search, "message_search"), query).Scan(&n))
+		require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
+			hits, err := tx.SearchSessionMessages(ctx, "s1", words, "", 200)
+			n = len(hits)
+			return err
+		}))
 		return n
 	}
 	assert.Equal(t, 1, found("needle"))

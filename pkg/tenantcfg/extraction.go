@@ -14,6 +14,9 @@ import (
 type Extraction struct {
 	// Enabled turns extraction on for the tenant's sessions.
 	Enabled bool `json:"enabled"`
+	// Subagents extracts from every agent's finished turns too; by default
+	// only the main agent's are looked at.
+	Subagents bool `json:"subagents"`
 	// EveryTurns runs extraction on every N-th eligible turn (a main-agent
 	// round that closes a user turn); the turns in between only count.
 	EveryTurns int `json:"every_turns"`

@@ -11,6 +11,9 @@ import (
 type SessionMemory struct {
 	// Enabled turns the notes on for the tenant's sessions.
 	Enabled bool `json:"enabled"`
+	// Subagents writes notes for every agent's thread of a proxied session
+	// too; by default only the main agent's are kept.
+	Subagents bool `json:"subagents"`
 	// InitTokens is the count at which a session's notes are first written.
 	InitTokens int64 `json:"init_tokens"`
 	// UpdateTokens is how much the count must grow after an update before

@@ -205,8 +205,11 @@ var errStopping = errors.New("extractor: shutting down; the event is left for re
 // handle looks at one turn.accounted event.
 func (s *Service) handle(ctx context.Context, m bus.Message, ev events.TurnAccounted) error {
 	tenant, session := ev.Address()
-	if !ev.ClosesUserTurn || (ev.AgentID != turn.MainAgent && ev.AgentID != "") {
-		return nil // only the main agent's finished user turns are looked at
+	if !ev.ClosesUserTurn {
+		return nil // only finished user turns are looked at
+	}
+	if ev.AgentID != turn.MainAgent && ev.AgentID != "" && !s.subagents(ctx, tenant) {
+		return nil // the main agent's, unless the tenant's extraction.subagents says every agent's
 	}
 	select {
 	case <-s.stopping:
@@ -309,4 +312,11 @@ func agentWrite(ctx context.Context, tx *store.Tx, session string) (store.AgentM
 		return store.AgentMemoryWrite{}, nil
 	}
 	return aw, err
+}
+
+// subagents reports whether the tenant extracts from every agent's turns
+// (extraction.subagents); when its settings cannot be read, the default.
+func (s *Service) subagents(ctx context.Context, tenant string) bool {
+	set, err := s.settings.For(ctx, tenant)
+	return err == nil && set.Extraction.Subagents
 }

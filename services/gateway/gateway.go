@@ -133,10 +133,11 @@ type Gateway struct {
 	upstreams *ttlcache.Cache[Upstream] // tenant → its upstream for the proxy
 	keyGuard  *keyGuard
 	admission *admission
-	// readable and unchanged are the proxy's verdicts on client messages
-	// (messages_digest.go): that they decode, and whether a rendering is
-	// the client's message.
-	readable, unchanged *verdicts
+	// canons and unchanged are the proxy's verdicts on client messages
+	// (messages_digest.go): the canonical digest of each that decodes
+	// (threads.go), and whether a rendering is the client's message.
+	canons    *memo[digest]
+	unchanged *verdicts
 	// prefixCounts are the exact sizes of system prompts and tools an
 	// upstream counted for exact preflights (preflight_exact.go), which a
 	// prefix's hash names for good.
@@ -168,7 +169,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		keyGuard:  newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
 		admission: newAdmission(cfg),
 		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),
-		readable:  newVerdicts(verdictLimit), unchanged: newVerdicts(verdictLimit),
+		canons:    newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit),
 		sections: newImmutable[[]string](immutablesMax), decisions: newImmutable[store.RecallPrefetch](immutablesMax),
 		prefixCounts: newImmutable[int64](immutablesMax),
 	}
@@ -504,6 +505,24 @@ type SessionState struct {
 	LastResponseAt *time.Time `json:"last_response_at,omitempty"`
 	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+	// Agents are the conversations the model proxy follows under this
+	// session id (threads.go); none for a session no proxy request named.
+	Agents []AgentThread `json:"agents,omitempty"`
+}
+
+// AgentThread is one conversation the model proxy follows under a session
+// id: an agent's thread, stored as the Mnemos session Thread.
+type AgentThread struct {
+	AgentID      string    `json:"agent_id"`
+	Kind         string    `json:"kind"`
+	Thread       string    `json:"thread"`
+	Parent       string    `json:"parent,omitempty"`
+	ForkPosition *int64    `json:"fork_position,omitempty"`
+	Messages     int64     `json:"messages"`
+	Tokens       int64     `json:"tokens"`
+	State        string    `json:"state"`
+	Live         bool      `json:"live"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
 // SeqRange is a range of seqs, both ends included.
@@ -513,9 +532,44 @@ type SeqRange struct {
 }
 
 func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
-	if s, set, ok := g.readSession(w, r, tenant); ok {
-		writeJSON(w, http.StatusOK, sessionState(set, s))
+	s, set, ok := g.readSession(w, r, tenant)
+	if !ok {
+		return
 	}
+	state := sessionState(set, s)
+	threads, sessions, err := g.store.SessionThreads(r.Context(), tenant, s.SessionID)
+	if err != nil {
+		g.internal(w, "reading the session's threads", err)
+		return
+	}
+	state.Agents = agentThreads(threads, sessions)
+	writeJSON(w, http.StatusOK, state)
+}
+
+// agentThreads describes a session's threads, each with its Mnemos
+// session: the live one of each agent is the one written to last.
+func agentThreads(threads []store.Thread, sessions []store.Session) []AgentThread {
+	live := map[string]int{}
+	for i, th := range threads {
+		if j, ok := live[th.AgentID]; !ok || th.UpdatedAt.After(threads[j].UpdatedAt) {
+			live[th.AgentID] = i
+		}
+	}
+	out := make([]AgentThread, 0, len(threads))
+	for i, th := range threads {
+		a := AgentThread{
+			AgentID: th.AgentID, Kind: th.Kind, Thread: th.ThreadID, Parent: th.Parent, Messages: th.Length,
+			Tokens: sessions[i].TokenCount, State: sessions[i].State, Live: live[th.AgentID] == i, UpdatedAt: th.UpdatedAt,
+		}
+		if a.State == "" {
+			a.State = "ok"
+		}
+		if th.Parent != "" {
+			a.ForkPosition = &th.ForkPosition
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // readSession reads the session of the request's path and its tenant's

@@ -55,7 +55,6 @@ const (
 	proxyPassthrough = "passthrough" // no session: forwarded as sent
 	proxyUnmanaged   = "unmanaged"   // managing failed: forwarded as sent (fail-open)
 	proxyRefused     = "refused"     // managing failed and the tenant does not fail open: 503
-	proxyDiverged    = "diverged"    // the client's conversation no longer follows the session's
 	proxyUpstream    = "upstream_error"
 	proxyClientGone  = "client_gone" // the client left before the answer was whole: not recorded
 	proxyUnrecorded  = "unrecorded"  // answered, but its round could not be published
@@ -141,11 +140,18 @@ type messagesRequest struct {
 	upstream Upstream
 	// turns are the messages decoded, each once it is needed (turnAt);
 	// decoded marks those that are. digests are the messages'
-	// messageDigest, taken when a session's request is checked
-	// (checkMessages).
+	// messageDigest and canons their canonDigest, taken when a session's
+	// request is checked (checkMessages); chain their chained digests and
+	// place the thread the request goes to, once it is placed
+	// (placeRequest).
 	turns   []turn.Message
 	decoded []bool
 	digests []digest
+	canons  []digest
+	chain   []digest
+	place   *placement
+	// replaced marks a request placed again (manage): once at most.
+	replaced bool
 	// snapshot is the context snapshot the managed request's render
 	// leaves to write (the cache-break check's), with the round when it is
 	// recorded (flushSnapshot otherwise); nil when there is none.
@@ -171,24 +177,30 @@ func (req *messagesRequest) turnAt(i int) (turn.Message, error) {
 }
 
 // checkMessages takes the digests of a session's request's messages and
-// reports the first one Mnemos cannot decode: each is decoded unless the
-// same bytes decoded before (g.readable), and then only when needed.
+// their canonical digests (canonDigest), and reports the first one Mnemos
+// cannot decode: each is decoded unless the same bytes decoded before
+// (g.canons), and then only when needed.
 func (g *Gateway) checkMessages(tenant string, req *messagesRequest) error {
 	if req.digests != nil {
 		return nil
 	}
-	digests := make([]digest, len(req.messages))
+	digests, canons := make([]digest, len(req.messages)), make([]digest, len(req.messages))
 	for i, raw := range req.messages {
 		digests[i] = messageDigest(tenant, raw)
-		if _, ok := g.readable.get(digests[i]); ok {
+		if c, ok := g.canons.get(digests[i]); ok {
+			canons[i] = c
 			continue
 		}
-		if _, err := req.turnAt(i); err != nil {
+		m, err := req.turnAt(i)
+		if err != nil {
 			return err
 		}
-		g.readable.put(digests[i], true)
+		if canons[i], err = canonDigest(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+		g.canons.put(digests[i], canons[i])
 	}
-	req.digests = digests
+	req.digests, req.canons = digests, canons
 	return nil
 }
 
@@ -290,8 +302,8 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 			releaseWork()
 			g.turnAway(w, r, f)
 			return
-		case errors.Is(err, errDiverged):
-			outcome = proxyDiverged
+		case errors.Is(err, errMovedOn):
+			outcome = proxyRetry
 		case err != nil && !g.failsOpen(ctx, tenant):
 			releaseWork()
 			g.log.Warn("messages proxy: refused, the tenant does not fail open", "tenant", tenant, "session", req.session, "err", err)
@@ -304,10 +316,11 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 			outcome = proxyUnmanaged
 			g.log.Warn("messages proxy: forwarding unmanaged", "tenant", tenant, "session", req.session, "err", err)
 		default:
-			outcome, body = proxyManaged, managed
+			outcome, body = req.place.outcome, managed
 		}
 	}
-	if outcome != proxyManaged {
+	recorded := outcome != proxyPassthrough && outcome != proxyUnmanaged && outcome != proxyRetry
+	if !recorded {
 		g.flushSnapshot(ctx, tenant, req) // no round to write it with
 	}
 	releaseWork() // the upstream's time is not the tenant's expensive work
@@ -334,16 +347,17 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		}
 		return
 	}
-	if outcome != proxyManaged {
+	if !recorded {
 		g.countProxy(ctx, outcome)
 		return
 	}
 	// The client has its answer; the round is recorded after the handler
 	// returns (roundRecords), which must not depend on the client staying
-	// connected.
+	// connected. The rounds of one thread are recorded in order; threads
+	// (the main agent and a subagent) do not wait on each other.
 	recording = true
 	bg := context.WithoutCancel(ctx)
-	g.records.run(tenant+"\x00"+req.session, func() {
+	g.records.run(tenant+"\x00"+req.place.thread.ThreadID, func() {
 		defer func() {
 			// Off the handler, net/http no longer recovers a panic: it
 			// would end the process with every round in flight.
@@ -353,7 +367,13 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 				g.countProxy(bg, proxyUnrecorded)
 			}
 		}()
-		if err := g.recordRound(bg, tenant, r, req, body, reply); err != nil {
+		err := g.recordRound(bg, tenant, r, req, body, reply)
+		switch {
+		case errors.Is(err, errMovedOn):
+			g.log.Info("messages proxy: the round raced another of its thread; not recorded", "tenant", tenant, "session", req.session, "err", err)
+			g.flushSnapshot(bg, tenant, req)
+			outcome = proxyRetry
+		case err != nil:
 			g.log.Error("messages proxy: the round was not recorded", "tenant", tenant, "session", req.session, "err", err)
 			g.flushSnapshot(bg, tenant, req)
 			outcome = proxyUnrecorded
@@ -573,9 +593,13 @@ func relayReply(w http.ResponseWriter, resp *http.Response) (reply, error) {
 	return asm.reply()
 }
 
-// recordRound publishes a round through the outbox: the messages of the
-// client's conversation not published yet and the upstream's answer, with
-// its usage, under the session's next seq.
+// recordRound publishes a round through the outbox, on the thread the
+// request was placed on (req.place): the messages of the client's
+// conversation the thread does not hold yet and the upstream's answer,
+// with its usage, under the thread's next seq, and the chained digests of
+// them all, by which the next request finds the thread. A thread that grew
+// since the request was placed takes nothing (errMovedOn): another request
+// of the same conversation was recorded first.
 // The context snapshot the request's render left (req.snapshot) is written
 // in the same transaction, its writes sent with the COMMIT in one round
 // trip (PipelineCommit),
@@ -583,39 +607,38 @@ func relayReply(w http.ResponseWriter, resp *http.Response) (reply, error) {
 // fork, when the answer shows the prompt cache in use (agentRequest): the
 // pieces of it that changed since the round before.
 func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, sent []byte, rep reply) error {
-	session, n := req.session, int64(len(req.messages))
-	ar, keep := agentRequest(req, sent, rep)
-	err := g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
-		// The lock, and the pieces of the request kept for forks that this
-		// round need not write again, in one round trip.
-		reads := store.NewReads(tenant)
-		locked := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.LockSession(ctx, session, turn.MainAgent) })
-		var pieces *store.Future[store.StoredPieces]
-		if keep {
-			pieces = store.Queue(reads, func(tx *store.Tx) (store.StoredPieces, error) { return tx.AgentRequestDigests(ctx, session) })
-		}
-		if err := tx.Read(ctx, reads); err != nil {
-			return err
-		}
-		sess, err := locked.Get()
+	pl, n := req.place, int64(len(req.messages))
+	response := turn.Message{Role: "assistant", Content: withoutCacheControl(rep.Content), StopReason: rep.StopReason}
+	answered, err := canonDigest(response)
+	if err != nil {
+		return err
+	}
+	err = g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
+		th := pl.thread
+		lt, err := g.lockThread(ctx, tx, req, th, sent, rep)
 		if err != nil {
 			return err
 		}
-		var stored store.StoredPieces
-		if keep {
-			if stored, err = pieces.Get(); err != nil {
+		if th.Kind == store.ThreadMain && lt.last == nil && lt.session.ProxyMessages+lt.session.AppliedSeq > 0 {
+			// The session's id holds a conversation no thread names (one
+			// proxied before threads were kept, or sent as turn events):
+			// the main thread is a session of its own.
+			th.ThreadID = threadID(req.session, "main-"+short(req.chain[0]))
+			if lt, err = g.lockThread(ctx, tx, req, th, sent, rep); err != nil {
 				return err
 			}
 		}
-		from := sess.ProxyMessages
-		if from > n {
-			return fmt.Errorf("%w: the session has %d of its messages published, the client sent %d", errDiverged, from, n)
+		if err := lt.follows(req.chain); err != nil {
+			return fmt.Errorf("%w: thread %s: %w", errMovedOn, th.ThreadID, err)
 		}
+		sess, stored, keep, ar := lt.session, lt.pieces, lt.keep, lt.request
+		from, session := sess.ProxyMessages, th.ThreadID
 		seq := max(sess.ProxySeq, sess.AppliedSeq) + 1
 		ev := turn.Event{
 			Schema: turn.SchemaV1, EventID: roundEventID(tenant, session, seq), TenantID: tenant, SessionID: session, Seq: seq,
-			Model: req.model, MemoryScope: scopeOf(r), OccurredAt: time.Now().UTC(), Usage: &rep.Usage,
+			AgentID: th.AgentID, Model: req.model, MemoryScope: scopeOf(r), OccurredAt: time.Now().UTC(), Usage: &rep.Usage,
 		}
+		path := make([][]byte, 0, n-from+1)
 		for i := from; i < n; i++ {
 			m, err := req.turnAt(int(i))
 			if err != nil {
@@ -623,11 +646,16 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 			}
 			m.UUID = messageUUID(tenant, session, i)
 			ev.InputMessages = append(ev.InputMessages, m)
+			path = append(path, req.chain[i][:])
 		}
-		ev.Response = &turn.Message{
-			UUID: messageUUID(tenant, session, n), Role: "assistant",
-			Content: withoutCacheControl(rep.Content), StopReason: rep.StopReason,
+		response.UUID = messageUUID(tenant, session, n)
+		ev.Response = &response
+		prev := chainSeed(tenant, req.session)
+		if n > 0 {
+			prev = req.chain[n-1]
 		}
+		last := chainNext(prev, answered)
+		path = append(path, last[:])
 		row, err := outbox.Event(ctx, bus.KindTurnCompleted, tenant, session, bus.MsgID(tenant, ev.EventID), ev)
 		if err != nil {
 			return err
@@ -647,7 +675,10 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 					return err
 				}
 			}
-			return p.RecordProxyRound(ctx, session, seq, n+1)
+			if err := p.RecordProxyRound(ctx, session, seq, n+1); err != nil {
+				return err
+			}
+			return p.PutThreadRound(ctx, th, from, path)
 		})
 	})
 	if err == nil {
@@ -656,16 +687,74 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 	return err
 }
 
+// lockedThread is a thread's session, locked, with its last message and
+// the pieces of its kept agent request a round need not write again.
+type lockedThread struct {
+	session store.Session
+	last    *store.PathLast
+	keep    bool
+	request store.AgentRequest
+	pieces  store.StoredPieces
+}
+
+// follows reports, as an error, when the request whose chain is given does
+// not hold the thread's conversation as its own prefix: a request of the
+// same thread was recorded since this one was placed, and went another way.
+func (lt lockedThread) follows(chain []digest) error {
+	held := lt.session.ProxyMessages
+	switch {
+	case lt.last == nil && held == 0:
+		return nil
+	case lt.last == nil || lt.last.Position != held-1:
+		return fmt.Errorf("its path does not end at its %d messages", held)
+	case held > int64(len(chain)):
+		return fmt.Errorf("it holds %d messages, the request %d", held, len(chain))
+	case !bytes.Equal(chain[held-1][:], lt.last.Digest):
+		return fmt.Errorf("its message %d is not the request's", held-1)
+	}
+	return nil
+}
+
+// lockThread locks a thread's session (creating it), and reads its last
+// message and the pieces of its kept agent request, in one round trip.
+func (g *Gateway) lockThread(ctx context.Context, tx *store.Tx, req *messagesRequest, th store.Thread, sent []byte, rep reply) (lockedThread, error) {
+	var lt lockedThread
+	lt.request, lt.keep = agentRequest(req, th.ThreadID, sent, rep)
+	reads := store.NewReads(tx.Tenant())
+	locked := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.LockSession(ctx, th.ThreadID, th.AgentID) })
+	last := store.Queue(reads, func(tx *store.Tx) (*store.PathLast, error) { return tx.LastPath(ctx, th.ThreadID) })
+	var pieces *store.Future[store.StoredPieces]
+	if lt.keep {
+		pieces = store.Queue(reads, func(tx *store.Tx) (store.StoredPieces, error) { return tx.AgentRequestDigests(ctx, th.ThreadID) })
+	}
+	if err := tx.Read(ctx, reads); err != nil {
+		return lt, err
+	}
+	var err error
+	if lt.session, err = locked.Get(); err != nil {
+		return lt, err
+	}
+	if lt.last, err = last.Get(); err != nil {
+		return lt, err
+	}
+	if lt.keep {
+		if lt.pieces, err = pieces.Get(); err != nil {
+			return lt, err
+		}
+	}
+	return lt, nil
+}
+
 // agentRequest is the request sent up for a round, kept for background
 // calls to fork, when the answer shows it read or wrote the prompt cache:
 // without a breakpoint there is nothing a fork could read. The answer goes
 // with it when it called no tool (a fork cannot follow a tool call without
 // its result).
-func agentRequest(req *messagesRequest, sent []byte, rep reply) (store.AgentRequest, bool) {
+func agentRequest(req *messagesRequest, thread string, sent []byte, rep reply) (store.AgentRequest, bool) {
 	if rep.Usage.CacheReadInputTokens+rep.Usage.CacheCreationInputTokens <= 0 || len(sent) == 0 {
 		return store.AgentRequest{}, false
 	}
-	ar := store.AgentRequest{SessionID: req.session, Model: req.model, Body: sent}
+	ar := store.AgentRequest{SessionID: thread, Model: req.model, Body: sent}
 	if req.client != nil {
 		ar.Beta = req.client.Header.Get("anthropic-beta")
 	}

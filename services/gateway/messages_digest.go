@@ -68,48 +68,53 @@ func pairDigest(client digest, rendered []byte) digest {
 // messages of a few hundred long sessions, a few MiB.
 const verdictLimit = 1 << 16
 
-// verdicts remembers a bool by digest, for at most about 2×limit digests:
+// memo remembers a value by digest, for at most about 2×limit digests:
 // when the current generation is full it becomes the previous one, and the
 // one before is dropped, so what is still asked for stays.
-type verdicts struct {
+type memo[V any] struct {
 	mu         sync.Mutex
 	limit      int
-	cur, older map[digest]bool
+	cur, older map[digest]V
 }
 
-func newVerdicts(limit int) *verdicts {
-	return &verdicts{limit: limit, cur: map[digest]bool{}}
+// verdicts remembers a verdict (a bool) by digest.
+type verdicts = memo[bool]
+
+func newMemo[V any](limit int) *memo[V] {
+	return &memo[V]{limit: limit, cur: map[digest]V{}}
 }
 
-// get is the verdict on d, if one is kept; a nil verdicts keeps none.
-func (v *verdicts) get(d digest) (verdict, ok bool) {
+func newVerdicts(limit int) *verdicts { return newMemo[bool](limit) }
+
+// get is the value kept for d, if one is; a nil memo keeps none.
+func (v *memo[V]) get(d digest) (value V, ok bool) {
 	if v == nil {
-		return false, false
+		return value, false
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if verdict, ok = v.cur[d]; ok {
-		return verdict, true
+	if value, ok = v.cur[d]; ok {
+		return value, true
 	}
-	if verdict, ok = v.older[d]; ok {
-		v.putLocked(d, verdict) // still asked for: kept in the current generation
+	if value, ok = v.older[d]; ok {
+		v.putLocked(d, value) // still asked for: kept in the current generation
 	}
-	return verdict, ok
+	return value, ok
 }
 
-// put keeps verdict on d.
-func (v *verdicts) put(d digest, verdict bool) {
+// put keeps value for d.
+func (v *memo[V]) put(d digest, value V) {
 	if v == nil {
 		return
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.putLocked(d, verdict)
+	v.putLocked(d, value)
 }
 
-func (v *verdicts) putLocked(d digest, verdict bool) {
+func (v *memo[V]) putLocked(d digest, value V) {
 	if len(v.cur) >= v.limit {
-		v.older, v.cur = v.cur, make(map[digest]bool, v.limit/4)
+		v.older, v.cur = v.cur, make(map[digest]V, v.limit/4)
 	}
-	v.cur[d] = verdict
+	v.cur[d] = value
 }

@@ -20,7 +20,7 @@ func TestKeepUnchangedSendsTheClientsBytes(t *testing.T) {
 		json.RawMessage(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a long output"}]}`),
 	}
 	req := &messagesRequest{messages: client}
-	g := &Gateway{readable: newVerdicts(verdictLimit), unchanged: newVerdicts(verdictLimit)}
+	g := &Gateway{canons: newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit)}
 	require.NoError(t, g.checkMessages("t1", req))
 
 	head := []byte(`{"role":"user","content":[{"type":"text","text":"summary"}]}`)
@@ -57,7 +57,7 @@ func TestKeepUnchangedSendsTheClientsBytes(t *testing.T) {
 // TestCheckMessagesFindsTheUndecodable: a message Mnemos cannot read is
 // reported every time it is sent, never taken as known.
 func TestCheckMessagesFindsTheUndecodable(t *testing.T) {
-	g := &Gateway{readable: newVerdicts(verdictLimit), unchanged: newVerdicts(verdictLimit)}
+	g := &Gateway{canons: newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit)}
 	client := []json.RawMessage{
 		json.RawMessage(`{"role":"user","content":"hello"}`),
 		json.RawMessage(`{"role":"user","content":[{"type":"text","text":7}]}`),

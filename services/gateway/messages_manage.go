@@ -21,12 +21,6 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
-// errDiverged reports a client conversation that no longer follows the
-// session's: it holds fewer messages than the session has stored (the
-// client rewound or compacted it itself). Such a request goes through as
-// sent.
-var errDiverged = errors.New("the client's conversation does not follow the session's")
-
 // reminderPrefix starts the blocks Claude Code puts at the front of the
 // first user message of every request (environment, CLAUDE.md, memory):
 // the client's instructions, not history.
@@ -44,10 +38,17 @@ const reminderPrefix = "<system-reminder>"
 // render's context snapshot is left in req.snapshot, to be written with the
 // round (recordRound) or on its own (flushSnapshot).
 func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesRequest, body []byte, compact bool) ([]byte, error) {
-	session := req.session
 	if err := g.checkMessages(tenant, req); err != nil {
 		return body, err // a message Mnemos cannot read: the upstream judges it
 	}
+	pl, err := g.placeRequest(ctx, tenant, req)
+	if err != nil {
+		return body, err
+	}
+	if pl.fresh {
+		return body, nil // a new thread: nothing stored to manage yet
+	}
+	session := pl.thread.ThreadID
 	set, err := g.settings.For(ctx, tenant)
 	if err != nil {
 		return body, err
@@ -68,7 +69,15 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	if cb.session.MessageCount == 0 {
 		return body, nil
 	}
-	tail, err := clientTail(req, cb.session)
+	tail, err := clientTail(req, cb.session, pl)
+	if errors.Is(err, errMovedOn) && !req.replaced {
+		// The thread stored rounds since the request was placed (its
+		// records run after their answers): placed again on what it holds
+		// now.
+		req.place, req.replaced = nil, true
+		g.flushSnapshot(ctx, tenant, req)
+		return g.manage(ctx, tenant, req, body, compact)
+	}
 	if err != nil {
 		return body, err
 	}
@@ -95,7 +104,13 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 			// While the compaction ran the accountant may have applied
 			// rounds before this one: the session may store more of the
 			// client's messages now.
-			if tail, err = clientTail(req, cb.session); err != nil {
+			tail, err = clientTail(req, cb.session, pl)
+			if errors.Is(err, errMovedOn) && !req.replaced {
+				req.place, req.replaced = nil, true // as above
+				g.flushSnapshot(ctx, tenant, req)
+				return g.manage(ctx, tenant, req, body, compact)
+			}
+			if err != nil {
 				return body, err
 			}
 		}
@@ -112,11 +127,15 @@ func (g *Gateway) manage(ctx context.Context, tenant string, req *messagesReques
 	return managed, nil
 }
 
-// clientTail is what the client added to the session's messages: the
-// messages of req after the ones sess stored.
-func clientTail(req *messagesRequest, sess store.Session) ([]json.RawMessage, error) {
-	if stored := sess.MessageCount; int64(len(req.messages)) < stored {
-		return nil, fmt.Errorf("%w: the session stored %d messages, the client sent %d", errDiverged, stored, len(req.messages))
+// clientTail is what the client added to its thread's stored messages: the
+// messages of req after the ones sess stored. The placement vouches for
+// the client's messages up to pl.matched being the thread's; a thread that
+// stored more than that since (a request of the same conversation sent at
+// once) holds messages that are not this request's, and nothing of it is
+// rendered (errMovedOn).
+func clientTail(req *messagesRequest, sess store.Session, pl *placement) ([]json.RawMessage, error) {
+	if stored := sess.MessageCount; stored > pl.matched+1 || int64(len(req.messages)) < stored {
+		return nil, fmt.Errorf("%w: thread %s stored %d messages, %d of them the client's", errMovedOn, sess.SessionID, stored, pl.matched+1)
 	}
 	return req.messages[sess.MessageCount:], nil
 }

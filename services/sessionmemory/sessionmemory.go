@@ -28,6 +28,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	mnemosturn "github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // Config of the session-memory target.
@@ -133,6 +134,9 @@ func (s *Service) handle(ctx context.Context, m bus.Message, ev events.TurnAccou
 	}
 	if !set.SessionMemory.Enabled {
 		return nil
+	}
+	if ev.AgentID != "" && ev.AgentID != mnemosturn.MainAgent && !set.SessionMemory.Subagents {
+		return nil // notes follow the main agent (session_memory.subagents)
 	}
 	turn := store.NotesTurn{Seq: ev.Seq, Tokens: ev.Tokens.Count, ToolCallsTotal: ev.ToolCallsTotal, ToolCalls: ev.ToolCalls}
 	owner, claimed, err := s.admit(ctx, tenant, session, turn, set.SessionMemory)

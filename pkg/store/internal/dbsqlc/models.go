@@ -260,6 +260,26 @@ type Outbox struct {
 	CreatedAt pgtype.Timestamptz
 }
 
+type ProxyPath struct {
+	TenantID string
+	ThreadID string
+	Position int64
+	Digest   []byte
+}
+
+type ProxyThread struct {
+	TenantID     string
+	SessionID    string
+	ThreadID     string
+	AgentID      string
+	Kind         string
+	ParentThread *string
+	ForkPosition *int64
+	Length       int64
+	CreatedAt    pgtype.Timestamptz
+	UpdatedAt    pgtype.Timestamptz
+}
+
 type RecallPrefetch struct {
 	TenantID    string
 	SessionID   string

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
+)
+
+// Thread is one conversation the Messages API proxy follows under a
+// client's session id (migrations/00033_proxy_threads.sql): stored as the
+// Mnemos session ThreadID.
+type Thread struct {
+	SessionID string // the client's session id
+	ThreadID  string // the Mnemos session that holds its messages
+	AgentID   string
+	Kind      string
+	// Parent and ForkPosition name the thread and the message a branch
+	// continues from; "" and -1 for a thread that is no branch.
+	Parent       string
+	ForkPosition int64
+	// Length is how many of the conversation's messages the thread holds.
+	Length    int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// The kinds of thread.
+const (
+	ThreadMain            = "main"
+	ThreadAgent           = "agent"
+	ThreadSide            = "side"
+	ThreadBranch          = "branch"
+	ThreadClientCompacted = "client_compacted"
+)
+
+// PathMatch is the longest prefix of a request's conversation that a
+// thread holds: its messages 0 to Position are the request's.
+type PathMatch struct {
+	ThreadID string
+	Position int64
+}
+
+// ThreadsAndMatch reads the threads of a client's session and the longest
+// prefix of a conversation, given by its chained digests, that any thread
+// holds (nil when none does), in one round trip.
+func (s *Store) ThreadsAndMatch(ctx context.Context, tenant, session string, digests [][]byte) ([]Thread, *PathMatch, error) {
+	reads := NewReads(tenant)
+	threads := Queue(reads, func(tx *Tx) ([]Thread, error) { return tx.Threads(ctx, session) })
+	match := Queue(reads, func(tx *Tx) (*PathMatch, error) { return tx.LongestPath(ctx, digests) })
+	if err := s.Read(ctx, reads); err != nil {
+		return nil, nil, err
+	}
+	ts, err := threads.Get()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := match.Get()
+	if err != nil {
+		return nil, nil, err
+	}
+	return ts, m, nil
+}
+
+// Threads reads the threads of a client's session, oldest first.
+func (t *Tx) Threads(ctx context.Context, session string) ([]Thread, error) {
+	rows, err := t.q.ProxyThreadsBySession(ctx, dbsqlc.ProxyThreadsBySessionParams{TenantID: t.tenant, SessionID: session})
+	if err != nil {
+		return nil, fmt.Errorf("store.Threads: %w", err)
+	}
+	out := make([]Thread, 0, len(rows))
+	for _, r := range rows {
+		th := Thread{
+			SessionID: session, ThreadID: r.ThreadID, AgentID: r.AgentID, Kind: r.Kind, ForkPosition: -1,
+			Length: r.Length, CreatedAt: r.CreatedAt.Time, UpdatedAt: r.UpdatedAt.Time,
+		}
+		if r.ParentThread != nil {
+			th.Parent = *r.ParentThread
+		}
+		if r.ForkPosition != nil {
+			th.ForkPosition = *r.ForkPosition
+		}
+		out = append(out, th)
+	}
+	return out, nil
+}
+
+// LongestPath is the longest prefix, of the conversation whose chained
+// digests are given, that a thread holds; nil when none holds its first
+// message.
+func (t *Tx) LongestPath(ctx context.Context, digests [][]byte) (*PathMatch, error) {
+	if len(digests) == 0 {
+		return nil, nil
+	}
+	r, err := t.q.ProxyPathLongest(ctx, dbsqlc.ProxyPathLongestParams{TenantID: t.tenant, Digests: digests})
+	if err = notFound(err); errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store.LongestPath: %w", err)
+	}
+	return &PathMatch{ThreadID: r.ThreadID, Position: r.Position}, nil
+}
+
+// PutThreadRound records a round of a thread: the thread, created with its
+// first round, and the digests of its messages from position from on. The
+// thread's Mnemos session must exist (LockSession).
+func (t *Tx) PutThreadRound(ctx context.Context, th Thread, from int64, digests [][]byte) error {
+	length := from + int64(len(digests))
+	p := dbsqlc.ProxyThreadPutParams{
+		TenantID: t.tenant, SessionID: th.SessionID, ThreadID: th.ThreadID, AgentID: th.AgentID, Kind: th.Kind, Length: length,
+	}
+	if th.Parent != "" {
+		p.ParentThread, p.ForkPosition = &th.Parent, &th.ForkPosition
+	}
+	if err := t.q.ProxyThreadPut(ctx, p); err != nil {
+		return fmt.Errorf("store.PutThreadRound: %w", err)
+	}
+	if len(digests) == 0 {
+		return nil
+	}
+	positions := make([]int64, len(digests))
+	for i := range positions {
+		positions[i] = from + int64(i)
+	}
+	if err := t.q.ProxyPathPut(ctx, dbsqlc.ProxyPathPutParams{TenantID: t.tenant, ThreadID: th.ThreadID, Positions: positions, Digests: digests}); err != nil {
+		return fmt.Errorf("store.PutThreadRound: %w", err)
+	}
+	return nil
+}
+
+// LastPath is a thread's last message: its position and chained digest;
+// nil when the thread holds none.
+func (t *Tx) LastPath(ctx context.Context, thread string) (*PathLast, error) {
+	r, err := t.q.ProxyPathLast(ctx, dbsqlc.ProxyPathLastParams{TenantID: t.tenant, ThreadID: thread})
+	if err = notFound(err); errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store.LastPath: %w", err)
+	}
+	return &PathLast{Position: r.Position, Digest: r.Digest}, nil
+}
+
+// PathLast is a thread's last message: its position and chained digest.
+type PathLast struct {
+	Position int64
+	Digest   []byte
+}
+
+// SessionThreads reads the threads of a client's session, oldest first,
+// with each thread's Mnemos session (a zero Session for one not written
+// yet).
+func (s *Store) SessionThreads(ctx context.Context, tenant, session string) ([]Thread, []Session, error) {
+	var threads []Thread
+	var sessions []Session
+	err := s.InTx(ctx, tenant, func(tx *Tx) error {
+		var err error
+		if threads, err = tx.Threads(ctx, session); err != nil {
+			return err
+		}
+		sessions = make([]Session, len(threads))
+		for i, th := range threads {
+			sess, err := tx.Session(ctx, th.ThreadID)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			sessions[i] = sess
+		}
+		return nil
+	})
+	return threads, sessions, err
+}

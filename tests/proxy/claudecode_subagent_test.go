@@ -1,0 +1,151 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/internal/claudecli"
+	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/services/gateway"
+)
+
+// subagentTask is in the prompt the main agent gives its subagent: the
+// scripted model tells the subagent's calls by it.
+const subagentTask = "Audit every module note under notes/ and report each one's owner"
+
+const (
+	subagentNotes  = 8
+	subagentReport = "All 8 module notes are read; every module has an owner."
+	subagentAnswer = "The audit is done: the subagent read all 8 notes."
+)
+
+// note is the text of module note n: a marker line and a few lines.
+func note(n int) string {
+	return fmt.Sprintf("note N%d-MARKER\nmodule %d owner: team-%d\nstatus: stable\n", n, n, n%3)
+}
+
+// subagentScript scripts both agents: the main agent hands the audit to a
+// general-purpose subagent (the Agent tool) and answers from its report;
+// the subagent, whose conversation starts with its task, reads the notes
+// one call at a time, each after the one before it, then reports. It
+// decides from the request alone: a subagent's call that held another
+// conversation (the main agent's first messages in place of its task)
+// would be answered as the main agent's, and the run would not end well.
+func subagentScript(work string) upstream.Script {
+	return func(r *upstream.Request) (upstream.Reply, error) {
+		if len(r.Messages) == 0 {
+			return upstream.Final("nothing asked"), nil
+		}
+		if strings.Contains(r.Messages[0].Text(), subagentTask) {
+			read := 0
+			for _, m := range r.Messages {
+				if m.IsToolResult() && strings.Contains(string(m.Content), fmt.Sprintf("N%d-MARKER", read+1)) {
+					read++
+				}
+			}
+			if read >= subagentNotes {
+				return upstream.Final(subagentReport), nil
+			}
+			return upstream.Say(upstream.ToolUse("Read", map[string]any{"file_path": filepath.Join(work, fmt.Sprintf("notes/n%d.md", read+1))})), nil
+		}
+		if last := r.Last(); last.IsToolResult() {
+			if strings.Contains(string(last.Content), subagentReport) {
+				return upstream.Final(subagentAnswer), nil
+			}
+			return upstream.Reply{}, fmt.Errorf("the main agent got a tool result that is not the report: %.200q", last.Content)
+		}
+		return upstream.Say(upstream.Text("I'll have an agent do the audit."), upstream.ToolUse("Agent", map[string]any{
+			"description":       "Audit module notes",
+			"prompt":            subagentTask + ", one note at a time.",
+			"subagent_type":     "general-purpose",
+			"run_in_background": false,
+		})), nil
+	}
+}
+
+// TestClaudeCodeSubagentKeepsItsOwnConversation runs the real CLI through
+// Mnemos: its main agent starts a subagent (the Agent tool) that reads 8
+// files, each call under the main session's id. Every call of the
+// subagent reaches the upstream with the subagent's own task first and
+// every read before it; the subagent completes its reads; the main agent's
+// thread holds none of the subagent's messages; the session lists both
+// agents with their counts.
+func TestClaudeCodeSubagentKeepsItsOwnConversation(t *testing.T) {
+	t.Parallel()
+	up := upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
+	m := startMnemos(t, up.URL, claudecli.APIKey)
+	s := claudecli.NewSession(t, m.api.URL)
+	for n := 1; n <= subagentNotes; n++ {
+		require.NoError(t, s.WriteFile(fmt.Sprintf("notes/n%d.md", n), note(n)))
+	}
+	up.SetScript(subagentScript(s.Work))
+	runCLI(t, s, claudecli.Run{Prompt: "Audit the module notes. Use an agent.", Tools: []string{"Read", "Bash", "Agent"}}, subagentAnswer)
+
+	calls := up.Messages()
+	var sub, main []upstream.Call
+	for _, c := range calls {
+		require.NotNil(t, c.Request)
+		switch first := c.Request.Messages[0].Text(); {
+		case strings.Contains(first, subagentTask):
+			sub = append(sub, c)
+		case strings.Contains(first, "Audit the module notes"):
+			main = append(main, c)
+		}
+	}
+	require.Len(t, sub, subagentNotes+1, "the subagent's calls: one read each, then its report")
+	require.Len(t, main, 2, "the main agent's calls: the Agent call, then the answer")
+	for i, c := range sub {
+		reads := 0
+		for _, msg := range c.Request.Messages {
+			require.NotContains(t, msg.Text(), "Audit the module notes. Use an agent.", "subagent call %d holds the main agent's prompt", i+1)
+			if msg.IsToolResult() {
+				reads++
+				require.Contains(t, string(msg.Content), "N"+strconv.Itoa(reads)+"-MARKER", "subagent call %d: its reads in order", i+1)
+			}
+		}
+		require.Equal(t, i, reads, "subagent call %d holds every read before it", i+1)
+	}
+	session := calls[0].Header.Get("X-Claude-Code-Session-Id")
+	require.NotEmpty(t, session)
+	for _, c := range calls {
+		require.Equal(t, session, c.Header.Get("X-Claude-Code-Session-Id"), "every call names the main session")
+	}
+
+	// The session's threads: the main agent's and the subagent's, each with
+	// its own messages.
+	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s gateway.SessionState) bool {
+		return len(s.Agents) >= 2
+	})
+	var mainThread, subThread *gateway.AgentThread
+	for i, a := range state.Agents {
+		switch {
+		case a.Kind == "main":
+			mainThread = &state.Agents[i]
+		case a.Kind == "agent":
+			subThread = &state.Agents[i]
+		}
+	}
+	require.NotNil(t, mainThread, "agents: %+v", state.Agents)
+	require.NotNil(t, subThread, "agents: %+v", state.Agents)
+	require.Equal(t, session, mainThread.Thread, "the main agent's thread is the session itself")
+	require.EqualValues(t, 4, mainThread.Messages, "prompt, Agent call, its result, answer")
+	require.EqualValues(t, 2*(subagentNotes+1), subThread.Messages, "task, 8 reads and their results, report")
+	require.True(t, strings.HasPrefix(subThread.AgentID, "agent-"), subThread.AgentID)
+
+	waitApplied(t, m.store, session, 2)
+	waitApplied(t, m.store, subThread.Thread, int64(len(sub)))
+	var leaked int
+	require.NoError(t, pgtest.Admin(t, m.store).QueryRow(context.Background(),
+		"SELECT count(*) FROM messages WHERE session_id = $1 AND (content::text LIKE '%-MARKER%' OR content::text LIKE '%notes/n_.md%')",
+		session).Scan(&leaked))
+	require.Zero(t, leaked, "the main agent's thread holds none of the subagent's reads")
+	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"), "no call looked like a rewind")
+	require.EqualValues(t, 1, m.metrics.Sum("mnemos.proxy.requests", "outcome", "new_agent"), "the subagent's first call")
+}

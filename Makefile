@@ -72,6 +72,7 @@ FUZZ_TARGETS := \
 	./pkg/sessionnotes:FuzzSubstitute \
 	./pkg/ctxedit:FuzzParse \
 	./services/gateway:FuzzJSONWalk \
+	./services/gateway:FuzzPlaceFollowsTheClient \
 	./pkg/jsonvalid:FuzzValid \
 	./pkg/retention:FuzzReportsError
 # A count of executions, not a duration: Go 1.26's fuzz coordinator can fail a

@@ -368,6 +368,19 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 			}
 		}()
 		err := g.recordRound(bg, tenant, r, req, body, reply)
+		if errors.Is(err, errMovedOn) {
+			// The thread took a round of the same conversation since this
+			// one was placed (its record ran first), and this request goes
+			// another way: placed again on what the session holds now, it
+			// is a branch, or a retry.
+			req.place = nil
+			if _, err = g.placeRequest(bg, tenant, req); err == nil && req.place.record {
+				err = g.recordRound(bg, tenant, r, req, body, reply)
+			}
+		}
+		if req.place != nil {
+			outcome = req.place.outcome
+		}
 		switch {
 		case errors.Is(err, errMovedOn):
 			g.log.Info("messages proxy: the round raced another of its thread; not recorded", "tenant", tenant, "session", req.session, "err", err)
@@ -633,6 +646,11 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 		}
 		sess, stored, keep, ar := lt.session, lt.pieces, lt.keep, lt.request
 		from, session := sess.ProxyMessages, th.ThreadID
+		if pl.fresh && from > 0 {
+			// Placed before the thread's first round was recorded: the
+			// request continues it.
+			pl.outcome = proxyManaged
+		}
 		seq := max(sess.ProxySeq, sess.AppliedSeq) + 1
 		ev := turn.Event{
 			Schema: turn.SchemaV1, EventID: roundEventID(tenant, session, seq), TenantID: tenant, SessionID: session, Seq: seq,

@@ -936,7 +936,7 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 	if gm.edits, err = m.Int64Counter("mnemos.context.edits", metric.WithDescription("What context-management edits cut, by kind: tool_result, tool_input, thinking (assistant messages).")); err != nil {
 		return gm, err
 	}
-	if gm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Messages API requests, by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), diverged, upstream_error, client_gone, unrecorded.")); err != nil {
+	if gm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Messages API requests, by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), new_agent, branched, client_compacted, retry, upstream_error, client_gone, unrecorded.")); err != nil {
 		return gm, err
 	}
 	if gm.exactCounts, err = m.Int64Counter("mnemos.proxy.exact_counts", metric.WithDescription("count_tokens calls the proxy made near the auto-compact threshold (proxy.exact_count_within_percent), by outcome: over or under the estimate, failed (the estimate decided).")); err != nil {

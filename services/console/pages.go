@@ -230,6 +230,16 @@ type sessionData struct {
 	ContextTooLarge bool
 	Chart           string // chartData as JSON
 	Truncated       bool
+	// Agents are the threads the model proxy follows under this session
+	// id, each with its Mnemos session's count and state.
+	Agents []agentRow
+}
+
+// agentRow is one thread of a proxied session.
+type agentRow struct {
+	store.Thread
+	Tokens int64
+	State  string
 }
 
 // maxContextMessages bounds the context messages a session page lists.
@@ -340,6 +350,19 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, s signedIn
 				return err
 			}
 			d.Messages, d.MessagesOmitted = contextMessages(st)
+		}
+		threads, err := tx.Threads(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, th := range threads {
+			row := agentRow{Thread: th, State: "ok"}
+			if ts, err := tx.Session(ctx, th.ThreadID); err == nil {
+				row.Tokens, row.State = ts.TokenCount, ts.State
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			d.Agents = append(d.Agents, row)
 		}
 		d.Notes, err = tx.Notes(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 var sessionLink = regexp.MustCompile(`href="/console/sessions/([A-Za-z0-9_-]+)"`)
@@ -110,4 +112,36 @@ func TestLargeContextIsNotListed(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.NotContains(t, body, `<table id="context">`)
 	require.Contains(t, body, "GET /v1/sessions/small/context")
+}
+
+// TestSessionPageListsItsAgents: a session the model proxy follows lists
+// its threads, each linked to its own page; another tenant's page of the
+// same id shows none of them.
+func TestSessionPageListsItsAgents(t *testing.T) {
+	h := setup(t)
+	h.postTurn(t, keyA, "proxied", 1, 1_000)
+	h.waitApplied(t, tenantA, "proxied", 1)
+	ctx := context.Background()
+	require.NoError(t, h.store.InTx(ctx, tenantA, func(tx *store.Tx) error {
+		sub := store.Thread{SessionID: "proxied", ThreadID: "proxied--agent-0123456789ab", AgentID: "agent-0123456789ab", Kind: store.ThreadAgent}
+		if _, err := tx.LockSession(ctx, sub.ThreadID, sub.AgentID); err != nil {
+			return err
+		}
+		main := store.Thread{SessionID: "proxied", ThreadID: "proxied", AgentID: "main", Kind: store.ThreadMain}
+		if err := tx.PutThreadRound(ctx, main, 0, [][]byte{{1}, {2}}); err != nil {
+			return err
+		}
+		return tx.PutThreadRound(ctx, sub, 0, [][]byte{{3}, {4}, {5}, {6}})
+	}))
+	status, body := h.signIn(t, keyA).get(t, "/console/sessions/proxied")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `<table id="agents">`)
+	require.Contains(t, body, `href="/console/sessions/proxied--agent-0123456789ab"`)
+	require.Contains(t, body, `<td class="num">4</td>`)
+
+	h.postTurn(t, keyB, "proxied", 1, 1_000)
+	h.waitApplied(t, tenantB, "proxied", 1)
+	status, body = h.signIn(t, keyB).get(t, "/console/sessions/proxied")
+	require.Equal(t, http.StatusOK, status)
+	require.NotContains(t, body, `<table id="agents">`)
 }

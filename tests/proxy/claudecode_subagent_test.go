@@ -125,10 +125,10 @@ func TestClaudeCodeSubagentKeepsItsOwnConversation(t *testing.T) {
 	})
 	var mainThread, subThread *gateway.AgentThread
 	for i, a := range state.Agents {
-		switch {
-		case a.Kind == "main":
+		switch a.Kind {
+		case "main":
 			mainThread = &state.Agents[i]
-		case a.Kind == "agent":
+		case "agent":
 			subThread = &state.Agents[i]
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
@@ -45,11 +46,16 @@ type PathMatch struct {
 
 // ThreadsAndMatch reads the threads of a client's session and the longest
 // prefix of a conversation, given by its chained digests, that any thread
-// holds (nil when none does), in one round trip.
+// holds (nil when none does). The last few digests are probed first, with
+// the threads in one round trip: a request that continues its thread, or
+// repeats its last request, is found among them. Only a conversation none
+// of them names (a rewind, a new agent) probes the rest, one index probe a
+// message, in a second round trip.
 func (s *Store) ThreadsAndMatch(ctx context.Context, tenant, session string, digests [][]byte) ([]Thread, *PathMatch, error) {
+	tail := digests[max(len(digests)-matchTail, 0):]
 	reads := NewReads(tenant)
 	threads := Queue(reads, func(tx *Tx) ([]Thread, error) { return tx.Threads(ctx, session) })
-	match := Queue(reads, func(tx *Tx) (*PathMatch, error) { return tx.LongestPath(ctx, digests) })
+	hits := Queue(reads, func(tx *Tx) ([]PathMatch, error) { return tx.PathHits(ctx, tail) })
 	if err := s.Read(ctx, reads); err != nil {
 		return nil, nil, err
 	}
@@ -57,12 +63,27 @@ func (s *Store) ThreadsAndMatch(ctx context.Context, tenant, session string, dig
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := match.Get()
+	hs, err := hits.Get()
 	if err != nil {
 		return nil, nil, err
 	}
-	return ts, m, nil
+	if len(hs) > 0 || len(tail) == len(digests) || len(ts) == 0 {
+		return ts, longest(hs, ts), nil
+	}
+	reads = NewReads(tenant)
+	hits = Queue(reads, func(tx *Tx) ([]PathMatch, error) { return tx.PathHits(ctx, digests[:len(digests)-len(tail)]) })
+	if err := s.Read(ctx, reads); err != nil {
+		return nil, nil, err
+	}
+	if hs, err = hits.Get(); err != nil {
+		return nil, nil, err
+	}
+	return ts, longest(hs, ts), nil
 }
+
+// matchTail is how many of a request's last digests ThreadsAndMatch probes
+// first: its new message, the answer before it, and two more.
+const matchTail = 4
 
 // Threads reads the threads of a client's session, oldest first.
 func (t *Tx) Threads(ctx context.Context, session string) ([]Thread, error) {
@@ -87,21 +108,46 @@ func (t *Tx) Threads(ctx context.Context, session string) ([]Thread, error) {
 	return out, nil
 }
 
-// LongestPath is the longest prefix, of the conversation whose chained
-// digests are given, that a thread holds; nil when none holds its first
-// message.
-func (t *Tx) LongestPath(ctx context.Context, digests [][]byte) (*PathMatch, error) {
+// PathHits are the threads holding the longest prefix, of the
+// conversation whose chained digests are given, that any thread holds, at
+// that prefix's last position (at most 16); none when no thread holds its
+// first message.
+func (t *Tx) PathHits(ctx context.Context, digests [][]byte) ([]PathMatch, error) {
 	if len(digests) == 0 {
 		return nil, nil
 	}
-	r, err := t.q.ProxyPathLongest(ctx, dbsqlc.ProxyPathLongestParams{TenantID: t.tenant, Digests: digests})
-	if err = notFound(err); errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
+	rows, err := t.q.ProxyPathHits(ctx, dbsqlc.ProxyPathHitsParams{TenantID: t.tenant, Digests: digests, MaxRows: 16})
 	if err != nil {
-		return nil, fmt.Errorf("store.LongestPath: %w", err)
+		return nil, fmt.Errorf("store.PathHits: %w", err)
 	}
-	return &PathMatch{ThreadID: r.ThreadID, Position: r.Position}, nil
+	var out []PathMatch
+	for _, r := range rows {
+		if len(out) > 0 && r.Position < out[0].Position {
+			break
+		}
+		out = append(out, PathMatch{ThreadID: r.ThreadID, Position: r.Position})
+	}
+	return out, nil
+}
+
+// longest is the hit to place a request on: of the threads holding its
+// longest prefix, one that ends there (the request continues it), then the
+// one written to last; nil for none.
+func longest(hits []PathMatch, threads []Thread) *PathMatch {
+	var best *PathMatch
+	var bestAt Thread
+	for i, h := range hits {
+		j := slices.IndexFunc(threads, func(t Thread) bool { return t.ThreadID == h.ThreadID })
+		if j < 0 {
+			continue
+		}
+		th := threads[j]
+		ends, bestEnds := h.Position == th.Length-1, best != nil && best.Position == bestAt.Length-1
+		if best == nil || ends && !bestEnds || ends == bestEnds && th.UpdatedAt.After(bestAt.UpdatedAt) {
+			best, bestAt = &hits[i], th
+		}
+	}
+	return best
 }
 
 // PutThreadRound records a round of a thread: the thread, created with its

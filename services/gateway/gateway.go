@@ -138,6 +138,9 @@ type Gateway struct {
 	// (threads.go), and whether a rendering is the client's message.
 	canons    *memo[digest]
 	unchanged *verdicts
+	// tips are where each conversation's last recorded round left its
+	// thread, by the chained digest of its first message (threads.go).
+	tips *memo[threadTip]
 	// prefixCounts are the exact sizes of system prompts and tools an
 	// upstream counted for exact preflights (preflight_exact.go), which a
 	// prefix's hash names for good.
@@ -169,7 +172,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		keyGuard:  newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
 		admission: newAdmission(cfg),
 		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),
-		canons:    newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit),
+		canons:    newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit), tips: newMemo[threadTip](tipsLimit),
 		sections: newImmutable[[]string](immutablesMax), decisions: newImmutable[store.RecallPrefetch](immutablesMax),
 		prefixCounts: newImmutable[int64](immutablesMax),
 	}

@@ -626,6 +626,7 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 	if err != nil {
 		return err
 	}
+	var tip threadTip
 	err = g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		th := pl.thread
 		lt, err := g.lockThread(ctx, tx, req, th, sent, rep)
@@ -674,6 +675,7 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 		}
 		last := chainNext(prev, answered)
 		path = append(path, last[:])
+		tip = threadTip{thread: th, length: n + 1, last: last}
 		row, err := outbox.Event(ctx, bus.KindTurnCompleted, tenant, session, bus.MsgID(tenant, ev.EventID), ev)
 		if err != nil {
 			return err
@@ -701,6 +703,9 @@ func (g *Gateway) recordRound(ctx context.Context, tenant string, r *http.Reques
 	})
 	if err == nil {
 		req.snapshot = nil
+		if n > 0 {
+			g.tips.put(req.chain[0], tip)
+		}
 	}
 	return err
 }

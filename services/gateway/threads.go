@@ -45,20 +45,50 @@ var errMovedOn = errors.New("the thread moved on while the request was placed")
 const clientSummaryPrefix = "This session is being continued from a previous conversation"
 
 // canonDigest is the SHA-256 of a message's canonical form: its role and
-// content as JSON, every cache_control dropped (decodeMessage did), every
-// object's keys in order. The client moves its cache breakpoints from
-// request to request, and Postgres keeps a tool's input with its keys in
-// its own order: neither changes the conversation.
+// content as Mnemos encodes them (turn.Marshal, a fixed order of fields),
+// every cache_control dropped (decodeMessage did), and the JSON values a
+// block carries as sent (a tool's input, citations, a source, a block of
+// a type Mnemos does not know) with their objects' keys in order. The
+// client moves its cache breakpoints from request to request, and
+// Postgres or an upstream's stream may give a tool's input back with its
+// keys in another order: neither changes the conversation.
 func canonDigest(m turn.Message) (digest, error) {
-	raw, err := assembly.Wire{Role: m.Role, Content: m.Content}.MarshalJSON()
+	content, err := canonContent(m.Content)
 	if err != nil {
 		return digest{}, err
 	}
-	c, err := canonicalJSON(raw)
+	raw, err := turn.Marshal(assembly.Wire{Role: m.Role, Content: content})
 	if err != nil {
 		return digest{}, err
 	}
-	return sha256.Sum256(c), nil
+	return sha256.Sum256(raw), nil
+}
+
+// canonContent is c with the JSON values its blocks carry as sent made
+// canonical (canonicalJSON), in tool results' content too.
+func canonContent(c turn.Content) (turn.Content, error) {
+	out := make(turn.Content, len(c))
+	for i, b := range c {
+		for _, v := range []*json.RawMessage{&b.Input, &b.Citations, &b.Source, &b.Raw} {
+			if len(*v) == 0 {
+				continue
+			}
+			canon, err := canonicalJSON(*v)
+			if err != nil {
+				return nil, err
+			}
+			*v = canon
+		}
+		if b.Content != nil {
+			inner, err := canonContent(*b.Content)
+			if err != nil {
+				return nil, err
+			}
+			b.Content = &inner
+		}
+		out[i] = b
+	}
+	return out, nil
 }
 
 // chainSeed is where a session's chains start: digests of two sessions'
@@ -218,12 +248,22 @@ func threadID(session, suffix string) string {
 
 // placeRequest places a request of a session (place) on what the store
 // holds, and leaves the placement in req.place. checkMessages must have
-// run.
+// run. A request that continues the thread its conversation's last round
+// was recorded to, as this process recorded it (g.tips), is placed without
+// a read: a thread's path only grows, so the messages up to that round are
+// the thread's still; the render (clientTail) and the record
+// (lockedThread.follows) check the rest against the store.
 func (g *Gateway) placeRequest(ctx context.Context, tenant string, req *messagesRequest) (*placement, error) {
 	if req.place != nil {
 		return req.place, nil
 	}
 	req.chain = chainOf(tenant, req.session, req.canons)
+	if len(req.chain) > 0 && !req.replaced {
+		if tip, ok := g.tips.get(req.chain[0]); ok && int64(len(req.chain)) > tip.length && req.chain[tip.length-1] == tip.last {
+			req.place = &placement{thread: tip.thread, held: tip.length, matched: tip.length - 1, outcome: proxyManaged, record: true}
+			return req.place, nil
+		}
+	}
 	digests := make([][]byte, len(req.chain))
 	for i := range req.chain {
 		digests[i] = req.chain[i][:]
@@ -236,3 +276,15 @@ func (g *Gateway) placeRequest(ctx context.Context, tenant string, req *messages
 	req.place = &pl
 	return req.place, nil
 }
+
+// threadTip is where a conversation's last recorded round left its
+// thread: how many messages the thread holds, and the chained digest of
+// the last.
+type threadTip struct {
+	thread store.Thread
+	length int64
+	last   digest
+}
+
+// tipsLimit is how many conversations' tips a generation of g.tips keeps.
+const tipsLimit = 1 << 14

@@ -1,14 +1,13 @@
--- name: ProxyPathLongest :one
--- The longest conversation prefix a thread holds among the request's
--- chained digests: the thread, and the position of its last message. Of
--- threads that hold the same prefix, one that ends there (the request
--- continues it) comes first, then the one written to last.
-SELECT p.thread_id, p.position
-FROM proxy_paths p
-JOIN proxy_threads t ON t.tenant_id = p.tenant_id AND t.thread_id = p.thread_id
-WHERE p.tenant_id = @tenant_id AND p.digest = ANY(@digests::bytea[])
-ORDER BY p.position DESC, (p.position = t.length - 1) DESC, t.updated_at DESC, p.thread_id
-LIMIT 1;
+-- name: ProxyPathHits :many
+-- Where the request's chained digests stand in the threads' paths, the
+-- furthest first: the longest prefix a thread holds, and any other
+-- thread holding a prefix as long (at most @max_rows rows). One index
+-- probe per digest.
+SELECT thread_id, position
+FROM proxy_paths
+WHERE tenant_id = @tenant_id AND digest = ANY(@digests::bytea[])
+ORDER BY position DESC, thread_id
+LIMIT @max_rows;
 
 -- name: ProxyThreadsBySession :many
 -- The threads of a client's session, oldest first.

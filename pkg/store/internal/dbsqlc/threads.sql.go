@@ -11,6 +11,49 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const proxyPathHits = `-- name: ProxyPathHits :many
+SELECT thread_id, position
+FROM proxy_paths
+WHERE tenant_id = $1 AND digest = ANY($2::bytea[])
+ORDER BY position DESC, thread_id
+LIMIT $3
+`
+
+type ProxyPathHitsParams struct {
+	TenantID string
+	Digests  [][]byte
+	MaxRows  int32
+}
+
+type ProxyPathHitsRow struct {
+	ThreadID string
+	Position int64
+}
+
+// Where the request's chained digests stand in the threads' paths, the
+// furthest first: the longest prefix a thread holds, and any other
+// thread holding a prefix as long (at most @max_rows rows). One index
+// probe per digest.
+func (q *Queries) ProxyPathHits(ctx context.Context, arg ProxyPathHitsParams) ([]ProxyPathHitsRow, error) {
+	rows, err := q.db.Query(ctx, proxyPathHits, arg.TenantID, arg.Digests, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ProxyPathHitsRow{}
+	for rows.Next() {
+		var i ProxyPathHitsRow
+		if err := rows.Scan(&i.ThreadID, &i.Position); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const proxyPathLast = `-- name: ProxyPathLast :one
 SELECT position, digest FROM proxy_paths
 WHERE tenant_id = $1 AND thread_id = $2
@@ -33,36 +76,6 @@ func (q *Queries) ProxyPathLast(ctx context.Context, arg ProxyPathLastParams) (P
 	row := q.db.QueryRow(ctx, proxyPathLast, arg.TenantID, arg.ThreadID)
 	var i ProxyPathLastRow
 	err := row.Scan(&i.Position, &i.Digest)
-	return i, err
-}
-
-const proxyPathLongest = `-- name: ProxyPathLongest :one
-SELECT p.thread_id, p.position
-FROM proxy_paths p
-JOIN proxy_threads t ON t.tenant_id = p.tenant_id AND t.thread_id = p.thread_id
-WHERE p.tenant_id = $1 AND p.digest = ANY($2::bytea[])
-ORDER BY p.position DESC, (p.position = t.length - 1) DESC, t.updated_at DESC, p.thread_id
-LIMIT 1
-`
-
-type ProxyPathLongestParams struct {
-	TenantID string
-	Digests  [][]byte
-}
-
-type ProxyPathLongestRow struct {
-	ThreadID string
-	Position int64
-}
-
-// The longest conversation prefix a thread holds among the request's
-// chained digests: the thread, and the position of its last message. Of
-// threads that hold the same prefix, one that ends there (the request
-// continues it) comes first, then the one written to last.
-func (q *Queries) ProxyPathLongest(ctx context.Context, arg ProxyPathLongestParams) (ProxyPathLongestRow, error) {
-	row := q.db.QueryRow(ctx, proxyPathLongest, arg.TenantID, arg.Digests)
-	var i ProxyPathLongestRow
-	err := row.Scan(&i.ThreadID, &i.Position)
 	return i, err
 }
 

@@ -13,8 +13,9 @@
 -- (another agent: a subagent, a helper), side (a call that offers no
 -- tools: a title, a summary), branch (a thread's conversation continued
 -- differently from fork_position of parent_thread), client_compacted (the
--- client's own summary in place of its history). length is how many of
--- the conversation's messages the thread holds.
+-- client's own summary in place of its history). How many of the
+-- conversation's messages the thread holds, and when it was last written,
+-- are its session's (sessions.proxy_messages, updated_at).
 CREATE TABLE proxy_threads (
     tenant_id     text        NOT NULL,
     session_id    text        NOT NULL,
@@ -23,9 +24,7 @@ CREATE TABLE proxy_threads (
     kind          text        NOT NULL CHECK (kind IN ('main', 'agent', 'side', 'branch', 'client_compacted')),
     parent_thread text,
     fork_position bigint,
-    length        bigint      NOT NULL DEFAULT 0,
     created_at    timestamptz NOT NULL DEFAULT now(),
-    updated_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, thread_id),
     FOREIGN KEY (tenant_id, thread_id) REFERENCES sessions (tenant_id, session_id) ON DELETE CASCADE
 );

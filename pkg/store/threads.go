@@ -151,18 +151,18 @@ func longest(hits []PathMatch, threads []Thread) *PathMatch {
 }
 
 // PutThreadRound records a round of a thread: the thread, created with its
-// first round, and the digests of its messages from position from on. The
-// thread's Mnemos session must exist (LockSession).
+// first round (from 0), and the digests of its messages from position from
+// on. The thread's Mnemos session must exist (LockSession); its
+// proxy_messages is the thread's length (RecordProxyRound).
 func (t *Tx) PutThreadRound(ctx context.Context, th Thread, from int64, digests [][]byte) error {
-	length := from + int64(len(digests))
-	p := dbsqlc.ProxyThreadPutParams{
-		TenantID: t.tenant, SessionID: th.SessionID, ThreadID: th.ThreadID, AgentID: th.AgentID, Kind: th.Kind, Length: length,
-	}
-	if th.Parent != "" {
-		p.ParentThread, p.ForkPosition = &th.Parent, &th.ForkPosition
-	}
-	if err := t.q.ProxyThreadPut(ctx, p); err != nil {
-		return fmt.Errorf("store.PutThreadRound: %w", err)
+	if from == 0 {
+		p := dbsqlc.ProxyThreadPutParams{TenantID: t.tenant, SessionID: th.SessionID, ThreadID: th.ThreadID, AgentID: th.AgentID, Kind: th.Kind}
+		if th.Parent != "" {
+			p.ParentThread, p.ForkPosition = &th.Parent, &th.ForkPosition
+		}
+		if err := t.q.ProxyThreadPut(ctx, p); err != nil {
+			return fmt.Errorf("store.PutThreadRound: %w", err)
+		}
 	}
 	if len(digests) == 0 {
 		return nil

@@ -131,7 +131,10 @@ func TestSessionPageListsItsAgents(t *testing.T) {
 		if err := tx.PutThreadRound(ctx, main, 0, [][]byte{{1}, {2}}); err != nil {
 			return err
 		}
-		return tx.PutThreadRound(ctx, sub, 0, [][]byte{{3}, {4}, {5}, {6}})
+		if err := tx.PutThreadRound(ctx, sub, 0, [][]byte{{3}, {4}, {5}, {6}}); err != nil {
+			return err
+		}
+		return tx.RecordProxyRound(ctx, sub.ThreadID, 1, 4)
 	}))
 	status, body := h.signIn(t, keyA).get(t, "/console/sessions/proxied")
 	require.Equal(t, http.StatusOK, status)

@@ -10,24 +10,27 @@ ORDER BY position DESC, thread_id
 LIMIT @max_rows;
 
 -- name: ProxyThreadsBySession :many
--- The threads of a client's session, oldest first.
-SELECT thread_id, agent_id, kind, parent_thread, fork_position, length, created_at, updated_at
-FROM proxy_threads
-WHERE tenant_id = @tenant_id AND session_id = @session_id
-ORDER BY created_at, thread_id;
+-- The threads of a client's session, oldest first, each with how many of
+-- the conversation's messages it holds and when it was last written (its
+-- session's).
+SELECT t.thread_id, t.agent_id, t.kind, t.parent_thread, t.fork_position,
+       s.proxy_messages AS length, t.created_at, s.updated_at
+FROM proxy_threads t
+JOIN sessions s ON s.tenant_id = t.tenant_id AND s.session_id = t.thread_id
+WHERE t.tenant_id = @tenant_id AND t.session_id = @session_id
+ORDER BY t.created_at, t.thread_id;
 
 -- name: ProxyThreadPut :exec
--- Records a thread's round: the thread is created with its first one, and
--- its length follows its path.
-INSERT INTO proxy_threads (tenant_id, session_id, thread_id, agent_id, kind, parent_thread, fork_position, length)
-VALUES (@tenant_id, @session_id, @thread_id, @agent_id, @kind, sqlc.narg('parent_thread'), sqlc.narg('fork_position'), @length)
-ON CONFLICT (tenant_id, thread_id) DO UPDATE SET length = GREATEST(proxy_threads.length, EXCLUDED.length), updated_at = now();
+-- Creates a thread with its first round.
+INSERT INTO proxy_threads (tenant_id, session_id, thread_id, agent_id, kind, parent_thread, fork_position)
+VALUES (@tenant_id, @session_id, @thread_id, @agent_id, @kind, sqlc.narg('parent_thread'), sqlc.narg('fork_position'))
+ON CONFLICT (tenant_id, thread_id) DO NOTHING;
 
 -- name: ProxyPathPut :exec
 -- Adds a thread's messages from the first position given on.
 INSERT INTO proxy_paths (tenant_id, thread_id, position, digest)
 SELECT @tenant_id, @thread_id, unnest(@positions::bigint[]), unnest(@digests::bytea[])
-ON CONFLICT (tenant_id, thread_id, position) DO UPDATE SET digest = EXCLUDED.digest;
+ON CONFLICT (tenant_id, thread_id, position) DO NOTHING;
 
 -- name: ProxyPathLast :one
 -- A thread's last message: its position and chained digest.

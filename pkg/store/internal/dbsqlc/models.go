@@ -275,9 +275,7 @@ type ProxyThread struct {
 	Kind         string
 	ParentThread *string
 	ForkPosition *int64
-	Length       int64
 	CreatedAt    pgtype.Timestamptz
-	UpdatedAt    pgtype.Timestamptz
 }
 
 type RecallPrefetch struct {

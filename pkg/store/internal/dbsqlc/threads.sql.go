@@ -82,7 +82,7 @@ func (q *Queries) ProxyPathLast(ctx context.Context, arg ProxyPathLastParams) (P
 const proxyPathPut = `-- name: ProxyPathPut :exec
 INSERT INTO proxy_paths (tenant_id, thread_id, position, digest)
 SELECT $1, $2, unnest($3::bigint[]), unnest($4::bytea[])
-ON CONFLICT (tenant_id, thread_id, position) DO UPDATE SET digest = EXCLUDED.digest
+ON CONFLICT (tenant_id, thread_id, position) DO NOTHING
 `
 
 type ProxyPathPutParams struct {
@@ -104,9 +104,9 @@ func (q *Queries) ProxyPathPut(ctx context.Context, arg ProxyPathPutParams) erro
 }
 
 const proxyThreadPut = `-- name: ProxyThreadPut :exec
-INSERT INTO proxy_threads (tenant_id, session_id, thread_id, agent_id, kind, parent_thread, fork_position, length)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (tenant_id, thread_id) DO UPDATE SET length = GREATEST(proxy_threads.length, EXCLUDED.length), updated_at = now()
+INSERT INTO proxy_threads (tenant_id, session_id, thread_id, agent_id, kind, parent_thread, fork_position)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (tenant_id, thread_id) DO NOTHING
 `
 
 type ProxyThreadPutParams struct {
@@ -117,11 +117,9 @@ type ProxyThreadPutParams struct {
 	Kind         string
 	ParentThread *string
 	ForkPosition *int64
-	Length       int64
 }
 
-// Records a thread's round: the thread is created with its first one, and
-// its length follows its path.
+// Creates a thread with its first round.
 func (q *Queries) ProxyThreadPut(ctx context.Context, arg ProxyThreadPutParams) error {
 	_, err := q.db.Exec(ctx, proxyThreadPut,
 		arg.TenantID,
@@ -131,16 +129,17 @@ func (q *Queries) ProxyThreadPut(ctx context.Context, arg ProxyThreadPutParams) 
 		arg.Kind,
 		arg.ParentThread,
 		arg.ForkPosition,
-		arg.Length,
 	)
 	return err
 }
 
 const proxyThreadsBySession = `-- name: ProxyThreadsBySession :many
-SELECT thread_id, agent_id, kind, parent_thread, fork_position, length, created_at, updated_at
-FROM proxy_threads
-WHERE tenant_id = $1 AND session_id = $2
-ORDER BY created_at, thread_id
+SELECT t.thread_id, t.agent_id, t.kind, t.parent_thread, t.fork_position,
+       s.proxy_messages AS length, t.created_at, s.updated_at
+FROM proxy_threads t
+JOIN sessions s ON s.tenant_id = t.tenant_id AND s.session_id = t.thread_id
+WHERE t.tenant_id = $1 AND t.session_id = $2
+ORDER BY t.created_at, t.thread_id
 `
 
 type ProxyThreadsBySessionParams struct {
@@ -159,7 +158,9 @@ type ProxyThreadsBySessionRow struct {
 	UpdatedAt    pgtype.Timestamptz
 }
 
-// The threads of a client's session, oldest first.
+// The threads of a client's session, oldest first, each with how many of
+// the conversation's messages it holds and when it was last written (its
+// session's).
 func (q *Queries) ProxyThreadsBySession(ctx context.Context, arg ProxyThreadsBySessionParams) ([]ProxyThreadsBySessionRow, error) {
 	rows, err := q.db.Query(ctx, proxyThreadsBySession, arg.TenantID, arg.SessionID)
 	if err != nil {

@@ -149,3 +149,31 @@ func TestClaudeCodeSubagentKeepsItsOwnConversation(t *testing.T) {
 	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"), "no call looked like a rewind")
 	require.EqualValues(t, 1, m.metrics.Sum("mnemos.proxy.requests", "outcome", "new_agent"), "the subagent's first call")
 }
+
+// TestClaudeCodeContinueFollowsItsThread runs the real CLI twice through
+// Mnemos, the second time with --continue: the history it reads back from
+// disk continues the main agent's thread (no branch, no new agent), whose
+// stored conversation then holds both turns.
+func TestClaudeCodeContinueFollowsItsThread(t *testing.T) {
+	t.Parallel()
+	up := upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
+	up.SetScript(func(r *upstream.Request) (upstream.Reply, error) {
+		return upstream.Final(fmt.Sprintf("Answer %d.", len(r.Messages))), nil
+	})
+	m := startMnemos(t, up.URL, claudecli.APIKey)
+	s := claudecli.NewSession(t, m.api.URL)
+	runCLI(t, s, claudecli.Run{Prompt: "Name a prime number."}, "Answer 1.")
+	runCLI(t, s, claudecli.Run{Prompt: "And another one?", Continue: true}, "Answer 3.")
+
+	calls := up.Messages()
+	last := calls[len(calls)-1]
+	session := last.Header.Get("X-Claude-Code-Session-Id")
+	require.Len(t, last.Request.Messages, 3, "the continued turn carries the first")
+	require.Equal(t, calls[0].Header.Get("X-Claude-Code-Session-Id"), session, "--continue keeps the session id")
+	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s gateway.SessionState) bool {
+		return len(s.Agents) == 1 && s.Agents[0].Messages == 4
+	})
+	require.Equal(t, "main", state.Agents[0].Kind)
+	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"))
+	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "new_agent"))
+}

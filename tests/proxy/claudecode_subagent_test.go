@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -177,3 +178,51 @@ func TestClaudeCodeContinueFollowsItsThread(t *testing.T) {
 	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"))
 	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "new_agent"))
 }
+
+// TestClaudeCodeCompactStartsANewEpoch runs the real CLI through Mnemos:
+// a turn, then /compact (the CLI asks the upstream for a summary of the
+// conversation), then a turn that goes on from the CLI's own summary. That
+// last request reaches the upstream as the CLI sent it, summary first, and
+// is a new epoch of the main agent (client_compacted), not a branch of the
+// history it replaced.
+func TestClaudeCodeCompactStartsANewEpoch(t *testing.T) {
+	t.Parallel()
+	const summary = "<summary>\n1. The user asked for prime numbers; 2 and 3 were given.\n</summary>"
+	up := upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
+	up.SetScript(func(r *upstream.Request) (upstream.Reply, error) {
+		if strings.Contains(r.Last().Text(), "summary") && !strings.Contains(r.Messages[0].Text(), clientSummaryStart) {
+			return upstream.Final(summary), nil
+		}
+		return upstream.Final(fmt.Sprintf("Answer %d.", len(r.Messages))), nil
+	})
+	m := startMnemos(t, up.URL, claudecli.APIKey)
+	s := claudecli.NewSession(t, m.api.URL)
+	runCLI(t, s, claudecli.Run{Prompt: "Name a prime number."}, "Answer 1.")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := s.Run(ctx, claudecli.Run{Prompt: "/compact", Continue: true, Timeout: 2 * time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+	runCLI(t, s, claudecli.Run{Prompt: "And another one?", Continue: true}, "Answer ")
+
+	calls := up.Messages()
+	last := calls[len(calls)-1]
+	require.Contains(t, last.Request.Messages[0].Text(), clientSummaryStart, "the last turn goes on from the CLI's summary")
+	require.NotContains(t, last.Request.Messages[0].Text(), "Answer 1.", "none of the replaced history went up")
+	session := last.Header.Get("X-Claude-Code-Session-Id")
+	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s gateway.SessionState) bool {
+		for _, a := range s.Agents {
+			if a.Kind == "client_compacted" && a.Live {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("agents: %+v", state.Agents)
+	require.EqualValues(t, 1, m.metrics.Sum("mnemos.proxy.requests", "outcome", "client_compacted"))
+	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"))
+}
+
+// clientSummaryStart starts the first message of a conversation Claude
+// Code compacted itself.
+const clientSummaryStart = "This session is being continued from a previous conversation"

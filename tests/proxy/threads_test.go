@@ -59,7 +59,6 @@ type faithful struct {
 	s       *system
 	session string
 	client  sdk.Client
-	ids     atomic.Int64
 	mu      sync.Mutex
 	sent    map[string][]byte // body by request tag
 }
@@ -84,6 +83,10 @@ func newFaithful(t *testing.T, s *system, session string) *faithful {
 	return f
 }
 
+// requestTags numbers the requests the tests send: the tag of each is
+// unique, whichever client of a session sends it.
+var requestTags atomic.Int64
+
 // readTool is a tool a conversation may offer.
 var readTool = []sdk.ToolUnionParam{{OfTool: &sdk.ToolParam{
 	Name: "Read", Description: sdk.String("Reads a file."),
@@ -94,7 +97,7 @@ var readTool = []sdk.ToolUnionParam{{OfTool: &sdk.ToolParam{
 // received them as sent; it returns msgs with the answer.
 func (f *faithful) send(msgs []sdk.MessageParam, tools []sdk.ToolUnionParam) []sdk.MessageParam {
 	f.t.Helper()
-	tag := fmt.Sprintf("%s-%d", f.session, f.ids.Add(1))
+	tag := fmt.Sprintf("%s-%d", f.session, requestTags.Add(1))
 	answer, err := f.client.Messages.New(context.Background(), sdk.MessageNewParams{Model: model, MaxTokens: 256, Messages: msgs, Tools: tools},
 		option.WithHeader(requestHeader, tag))
 	require.NoError(f.t, err)
@@ -167,23 +170,35 @@ func canon(t *testing.T, data []byte) string {
 	return string(out)
 }
 
-// stored waits until thread has applied its rounds and answers its
-// messages, each as canonical JSON.
-func stored(t *testing.T, s *system, thread string, rounds int64) []string {
+// stored waits until thread holds want, as canonical JSON, and fails
+// with what it holds when it does not in time. Rounds are recorded after
+// their answers: a request placed while its thread's previous record was
+// still on its way may be recorded with the next one, as one turn.
+func stored(t *testing.T, s *system, thread string, want []string, msgAndArgs ...any) {
 	t.Helper()
-	s.applied(t, thread, rounds)
-	rows, err := pgtest.Admin(t, s.store).Query(context.Background(),
-		"SELECT json_build_object('role', role, 'content', content)::text FROM messages WHERE session_id = $1 ORDER BY position", thread)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var m string
-		require.NoError(t, rows.Scan(&m))
-		out = append(out, canon(t, []byte(m)))
+	var got []string
+	read := func() bool {
+		rows, err := pgtest.Admin(t, s.store).Query(context.Background(),
+			"SELECT json_build_object('role', role, 'content', content)::text FROM messages WHERE session_id = $1 ORDER BY position", thread)
+		if err != nil {
+			return false
+		}
+		defer rows.Close()
+		got = got[:0]
+		for rows.Next() {
+			var m string
+			if rows.Scan(&m) != nil {
+				return false
+			}
+			got = append(got, canon(t, []byte(m)))
+		}
+		return rows.Err() == nil && slices.Equal(got, want)
 	}
-	require.NoError(t, rows.Err())
-	return out
+	deadline := time.Now().Add(30 * time.Second)
+	for !read() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, want, got, msgAndArgs...)
 }
 
 // canonOf is msgs as canonical JSON.
@@ -245,8 +260,8 @@ func TestARewindThenGrowthIsTheClientsConversation(t *testing.T) {
 	require.Equal(t, "branch", branch.Kind)
 	require.Equal(t, "rewound", branch.Parent)
 	require.EqualValues(t, 3, *branch.ForkPosition, "the fork is after the second answer")
-	require.Equal(t, canonOf(t, msgs), stored(t, s, branch.Thread, 6), "the branch is the client's conversation")
-	require.Equal(t, canonOf(t, first), stored(t, s, "rewound", 6), "what followed the fork is kept")
+	stored(t, s, branch.Thread, canonOf(t, msgs), "the branch is the client's conversation")
+	stored(t, s, "rewound", canonOf(t, first), "what followed the fork is kept")
 	require.EqualValues(t, 1, s.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"))
 }
 
@@ -267,7 +282,7 @@ func TestAClientsOwnCompactionThenGrowth(t *testing.T) {
 	threads := agents(t, s, "self-compacted", 2)
 	epoch := live(t, threads, "main")
 	require.Equal(t, "client_compacted", epoch.Kind)
-	require.Equal(t, canonOf(t, msgs), stored(t, s, epoch.Thread, 7))
+	stored(t, s, epoch.Thread, canonOf(t, msgs))
 	require.EqualValues(t, 1, s.metrics.Sum("mnemos.proxy.requests", "outcome", "client_compacted"))
 	require.Zero(t, s.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"))
 }
@@ -285,7 +300,7 @@ func TestAResumedSessionContinuesItsThread(t *testing.T) {
 
 	threads := agents(t, s, "resumed", 1)
 	require.Len(t, threads, 1, "one thread: %+v", threads)
-	require.Equal(t, canonOf(t, msgs), stored(t, s, "resumed", 5))
+	stored(t, s, "resumed", canonOf(t, msgs))
 	require.Zero(t, s.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"))
 	require.EqualValues(t, 5, s.metrics.Sum("mnemos.proxy.requests", "outcome", "managed"))
 }
@@ -300,8 +315,8 @@ func TestAForkedSessionImportsItsHistory(t *testing.T) {
 	s.applied(t, "original", 3)
 	msgs := newFaithful(t, s, "forked").rounds(old, 2, "the fork", nil)
 
-	require.Equal(t, canonOf(t, msgs), stored(t, s, "forked", 2), "the fork's first round brought the whole history")
-	require.Equal(t, canonOf(t, old), stored(t, s, "original", 3))
+	stored(t, s, "forked", canonOf(t, msgs), "the fork's first round brought the whole history")
+	stored(t, s, "original", canonOf(t, old))
 }
 
 // TestARetryRecordsOneRound: the same request sent twice (a client's
@@ -318,7 +333,7 @@ func TestARetryRecordsOneRound(t *testing.T) {
 	msgs = f.send(request, nil) // the retry
 
 	msgs = f.send(append(msgs, userText("and on")), nil)
-	require.Equal(t, canonOf(t, msgs), stored(t, s, "retried", 4))
+	stored(t, s, "retried", canonOf(t, msgs))
 	sess, err := s.store.GetSession(context.Background(), tenant, "retried")
 	require.NoError(t, err)
 	require.EqualValues(t, 4, sess.AppliedSeq, "four rounds recorded of five requests")
@@ -349,10 +364,10 @@ func TestTwoAgentsAtOnce(t *testing.T) {
 		}
 	}
 	require.True(t, strings.HasPrefix(sub.AgentID, "agent-"), "%+v", threads)
-	require.Equal(t, canonOf(t, subMsgs), stored(t, s, sub.Thread, 5))
+	stored(t, s, sub.Thread, canonOf(t, subMsgs))
 	m := live(t, threads, "main")
 	require.Equal(t, "busy", m.Thread)
-	require.Equal(t, canonOf(t, mainMsgs), stored(t, s, m.Thread, 6))
+	stored(t, s, m.Thread, canonOf(t, mainMsgs))
 	require.EqualValues(t, 1, s.metrics.Sum("mnemos.proxy.requests", "outcome", "new_agent"))
 	require.Zero(t, s.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"))
 }

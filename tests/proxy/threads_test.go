@@ -177,28 +177,41 @@ func canon(t *testing.T, data []byte) string {
 func stored(t *testing.T, s *system, thread string, want []string, msgAndArgs ...any) {
 	t.Helper()
 	var got []string
-	read := func() bool {
-		rows, err := pgtest.Admin(t, s.store).Query(context.Background(),
-			"SELECT json_build_object('role', role, 'content', content)::text FROM messages WHERE session_id = $1 ORDER BY position", thread)
-		if err != nil {
-			return false
-		}
-		defer rows.Close()
-		got = got[:0]
-		for rows.Next() {
-			var m string
-			if rows.Scan(&m) != nil {
-				return false
-			}
-			got = append(got, canon(t, []byte(m)))
-		}
-		return rows.Err() == nil && slices.Equal(got, want)
-	}
 	deadline := time.Now().Add(30 * time.Second)
-	for !read() && time.Now().Before(deadline) {
+	for {
+		got = threadMessages(t, s, "m.session_id = $1", thread)[thread]
+		if slices.Equal(got, want) || time.Now().After(deadline) {
+			break
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.Equal(t, want, got, msgAndArgs...)
+}
+
+// threadMessages are the stored messages of the sessions where holds
+// (a condition on messages m, with arg as $1), by session, each as
+// canonical JSON; none when they cannot be read.
+func threadMessages(t *testing.T, s *system, where, arg string) map[string][]string {
+	t.Helper()
+	rows, err := pgtest.Admin(t, s.store).Query(context.Background(), `
+		SELECT m.session_id, json_build_object('role', m.role, 'content', m.content)::text
+		FROM messages m WHERE `+where+` ORDER BY m.session_id, m.position`, arg)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var id, m string
+		if rows.Scan(&id, &m) != nil {
+			return nil
+		}
+		out[id] = append(out[id], canon(t, []byte(m)))
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return out
 }
 
 // canonOf is msgs as canonical JSON.
@@ -432,25 +445,8 @@ const clientSummary = "This session is being continued from a previous conversat
 // awaitThread waits until a thread of session holds want.
 func awaitThread(t *testing.T, s *system, session string, want []string, msgAndArgs ...any) {
 	t.Helper()
-	admin := pgtest.Admin(t, s.store)
 	require.Eventually(t, func() bool {
-		rows, err := admin.Query(context.Background(), `
-			SELECT m.session_id, json_build_object('role', m.role, 'content', m.content)::text
-			FROM proxy_threads t JOIN messages m ON m.tenant_id = t.tenant_id AND m.session_id = t.thread_id
-			WHERE t.session_id = $1 ORDER BY m.session_id, m.position`, session)
-		if err != nil {
-			return false
-		}
-		defer rows.Close()
-		threads := map[string][]string{}
-		for rows.Next() {
-			var id, m string
-			if rows.Scan(&id, &m) != nil {
-				return false
-			}
-			threads[id] = append(threads[id], canon(t, []byte(m)))
-		}
-		for _, msgs := range threads {
+		for _, msgs := range threadMessages(t, s, "m.session_id IN (SELECT thread_id FROM proxy_threads WHERE session_id = $1)", session) {
 			if slices.Equal(msgs, want) {
 				return true
 			}

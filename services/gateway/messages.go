@@ -150,7 +150,8 @@ type messagesRequest struct {
 	canons  []digest
 	chain   []digest
 	place   *placement
-	// replaced marks a request placed again (manage): once at most.
+	// replaced marks a request placed again (manage, or its record):
+	// from the store, and once at most while it is managed.
 	replaced bool
 	// snapshot is the context snapshot the managed request's render
 	// leaves to write (the cache-break check's), with the round when it is
@@ -372,8 +373,9 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 			// The thread took a round of the same conversation since this
 			// one was placed (its record ran first), and this request goes
 			// another way: placed again on what the session holds now, it
-			// is a branch, or a retry.
-			req.place = nil
+			// is a branch, or a retry. Placed from the store, not from the
+			// tip of the conversation this round raced.
+			req.place, req.replaced = nil, true
 			if _, err = g.placeRequest(bg, tenant, req); err == nil && req.place.record {
 				err = g.recordRound(bg, tenant, r, req, body, reply)
 			}

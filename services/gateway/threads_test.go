@@ -26,7 +26,7 @@ func newThreadBook() *threadBook {
 	return &threadBook{paths: map[string][]digest{}, written: map[string]int{}}
 }
 
-// match is ProxyPathLongest: the longest prefix of chain a thread holds; of
+// match is ThreadsAndMatch (ProxyPathHits, then longest): the longest prefix of chain a thread holds; of
 // threads that hold the same, one that ends there, then the latest written.
 func (b *threadBook) match(chain []digest) *store.PathMatch {
 	var best *store.PathMatch

@@ -124,11 +124,16 @@ func cleanEnv() []string {
 // Mnemos starts `mnemos <args>` with env (MNEMOS_* variables) and waits
 // until it serves /readyz. HTTP and the operator listener listen on free
 // ports unless env sets MNEMOS_HTTP_ADDR or MNEMOS_ADMIN_ADDR; logs are at
-// warn level unless env sets MNEMOS_LOG_LEVEL. The process is killed when t
+// warn level unless env sets MNEMOS_LOG_LEVEL; it holds at most 8 Postgres
+// connections unless env sets MNEMOS_DATABASE_MAX_CONNS (test packages run
+// side by side against one server's 100). The process is killed when t
 // ends.
 func Mnemos(t testing.TB, bins Binaries, name string, env map[string]string, args ...string) *Process {
 	t.Helper()
-	full := map[string]string{"MNEMOS_HTTP_ADDR": "127.0.0.1:0", "MNEMOS_ADMIN_ADDR": "127.0.0.1:0", "MNEMOS_LOG_LEVEL": "warn"}
+	full := map[string]string{
+		"MNEMOS_HTTP_ADDR": "127.0.0.1:0", "MNEMOS_ADMIN_ADDR": "127.0.0.1:0", "MNEMOS_LOG_LEVEL": "warn",
+		"MNEMOS_DATABASE_MAX_CONNS": "8",
+	}
 	for k, v := range env {
 		full[k] = v
 	}

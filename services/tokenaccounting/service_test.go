@@ -345,12 +345,16 @@ func TestATurnThatWaitedIsCountedAppliedWhenApplied(t *testing.T) {
 	await(t, outcome(h, tokenaccounting.OutcomeApplied), 2)
 
 	// Seq 2 never comes: the gap sweep applies seq 3 and 4, which waited.
-	h = setup(t, func(c *tokenaccounting.Config) { c.GapTimeout = 300 * time.Millisecond })
+	// The gap timeout leaves room for both to arrive on a loaded machine
+	// before the sweep gives up on seq 2: one that came after it would
+	// apply without waiting.
+	h = setup(t, func(c *tokenaccounting.Config) { c.GapTimeout = 3 * time.Second })
 	evs = genSession(rand.New(rand.NewPCG(7, 8)), "swept", 4, 1000)
 	h.publish(t, evs[0], evs[0].EventID)
 	await(t, outcome(h, tokenaccounting.OutcomeApplied), 1)
 	h.publish(t, evs[2], evs[2].EventID)
 	h.publish(t, evs[3], evs[3].EventID)
+	await(t, outcome(h, tokenaccounting.OutcomeWaiting), 2)
 	h.waitApplied(t, map[string]int64{"swept": 4})
 	await(t, outcome(h, tokenaccounting.OutcomeApplied), 3)
 	require.Equal(t, int64(2), outcome(h, tokenaccounting.OutcomeWaiting)())

@@ -200,7 +200,7 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	gw.Register(d.mux)
 	con, err := console.New(console.Config{
 		Store: d.store, Settings: d.settings, Memories: gw.Memories(), Dreams: gw.Dreams(),
-		Keys: gw.TenantForKey, Secret: []byte(d.cfg.ConsoleSecret), Log: d.logFor(TargetGateway).With("part", "console"),
+		Keys: gw.Keys().Tenant, Secret: []byte(d.cfg.ConsoleSecret), Log: d.logFor(TargetGateway).With("part", "console"),
 	})
 	if err != nil {
 		return nil, err

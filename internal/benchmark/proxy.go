@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
-	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // The Messages API proxy, measured two ways against the scripted upstream
@@ -171,7 +171,7 @@ func post(ctx context.Context, base, session string, body []byte) (a answer, too
 	req.Header.Set("X-Api-Key", straightKey)
 	if session != "" {
 		req.Header.Set("X-Api-Key", APIKey)
-		req.Header.Set(gateway.HeaderAgentSession, session)
+		req.Header.Set(httpapi.HeaderAgentSession, session)
 	}
 	start := time.Now()
 	resp, err := proxyClient.Do(req)

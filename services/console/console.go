@@ -24,6 +24,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // Prefix is where the console is mounted.
@@ -40,9 +41,10 @@ var staticFS embed.FS
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// KeyChecker resolves an API key to its tenant, or answers why not (the
-// HTTP status and a message); the gateway's TenantForKey is one.
-type KeyChecker func(w http.ResponseWriter, r *http.Request, key string) (tenant string, status int, message string)
+// KeyChecker resolves an API key to its tenant, or says why not (the
+// refusal's status and message); (*httpapi.Keys).Tenant, which the API's
+// routes check keys with, is one.
+type KeyChecker func(w http.ResponseWriter, r *http.Request, key string) (tenant string, refused *httpapi.Error)
 
 // Config is what the console reads and changes through.
 type Config struct {
@@ -136,7 +138,7 @@ func parsePages() (map[string]*template.Template, error) {
 	return out, nil
 }
 
-// Mux is where Register adds the routes (gateway.Mux satisfies it).
+// Mux is where Register adds the routes (httpapi.Mux satisfies it).
 type Mux interface {
 	Handle(pattern string, handler http.Handler)
 }
@@ -299,9 +301,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusUnauthorized, "login", view{Title: "Sign in", Data: loginData{Next: next, Error: "Enter an API key."}})
 		return
 	}
-	tenant, status, msg := c.cfg.Keys(w, r, key)
-	if tenant == "" {
-		c.render(w, status, "login", view{Title: "Sign in", Data: loginData{Next: next, Error: "Not signed in: " + msg + "."}})
+	tenant, refused := c.cfg.Keys(w, r, key)
+	if refused != nil {
+		c.render(w, refused.Status, "login", view{Title: "Sign in", Data: loginData{Next: next, Error: "Not signed in: " + refused.Message + "."}})
 		return
 	}
 	c.setSession(w, r, signedIn{tenant: tenant, nonce: newNonce(), expires: c.now().Add(c.cfg.SessionTTL)})

@@ -75,7 +75,7 @@ func setup(t testing.TB) *harness {
 	gcfg.PollInterval = 20 * time.Millisecond
 	gw, err := gateway.New(gcfg, st, b, settings, log, nil)
 	require.NoError(t, err)
-	con, err := New(Config{Store: st, Settings: settings, Memories: gw.Memories(), Dreams: gw.Dreams(), Keys: gw.TenantForKey, Log: log})
+	con, err := New(Config{Store: st, Settings: settings, Memories: gw.Memories(), Dreams: gw.Dreams(), Keys: gw.Keys().Tenant, Log: log})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	gw.Register(mux)

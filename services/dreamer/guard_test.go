@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memtools"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // TestDeletingTooMuchEndsAsAProposal: a run (the real Anthropic SDK against
@@ -78,7 +79,7 @@ func TestDeletingTooMuchEndsAsAProposal(t *testing.T) {
 	require.NotNil(t, got.Proposal)
 	require.Len(t, got.Proposal.Edits, 3)
 	require.Equal(t, "merged into m-4.md", got.Proposal.Edits[2].Reason)
-	var conflict gateway.ErrorBody
+	var conflict httpapi.ErrorBody
 	require.Equal(t, http.StatusConflict, h.call(http.MethodPost, "/v1/dreams/"+body.ID+"/kill", &conflict))
 	require.Equal(t, "dream_ended", conflict.Error.Code)
 
@@ -167,7 +168,7 @@ func TestAStaleProposalIsRefused(t *testing.T) {
 	require.Equal(t, 1, d.ChangesDestructive)
 
 	h.seed("a", "about a", "body a, changed by someone else")
-	var conflict gateway.ErrorBody
+	var conflict httpapi.ErrorBody
 	require.Equal(t, http.StatusConflict, h.call(http.MethodPost, "/v1/dreams/"+first.ID+"/approve", &conflict))
 	require.Equal(t, "proposal_stale", conflict.Error.Code)
 	m, err := h.memories.Get(ctx, tenant, scope, "a")

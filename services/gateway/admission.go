@@ -13,6 +13,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // Admission bounds what the gateway holds at once, so that one tenant
@@ -101,37 +102,18 @@ func (a *admission) release(n int64) {
 	}
 }
 
-// refusal is a request admission turned away: the answer's status, code
-// (Mnemos's error code), message and Retry-After. Status 0: the client left
-// while it waited, and nothing is answered.
-type refusal struct {
-	status        int
-	code, message string
-	retryAfter    string
-}
-
-func (f *refusal) Error() string { return f.message }
-
-// turnAway answers a refusal, in the Messages API's error shape on its routes
-// (withAnthropicErrors).
-func (g *Gateway) turnAway(w http.ResponseWriter, r *http.Request, f *refusal) {
-	if f.status == 0 {
-		return
+// turnAway answers a request admission refused in the route's dialect d:
+// its body is left unread.
+func turnAway(w http.ResponseWriter, r *http.Request, d httpapi.Dialect, e *httpapi.Error) {
+	if e.Status != 0 {
+		unread(w, r)
 	}
-	unread(w, r)
-	if f.retryAfter != "" {
-		w.Header().Set("Retry-After", f.retryAfter)
-	}
-	if anthropicStyle(r.Context()) {
-		anthropicError(w, f.status, anthropicKind(f.status), f.message)
-		return
-	}
-	writeError(w, f.status, f.code, f.message)
+	httpapi.Refuse(w, d, e)
 }
 
 // tenantSlot counts a request against its tenant's ConcurrentRequests in
 // this process, or refuses it (429) past the limit.
-func (g *Gateway) tenantSlot(ctx context.Context, tenant string, limit int) (release func(), f *refusal) {
+func (g *Gateway) tenantSlot(ctx context.Context, tenant string, limit int) (release func(), f *httpapi.Error) {
 	if limit <= 0 {
 		return func() {}, nil
 	}
@@ -139,7 +121,7 @@ func (g *Gateway) tenantSlot(ctx context.Context, tenant string, limit int) (rel
 	if n.Add(1) > int64(limit) {
 		n.Add(-1)
 		g.cfg.Limits.Record(ctx, limits.LimitConcurrentRequests)
-		return nil, &refusal{status: http.StatusTooManyRequests, code: limits.ReasonTooManyRequests, retryAfter: "1", message: fmt.Sprintf(
+		return nil, &httpapi.Error{Status: http.StatusTooManyRequests, Code: limits.ReasonTooManyRequests, RetryAfter: "1", Message: fmt.Sprintf(
 			"tenant %s has %d expensive requests (context, pre-flight, recall, compaction, turns, Messages API requests being managed) in flight in this process, its limit concurrent_requests; retry when one has been answered",
 			tenant, limit)}
 	}
@@ -159,7 +141,7 @@ func (g *Gateway) expensive(next func(http.ResponseWriter, *http.Request, string
 		}
 		release, f := g.tenantSlot(ctx, tenant, set.Limits.ConcurrentRequests)
 		if f != nil {
-			g.turnAway(w, r, f)
+			turnAway(w, r, httpapi.Mnemos, f)
 			return
 		}
 		defer release()
@@ -177,7 +159,7 @@ func (g *Gateway) withBody(limit func() int64, next func(http.ResponseWriter, *h
 			size = r.ContentLength
 		}
 		cost := size * bodyFactor
-		release, ok := g.admitCost(w, r, cost, fmt.Sprintf("a body of %d bytes", size))
+		release, ok := g.admitCost(w, r, httpapi.Mnemos, cost, fmt.Sprintf("a body of %d bytes", size))
 		if !ok {
 			return
 		}
@@ -215,20 +197,20 @@ func (g *Gateway) eventLimit() int64 {
 // budget reserves cost bytes of the process's budget for a request, or
 // refuses it: 413 when what (the request's cost, described) is more than
 // the whole budget, 503 overloaded when the budget is spent for now.
-func (g *Gateway) budget(ctx context.Context, cost int64, what string) *refusal {
+func (g *Gateway) budget(ctx context.Context, cost int64, what string) *httpapi.Error {
 	a := g.admission
 	if a.budget <= 0 {
 		return nil
 	}
 	if cost > a.budget {
 		g.cfg.Limits.Record(ctx, limits.LimitInflightBytes)
-		return &refusal{status: http.StatusRequestEntityTooLarge, code: "too_large", message: fmt.Sprintf(
+		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf(
 			"%s would hold about %s, more than this process's whole budget of %s in flight (MNEMOS_MAX_INFLIGHT_BYTES)",
 			what, mib(cost), mib(a.budget))}
 	}
 	if !a.reserve(cost) {
 		g.cfg.Limits.Record(ctx, limits.LimitInflightBytes)
-		return &refusal{status: http.StatusServiceUnavailable, code: limits.ReasonOverloaded, retryAfter: "1", message: fmt.Sprintf(
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: limits.ReasonOverloaded, RetryAfter: "1", Message: fmt.Sprintf(
 			"this process's budget of %s in flight (MNEMOS_MAX_INFLIGHT_BYTES) cannot take %s (about %s) now; retry shortly",
 			mib(a.budget), what, mib(cost))}
 	}
@@ -239,7 +221,7 @@ func (g *Gateway) budget(ctx context.Context, cost int64, what string) *refusal 
 // size (reserve): a refusal, or an error when the session cannot be sized.
 // A heavy render's ctx carries the pacer it renders by (Config.HeavyWork,
 // HeavyRest).
-func (g *Gateway) renderAdmission(ctx context.Context, tenant, id string) (_ context.Context, release func(), f *refusal, err error) {
+func (g *Gateway) renderAdmission(ctx context.Context, tenant, id string) (_ context.Context, release func(), f *httpapi.Error, err error) {
 	var size store.ContextSize
 	err = g.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		var err error
@@ -263,10 +245,10 @@ func (g *Gateway) renderAdmission(ctx context.Context, tenant, id string) (_ con
 // admitCost admits a request expected to hold cost bytes (reserve), or
 // answers its refusal. release gives back what was taken; ok false means
 // an answer was written.
-func (g *Gateway) admitCost(w http.ResponseWriter, r *http.Request, cost int64, what string) (release func(), ok bool) {
+func (g *Gateway) admitCost(w http.ResponseWriter, r *http.Request, d httpapi.Dialect, cost int64, what string) (release func(), ok bool) {
 	release, f := g.reserve(r.Context(), cost, what)
 	if f != nil {
-		g.turnAway(w, r, f)
+		turnAway(w, r, d, f)
 		return nil, false
 	}
 	return release, true
@@ -276,7 +258,7 @@ func (g *Gateway) admitCost(w http.ResponseWriter, r *http.Request, cost int64, 
 // waits, boundedly, for one of the few heavy slots (its decoding or
 // rendering takes a core), then every one reserves its cost of the budget.
 // release gives back what was taken.
-func (g *Gateway) reserve(ctx context.Context, cost int64, what string) (release func(), f *refusal) {
+func (g *Gateway) reserve(ctx context.Context, cost int64, what string) (release func(), f *httpapi.Error) {
 	a := g.admission
 	var held bool
 	if a.isHeavy(cost) {
@@ -287,11 +269,11 @@ func (g *Gateway) reserve(ctx context.Context, cost int64, what string) (release
 			held = true
 		case <-timer.C:
 			g.cfg.Limits.Record(ctx, limits.LimitInflightBytes)
-			return nil, &refusal{status: http.StatusServiceUnavailable, code: limits.ReasonOverloaded, retryAfter: "2", message: fmt.Sprintf(
+			return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: limits.ReasonOverloaded, RetryAfter: "2", Message: fmt.Sprintf(
 				"%s is a heavy request (about %s), and this process already serves its %d heavy requests (of at least %s) at once; retry shortly",
 				what, mib(cost), cap(a.heavy), mib(a.heavyAt))}
 		case <-ctx.Done():
-			return nil, &refusal{} // the client left
+			return nil, &httpapi.Error{} // the client left
 		}
 	}
 	if f := g.budget(ctx, cost, what); f != nil {

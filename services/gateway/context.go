@@ -27,6 +27,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // ContextBody is the answer to GET /v1/sessions/{id}/context: what to send
@@ -114,10 +115,10 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 		var body ContextBody
 		var parts encodedContext
 		var blocked bool
-		var f *refusal
+		var f *httpapi.Error
 		ctx, body, parts, blocked, err = g.assembleAdmitted(ctx, tenant, id, set, m, nil, gate, false)
 		if errors.As(err, &f) {
-			g.turnAway(w, r, f)
+			turnAway(w, r, httpapi.Mnemos, f)
 			return
 		}
 		if g.sessionFailed(w, r, id, "assembling context", err) {
@@ -479,7 +480,7 @@ func (gt *renderGate) done() {
 
 // assembleAdmitted is assemble under render admission (renderGate): a
 // render the gate cannot admit is sized exactly, waits for a heavy slot and
-// runs paced (the returned ctx carries the pacer). A *refusal error turns
+// runs paced (the returned ctx carries the pacer). A *httpapi.Error error turns
 // the request away.
 func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead countAhead, gate *renderGate, leaveSnapshot bool) (context.Context, ContextBody, encodedContext, bool, error) {
 	for {

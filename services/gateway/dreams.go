@@ -8,9 +8,10 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
-func (g *Gateway) registerDreams(mux Mux) {
+func (g *Gateway) registerDreams(mux httpapi.Mux) {
 	mux.Handle("POST /v1/scopes/{scope}/dream", g.auth(g.postDream))
 	mux.Handle("GET /v1/scopes/{scope}/dreams", g.auth(g.listDreams))
 	mux.Handle("GET /v1/dreams/{id}", g.auth(g.getDream))

@@ -5,15 +5,11 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +30,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // Config of the gateway target.
@@ -129,9 +126,8 @@ type Gateway struct {
 	dreams   *dream.Dreams
 
 	contexts  *sessionctx.Cache
-	keys      *ttlcache.Cache[string]   // API key → tenant
+	keys      *httpapi.Keys
 	upstreams *ttlcache.Cache[Upstream] // tenant → its upstream for the proxy
-	keyGuard  *keyGuard
 	admission *admission
 	// canons and unchanged are the proxy's verdicts on client messages
 	// (messages_digest.go): the canonical digest of each that decodes
@@ -165,11 +161,14 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	if err != nil {
 		return nil, fmt.Errorf("gateway.New: %w", err)
 	}
+	keys, err := httpapi.NewKeys(httpapi.KeysConfig{CacheTTL: cfg.KeyCacheTTL, Failures: cfg.KeyFailures, FailureWindow: cfg.KeyFailureWindow, Now: cfg.Now}, st, cfg.Limits, log, meter)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.New: %w", err)
+	}
 	g := &Gateway{
 		cfg: cfg, settings: settings, memories: memories, dreams: dream.New(st, memories, cfg.Now),
-		store: st, bus: b, log: log, metrics: m, keys: ttlcache.New[string](cfg.KeyCacheTTL, 10_000),
+		store: st, bus: b, log: log, metrics: m, keys: keys,
 		upstreams: ttlcache.New[Upstream](cfg.KeyCacheTTL, 10_000).StaleOnError(tenantcfg.StaleFor),
-		keyGuard:  newKeyGuard(cfg.KeyFailures, cfg.KeyFailureWindow, cfg.KeyCacheTTL, cfg.Now),
 		admission: newAdmission(cfg),
 		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),
 		canons:    newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit), tips: newMemo[threadTip](tipsLimit),
@@ -182,20 +181,9 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	return g, nil
 }
 
-// Mux is what Register adds the routes to: an *http.ServeMux, or a wrapper
-// that records each pattern (the route walk in api/apitest compares them
-// with the OpenAPI document, so a route missing from either fails a test).
-type Mux interface {
-	Handle(pattern string, handler http.Handler)
-	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
-	// Handler finds the route of a request, as http.ServeMux's does: the
-	// catch-all asks it which methods a path takes.
-	Handler(r *http.Request) (h http.Handler, pattern string)
-}
-
 // Register adds the API's routes to mux. Each route is described in
 // api/openapi.yaml, which GET /openapi.json serves.
-func (g *Gateway) Register(mux Mux) {
+func (g *Gateway) Register(mux httpapi.Mux) {
 	// The expensive routes are admitted (admission.go) before any body is read.
 	eventBody := func() int64 { return g.eventLimit() }
 	preflightBody := func() int64 { return int64(g.cfg.MaxEventBytes) }
@@ -221,127 +209,13 @@ func (g *Gateway) Register(mux Mux) {
 	g.registerMessages(mux)
 	g.registerMCP(mux)
 	mux.Handle("GET /openapi.json", api.Handler())
-	mux.HandleFunc(catchAll, func(w http.ResponseWriter, r *http.Request) {
-		if allow := allowedMethods(mux, r); len(allow) > 0 {
-			list := strings.Join(allow, ", ")
-			w.Header().Set("Allow", list)
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: this path takes %s", r.Method, r.URL.Path, list))
-			return
-		}
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
-	})
+	httpapi.RegisterCatchAll(mux)
 }
 
-// catchAll is the pattern that answers every /v1 request no route takes.
-const catchAll = "/v1/"
-
-// probedMethods are the methods a path is probed with for an Allow header.
-var probedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
-
-// allowedMethods lists the methods some route of mux other than the
-// catch-all takes for r's path: the catch-all matches every method, so the
-// mux never answers 405 itself. nil when no route has the path.
-func allowedMethods(mux Mux, r *http.Request) []string {
-	var out []string
-	for _, m := range probedMethods {
-		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
-		if _, pattern := mux.Handler(probe); pattern != "" && pattern != catchAll {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// auth resolves the API key to a tenant, or answers 401. Two
-// Authorization headers are refused (which one counts would depend on the
-// reader). Failed checks are limited per client address (see keyGuard): a
-// key in the cache of verified keys always passes, anything else from an
-// address past its misses answers 429 without asking Postgres.
-func (g *Gateway) auth(next func(http.ResponseWriter, *http.Request, string)) http.Handler {
-	return g.authWith(bearerKey, next)
-}
-
-// credentialError is a request's credentials that cannot be read: no key,
-// or more than one (Status 400).
-type credentialError struct {
-	Status        int
-	Code, Message string
-}
-
-// bearerKey reads the API key of 'Authorization: Bearer <key>'.
-func bearerKey(r *http.Request) (string, *credentialError) {
-	const prefix = "Bearer "
-	if n := len(r.Header.Values("Authorization")); n > 1 {
-		return "", &credentialError{http.StatusBadRequest, "ambiguous_credentials", fmt.Sprintf("%d Authorization headers; send the API key once", n)}
-	}
-	h := r.Header.Get("Authorization")
-	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
-		return "", &credentialError{http.StatusUnauthorized, "unauthorized", "send the API key as 'Authorization: Bearer <key>'"}
-	}
-	return h[len(prefix):], nil
-}
-
-// authWith is auth with the key read by keyOf.
-func (g *Gateway) authWith(keyOf func(*http.Request) (string, *credentialError), next func(http.ResponseWriter, *http.Request, string)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, cerr := keyOf(r)
-		if cerr != nil && cerr.Status == http.StatusUnauthorized {
-			writeError(w, cerr.Status, cerr.Code, cerr.Message)
-			return
-		}
-		if cerr != nil {
-			g.refuseRequest(w, r, cerr.Status, cerr.Code, cerr.Message)
-			return
-		}
-		tenant, failed := g.tenantOf(w, r, key)
-		if failed != nil {
-			if failed.code == "too_many_key_failures" {
-				g.refuseRequest(w, r, failed.status, failed.code, failed.message)
-				return
-			}
-			writeError(w, failed.status, failed.code, failed.message)
-			return
-		}
-		next(w, r, tenant)
-	})
-}
-
-// keyFailure is why an API key was not accepted: the answer's status, code
-// and message.
-type keyFailure struct {
-	status        int
-	code, message string
-}
-
-// tenantOf resolves an API key to its tenant: from the key cache, else from
-// Postgres, unless the client's address failed too many checks lately
-// (429, with Retry-After set on w) or the key failed recently.
-func (g *Gateway) tenantOf(w http.ResponseWriter, r *http.Request, key string) (string, *keyFailure) {
-	if tenant, ok := g.keys.Peek(key); ok {
-		return tenant, nil
-	}
-	addr := clientAddr(r)
-	if wait, blocked := g.keyGuard.blocked(addr); blocked {
-		g.cfg.Limits.Record(r.Context(), limits.LimitKeyFailures)
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		return "", &keyFailure{http.StatusTooManyRequests, "too_many_key_failures",
-			fmt.Sprintf("more than %d failed API key checks from this address within %s; retry later", g.cfg.KeyFailures, g.cfg.KeyFailureWindow)}
-	}
-	unknown := &keyFailure{http.StatusUnauthorized, "unauthorized", "unknown or revoked API key"}
-	if g.keyGuard.knownMiss(key) {
-		g.keyGuard.miss(addr, key)
-		return "", unknown
-	}
-	tenant, err := g.keys.Get(r.Context(), key, g.store.TenantForAPIKey)
-	if errors.Is(err, store.ErrNotFound) {
-		g.keyGuard.miss(addr, key)
-		return "", unknown
-	}
-	if err != nil {
-		g.log.Error("api key lookup failed", "err", err)
-		return "", &keyFailure{http.StatusServiceUnavailable, "unavailable", "could not verify the API key; retry"}
-	}
-	return tenant, nil
+// auth resolves the API key of a Mnemos route (Authorization: Bearer) to
+// its tenant, answering failures in Mnemos's dialect.
+func (g *Gateway) auth(next httpapi.Handler) http.Handler {
+	return g.keys.Auth(httpapi.Mnemos, httpapi.BearerKey, next)
 }
 
 // TurnAccepted is the answer to POST /v1/turns.
@@ -868,30 +742,18 @@ func (g *Gateway) getToolResult(w http.ResponseWriter, r *http.Request, tenant s
 	writeJSON(w, http.StatusOK, ToolResultBody{ID: tr.ID, SessionID: tr.SessionID, ToolUseID: tr.ToolUseID, SizeChars: tr.SizeChars, Content: tr.Content, CreatedAt: tr.CreatedAt})
 }
 
+// internal answers 500 for what failed with err, in Mnemos's dialect.
 func (g *Gateway) internal(w http.ResponseWriter, what string, err error) {
-	g.log.Error(what+" failed", "err", err)
-	writeError(w, http.StatusInternalServerError, "internal", what+" failed")
+	httpapi.Internal(w, httpapi.Mnemos, g.log, what, err)
 }
 
-// ErrorBody is every error answer's shape.
-type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
+// writeError answers an error in Mnemos's dialect.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, b)
+	httpapi.Mnemos.WriteError(w, &httpapi.Error{Status: status, Code: code, Message: msg})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing left to tell it
-}
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
 
 type gatewayMetrics struct {
 	ingested          metric.Int64Counter
@@ -901,7 +763,6 @@ type gatewayMetrics struct {
 	microSaved        metric.Int64Counter
 	cacheBreaks       metric.Int64Counter
 	manualCompactions metric.Int64Counter
-	requestsRefused   metric.Int64Counter
 	edits             metric.Int64Counter
 	editsSaved        metric.Int64Counter
 	proxyRequests     metric.Int64Counter
@@ -933,9 +794,6 @@ func newMetrics(m metric.Meter) (gatewayMetrics, error) {
 	if gm.manualCompactions, err = m.Int64Counter("mnemos.compactions.manual_requested", metric.WithDescription("Manual compactions requested through the API.")); err != nil {
 		return gm, err
 	}
-	if gm.requestsRefused, err = m.Int64Counter("mnemos.requests.refused", metric.WithDescription("Requests the gateway refused for a bad id, header or credential, by error code.")); err != nil {
-		return gm, err
-	}
 	if gm.edits, err = m.Int64Counter("mnemos.context.edits", metric.WithDescription("What context-management edits cut, by kind: tool_result, tool_input, thinking (assistant messages).")); err != nil {
 		return gm, err
 	}
@@ -961,14 +819,6 @@ func (g *Gateway) Memories() *memory.Store { return g.memories }
 // Dreams is the dream service the API approves through, shared with the console.
 func (g *Gateway) Dreams() *dream.Dreams { return g.dreams }
 
-// TenantForKey resolves an API key for another front door (the console's
-// sign-in) through the API's own path: the key cache and the per-address
-// failure limit. It answers the tenant, or the HTTP status and message of
-// the refusal (Retry-After is set on w when the address is blocked).
-func (g *Gateway) TenantForKey(w http.ResponseWriter, r *http.Request, key string) (tenant string, status int, message string) {
-	tenant, failed := g.tenantOf(w, r, key)
-	if failed != nil {
-		return "", failed.status, failed.message
-	}
-	return tenant, 0, ""
-}
+// Keys resolves API keys to tenants, shared with the console's sign-in so
+// that both count an address's failures alike.
+func (g *Gateway) Keys() *httpapi.Keys { return g.keys }

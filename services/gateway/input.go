@@ -10,11 +10,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // idKind names what a path id is, for the error code and message.
@@ -75,8 +73,7 @@ func checkText(what, v string, maxBytes int) error {
 // refuseRequest answers a request the gateway refuses before any route
 // logic runs (a bad id, an ambiguous or refused credential), counted by code.
 func (g *Gateway) refuseRequest(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	g.metrics.requestsRefused.Add(r.Context(), 1, metric.WithAttributes(attribute.String("code", code)))
-	writeError(w, status, code, msg)
+	g.keys.Refused(w, r, httpapi.Mnemos, &httpapi.Error{Status: status, Code: code, Message: msg})
 }
 
 // errDuplicateKey is a JSON body naming a key twice in one object.

@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // The Model Context Protocol at /mcp (streamable HTTP, stateless): an
@@ -41,8 +42,8 @@ const (
 	maxSnippetChars        = 300
 )
 
-func (g *Gateway) registerMCP(mux Mux) {
-	h := g.authWith(agentKey, g.serveMCP)
+func (g *Gateway) registerMCP(mux httpapi.Mux) {
+	h := g.keys.Auth(httpapi.Mnemos, httpapi.AgentKey, g.serveMCP)
 	mux.Handle("POST /mcp", h)
 	// GET would open a stream for messages the server starts; a stateless
 	// server starts none, and the transport answers 405 with Allow: POST.
@@ -112,7 +113,7 @@ func (c mcpCall) failed(tool string, err error) error {
 // session is the session the headers name ("" when none); a bad id is a
 // tool error.
 func (c mcpCall) session() (string, *mcp.CallToolResult) {
-	for _, h := range []string{HeaderAgentSession, HeaderClaudeCodeSession} {
+	for _, h := range []string{httpapi.HeaderAgentSession, httpapi.HeaderClaudeCodeSession} {
 		v := c.header.Get(h)
 		if v == "" {
 			continue
@@ -129,7 +130,7 @@ func (c mcpCall) session() (string, *mcp.CallToolResult) {
 func (c mcpCall) needSession(tool string) (string, *mcp.CallToolResult) {
 	id, bad := c.session()
 	if bad == nil && id == "" {
-		return "", toolError("%s works on your session: configure the MCP server with the header %s (Claude Code sends %s itself)", tool, HeaderAgentSession, HeaderClaudeCodeSession)
+		return "", toolError("%s works on your session: configure the MCP server with the header %s (Claude Code sends %s itself)", tool, httpapi.HeaderAgentSession, httpapi.HeaderClaudeCodeSession)
 	}
 	return id, bad
 }
@@ -139,7 +140,7 @@ func (c mcpCall) needSession(tool string) (string, *mcp.CallToolResult) {
 // when neither names one).
 func (c mcpCall) memoryScope(ctx context.Context, session string) (map[string]string, *mcp.CallToolResult, error) {
 	named := map[string]string{}
-	for kind, h := range map[memory.Kind]string{memory.KindUser: HeaderUser, memory.KindProject: HeaderProject} {
+	for kind, h := range map[memory.Kind]string{memory.KindUser: httpapi.HeaderUser, memory.KindProject: httpapi.HeaderProject} {
 		v := c.header.Get(h)
 		if v == "" {
 			continue
@@ -181,7 +182,7 @@ func (c mcpCall) memory(ctx context.Context, _ *mcp.CallToolRequest, in memtools
 	}
 	scope, ok := set.Extraction.Scope(named)
 	if !ok {
-		return toolError("no memory scope: configure the MCP server with the header %s or %s (or name a session whose turns name one)", HeaderProject, HeaderUser), nil, nil
+		return toolError("no memory scope: configure the MCP server with the header %s or %s (or name a session whose turns name one)", httpapi.HeaderProject, httpapi.HeaderUser), nil, nil
 	}
 	b := memtools.Binding{Tenant: c.tenant, Scope: scope, Actor: memory.ActorAPI, Reason: "mcp memory " + in.Command}
 	if session != "" {
@@ -335,7 +336,7 @@ func (c mcpCall) recallTool(ctx context.Context, _ *mcp.CallToolRequest, in Reca
 	}
 	if len(named) == 0 {
 		c.g.recall.Refused(ctx, recall.SourceAPI)
-		return toolError("no memory scope: configure the MCP server with the header %s or %s (or name a session whose turns name one)", HeaderProject, HeaderUser), nil, nil
+		return toolError("no memory scope: configure the MCP server with the header %s or %s (or name a session whose turns name one)", httpapi.HeaderProject, httpapi.HeaderUser), nil, nil
 	}
 	res, err := c.g.recall.Recall(ctx, recall.Query{
 		Tenant: c.tenant, SessionID: session, MemoryScope: named, Text: in.Query, RecentTools: in.RecentTools, Source: recall.SourceAPI,

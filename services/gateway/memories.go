@@ -12,6 +12,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // The headers of a memory write.
@@ -34,7 +35,7 @@ const (
 	maxIndexBody = 1 << 20
 )
 
-func (g *Gateway) registerMemories(mux Mux) {
+func (g *Gateway) registerMemories(mux httpapi.Mux) {
 	mux.Handle("GET /v1/scopes/{scope}/memories", g.auth(g.listMemories))
 	mux.Handle("GET /v1/scopes/{scope}/memories/{name}", g.auth(g.getMemory))
 	mux.Handle("PUT /v1/scopes/{scope}/memories/{name}", g.auth(g.putMemory))

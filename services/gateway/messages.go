@@ -26,6 +26,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // The Messages API proxy: POST /v1/messages and /v1/messages/count_tokens,
@@ -60,74 +61,9 @@ const (
 	proxyUnrecorded  = "unrecorded"  // answered, but its round could not be published
 )
 
-func (g *Gateway) registerMessages(mux Mux) {
-	mux.Handle("POST /v1/messages", g.messagesAuth(g.postMessages))
-	mux.Handle("POST /v1/messages/count_tokens", g.messagesAuth(g.countTokens))
-}
-
-// anthropicError writes an error in the Messages API's shape.
-func anthropicError(w http.ResponseWriter, status int, kind, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type":  "error",
-		"error": map[string]string{"type": kind, "message": msg},
-	})
-}
-
-// anthropicKind is the Messages API's error type for a status.
-func anthropicKind(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusServiceUnavailable, 529:
-		return "overloaded_error"
-	default:
-		return "api_error"
-	}
-}
-
-type anthropicErrorsKey struct{}
-
-// withAnthropicErrors marks a request whose refusals (turnAway) answer in
-// the Messages API's error shape.
-func withAnthropicErrors(r *http.Request) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), anthropicErrorsKey{}, true))
-}
-
-func anthropicStyle(ctx context.Context) bool {
-	on, _ := ctx.Value(anthropicErrorsKey{}).(bool)
-	return on
-}
-
-// messagesAuth takes the tenant's Mnemos key from x-api-key, as Anthropic
-// clients send it, or from Authorization: Bearer (agentKey), and answers
-// failures in the Messages API's shape.
-func (g *Gateway) messagesAuth(next func(http.ResponseWriter, *http.Request, string)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = withAnthropicErrors(r)
-		key, cerr := agentKey(r)
-		if cerr != nil {
-			anthropicError(w, cerr.Status, anthropicKind(cerr.Status), cerr.Message)
-			return
-		}
-		tenant, failed := g.tenantOf(w, r, key)
-		if failed != nil {
-			anthropicError(w, failed.status, anthropicKind(failed.status), failed.message)
-			return
-		}
-		next(w, r, tenant)
-	})
+func (g *Gateway) registerMessages(mux httpapi.Mux) {
+	mux.Handle("POST /v1/messages", g.keys.Auth(httpapi.Anthropic, httpapi.AgentKey, g.postMessages))
+	mux.Handle("POST /v1/messages/count_tokens", g.keys.Auth(httpapi.Anthropic, httpapi.AgentKey, g.countTokens))
 }
 
 // messagesRequest is a Messages API request as the proxy reads it: every
@@ -213,45 +149,45 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 	body, err := httpbody.Read(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		anthropicError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the request is larger than %d bytes", limit))
+		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large", Message: fmt.Sprintf("the request is larger than %d bytes", limit)})
 		return nil, nil, false
 	}
 	if err != nil {
-		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "reading the body: "+err.Error())
+		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "reading the body: " + err.Error()})
 		return nil, nil, false
 	}
 	req := &messagesRequest{client: r}
 	// Checked once; then split without encoding/json's scanner (messages_json.go).
 	if !jsonvalid.Valid(body) {
-		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
+		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
 		return nil, nil, false
 	}
 	if req.fields, err = jsonwalk.SplitObject(body); err != nil {
-		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
+		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
 		return nil, nil, false
 	}
 	if raw, ok := req.fields["messages"]; ok {
 		if req.messages, err = jsonwalk.SplitArray(raw); err != nil {
-			anthropicError(w, http.StatusBadRequest, "invalid_request_error", "messages: want an array of messages")
+			httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "messages: want an array of messages"})
 			return nil, nil, false
 		}
 	}
 	_ = json.Unmarshal(req.fields["model"], &req.model) // the upstream judges the model
 	req.session = sessionOf(r, req.fields)
 	if req.session != "" && !turn.ValidToken(req.session) {
-		anthropicError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf(
-			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, describe(req.session)))
+		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: fmt.Sprintf(
+			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, describe(req.session))})
 		return nil, nil, false
 	}
 	up, err := g.upstreamOf(r.Context(), tenant)
 	if err != nil {
 		g.log.Error("messages proxy: reading the tenant's upstream", "tenant", tenant, "err", err)
 		w.Header().Set("Retry-After", "5")
-		anthropicError(w, http.StatusServiceUnavailable, "overloaded_error", "Mnemos cannot read this tenant's upstream now; retry shortly")
+		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "overloaded_error", Message: "Mnemos cannot read this tenant's upstream now; retry shortly"})
 		return nil, nil, false
 	}
 	if up.URL == "" {
-		anthropicError(w, http.StatusServiceUnavailable, "api_error", "no upstream is configured for this tenant (`mnemos tenant upstream`, or MNEMOS_UPSTREAM_ANTHROPIC_URL for every tenant)")
+		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "api_error", Message: "no upstream is configured for this tenant (`mnemos tenant upstream`, or MNEMOS_UPSTREAM_ANTHROPIC_URL for every tenant)"})
 		return nil, nil, false
 	}
 	req.upstream = up
@@ -262,7 +198,7 @@ func (g *Gateway) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 // header, else the session_id inside the JSON string of metadata.user_id,
 // else X-Mnemos-Session; "" when none does.
 func sessionOf(r *http.Request, fields map[string]json.RawMessage) string {
-	if id := r.Header.Get(HeaderClaudeCodeSession); id != "" {
+	if id := r.Header.Get(httpapi.HeaderClaudeCodeSession); id != "" {
 		return id
 	}
 	var meta struct {
@@ -276,7 +212,7 @@ func sessionOf(r *http.Request, fields map[string]json.RawMessage) string {
 			return user.SessionID
 		}
 	}
-	return r.Header.Get(HeaderAgentSession)
+	return r.Header.Get(httpapi.HeaderAgentSession)
 }
 
 func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -297,11 +233,11 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	outcome := proxyPassthrough
 	if req.session != "" {
 		managed, err := g.manage(ctx, tenant, req, body, true)
-		var f *refusal
+		var f *httpapi.Error
 		switch {
 		case errors.As(err, &f):
 			releaseWork()
-			g.turnAway(w, r, f)
+			turnAway(w, r, httpapi.Anthropic, f)
 			return
 		case errors.Is(err, errMovedOn):
 			outcome = proxyRetry
@@ -310,8 +246,8 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 			g.log.Warn("messages proxy: refused, the tenant does not fail open", "tenant", tenant, "session", req.session, "err", err)
 			g.countProxy(ctx, proxyRefused)
 			w.Header().Set("Retry-After", "5")
-			anthropicError(w, http.StatusServiceUnavailable, "overloaded_error", fmt.Sprintf(
-				"Mnemos cannot manage this request of session %s now, and this tenant's requests do not go up unmanaged (proxy.fail_open is off); retry shortly", req.session))
+			httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "overloaded_error", Message: fmt.Sprintf(
+				"Mnemos cannot manage this request of session %s now, and this tenant's requests do not go up unmanaged (proxy.fail_open is off); retry shortly", req.session)})
 			return
 		case err != nil:
 			outcome = proxyUnmanaged
@@ -432,7 +368,7 @@ func (g *Gateway) admitMessages(w http.ResponseWriter, r *http.Request, tenant s
 	}
 	work, f := g.tenantSlot(ctx, tenant, limit)
 	if f != nil {
-		g.turnAway(w, r, f)
+		turnAway(w, r, httpapi.Anthropic, f)
 		return nil, nil, false
 	}
 	size := g.cfg.MaxMessagesBytes
@@ -442,7 +378,7 @@ func (g *Gateway) admitMessages(w http.ResponseWriter, r *http.Request, tenant s
 	cost := size * bodyFactor
 	if f := g.budget(ctx, cost, fmt.Sprintf("a Messages API request of %d bytes", size)); f != nil {
 		work()
-		g.turnAway(w, r, f)
+		turnAway(w, r, httpapi.Anthropic, f)
 		return nil, nil, false
 	}
 	var once sync.Once
@@ -459,11 +395,11 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 	if req.session != "" {
 		managed, err := g.manage(r.Context(), tenant, req, body, false)
 		g.flushSnapshot(r.Context(), tenant, req) // no round is recorded here
-		var f *refusal
+		var f *httpapi.Error
 		switch {
 		case errors.As(err, &f):
 			releaseWork()
-			g.turnAway(w, r, f)
+			turnAway(w, r, httpapi.Anthropic, f)
 			return
 		case err == nil:
 			body = managed
@@ -498,7 +434,7 @@ func (g *Gateway) sendUp(w http.ResponseWriter, r *http.Request, to Upstream, pa
 	resp, err := g.forward(r.Context(), r, to, path, body)
 	if err != nil {
 		if r.Context().Err() == nil {
-			anthropicError(w, http.StatusBadGateway, "api_error", "the upstream did not answer: "+err.Error())
+			httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadGateway, Code: "api_error", Message: "the upstream did not answer: " + err.Error()})
 		}
 		return nil
 	}
@@ -537,7 +473,7 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, to Upstream, pat
 		return nil, err
 	}
 	for name, values := range r.Header {
-		if strings.HasPrefix(strings.ToLower(name), "anthropic-") || strings.EqualFold(name, HeaderClaudeCodeSession) {
+		if strings.HasPrefix(strings.ToLower(name), "anthropic-") || strings.EqualFold(name, httpapi.HeaderClaudeCodeSession) {
 			up.Header[name] = values
 		}
 	}
@@ -826,10 +762,10 @@ func roundEventID(tenant, session string, seq int64) string {
 // X-Mnemos-Project; nil when it names none (the tenant's default).
 func scopeOf(r *http.Request) map[string]string {
 	scope := map[string]string{}
-	if v := r.Header.Get(HeaderUser); v != "" && turn.ValidToken(v) {
+	if v := r.Header.Get(httpapi.HeaderUser); v != "" && turn.ValidToken(v) {
 		scope["user"] = v
 	}
-	if v := r.Header.Get(HeaderProject); v != "" && turn.ValidToken(v) {
+	if v := r.Header.Get(httpapi.HeaderProject); v != "" && turn.ValidToken(v) {
 		scope["project"] = v
 	}
 	if len(scope) == 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // A client sends its whole conversation with every request, and under one
@@ -133,7 +134,7 @@ func shapeOf(req *messagesRequest) shape {
 		s.tools = json.Unmarshal(raw, &tools) == nil && len(tools) > 0
 	}
 	if req.client != nil {
-		s.claudeCode = req.client.Header.Get(HeaderClaudeCodeSession) != ""
+		s.claudeCode = req.client.Header.Get(httpapi.HeaderClaudeCodeSession) != ""
 	}
 	if len(req.messages) > 0 {
 		if m, err := req.turnAt(0); err == nil && m.Role == "user" {

@@ -23,7 +23,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 const (
@@ -277,7 +277,7 @@ func TestAnotherTenantsSessionIDChangesNothing(t *testing.T) {
 	before := s.applied(t, "shared-id", 1)
 
 	other := sdk.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(s.api.URL), option.WithAPIKey(otherKey),
-		option.WithMaxRetries(0), option.WithHeader(gateway.HeaderAgentSession, "shared-id"))
+		option.WithMaxRetries(0), option.WithHeader(httpapi.HeaderAgentSession, "shared-id"))
 	_, err = other.Messages.New(ctx, sdk.MessageNewParams{Model: model, MaxTokens: 64, Messages: []sdk.MessageParam{userText("globex asks")}})
 	require.NoError(t, err)
 	calls := s.upstream.Requests()

@@ -1,4 +1,4 @@
-package gateway
+package httpapi
 
 import (
 	"crypto/sha256"

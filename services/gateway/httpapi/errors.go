@@ -1,0 +1,129 @@
+// Package httpapi is what every HTTP route of Mnemos shares: the error an
+// answer carries and the dialects that write it, the API keys that name a
+// request's tenant, and the mux routes are registered on.
+package httpapi
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+)
+
+// Error is an answer that refuses a request: its HTTP status, Mnemos's
+// error code, a message for the client and, when set, Retry-After in
+// seconds. Status 0 is a request whose client left: nothing is answered.
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Dialect writes an API's answers: Mnemos's own routes answer in Mnemos,
+// the model proxy's in the shape of the API it stands in for. A route
+// chooses its dialect when it is registered.
+type Dialect interface {
+	// WriteError writes e's body with e's status.
+	WriteError(w http.ResponseWriter, e *Error)
+}
+
+// Refuse answers e in d: with Retry-After when e has one, and nothing when
+// the client left.
+func Refuse(w http.ResponseWriter, d Dialect, e *Error) {
+	if e.Status == 0 {
+		return
+	}
+	if e.RetryAfter != "" {
+		w.Header().Set("Retry-After", e.RetryAfter)
+	}
+	d.WriteError(w, e)
+}
+
+// Internal logs what failed with err and answers 500 in d, without err's
+// text: that is for the log.
+func Internal(w http.ResponseWriter, d Dialect, log *slog.Logger, what string, err error) {
+	log.Error(what+" failed", "err", err)
+	d.WriteError(w, &Error{Status: http.StatusInternalServerError, Code: "internal", Message: what + " failed"})
+}
+
+// Mnemos is the dialect of Mnemos's own API: ErrorBody.
+var Mnemos Dialect = mnemosDialect{}
+
+// ErrorBody is the shape of every error Mnemos's own API answers.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type mnemosDialect struct{}
+
+func (mnemosDialect) WriteError(w http.ResponseWriter, e *Error) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message = e.Code, e.Message
+	WriteJSON(w, e.Status, b)
+}
+
+// Anthropic is the dialect of Anthropic's Messages API, which the model
+// proxy stands in for: its clients read an error's type from the body.
+var Anthropic Dialect = anthropicDialect{}
+
+type anthropicDialect struct{}
+
+// AnthropicErrorBody is the Messages API's error shape.
+type AnthropicErrorBody struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// WriteError writes e with the error type its code names when that is one
+// of the Messages API's types, else the type of its status.
+func (anthropicDialect) WriteError(w http.ResponseWriter, e *Error) {
+	b := AnthropicErrorBody{Type: "error"}
+	b.Error.Type, b.Error.Message = AnthropicKind(e.Status), e.Message
+	if anthropicKinds[e.Code] {
+		b.Error.Type = e.Code
+	}
+	WriteJSON(w, e.Status, b)
+}
+
+// anthropicKinds are the Messages API's error types.
+var anthropicKinds = map[string]bool{
+	"invalid_request_error": true, "authentication_error": true, "permission_error": true, "not_found_error": true,
+	"request_too_large": true, "rate_limit_error": true, "api_error": true, "overloaded_error": true,
+}
+
+// AnthropicKind is the Messages API's error type for a status.
+func AnthropicKind(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable, 529:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}
+
+// WriteJSON answers v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing left to tell it
+}

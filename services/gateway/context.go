@@ -118,7 +118,7 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 		var f *httpapi.Error
 		ctx, body, parts, blocked, err = g.assembleAdmitted(ctx, tenant, id, set, m, nil, gate, false)
 		if errors.As(err, &f) {
-			turnAway(w, r, httpapi.Mnemos, f)
+			httpapi.TurnAway(w, r, httpapi.Mnemos, f)
 			return
 		}
 		if g.sessionFailed(w, r, id, "assembling context", err) {
@@ -461,13 +461,13 @@ func (gt *renderGate) admit(ctx context.Context, g *Gateway, sess store.Session)
 		return nil
 	}
 	cost := renderCost(store.ContextSize{Messages: sess.MessageCount, Bytes: sess.MessageBytes})
-	if g.admission.isHeavy(cost) {
+	if g.admission.IsHeavy(cost) {
 		return errHeavyRender
 	}
-	if f := g.budget(ctx, cost, fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", sess.SessionID, sess.MessageCount, sess.MessageBytes>>10)); f != nil {
+	if f := g.admission.Budget(ctx, cost, fmt.Sprintf("the context of session %s (%d messages, %d KiB stored)", sess.SessionID, sess.MessageCount, sess.MessageBytes>>10)); f != nil {
 		return f
 	}
-	gt.admitted, gt.release = true, func() { g.admission.release(cost) }
+	gt.admitted, gt.release = true, func() { g.admission.Release(cost) }
 	return nil
 }
 

@@ -128,7 +128,7 @@ type Gateway struct {
 	contexts  *sessionctx.Cache
 	keys      *httpapi.Keys
 	upstreams *ttlcache.Cache[Upstream] // tenant → its upstream for the proxy
-	admission *admission
+	admission *httpapi.Admission
 	// canons and unchanged are the proxy's verdicts on client messages
 	// (messages_digest.go): the canonical digest of each that decodes
 	// (threads.go), and whether a rendering is the client's message.
@@ -169,9 +169,11 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		cfg: cfg, settings: settings, memories: memories, dreams: dream.New(st, memories, cfg.Now),
 		store: st, bus: b, log: log, metrics: m, keys: keys,
 		upstreams: ttlcache.New[Upstream](cfg.KeyCacheTTL, 10_000).StaleOnError(tenantcfg.StaleFor),
-		admission: newAdmission(cfg),
-		contexts:  sessionctx.NewCache(cfg.ContextCacheBytes),
-		canons:    newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit), tips: newMemo[threadTip](tipsLimit),
+		admission: httpapi.NewAdmission(httpapi.AdmissionConfig{
+			MaxInflightBytes: cfg.MaxInflightBytes, HeavyRequests: cfg.HeavyRequests, HeavyBytes: cfg.HeavyBytes, HeavyWait: cfg.HeavyWait, Heavy: cfg.Heavy,
+		}, concurrentRequests(settings), cfg.Limits, log),
+		contexts: sessionctx.NewCache(cfg.ContextCacheBytes),
+		canons:   newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit), tips: newMemo[threadTip](tipsLimit),
 		sections: newImmutable[[]string](immutablesMax), decisions: newImmutable[store.RecallPrefetch](immutablesMax),
 		prefixCounts: newImmutable[int64](immutablesMax),
 	}
@@ -184,10 +186,16 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 // Register adds the API's routes to mux. Each route is described in
 // api/openapi.yaml, which GET /openapi.json serves.
 func (g *Gateway) Register(mux httpapi.Mux) {
-	// The expensive routes are admitted (admission.go) before any body is read.
+	// The expensive routes are admitted (httpapi.Admission) before any body is read.
+	expensive := func(next httpapi.Handler) http.Handler {
+		return g.auth(g.admission.Expensive(httpapi.Mnemos, next))
+	}
+	withBody := func(limit func() int64, next httpapi.Handler) http.Handler {
+		return expensive(g.admission.WithBody(httpapi.Mnemos, limit, next))
+	}
 	eventBody := func() int64 { return g.eventLimit() }
 	preflightBody := func() int64 { return int64(g.cfg.MaxEventBytes) }
-	mux.Handle("POST /v1/turns", g.auth(g.expensive(g.withBody(eventBody, g.postTurn))))
+	mux.Handle("POST /v1/turns", withBody(eventBody, g.postTurn))
 	mux.Handle("GET /v1/sessions", g.auth(g.listSessions))
 	mux.Handle("GET /v1/scopes", g.auth(g.listScopes))
 	mux.Handle("GET /v1/usage", g.auth(g.getUsage))
@@ -195,21 +203,30 @@ func (g *Gateway) Register(mux httpapi.Mux) {
 	mux.Handle("PATCH /v1/sessions/{id}", g.auth(g.patchSession))
 	mux.Handle("GET /v1/sessions/{id}/pins", g.auth(g.getPins))
 	mux.Handle("PUT /v1/sessions/{id}/pins", g.auth(g.putPins))
-	mux.Handle("POST /v1/sessions/{id}/preflight", g.auth(g.expensive(g.withBody(preflightBody, g.preflight))))
+	mux.Handle("POST /v1/sessions/{id}/preflight", withBody(preflightBody, g.preflight))
 	mux.Handle("GET /v1/tool-results/{id}", g.auth(g.getToolResult))
-	mux.Handle("GET /v1/sessions/{id}/context", g.auth(g.expensive(g.getContext)))
-	mux.Handle("POST /v1/sessions/{id}/context", g.auth(g.expensive(g.postContext)))
-	mux.Handle("POST /v1/sessions/{id}/compact", g.auth(g.expensive(g.postCompact)))
+	mux.Handle("GET /v1/sessions/{id}/context", expensive(g.getContext))
+	mux.Handle("POST /v1/sessions/{id}/context", expensive(g.postContext))
+	mux.Handle("POST /v1/sessions/{id}/compact", expensive(g.postCompact))
 	mux.Handle("GET /v1/sessions/{id}/compactions", g.auth(g.listCompactions))
 	mux.Handle("GET /v1/compactions/{id}", g.auth(g.getCompaction))
 	mux.Handle("GET /v1/sessions/{id}/notes", g.auth(g.getNotes))
-	mux.Handle("POST /v1/sessions/{id}/recall", g.auth(g.expensive(g.postRecall)))
+	mux.Handle("POST /v1/sessions/{id}/recall", expensive(g.postRecall))
 	g.registerMemories(mux)
 	g.registerDreams(mux)
 	g.registerMessages(mux)
 	g.registerMCP(mux)
 	mux.Handle("GET /openapi.json", api.Handler())
 	httpapi.RegisterCatchAll(mux)
+}
+
+// concurrentRequests reads a tenant's limit of expensive requests in
+// flight from its settings.
+func concurrentRequests(settings *tenantcfg.Cache) func(context.Context, string) (int, error) {
+	return func(ctx context.Context, tenant string) (int, error) {
+		set, err := settings.For(ctx, tenant)
+		return set.Limits.ConcurrentRequests, err
+	}
 }
 
 // auth resolves the API key of a Mnemos route (Authorization: Bearer) to

@@ -237,7 +237,7 @@ func (g *Gateway) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		switch {
 		case errors.As(err, &f):
 			releaseWork()
-			turnAway(w, r, httpapi.Anthropic, f)
+			httpapi.TurnAway(w, r, httpapi.Anthropic, f)
 			return
 		case errors.Is(err, errMovedOn):
 			outcome = proxyRetry
@@ -366,23 +366,23 @@ func (g *Gateway) admitMessages(w http.ResponseWriter, r *http.Request, tenant s
 	if set, err := g.settings.For(ctx, tenant); err == nil {
 		limit = set.Limits.ConcurrentRequests
 	}
-	work, f := g.tenantSlot(ctx, tenant, limit)
+	work, f := g.admission.TenantSlot(ctx, tenant, limit)
 	if f != nil {
-		turnAway(w, r, httpapi.Anthropic, f)
+		httpapi.TurnAway(w, r, httpapi.Anthropic, f)
 		return nil, nil, false
 	}
 	size := g.cfg.MaxMessagesBytes
 	if r.ContentLength >= 0 && r.ContentLength < size {
 		size = r.ContentLength
 	}
-	cost := size * bodyFactor
-	if f := g.budget(ctx, cost, fmt.Sprintf("a Messages API request of %d bytes", size)); f != nil {
+	cost := size * httpapi.BodyFactor
+	if f := g.admission.Budget(ctx, cost, fmt.Sprintf("a Messages API request of %d bytes", size)); f != nil {
 		work()
-		turnAway(w, r, httpapi.Anthropic, f)
+		httpapi.TurnAway(w, r, httpapi.Anthropic, f)
 		return nil, nil, false
 	}
 	var once sync.Once
-	return func() { once.Do(work) }, func() { g.admission.release(cost) }, true
+	return func() { once.Do(work) }, func() { g.admission.Release(cost) }, true
 }
 
 // countTokens answers count_tokens for the request as the proxy would send it.
@@ -399,7 +399,7 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 		switch {
 		case errors.As(err, &f):
 			releaseWork()
-			turnAway(w, r, httpapi.Anthropic, f)
+			httpapi.TurnAway(w, r, httpapi.Anthropic, f)
 			return
 		case err == nil:
 			body = managed

@@ -48,7 +48,7 @@ test-chaos: ## the chaos schedule CHAOS_RUNS (3) times, each with its own seed (
 	set -o pipefail; $(GO) test -count=$(CHAOS_RUNS) -timeout=20m -v -run '^$(CHAOS_TEST)$$' ./tests/faults/ | grep -E $(CLUSTER_LINES)
 
 .PHONY: bench-rss
-bench-rss: ## the resident set of one mnemos -target=all as 1K to 10K sessions become active: one table (docs/benchmarks.md), a few minutes
+bench-rss: ## the resident set of one mnemos -target=all as 1K to 10K sessions become active: one table (docs/performance.md), a few minutes
 	set -o pipefail; MNEMOS_BENCH_RSS=1 $(GO) test -count=1 -timeout=20m -v -run '^TestRSSWithActiveSessions$$' ./tests/faults/ | grep -E '^(---|ok|FAIL|PASS)|[|] |RSS of|Error'
 
 .PHONY: bench-cluster

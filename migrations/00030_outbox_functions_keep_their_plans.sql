@@ -5,8 +5,8 @@
 -- body at every call; PL/pgSQL plans each statement once per connection and
 -- keeps the plan. The relay calls both in every round it makes, and the
 -- parsing and planning of their bodies took about 5 % of Postgres's CPU in
--- rounds through the Messages API proxy (docs/benchmarks.md). What they do
--- is unchanged.
+-- rounds through the Messages API proxy (`mnemos bench`,
+-- docs/performance.md). What they do is unchanged.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION mnemos_outbox_claim(max_rows integer) RETURNS SETOF outbox
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$

@@ -151,6 +151,9 @@ func TestVersionTextNamesTheRevision(t *testing.T) {
 	}}
 	require.Equal(t, "mnemos v1.2.3\nrevision 0123456789abcdef0123456789abcdef01234567 (2026-01-02T03:04:05Z), with uncommitted changes\ngo1.26.1 "+runtime.GOOS+"/"+runtime.GOARCH+"\n", versionText(info))
 	require.Equal(t, "mnemos (unknown)\nrevision unknown (built without version control information)\n"+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n", versionText(nil))
+	// A benchmark report's machine line names the same revision.
+	require.Equal(t, "0123456789abcdef0123456789abcdef01234567 with uncommitted changes", buildCommit(info))
+	require.Empty(t, buildCommit(nil))
 }
 
 // TestASecondInstanceFailsAtOnceOnItsPort is a second `make run` in the
@@ -198,7 +201,7 @@ func TestHelpExitsZeroFromTheBinary(t *testing.T) {
 	for _, args := range [][]string{
 		{"-h"}, {"--help"}, {"migrate", "--help"}, {"healthcheck", "--help"}, {"tenant", "--help"},
 		{"tenant", "create", "--help"}, {"tenant", "settings", "--help"}, {"tenant", "upstream", "--help"}, {"replay", "--help"},
-		{"bench", "--help"}, {"config", "--help"}, {"version", "--help"}, {"version"},
+		{"bench", "--help"}, {"bench", "render", "--help"}, {"config", "--help"}, {"version", "--help"}, {"version"},
 	} {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = []string{

@@ -103,7 +103,7 @@ func TestConfigurationPageIsGenerated(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs", "configuration.md"))
 	require.NoError(t, err)
 	page := string(raw)
-	begin, end, err := generatedSpan(page)
+	begin, end, err := generatedSpan(page, markdownBegin)
 	require.NoError(t, err, "docs/configuration.md")
 	if got, want := page[begin:end], configMarkdown(); got != want {
 		gotLines, wantLines := strings.Split(got, "\n"), strings.Split(want, "\n")
@@ -123,9 +123,9 @@ func TestConfigurationPageIsGenerated(t *testing.T) {
 	require.Contains(t, page[end:], "\n## Limits\n", "the Limits section (linked as configuration.md#limits) is the page's own, after the table")
 
 	// The markers are required, and updating writes only between them.
-	_, err = spliceGenerated("# A page\n", "| x |\n")
+	_, err = spliceGenerated("# A page\n", markdownBegin, "| x |\n")
 	require.ErrorContains(t, err, "between the lines")
-	spliced, err := spliceGenerated("intro\n"+markdownBegin+"stale\n"+markdownEnd+"outro\n", "fresh\n")
+	spliced, err := spliceGenerated("intro\n"+markdownBegin+"stale\n"+markdownEnd+"outro\n", markdownBegin, "fresh\n")
 	require.NoError(t, err)
 	require.Equal(t, "intro\n"+markdownBegin+"fresh\n"+markdownEnd+"outro\n", spliced)
 }

@@ -40,7 +40,8 @@ var commands = []command{
 		run: func(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 			return runHealthcheck(ctx, args, getenv, stderr)
 		}},
-	{name: "bench", usage: [][2]string{{"bench [flags]", "measure ingest, context assembly and the Messages API proxy on this machine"}},
+	{name: "bench", usage: [][2]string{{"bench [flags]", "measure ingest, context assembly and the Messages API proxy on this machine"},
+		{"bench render [-update PAGE] FILE.json", "print the tables of a run stored with bench --json"}},
 		run: func(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
 			return runBench(ctx, args, stdout, stderr)
 		}},

@@ -24,16 +24,13 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 // the Go version and platform.
 func versionText(info *debug.BuildInfo) string {
 	version, goVersion := "(unknown)", runtime.Version()
-	vcs := map[string]string{}
+	vcs := vcsSettings(info)
 	if info != nil {
 		if info.Main.Version != "" {
 			version = info.Main.Version
 		}
 		if info.GoVersion != "" {
 			goVersion = info.GoVersion
-		}
-		for _, s := range info.Settings {
-			vcs[s.Key] = s.Value
 		}
 	}
 	var b strings.Builder
@@ -52,4 +49,28 @@ func versionText(info *debug.BuildInfo) string {
 	}
 	fmt.Fprintf(&b, "%s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
 	return b.String()
+}
+
+// vcsSettings are the version control settings of info ("vcs.revision",
+// "vcs.time", "vcs.modified"); none for a nil info.
+func vcsSettings(info *debug.BuildInfo) map[string]string {
+	vcs := map[string]string{}
+	if info != nil {
+		for _, s := range info.Settings {
+			vcs[s.Key] = s.Value
+		}
+	}
+	return vcs
+}
+
+// buildCommit is the revision info was built from, for a report's machine
+// line: the commit, and whether the tree had changes; empty when the
+// build has no version control information (go run, a test binary).
+func buildCommit(info *debug.BuildInfo) string {
+	vcs := vcsSettings(info)
+	rev := vcs["vcs.revision"]
+	if rev != "" && vcs["vcs.modified"] == "true" {
+		rev += " with uncommitted changes"
+	}
+	return rev
 }

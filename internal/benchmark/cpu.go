@@ -2,7 +2,6 @@ package benchmark
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -124,13 +123,4 @@ func cpuSince(before cpuSample) (CPU, bool) {
 	}
 	c.Other = max(c.Busy-c.Process-c.Postgres-c.Interrupts-c.Steal, 0)
 	return c, true
-}
-
-// describe says where the CPU went, for the report's prose: "over 20.0 s,
-// the machine was busy …".
-func (c CPU) describe(cpus int) string {
-	return fmt.Sprintf("over %.1f s, the machine was busy %.1f core-seconds of %.1f: this process %.1f, Postgres %.1f, "+
-		"the kernel's interrupts %.1f, steal %.1f, other processes %.1f",
-		c.Wall.Seconds(), c.Busy.Seconds(), c.Wall.Seconds()*float64(cpus), c.Process.Seconds(), c.Postgres.Seconds(),
-		c.Interrupts.Seconds(), c.Steal.Seconds(), c.Other.Seconds())
 }

@@ -2,6 +2,8 @@ package benchmark
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -9,7 +11,9 @@ import (
 )
 
 // The report as one JSON object (`mnemos bench --json`), the parts that
-// ran and nothing else; times in milliseconds.
+// ran and nothing else; times in milliseconds. It holds everything the
+// tables need, so a stored run renders as the run itself did (Markdown,
+// RenderJSON).
 type (
 	jsonReport struct {
 		Machine   Machine         `json:"machine"`
@@ -32,6 +36,8 @@ type (
 		// each round's.
 		TurnsPerS       float64   `json:"turns_per_s"`
 		TurnsPerSRounds []float64 `json:"turns_per_s_rounds"`
+		TurnsPerRound   int       `json:"turns_per_round"`
+		ContextSamples  int       `json:"context_samples"`
 		P50MS           float64   `json:"context_p50_ms"`
 		P99MS           float64   `json:"context_p99_ms"`
 	}
@@ -40,13 +46,23 @@ type (
 		ContextP99        float64 `json:"context_p99"`
 	}
 	jsonIngest struct {
+		// Rounds of Turns each (EventBytes an event) from Publishers;
+		// TurnsPerS is the median round's rate, and the raw baselines'
+		// rates are their rounds' medians.
+		Rounds           int     `json:"rounds"`
+		Turns            int     `json:"turns"`
+		EventBytes       int     `json:"event_bytes"`
+		Publishers       int     `json:"publishers"`
 		TurnsPerS        float64 `json:"turns_per_s"`
 		P50MS            float64 `json:"p50_ms"`
 		P99MS            float64 `json:"p99_ms"`
 		RatioToPostgres  float64 `json:"ratio_to_postgres"`
 		RatioToJetStream float64 `json:"ratio_to_jetstream"`
+		RawJetStream     float64 `json:"raw_jetstream_msgs_per_s"`
+		RawPostgres      float64 `json:"raw_postgres_rows_per_s"`
 	}
 	jsonSustained struct {
+		Turns     int      `json:"turns"`
 		TurnsPerS float64  `json:"turns_per_s"`
 		P50MS     float64  `json:"p50_ms"`
 		P99MS     float64  `json:"p99_ms"`
@@ -65,6 +81,7 @@ type (
 	}
 	jsonContext struct {
 		Tokens      int64   `json:"tokens"`
+		Samples     int     `json:"samples"`
 		P50MS       float64 `json:"p50_ms"`
 		P99MS       float64 `json:"p99_ms"`
 		SelectP50MS float64 `json:"select_p50_ms"`
@@ -108,6 +125,30 @@ type (
 
 // JSON writes the report as one JSON object.
 func (r Report) JSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r.summary())
+}
+
+// RenderJSON reads a report `mnemos bench --json` wrote and writes its
+// tables, as the run would have printed them.
+func RenderJSON(in io.Reader, out io.Writer) error {
+	var s jsonReport
+	dec := json.NewDecoder(in)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return fmt.Errorf("benchmark: reading a report: %w", err)
+	}
+	if s.Machine.CPUs == 0 {
+		return errors.New("benchmark: reading a report: no machine in it; want the output of mnemos bench --json")
+	}
+	s.markdown(out)
+	return nil
+}
+
+// summary is the report as its JSON holds it: the percentiles, medians
+// and ratios of what was measured.
+func (r Report) summary() jsonReport {
 	out := jsonReport{Machine: r.Machine, TookS: r.Took.Seconds()}
 	if len(r.Burst) > 0 {
 		var p50, p99 []float64
@@ -115,14 +156,16 @@ func (r Report) JSON(w io.Writer) error {
 			p50, p99 = append(p50, ms(Percentile(b.Latencies, 50))), append(p99, ms(Percentile(b.Latencies, 99)))
 		}
 		t := r.Throughput()
-		out.Ingest = &jsonIngest{TurnsPerS: t, P50MS: Median(p50), P99MS: Median(p99),
-			RatioToPostgres: t / Median(r.RawPostgres), RatioToJetStream: t / Median(r.RawJetStream)}
-		out.Sustained = &jsonSustained{TurnsPerS: r.Sustained.Offered,
+		js, pg := Median(r.RawJetStream), Median(r.RawPostgres)
+		out.Ingest = &jsonIngest{Rounds: len(r.Burst), Turns: r.Burst[0].Turns, EventBytes: r.Burst[0].EventBytes, Publishers: r.Publishers,
+			TurnsPerS: t, P50MS: Median(p50), P99MS: Median(p99),
+			RatioToPostgres: t / pg, RatioToJetStream: t / js, RawJetStream: js, RawPostgres: pg}
+		out.Sustained = &jsonSustained{Turns: r.Sustained.Turns, TurnsPerS: r.Sustained.Offered,
 			P50MS: ms(Percentile(r.Sustained.Latencies, 50)), P99MS: ms(Percentile(r.Sustained.Latencies, 99))}
 		out.Sustained.CPU = cpuJSON(r.Sustained.CPU, r.Sustained.HasCPU)
 	}
 	for _, c := range r.Context {
-		out.Context = append(out.Context, jsonContext{Tokens: c.Tokens,
+		out.Context = append(out.Context, jsonContext{Tokens: c.Tokens, Samples: len(c.Assemble),
 			P50MS: ms(Percentile(c.Assemble, 50)), P99MS: ms(Percentile(c.Assemble, 99)),
 			SelectP50MS: ms(Percentile(c.Select, 50)), SelectP99MS: ms(Percentile(c.Select, 99))})
 	}
@@ -146,15 +189,13 @@ func (r Report) JSON(w io.Writer) error {
 	}
 	for _, st := range r.Scale {
 		out.Scale = append(out.Scale, jsonScale{Sessions: st.Sessions, Messages: st.Messages, FillS: st.Fill.Seconds(), TurnsPerS: st.Rate(), TurnsPerSRounds: st.Rates(),
-			P50MS: ms(Percentile(st.Context, 50)), P99MS: ms(Percentile(st.Context, 99))})
+			TurnsPerRound: st.Ingest[0].Turns, ContextSamples: len(st.Context), P50MS: ms(Percentile(st.Context, 50)), P99MS: ms(Percentile(st.Context, 99))})
 	}
 	if len(r.Scale) > 1 {
 		ingest, p99 := r.ScaleRatios()
 		out.ScaleRatios = &jsonScaleRatios{IngestTimePerTurn: ingest, ContextP99: p99}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return out
 }
 
 // seconds is d in seconds to the hundredth, the precision of /proc's CPU

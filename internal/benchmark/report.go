@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"runtime"
@@ -13,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 )
 
 // Options size a benchmark run. Zero fields take the defaults.
@@ -311,132 +308,12 @@ func rates(rounds []Ingest) []float64 {
 	return out
 }
 
-// Markdown writes the report as the tables of the README.
-func (r Report) Markdown(w io.Writer) {
-	m := r.Machine
-	server := m.Postgres
-	if m.Autovacuum == "off" {
-		server += " (autovacuum off)"
-	}
-	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s memory, %s; %s (%s); PostgreSQL %s; nats-server %s; load average %s at the start; run took %s.\n\n",
-		m.CPUs, m.CPUModel, m.Memory, m.OS, m.Go, m.GC, server, m.NATS, m.Load, r.Took.Round(time.Second))
-
-	if len(r.Burst) > 0 {
-		var p50, p99 []float64
-		for _, b := range r.Burst {
-			p50, p99 = append(p50, ms(Percentile(b.Latencies, 50))), append(p99, ms(Percentile(b.Latencies, 99)))
-		}
-		js, pg := Median(r.RawJetStream), Median(r.RawPostgres)
-		tput := r.Throughput()
-		rounds := fmt.Sprintf("%d rounds", len(r.Burst))
-		if len(r.Burst) == 1 {
-			rounds = "1 round"
-		}
-		fmt.Fprintf(w, "Ingest: %s of %d turns (%d-byte events, %d publishers), median of the rounds; then %d turns offered at %.0f/s.\n\n",
-			rounds, r.Burst[0].Turns, r.Burst[0].EventBytes, r.Publishers, r.Sustained.Turns, r.Sustained.Offered)
-		fmt.Fprintln(w, "| turns/s end to end (saturated) | ingest → accounted p50 / p99, saturated | p50 / p99 at a sustained rate | raw JetStream publish+consume | raw Postgres inserts | ratio to JetStream | ratio to Postgres |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
-		fmt.Fprintf(w, "| **%s** | %s / %s ms | **%s / %s ms** at %s/s | %s msgs/s | %s rows/s | %.3f | %.3f |\n\n",
-			thousands(tput), decimal(Median(p50)), decimal(Median(p99)),
-			decimal(ms(Percentile(r.Sustained.Latencies, 50))), decimal(ms(Percentile(r.Sustained.Latencies, 99))), thousands(r.Sustained.Offered),
-			thousands(js), thousands(pg), tput/js, tput/pg)
-		if r.Sustained.HasCPU {
-			fmt.Fprintf(w, "At the sustained rate, %s.\n\n", r.Sustained.CPU.describe(m.CPUs))
-		}
-	}
-	if len(r.Context) > 0 {
-		fmt.Fprintf(w, "Context assembly: GET /v1/sessions/{id}/context over HTTP, and a plain SELECT of the same messages; %d samples each.\n\n", len(r.Context[0].Assemble))
-		fmt.Fprintln(w, "| session | context p50 / p99 | plain SELECT p50 / p99 | ratio of p50s |")
-		fmt.Fprintln(w, "|---|---|---|---|")
-		for _, c := range r.Context {
-			a50, a99 := ms(Percentile(c.Assemble, 50)), ms(Percentile(c.Assemble, 99))
-			s50, s99 := ms(Percentile(c.Select, 50)), ms(Percentile(c.Select, 99))
-			fmt.Fprintf(w, "| %dK tokens | %s / %s ms | %s / %s ms | %.1f |\n", c.Tokens/1000, decimal(a50), decimal(a99), decimal(s50), decimal(s99), a50/s50)
-		}
-		fmt.Fprintln(w)
-	}
-	if len(r.Preflight) > 0 {
-		fmt.Fprintf(w, "Pre-flight: POST /v1/sessions/{id}/preflight over HTTP with the next round (a request, a tool call and its 3,200-byte result); %d samples each.\n\n", len(r.Preflight[0].Latencies))
-		fmt.Fprintln(w, "| session | pre-flight p50 / p99 |")
-		fmt.Fprintln(w, "|---|---|")
-		for _, p := range r.Preflight {
-			fmt.Fprintf(w, "| %dK tokens | %s / %s ms |\n", p.Tokens/1000, decimal(ms(Percentile(p.Latencies, 50))), decimal(ms(Percentile(p.Latencies, 99))))
-		}
-		fmt.Fprintln(w)
-	}
-	r.proxyMarkdown(w)
-	r.scaleMarkdown(w)
-}
-
-// scaleMarkdown writes the scale run's table: each step, and the last
-// against the first.
-func (r Report) scaleMarkdown(w io.Writer) {
-	if len(r.Scale) == 0 {
-		return
-	}
-	first := r.Scale[0]
-	fmt.Fprintf(w, "Scale: the tenant's tables filled by COPY in steps, then vacuumed and checkpointed; at each, %d saturated ingest rounds of %d turns and %d context reads of a %dK-token session.\n\n",
-		len(first.Ingest), first.Ingest[0].Turns, len(first.Context), scaleContextTokens/1000)
-	fmt.Fprintln(w, "| sessions stored | messages stored | fill took | ingest turns/s, median (rounds) | context p50 / p99 |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
-	for _, st := range r.Scale {
-		rounds := make([]string, len(st.Ingest))
-		for i, rate := range st.Rates() {
-			rounds[i] = thousands(rate)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s (%s) | %s / %s ms |\n", thousands(float64(st.Sessions)), thousands(float64(st.Messages)), st.Fill.Round(time.Second),
-			thousands(st.Rate()), strings.Join(rounds, ", "), decimal(ms(Percentile(st.Context, 50))), decimal(ms(Percentile(st.Context, 99))))
-	}
-	if len(r.Scale) > 1 {
-		ingest, p99 := r.ScaleRatios()
-		fmt.Fprintf(w, "\nLargest ÷ smallest: context p99 **%.2f**, ingest time per turn **%.2f**.\n", p99, ingest)
-	}
-	fmt.Fprintln(w)
-}
-
 // ScaleRatios compare the scale run's last step with its first: ingest's
 // time per turn (the first step's median rate over the last's) and the
 // context p99, each last over first.
 func (r Report) ScaleRatios() (ingest, contextP99 float64) {
 	first, last := r.Scale[0], r.Scale[len(r.Scale)-1]
 	return first.Rate() / last.Rate(), ms(Percentile(last.Context, 99)) / ms(Percentile(first.Context, 99))
-}
-
-// proxyMarkdown writes the Messages API proxy's tables.
-func (r Report) proxyMarkdown(w io.Writer) {
-	if len(r.Proxy) > 0 {
-		fmt.Fprintf(w, "Messages API proxy: a round of a session through POST /v1/messages (managed and recorded) and the same request straight to the scripted upstream, %d samples each, interleaved, non-streamed, timed to the last byte of the answer.\n\n", len(r.Proxy[0].Through))
-		fmt.Fprintln(w, "| session (tokens the upstream counted) | through Mnemos p50 / p99 | straight p50 / p99 | added p50 / p99 |")
-		fmt.Fprintln(w, "|---|---|---|---|")
-		for _, p := range r.Proxy {
-			t50, t99, s50, s99 := p.percentiles()
-			differed := ""
-			if p.Differed > 0 {
-				differed = fmt.Sprintf(", %d sent up changed", p.Differed)
-			}
-			fmt.Fprintf(w, "| %dK (%s–%s%s) | %s / %s ms | %s / %s ms | **%s / %s ms** |\n", p.Tokens/1000,
-				thousands(float64(p.Sent[0])), thousands(float64(p.Sent[1])), differed,
-				decimal(t50), decimal(t99), decimal(s50), decimal(s99), decimal(t50-s50), decimal(t99-s99))
-		}
-		fmt.Fprintln(w)
-		for _, p := range r.Proxy {
-			if p.HasCPU {
-				fmt.Fprintf(w, "Timing the %dK rounds, %s.\n\n", p.Tokens/1000, p.CPU.describe(r.Machine.CPUs))
-			}
-		}
-	}
-	if len(r.ProxyCost) > 0 {
-		fmt.Fprintln(w, "What a session costs, run by the same client straight and through Mnemos, each against a prompt cache of its own; priced input is cache reads × 0.1 + cache writes × 1.25 + plain input × 1.")
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| session | calls | cache-read share straight / through | priced input straight / through | through ÷ straight | largest request straight / through (auto-compact threshold) |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|")
-		for _, c := range r.ProxyCost {
-			ps, pt := upstream.PricedInput(c.Straight), upstream.PricedInput(c.Through)
-			fmt.Fprintf(w, "| %s: %d files of %d lines | %d / %d | %.3f / %.3f | %s / %s | **%.2f** | %s / %s (%s) |\n",
-				c.Name, c.Files, c.Lines, c.CallsStraight, c.CallsThrough, upstream.ReadShare(c.Straight), upstream.ReadShare(c.Through),
-				thousands(ps), thousands(pt), pt/ps, thousands(float64(c.LargestStraight)), thousands(float64(c.LargestThrough)), thousands(float64(c.Threshold)))
-		}
-	}
 }
 
 // percentiles are the p50 and p99 through Mnemos and straight, in ms.
@@ -467,23 +344,6 @@ func Median(xs []float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// decimal writes a latency with the precision it deserves.
-func decimal(v float64) string {
-	if v >= 100 {
-		return thousands(v)
-	}
-	return fmt.Sprintf("%.1f", v)
-}
-
-// thousands writes a rate rounded, with thousands separators.
-func thousands(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
 // Machine describes where a run ran.
 type Machine struct {
 	CPUs     int    `json:"cpus"`
@@ -502,6 +362,10 @@ type Machine struct {
 	// GC is the collector's target and the soft memory limit the run had,
 	// as GOGC and GOMEMLIMIT write them ("off" for none).
 	GC string `json:"gc"`
+	// Commit is the revision the measured binary was built from, as its
+	// build information holds it; empty when unknown (Describe does not
+	// set it: the command that runs the benchmark does).
+	Commit string `json:"commit,omitempty"`
 }
 
 // Describe reads the machine and the servers' versions.

@@ -41,10 +41,10 @@ func beginStatements(tenant string, wait time.Duration) []*pgx.QueuedQuery {
 // does: at low load, when a batch holds one event or a few, the lock of its
 // sessions, the reads of their hashes and offload decisions and the update
 // of their rows were planned anew every time, about a seventh of Postgres's
-// CPU in a round through the Messages API proxy (docs/benchmarks.md). Their
-// generic plans are the same lookups by index (TestBatchPlansAreIndexLookups),
-// so a batch's transaction runs on them: plan_cache_mode, for the
-// transaction alone.
+// CPU in a round through the Messages API proxy (`mnemos bench`,
+// docs/performance.md). Their generic plans are the same lookups by index
+// (TestBatchPlansAreIndexLookups), so a batch's transaction runs on them:
+// plan_cache_mode, for the transaction alone.
 
 // takeBegin returns the statements that begin the transaction if they were
 // not sent yet, and counts them as sent: the caller puts them in front of

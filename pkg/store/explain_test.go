@@ -283,9 +283,9 @@ func TestTheSessionsGaugeCountsFromAnIndexAlone(t *testing.T) {
 // connection, and the relay keeps the outbox empty, so statistics show it
 // empty: planned then, both read it whole, and between two vacuums it holds
 // every row the relay has deleted (a sequential scan of it took a fifth of
-// Postgres's CPU in the sustained ingest, docs/benchmarks.md). Here the
-// plans are made on the empty, analyzed table, and then used on one of
-// 3,000 rows.
+// Postgres's CPU in the sustained ingest of `mnemos bench`,
+// docs/performance.md). Here the plans are made on the empty, analyzed
+// table, and then used on one of 3,000 rows.
 func TestTheRelaysFunctionsReadTheOutboxByItsKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -12,12 +12,12 @@ import (
 // A compaction's own work (reading every message of the session, a summary
 // made in process by the builtin provider, the checks of a summary) takes a
 // core while it runs. When a hundred sessions cross their threshold within
-// a second, Workers compactions at once took both cores of a small machine,
-// and the turns being accounted beside them waited: the ingest benchmark's
-// sustained p99 went from about 25 to 60-300 ms. So a compaction works
-// holding one of the process's compaction slots, half its cores; it gives
-// the slot back while it waits for a model's answer, which costs the
-// process nothing.
+// a second, Workers compactions at once take both cores of a small machine
+// while the turns being accounted beside them wait: on two cores the
+// ingest benchmark's sustained p99 is 25-30 ms with the slots and 60-300 ms
+// without. So a compaction works holding one of the process's compaction
+// slots, half its cores; it gives the slot back while it waits for a
+// model's answer, which costs the process nothing.
 
 // defaultSlots is half the cores the process may use, at least one.
 func defaultSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }

@@ -54,14 +54,14 @@ const (
 	maxPeakRSS   = 1 << 30          // the process's peak resident set
 	// B's context p99 during the storms ÷ its p99 at rest, each over the
 	// samples of all the storms a test makes and of the rests before them
-	// (restSamples in all). The goal is goalSlowdown; measured on two
-	// cores (2026-11-27), quiet, four runs each with heavy work at the
-	// lowest priority (limits.Background): the context storm 1.42–1.99
-	// (2.10–2.78 without), the turn storm 2.12–3.11 (2.15–3.48 without).
-	// On a machine whose disk is half as fast (2026-11-29, evening) the
-	// turn storm measured 2.52–7.56 in six runs, on this code and the code
-	// before it alike. The test fails past maxSlowdown, a neighbour slowed
-	// by an order of magnitude, and logs whether the goal was met.
+	// (restSamples in all). The goal is goalSlowdown: on two quiet cores,
+	// with heavy work at the lowest priority (limits.Background), the
+	// context storm slows B by 1.4–2.0 (2.1–2.8 without that priority)
+	// and the turn storm by 2.1–3.1 (2.2–3.5 without). On a disk that
+	// flushes half as fast the turn storm slows B by 2.5–7.6: the disk
+	// sets that, not the code. The test fails past maxSlowdown, a
+	// neighbour slowed by an order of magnitude, and logs whether the goal
+	// was met.
 	goalSlowdown = 3.0
 	maxSlowdown  = 10.0
 	restSamples  = 900

@@ -38,6 +38,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "render" {
 		return runBenchRender(args[1:], stdout, stderr)
 	}
+	return runBenchMeasure(ctx, args, stdout, stderr)
+}
+
+// runBenchMeasure runs the bench's parts and reports what they measured.
+func runBenchMeasure(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mnemos bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dbURL := fs.String("database-url", "", "Postgres to run against, as the schema's owner, who migrates (default: the local server's mnemos_bench database, created and migrated)")

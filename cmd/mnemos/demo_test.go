@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/demo"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
 
 // TestDemoToursARunningServer runs `mnemos demo` (what `make demo` runs)

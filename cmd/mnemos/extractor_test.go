@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/api/apitest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/events"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
 
 // postTurn sends one turn event over HTTP and wants it accepted.

@@ -24,12 +24,12 @@ import (
 
 	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/client"
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
-	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )

@@ -13,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
-	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
 )
 

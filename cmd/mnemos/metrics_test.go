@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 )
 
 // startAllInOne runs `mnemos -target=all` as `make run` does, on a fresh

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/api/apitest"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 )
 
 // call sends body to the process's API and decodes the JSON answer into out.

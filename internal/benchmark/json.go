@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 )
 
 // The report as one JSON object (`mnemos bench --json`), the parts that

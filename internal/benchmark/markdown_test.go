@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 )
 
 // everyPart is a report of a run of every part, with figures chosen so

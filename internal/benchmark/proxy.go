@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // The Messages API proxy, measured two ways against the scripted upstream
-// of the System (pkg/llm/llmtest/upstream, which models the prompt cache):
+// of the System (internal/testkit/llmtest/upstream, which models the prompt cache):
 // the latency it adds to a round (ProxyLatency), and what a session costs
 // through it (ProxyCost). The client is the bench's own, sending what
 // Claude Code sends: the whole conversation every round, cache_control on

@@ -1,6 +1,6 @@
 // Package claudecli runs the real Claude Code CLI, offline, against a
 // local Anthropic API (usually the scripted upstream of
-// pkg/llm/llmtest/upstream, or a proxy in front of it), each session in its
+// internal/testkit/llmtest/upstream, or a proxy in front of it), each session in its
 // own HOME and work directory.
 //
 // Tests find the pinned CLI through the environment variable BinEnv and

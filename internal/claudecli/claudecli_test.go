@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/claudecli"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 )
 
 // inventory is a large file the test has the model read: lines of made-up

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/internal/claudecli"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 )
 
 func main() {

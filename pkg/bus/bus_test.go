@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 )
 
 func testContext(t *testing.T) context.Context {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
-	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 )
 
 func TestRunnersCountRedeliveriesDeadLettersAndPending(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 )
 
 var errOutage = errors.New("database unreachable")

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
-	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 

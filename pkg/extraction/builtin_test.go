@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
-	"github.com/mnemos-ai/mnemos/pkg/claudecode/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"

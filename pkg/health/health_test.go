@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/health"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, map[string]any) {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 )
 
 func TestPriceCostsEveryKindOfToken(t *testing.T) {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 )
 
 type fixture struct {

@@ -8,14 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memtools"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 

@@ -11,12 +11,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/pkg/telemetry/telemetrytest"
 )
 
 func TestRelayPublishesEveryCommittedRowOnceWithItsTrace(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/retention"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"

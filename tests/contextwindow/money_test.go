@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/llmledger"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )

@@ -12,11 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 )
 
 // scripted is the Anthropic provider over a local server that answers as

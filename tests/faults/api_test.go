@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 )
 
 // call makes one request of the tenant to a process's API and returns the

@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/memtools"
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
 )
 
 // dreamScope is the scope the dreamer case consolidates.

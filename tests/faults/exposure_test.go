@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 )
 
 // TestAllInOneListensOnTheAPIAndAdminPortsOnly starts `mnemos -target=all`

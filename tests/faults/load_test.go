@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 

@@ -14,17 +14,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/memtools"
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // modelFault is a way the model provider misbehaves, as the fake server of
-// pkg/llm/llmtest plays it to the real SDK client inside the process.
+// internal/testkit/llmtest plays it to the real SDK client inside the process.
 type modelFault struct {
 	name string
 	// script plays the fault to a service a working model answers with good.

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
 	"github.com/mnemos-ai/mnemos/services/recallprefetch"
 )
 

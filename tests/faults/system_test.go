@@ -24,10 +24,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )

@@ -9,7 +9,7 @@ package hostile_test
 import (
 	"testing"
 
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 )
 
 // bins are the mnemos binary and nats-server built once for this run.

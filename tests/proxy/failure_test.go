@@ -13,9 +13,9 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 

@@ -13,12 +13,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/bus/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/llmledger"
-	"github.com/mnemos-ai/mnemos/pkg/pgtest"
 )
 
 // agentSystem is an agent's system prompt of about 15,000 tokens, the

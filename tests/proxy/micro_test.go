@@ -8,8 +8,8 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/assembly"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )

@@ -8,8 +8,8 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest"
 )
 
 // TestTheBodysSessionWinsOverTheHeader: a request whose body names a

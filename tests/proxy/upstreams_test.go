@@ -8,7 +8,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 

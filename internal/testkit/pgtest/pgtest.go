@@ -33,9 +33,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/testenv"
 	"github.com/mnemos-ai/mnemos/migrations"
 	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/pkg/testenv"
 )
 
 // LocalURL is the machine's own server, the last place tests look.

@@ -14,7 +14,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/llm/llmtest/upstream"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 )
 
 // client is the official SDK pointed at up, without retries.

@@ -23,9 +23,9 @@ import (
 	"github.com/stretchr/testify/require"
 	tcnats "github.com/testcontainers/testcontainers-go/modules/nats"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/testenv"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/natsembed"
-	"github.com/mnemos-ai/mnemos/pkg/testenv"
 )
 
 // EnvURL names the variable pointing tests at a shared NATS server.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/proctest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 )
 
 func TestSumMetric(t *testing.T) {

@@ -628,24 +628,6 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	require.Greater(t, len(cx.Messages), 5, "the messages after the notes' last one are kept")
 }
 
-func TestBenchCommandPrintsItsTables(t *testing.T) {
-	t.Parallel()
-	var out, errs bytes.Buffer
-	dbURL := pgtest.URL(t)
-	err := run(context.Background(), []string{"bench", "--database-url", pgtest.OwnerURL(t, dbURL), "--services-database-url", dbURL,
-		"--rounds", "1", "--sessions", "5", "--turns-per-session", "4", "--sustain", "1s", "--samples", "3", "--sizes", "5000",
-		"--proxy-sizes", "3000", "--proxy-samples", "3"},
-		env(nil), &out, &errs)
-	require.NoError(t, err, errs.String())
-	for _, want := range []string{"Machine: ", " (GOGC=", "turns/s end to end", "at a sustained rate", "ratio to Postgres", "| 5K tokens |", "| 3K (", "| long: "} {
-		require.Contains(t, out.String(), want)
-	}
-	require.Error(t, run(context.Background(), []string{"bench", "--sizes", "big"}, env(nil), io.Discard, io.Discard))
-	require.Error(t, run(context.Background(), []string{"bench", "--only", "everything"}, env(nil), io.Discard, io.Discard))
-	require.ErrorContains(t, run(context.Background(), []string{"bench", "--scale", "--scale-sessions", "5000,100"}, env(nil), io.Discard, io.Discard), "increasing order")
-	require.ErrorContains(t, run(context.Background(), []string{"bench", "--scale", "--only", "proxy"}, env(nil), io.Discard, io.Discard), "scale part alone")
-}
-
 // longUntilItsCompaction writes long.jsonl up to its own /compact (the
 // client's compaction boundary) to a file of the test's. Replayed twice,
 // its second copy crosses the threshold with no client compaction after it

@@ -8,7 +8,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/recall"
+	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"

@@ -32,12 +32,12 @@ import (
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
-	"github.com/mnemos-ai/mnemos/pkg/consolidate"
-	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
-	"github.com/mnemos-ai/mnemos/pkg/recall"
+	"github.com/mnemos-ai/mnemos/pkg/memory/consolidate"
+	"github.com/mnemos-ai/mnemos/pkg/memory/extraction"
+	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )

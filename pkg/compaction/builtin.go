@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // builtinAnalysis is the analysis part of the builtin answer.

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // ExtractLimits bounds the extractive summary. Sizes are in bytes of UTF-8

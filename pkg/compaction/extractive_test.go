@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // section returns the body of the n-th (1-based) section of a summary.

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // A compaction's instructions ("keep the migration details") name what the

@@ -13,10 +13,10 @@ import (
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // fakeProvider answers every call with fn and records the requests.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // KeepLimits bounds what session-memory compaction keeps. A field at 0 or

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // RestoreLimits bounds the files restored after a compaction. A field at 0

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // DefaultSummaryMaxTokens bounds the summary call's output when SummaryInput.MaxTokens is 0.

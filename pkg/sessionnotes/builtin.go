@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // Bounds of what the builtin writer puts in a section, in bytes. They keep

@@ -9,12 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // chat builds view messages one API round at a time.

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
-	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/recall"
+	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/ttlcache"
 )

@@ -12,21 +12,21 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
-	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/lease"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/retention"
-	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // job is one compaction's inputs, read when it is claimed.

@@ -20,8 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"

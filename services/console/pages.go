@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
-	"github.com/mnemos-ai/mnemos/pkg/dream"
+	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
+	ctxview "github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	ctxview "github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // pageSize is how many sessions, scopes or dreams a list page shows.

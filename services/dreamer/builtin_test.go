@@ -10,10 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/consolidate"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/memory/consolidate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
 )

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
 

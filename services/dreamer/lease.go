@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 

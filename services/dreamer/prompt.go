@@ -7,11 +7,11 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/consolidate"
-	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/memtools"
+	"github.com/mnemos-ai/mnemos/pkg/memory/consolidate"
+	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
+	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 

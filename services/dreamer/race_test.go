@@ -22,7 +22,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/memtools"
+	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/dreamer"

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/memtools"
+	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
+	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/memtools"
+	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/memtools"
+	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 )
 

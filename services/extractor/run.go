@@ -6,17 +6,17 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/events"
-	"github.com/mnemos-ai/mnemos/pkg/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/memtools"
+	"github.com/mnemos-ai/mnemos/pkg/memory/extraction"
+	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
-	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/singlerun"
 	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // Tools are the memory tools of an extraction: list, read, write, edit and

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 

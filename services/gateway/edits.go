@@ -13,16 +13,16 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
-	"github.com/mnemos-ai/mnemos/pkg/assembly"
-	"github.com/mnemos-ai/mnemos/pkg/ctxedit"
-	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/context/ctxedit"
+	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // ContextRequest is the body of POST /v1/sessions/{id}/context: Anthropic's
-// context_management object, {"edits": [...]} (see pkg/ctxedit). An empty
+// context_management object, {"edits": [...]} (see pkg/context/ctxedit). An empty
 // body, or one without it, edits nothing.
 type ContextRequest struct {
 	ContextManagement json.RawMessage `json:"context_management"`

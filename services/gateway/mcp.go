@@ -11,8 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mnemos-ai/mnemos/pkg/memory"
-	"github.com/mnemos-ai/mnemos/pkg/memtools"
-	"github.com/mnemos-ai/mnemos/pkg/recall"
+	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
+	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
-	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"

@@ -14,7 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/events"
-	"github.com/mnemos-ai/mnemos/pkg/recall"
+	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 

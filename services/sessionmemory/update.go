@@ -9,15 +9,15 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/lease"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
-	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // run holds the session's claim as owner: it updates the notes, then runs

@@ -11,10 +11,10 @@ import (
 	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 )
 
 // BenchmarkCompactionSavings reports what the extractive summary (which the

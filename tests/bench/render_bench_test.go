@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/benchmark"
-	"github.com/mnemos-ai/mnemos/pkg/assembly"
-	"github.com/mnemos-ai/mnemos/pkg/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 

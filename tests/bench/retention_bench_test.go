@@ -11,13 +11,13 @@ import (
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
 	"github.com/mnemos-ai/mnemos/pkg/retention"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/pkg/view"
 	"github.com/mnemos-ai/mnemos/services/compactor"
 )
 

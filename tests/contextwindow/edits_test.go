@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
-	"github.com/mnemos-ai/mnemos/pkg/ctxedit"
+	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/context/ctxedit"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/turn"

@@ -18,7 +18,7 @@ import (
 	"github.com/mnemos-ai/mnemos/internal/testkit/proctest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/memtools"
+	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )

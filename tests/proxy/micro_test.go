@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
-	"github.com/mnemos-ai/mnemos/pkg/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/health"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
@@ -313,7 +314,7 @@ func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store
 	if err != nil {
 		return nil, err
 	}
-	d := &deps{cfg: cfg, log: log, metrics: metrics, store: st, bus: b, settings: settings, limiter: limiter, mux: http.NewServeMux(), heavy: limits.NewHeavy(gateway.DefaultConfig().HeavyRequests)}
+	d := &deps{cfg: cfg, log: log, metrics: metrics, store: st, bus: b, settings: settings, limiter: limiter, mux: http.NewServeMux(), heavy: cpu.NewHeavy(gateway.DefaultConfig().HeavyRequests)}
 	needsModel, needsRecall := false, false
 	for _, t := range selected {
 		needsModel, needsRecall = needsModel || t.needsModel, needsRecall || t.needsRecall

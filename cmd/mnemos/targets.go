@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
@@ -41,7 +42,7 @@ type deps struct {
 	mux *http.ServeMux
 	// heavy are the process's slots for CPU-heavy work, shared by the
 	// gateway and the accountant.
-	heavy limits.Heavy
+	heavy cpu.Heavy
 }
 
 // target is one entry of the target table: its name, what it needs beyond

@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/events"
-	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -55,7 +55,7 @@ type Service struct {
 	bus      *bus.Bus
 	settings *tenantcfg.Cache
 	provider llm.Provider
-	slots    limits.Heavy
+	slots    cpu.Heavy
 	log      *slog.Logger
 	now      func() time.Time
 	metrics  serviceMetrics
@@ -69,7 +69,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, pro
 		return nil, fmt.Errorf("compactor.New: %w", err)
 	}
 	defaults.Fill(&cfg, DefaultConfig())
-	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: model(provider), slots: limits.NewHeavy(cfg.Slots),
+	return &Service{cfg: cfg, store: st, bus: b, settings: settings, provider: model(provider), slots: cpu.NewHeavy(cfg.Slots),
 		log: log, now: time.Now, metrics: m}, nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 )
 
@@ -24,7 +24,7 @@ func defaultSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // slot is a compaction's hold on one of the slots.
 type slot struct {
-	slots    limits.Heavy
+	slots    cpu.Heavy
 	progress func() error
 	release  func() // nil while not held
 }
@@ -33,7 +33,7 @@ type slotKey struct{}
 
 // holdSlot waits for a slot, calling progress while it waits, and returns
 // ctx carrying the hold and the function that ends it.
-func holdSlot(ctx context.Context, slots limits.Heavy, progress func() error) (context.Context, func(), error) {
+func holdSlot(ctx context.Context, slots cpu.Heavy, progress func() error) (context.Context, func(), error) {
 	h := &slot{slots: slots, progress: progress}
 	if err := h.take(ctx); err != nil {
 		return ctx, nil, err

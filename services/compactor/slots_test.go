@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 )
 
@@ -17,7 +17,7 @@ import (
 // was free while the call waited for its answer.
 type calls struct {
 	name      string
-	slots     limits.Heavy
+	slots     cpu.Heavy
 	freeSlots atomic.Int32
 }
 
@@ -30,7 +30,7 @@ func (c *calls) Complete(context.Context, llm.Request) (llm.Response, error) {
 
 func TestAModelOverTheNetworkWaitsWithoutASlot(t *testing.T) {
 	t.Parallel()
-	slots := limits.NewHeavy(1)
+	slots := cpu.NewHeavy(1)
 	remote := &calls{name: "anthropic", slots: slots}
 	ctx, give, err := holdSlot(context.Background(), slots, nil)
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestAModelOverTheNetworkWaitsWithoutASlot(t *testing.T) {
 
 func TestTheBuiltinProviderWorksHoldingTheSlot(t *testing.T) {
 	t.Parallel()
-	slots := limits.NewHeavy(1)
+	slots := cpu.NewHeavy(1)
 	local := &calls{name: "builtin", slots: slots}
 	ctx, give, err := holdSlot(context.Background(), slots, nil)
 	require.NoError(t, err)
@@ -61,7 +61,7 @@ func TestTheBuiltinProviderWorksHoldingTheSlot(t *testing.T) {
 
 func TestACompactionWaitsForASlot(t *testing.T) {
 	t.Parallel()
-	slots := limits.NewHeavy(1)
+	slots := cpu.NewHeavy(1)
 	_, give, err := holdSlot(context.Background(), slots, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
@@ -55,7 +55,7 @@ func (g *Gateway) renderAdmission(ctx context.Context, tenant, id string) (_ con
 		return nil, nil, f, nil
 	}
 	if g.admission.IsHeavy(cost) && g.cfg.HeavyRest > 0 {
-		ctx = limits.WithPacer(ctx, limits.NewPacer(g.cfg.HeavyWork, g.cfg.HeavyRest))
+		ctx = cpu.WithPacer(ctx, cpu.NewPacer(g.cfg.HeavyWork, g.cfg.HeavyRest))
 	}
 	return ctx, release, nil, nil
 }

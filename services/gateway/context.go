@@ -19,8 +19,8 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/events"
-	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
@@ -255,7 +255,7 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // written here, or with leaveSnapshot left in the body for the caller to
 // write in a transaction of its own (the proxy's, with its round).
 func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead countAhead, gate *renderGate, leaveSnapshot bool) (ContextBody, encodedContext, bool, error) {
-	pacer := limits.PacerFrom(ctx) // a heavy render's (renderAdmission)
+	pacer := cpu.PacerFrom(ctx) // a heavy render's (renderAdmission)
 	var st sessionctx.State
 	var section []string
 	var beside recall.Beside
@@ -385,7 +385,7 @@ func (g *Gateway) readContext(ctx context.Context, tenant, id string, set tenant
 func (g *Gateway) readContextAhead(ctx context.Context, tenant, id string, gate *renderGate) (
 	st sessionctx.State, section []string, beside recall.Beside, snapshot *store.ContextSnapshot, ok bool, err error,
 ) {
-	if limits.PacerFrom(ctx) != nil {
+	if cpu.PacerFrom(ctx) != nil {
 		return st, nil, beside, nil, false, nil // a heavy render reads a paced page at a time
 	}
 	reads := store.NewReads(tenant)
@@ -489,8 +489,8 @@ func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set t
 		var blocked bool
 		var err error
 		assemble := func() { body, parts, blocked, err = g.assemble(ctx, tenant, id, set, m, ahead, gate, leaveSnapshot) }
-		if limits.PacerFrom(ctx) != nil {
-			limits.Background(assemble) // a heavy render, paced, gets what others leave
+		if cpu.PacerFrom(ctx) != nil {
+			cpu.Background(assemble) // a heavy render, paced, gets what others leave
 		} else {
 			assemble()
 		}
@@ -525,7 +525,7 @@ type encodedContext struct {
 // then the other fields.
 func (e encodedContext) write(ctx context.Context, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
-	pacer := limits.PacerFrom(ctx) // a heavy answer is written paced too
+	pacer := cpu.PacerFrom(ctx) // a heavy answer is written paced too
 	list := func(parts [][]byte) {
 		_ = bw.WriteByte('[') // bufio keeps the first error; Flush reports it
 		for i, p := range parts {
@@ -682,7 +682,7 @@ func (g *Gateway) recordCacheBreak(ctx context.Context, tenant string, sess stor
 // The prefix is the system and messages parts one after the other
 // (assembly.Join), hashed as they are rather than joined.
 func (g *Gateway) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte) *store.ContextSnapshot {
-	pacer := limits.PacerFrom(ctx) // a heavy render hashes paced too
+	pacer := cpu.PacerFrom(ctx) // a heavy render hashes paced too
 	cut := int64(-1)
 	if prev != nil {
 		cut = prev.PrefixLen

@@ -20,6 +20,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
@@ -65,13 +66,13 @@ type Config struct {
 	HeavyRequests int
 	HeavyBytes    int64
 	HeavyWait     time.Duration
-	// A heavy context render is paced (limits.Pacer): it rests HeavyRest
+	// A heavy context render is paced (cpu.Pacer): it rests HeavyRest
 	// after each HeavyWork of reading and rendering, so it leaves the
 	// machine's cores to other tenants' requests; HeavyRest 0 paces nothing.
 	HeavyWork, HeavyRest time.Duration
 	// Heavy, when set, are the process's slots for heavy work, shared with
 	// the accountant; HeavyRequests is then unused.
-	Heavy limits.Heavy
+	Heavy cpu.Heavy
 	// ContextCacheBytes bounds the decoded messages kept between context
 	// reads, so a session read again fetches only what was stored since
 	// (see sessionctx.Cache); negative keeps none.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
@@ -500,7 +501,7 @@ func (s *Service) write(ctx context.Context, tx *store.Tx, plan turnPlan, waited
 		return err
 	}
 	added := plan.added
-	if pacer := limits.PacerFrom(ctx); pacer != nil {
+	if pacer := cpu.PacerFrom(ctx); pacer != nil {
 		// A heavy event: its messages go in pages, resting between them,
 		// so Postgres inserts them at a fraction of a core. One
 		// transaction still holds them all: bad content leaves none.

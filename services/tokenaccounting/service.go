@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -58,9 +59,9 @@ type Config struct {
 	// with the gateway: an event of at least HeavyBytes is decoded and
 	// applied holding one, so one tenant's large turns leave a core for the
 	// others' requests.
-	Heavy      limits.Heavy
+	Heavy      cpu.Heavy
 	HeavyBytes int
-	// A heavy event's rows are written paced (limits.Pacer): the writes
+	// A heavy event's rows are written paced (cpu.Pacer): the writes
 	// rest HeavyRest after each HeavyWork, so the Postgres backend applying
 	// them leaves the machine's cores to other tenants' requests; HeavyRest
 	// 0 paces nothing.
@@ -178,9 +179,9 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 		// Decoding and applying a large event takes a core for a while:
 		// it gets what the process's other work leaves.
 		if s.cfg.HeavyRest > 0 {
-			ctx = limits.WithPacer(ctx, limits.NewPacer(s.cfg.HeavyWork, s.cfg.HeavyRest))
+			ctx = cpu.WithPacer(ctx, cpu.NewPacer(s.cfg.HeavyWork, s.cfg.HeavyRest))
 		}
-		limits.Background(func() { err = s.handle(ctx, m) })
+		cpu.Background(func() { err = s.handle(ctx, m) })
 		return err
 	}
 	return s.handle(ctx, m)
@@ -207,7 +208,7 @@ func (s *Service) handle(ctx context.Context, m bus.Message) error {
 	if err := s.admit(ctx, m, ev); err != nil {
 		return err
 	}
-	if s.cfg.Batch > 1 && limits.PacerFrom(ctx) == nil {
+	if s.cfg.Batch > 1 && cpu.PacerFrom(ctx) == nil {
 		err = s.applyBatched(ctx, ev, len(m.Data))
 	} else {
 		err = s.apply(ctx, ev, len(m.Data))

@@ -55,7 +55,7 @@ const (
 	// B's context p99 during the storms ÷ its p99 at rest, each over the
 	// samples of all the storms a test makes and of the rests before them
 	// (restSamples in all). The goal is goalSlowdown: on two quiet cores,
-	// with heavy work at the lowest priority (limits.Background), the
+	// with heavy work at the lowest priority (cpu.Background), the
 	// context storm slows B by 1.4–2.0 (2.1–2.8 without that priority)
 	// and the turn storm by 2.1–3.1 (2.2–3.5 without). On a disk that
 	// flushes half as fast the turn storm slows B by 2.5–7.6: the disk

@@ -69,7 +69,7 @@ type Input struct {
 	Beside map[string]turn.Content
 	// Pause, when set, is called after every pauseEvery messages rendered
 	// or encoded afresh (not those a memo holds): a heavy request's
-	// render rests there (limits.Pacer). It must not change anything.
+	// render rests there (cpu.Pacer). It must not change anything.
 	Pause func() `json:"-"`
 }
 

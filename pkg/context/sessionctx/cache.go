@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
-	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -126,7 +126,7 @@ func (c *Cache) extend(key cacheKey, sess store.Session, held []view.Message, he
 
 // pageRows is how many messages a read fetches at once: a session read
 // whole comes a page at a time, so the rows Postgres sends and pgx holds
-// are bounded. A paced read (limits.Pacer) rests between pages, so its
+// are bounded. A paced read (cpu.Pacer) rests between pages, so its
 // pages are smaller: one of pacedPageRows is about a millisecond of
 // Postgres and of decoding, the stretch a pacer allows.
 const (
@@ -141,7 +141,7 @@ const (
 // the session's read and a page's would otherwise add messages the
 // session's count, tokens and compaction state do not include.
 func fetchSince(ctx context.Context, tx *store.Tx, sess store.Session, position int64) ([]view.Message, error) {
-	pacer := limits.PacerFrom(ctx)
+	pacer := cpu.PacerFrom(ctx)
 	size := int32(pageRows)
 	if pacer != nil {
 		size = pacedPageRows

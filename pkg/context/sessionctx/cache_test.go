@@ -14,7 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
-	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -224,8 +224,8 @@ func TestCacheReadsALargeSessionAPageAtATime(t *testing.T) {
 		InputMessages: msgs[:n-1], Response: &msgs[n-1],
 	}))
 
-	pacer := limits.NewPacer(0, time.Millisecond) // rest at every pause
-	ctx := limits.WithPacer(context.Background(), pacer)
+	pacer := cpu.NewPacer(0, time.Millisecond) // rest at every pause
+	ctx := cpu.WithPacer(context.Background(), pacer)
 	c := sessionctx.NewCache(64 << 20)
 	var cached, plain sessionctx.State
 	require.NoError(t, e.store.InTx(ctx, tenant, func(tx *store.Tx) error {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 )
 
@@ -58,7 +59,7 @@ type AdmissionConfig struct {
 	HeavyWait     time.Duration
 	// Heavy, when set, are the process's slots for heavy work, shared
 	// with other work of the process; HeavyRequests is then unused.
-	Heavy limits.Heavy
+	Heavy cpu.Heavy
 }
 
 // NewAdmission admits by cfg; concurrent reads a tenant's limit of
@@ -212,7 +213,7 @@ func (a *Admission) Expensive(d Dialect, next Handler) Handler {
 
 // WithBody wraps a route whose cost is its body: it admits the body's
 // length (limit's when the length is unknown or larger) times BodyFactor,
-// and runs a heavy one's work in the background (limits.Background).
+// and runs a heavy one's work in the background (cpu.Background).
 func (a *Admission) WithBody(d Dialect, limit func() int64, next Handler) Handler {
 	return func(w http.ResponseWriter, r *http.Request, tenant string) {
 		size := limit()
@@ -228,7 +229,7 @@ func (a *Admission) WithBody(d Dialect, limit func() int64, next Handler) Handle
 		if a.IsHeavy(cost) {
 			// Reading, decoding and checking a large body takes a core for
 			// a while: it gets what other requests leave.
-			limits.Background(func() { next(w, r, tenant) })
+			cpu.Background(func() { next(w, r, tenant) })
 			return
 		}
 		next(w, r, tenant)

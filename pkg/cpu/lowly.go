@@ -1,4 +1,4 @@
-package limits
+package cpu
 
 // Background runs fn on an operating-system thread of its own at the lowest
 // scheduling priority (nice 19 on Linux), and waits for it. Heavy work runs

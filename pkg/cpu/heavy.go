@@ -1,4 +1,7 @@
-package limits
+// Package cpu shares a small machine's cores between tenants: slots for
+// CPU-heavy work (Heavy), a pacer that spreads one heavy job over time
+// (Pacer), and threads at the lowest priority for it (Background).
+package cpu
 
 import (
 	"context"

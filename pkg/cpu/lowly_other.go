@@ -1,6 +1,6 @@
 //go:build !linux
 
-package limits
+package cpu
 
 // lowerThisThread does nothing where a thread's priority is not its own.
 func lowerThisThread() {}

@@ -1,13 +1,12 @@
-package limits_test
+package cpu_test
 
 import (
 	"runtime"
 	"syscall"
 	"testing"
 
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/stretchr/testify/require"
-
-	"github.com/mnemos-ai/mnemos/pkg/limits"
 )
 
 // niceOfThisThread is the calling thread's nice value. The raw system call
@@ -27,7 +26,7 @@ func TestBackgroundRunsAtTheLowestPriorityAndLeavesTheCallerAlone(t *testing.T) 
 
 	var inside int
 	ran := false
-	limits.Background(func() {
+	cpu.Background(func() {
 		ran = true
 		inside = niceOfThisThread(t)
 	})
@@ -50,6 +49,6 @@ func TestBackgroundRunsAtTheLowestPriorityAndLeavesTheCallerAlone(t *testing.T) 
 
 func TestBackgroundRaisesAPanicInTheCaller(t *testing.T) {
 	require.PanicsWithValue(t, "boom", func() {
-		limits.Background(func() { panic("boom") })
+		cpu.Background(func() { panic("boom") })
 	})
 }

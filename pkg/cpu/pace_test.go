@@ -1,39 +1,38 @@
-package limits_test
+package cpu_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/stretchr/testify/require"
-
-	"github.com/mnemos-ai/mnemos/pkg/limits"
 )
 
 func TestPacerRestsAfterEachStretchOfWork(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	var none *limits.Pacer
+	var none *cpu.Pacer
 	require.NoError(t, none.Pause(ctx), "a nil pacer paces nothing")
 	require.Zero(t, none.Rested())
-	require.Nil(t, limits.PacerFrom(ctx))
+	require.Nil(t, cpu.PacerFrom(ctx))
 
 	// No work allowed between rests: every pause rests.
-	p := limits.NewPacer(0, time.Millisecond)
-	require.Same(t, p, limits.PacerFrom(limits.WithPacer(ctx, p)))
+	p := cpu.NewPacer(0, time.Millisecond)
+	require.Same(t, p, cpu.PacerFrom(cpu.WithPacer(ctx, p)))
 	for range 3 {
 		require.NoError(t, p.Pause(ctx))
 	}
 	require.Equal(t, 3*time.Millisecond, p.Rested())
 
 	// A stretch of work not yet over: no rest.
-	long := limits.NewPacer(time.Hour, time.Hour)
+	long := cpu.NewPacer(time.Hour, time.Hour)
 	require.NoError(t, long.Pause(ctx))
 	require.Zero(t, long.Rested())
 
 	// A request that ends stops resting at once, with its context's error.
 	stopped, cancel := context.WithCancel(ctx)
 	cancel()
-	require.ErrorIs(t, limits.NewPacer(0, time.Hour).Pause(stopped), context.Canceled)
+	require.ErrorIs(t, cpu.NewPacer(0, time.Hour).Pause(stopped), context.Canceled)
 }

@@ -131,10 +131,19 @@ func OwnerURL(t testing.TB, dbURL string) string {
 	return asRole(AdminURL(t, dbURL), OwnerRole)
 }
 
-// Admin opens a pool as the server's administrator on st's database, closed
-// when t ends: for setting up or inspecting rows as no service may.
+// Admin is a pool as the server's administrator on st's database, closed
+// when t ends: for setting up or inspecting rows as no service may. A test
+// gets one pool per store however often it asks (a test that polls asks
+// every few milliseconds), of at most 4 connections: the server's are
+// shared by every test package running.
 func Admin(t testing.TB, st *store.Store) *pgxpool.Pool {
 	t.Helper()
+	key := adminKey{t, st}
+	admins.Lock()
+	defer admins.Unlock()
+	if pool, ok := admins.pools[key]; ok {
+		return pool
+	}
 	srv := shared()
 	if srv.err != nil {
 		t.Fatalf("pgtest: %v", srv.err)
@@ -143,13 +152,36 @@ func Admin(t testing.TB, st *store.Store) *pgxpool.Pool {
 	if err := st.Pool().QueryRow(context.Background(), "SELECT current_database()").Scan(&name); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	pool, err := pgxpool.New(context.Background(), withDatabase(srv.adminURL, name))
+	cfg, err := pgxpool.ParseConfig(withDatabase(srv.adminURL, name))
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	t.Cleanup(pool.Close)
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	admins.pools[key] = pool
+	t.Cleanup(func() {
+		admins.Lock()
+		delete(admins.pools, key)
+		admins.Unlock()
+		pool.Close()
+	})
 	return pool
 }
+
+// adminKey names the administrator's pool of a test on a store.
+type adminKey struct {
+	t  testing.TB
+	st *store.Store
+}
+
+// admins are the administrator's pools open, by test and store.
+var admins = struct {
+	sync.Mutex
+	pools map[adminKey]*pgxpool.Pool
+}{pools: map[adminKey]*pgxpool.Pool{}}
 
 // New opens a store on a fresh database for t, closed when t ends.
 func New(t testing.TB) *store.Store {

@@ -115,7 +115,8 @@ fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## golangci-lint (v2, .golangci.yaml) and go vet
+lint: ## commit messages since the check came (internal/commitcheck), go vet and golangci-lint (v2, .golangci.yaml)
+	$(GO) run ./internal/commitcheck
 	$(GO) vet $(PKGS)
 	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)
 

@@ -32,6 +32,13 @@ test: ## unit and integration tests against real Postgres and NATS JetStream; th
 	$(MAKE) test-cluster
 	$(MAKE) test-chaos CHAOS_RUNS=1
 
+FAST_FLAGS ?= -short -shuffle=on -count=1 -timeout=10m
+# tests/faults and tests/hostile run nothing under -short (proctest.Main):
+# left out, their test binaries are not linked either.
+.PHONY: test-fast
+test-fast: ## unit tests and the in-process tests against Postgres and NATS (go test -short, no race detector): what runs Mnemos as processes (faults, hostile load, cluster, chaos), a browser or the real Claude Code CLI skips
+	$(GO) test $(FAST_FLAGS) $$($(GO) list $(PKGS) | grep -v -E '/tests/(faults|hostile)$$')
+
 CHAOS_TEST := TestClusterLosesNothingWhenNodesAndReplicasDie
 LEADER_TEST := TestATargetStartedWhileTheClusterHasNoLeaderWaitsForIt
 CLUSTER_BENCH := TestClusterIngestThroughput

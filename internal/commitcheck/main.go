@@ -154,5 +154,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "commitcheck:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("commitcheck: %d commit messages since the check was added follow docs/contributing.md\n", n)
+	fmt.Printf("commitcheck: commit messages follow docs/contributing.md (%d checked)\n", n)
 }

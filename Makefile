@@ -34,6 +34,13 @@ test: ## unit and integration tests against real Postgres and NATS JetStream; th
 	$(MAKE) test-cluster
 	$(MAKE) test-chaos CHAOS_RUNS=1
 
+FAST_FLAGS ?= -short -shuffle=on -count=1 -timeout=10m
+# tests/faults and tests/hostile run nothing under -short (proctest.Main):
+# left out, their test binaries are not linked either.
+.PHONY: test-fast
+test-fast: ## unit tests and the in-process tests against Postgres and NATS (go test -short, no race detector): what runs Mnemos as processes (faults, hostile load, cluster, chaos), a browser or the real Claude Code CLI skips
+	$(GO) test $(FAST_FLAGS) $$($(GO) list $(PKGS) | grep -v -E '/tests/(faults|hostile)$$')
+
 CHAOS_TEST := TestClusterLosesNothingWhenNodesAndReplicasDie
 LEADER_TEST := TestATargetStartedWhileTheClusterHasNoLeaderWaitsForIt
 CLUSTER_BENCH := TestClusterIngestThroughput
@@ -117,7 +124,8 @@ fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## golangci-lint (v2, .golangci.yaml) and go vet
+lint: ## commit messages since the check came (internal/commitcheck), go vet and golangci-lint (v2, .golangci.yaml)
+	$(GO) run ./internal/commitcheck
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags bench ./cmd/mnemos
 	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)

@@ -80,6 +80,7 @@ func subagentScript(work string) upstream.Script {
 // agents with their counts.
 func TestClaudeCodeSubagentKeepsItsOwnConversation(t *testing.T) {
 	t.Parallel()
+	claudecli.Bin(t) // skips, naming the variable, when the CLI is not installed
 	up := upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
 	m := startMnemos(t, up.URL, claudecli.APIKey)
 	s := claudecli.NewSession(t, m.api.URL)
@@ -157,6 +158,7 @@ func TestClaudeCodeSubagentKeepsItsOwnConversation(t *testing.T) {
 // stored conversation then holds both turns.
 func TestClaudeCodeContinueFollowsItsThread(t *testing.T) {
 	t.Parallel()
+	claudecli.Bin(t) // skips, naming the variable, when the CLI is not installed
 	up := upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
 	up.SetScript(func(r *upstream.Request) (upstream.Reply, error) {
 		return upstream.Final(fmt.Sprintf("Answer %d.", len(r.Messages))), nil
@@ -187,6 +189,7 @@ func TestClaudeCodeContinueFollowsItsThread(t *testing.T) {
 // history it replaced.
 func TestClaudeCodeCompactStartsANewEpoch(t *testing.T) {
 	t.Parallel()
+	claudecli.Bin(t) // skips, naming the variable, when the CLI is not installed
 	const summary = "<summary>\n1. The user asked for prime numbers; 2 and 3 were given.\n</summary>"
 	up := upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
 	up.SetScript(func(r *upstream.Request) (upstream.Reply, error) {

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -64,12 +65,19 @@ func Build(dir string) (Binaries, error) {
 // Main is the TestMain of a package whose tests run Mnemos as processes: it
 // builds the binaries (Build) into a temporary directory, sets *bins, runs
 // the tests, removes the directory and exits with the tests' code. When the
-// build fails it prints why and exits 1 without running any test.
+// build fails it prints why and exits 1 without running any test. Under
+// -short (make test-fast) it runs none, builds nothing and says so: make
+// test runs them.
 //
 //	var bins proctest.Binaries
 //
 //	func TestMain(m *testing.M) { proctest.Main(m, &bins) }
 func Main(m *testing.M, bins *Binaries) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("SKIP: -short: these tests run Mnemos as processes; make test runs them")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "mnemos-proctest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

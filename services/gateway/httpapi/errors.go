@@ -53,13 +53,6 @@ func Internal(w http.ResponseWriter, d Dialect, log *slog.Logger, what string, e
 // Mnemos is the dialect of Mnemos's own API: api.ErrorBody.
 var Mnemos Dialect = mnemosDialect{}
 
-// ErrorBody is api.ErrorBody, under the name the gateway's tests read it
-// by.
-//
-// Deprecated: use api.ErrorBody; this stays only until the tests that
-// name it move to it.
-type ErrorBody = api.ErrorBody
-
 type mnemosDialect struct{}
 
 func (mnemosDialect) WriteError(w http.ResponseWriter, e *Error) {

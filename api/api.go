@@ -1,11 +1,17 @@
 // Package api holds Mnemos's contracts: the OpenAPI 3.1 document of the
-// HTTP API (openapi.yaml, served as JSON at GET /openapi.json) and the JSON
-// Schemas of the events Mnemos publishes on the bus (events/*.schema.json).
-// The turn event's schema lives with its decoder, in pkg/turn.
+// HTTP API (openapi.yaml, served as JSON at GET /openapi.json), the Go
+// types of its request and answer bodies, and the JSON Schemas of the
+// events Mnemos publishes on the bus (events/*.schema.json). The turn
+// event's schema lives with its decoder, in pkg/turn.
 //
-// The tests hold the code to them: api/apitest walks the gateway's routes
-// against the document and validates every answer the API tests receive,
-// and every event the system tests publish, against these files.
+// The document is the published contract; the types are the one Go
+// rendering of it, which the gateway answers with and the Go client
+// (package client) reads, so neither keeps a copy of its own.
+//
+// The tests hold the code to them: the types' fields are compared with
+// the document's schemas (types_test.go), api/apitest walks the gateway's
+// routes against the document and validates every answer the API tests
+// receive, and every event the system tests publish, against these files.
 package api
 
 import (

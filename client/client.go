@@ -1,6 +1,7 @@
 // Package client is a typed Go client of the Mnemos HTTP API, written on
 // its OpenAPI document (api/openapi.yaml): one method per operation, named
-// after its operationId, and the document's schemas as types.
+// after its operationId, taking and returning the bodies' types of package
+// api, which the server answers with too.
 //
 // A method returns the decoded answer of a success status, or an *Error
 // for an error answer (the API's {"error": {"code", "message"}}), or the
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -167,12 +169,7 @@ func errorOf(resp *http.Response, data []byte) *Error {
 			e.RetryAfter = time.Duration(secs) * time.Second
 		}
 	}
-	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var body api.ErrorBody
 	if json.Unmarshal(data, &body) == nil && body.Error.Code != "" {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
 		return e
@@ -219,31 +216,31 @@ func send(method, path string, body any, ok ...int) (request, error) {
 }
 
 // PostTurn ingests one turn event (POST /v1/turns).
-func (c *Client) PostTurn(ctx context.Context, ev turn.Event) (TurnAccepted, error) {
+func (c *Client) PostTurn(ctx context.Context, ev turn.Event) (api.TurnAccepted, error) {
 	body, err := turn.Marshal(ev) // raw tool inputs reach the server byte for byte
 	if err != nil {
-		return TurnAccepted{}, fmt.Errorf("mnemos: encode event %s: %w", ev.EventID, err)
+		return api.TurnAccepted{}, fmt.Errorf("mnemos: encode event %s: %w", ev.EventID, err)
 	}
 	return c.PostTurnJSON(ctx, body)
 }
 
 // PostTurnJSON ingests one turn event already encoded.
-func (c *Client) PostTurnJSON(ctx context.Context, event []byte) (TurnAccepted, error) {
-	var out TurnAccepted
+func (c *Client) PostTurnJSON(ctx context.Context, event []byte) (api.TurnAccepted, error) {
+	var out api.TurnAccepted
 	_, _, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/turns", body: event, contentType: "application/json", ok: []int{http.StatusAccepted}}, &out)
 	return out, err
 }
 
 // GetSession reads a session's token state.
-func (c *Client) GetSession(ctx context.Context, id string) (Session, error) {
-	var out Session
+func (c *Client) GetSession(ctx context.Context, id string) (api.Session, error) {
+	var out api.Session
 	_, _, err := c.call(ctx, get("/v1/sessions/"+segment(id)), &out)
 	return out, err
 }
 
 // ListSessions reads a page of the tenant's sessions, newest first.
-func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (SessionList, error) {
-	var out SessionList
+func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (api.SessionList, error) {
+	var out api.SessionList
 	r := get("/v1/sessions")
 	r.query = opts.query()
 	_, _, err := c.call(ctx, r, &out)
@@ -251,8 +248,8 @@ func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (SessionLis
 }
 
 // ListScopes reads a page of the scopes that hold the tenant's memories.
-func (c *Client) ListScopes(ctx context.Context, opts ListOptions) (ScopeList, error) {
-	var out ScopeList
+func (c *Client) ListScopes(ctx context.Context, opts ListOptions) (api.ScopeList, error) {
+	var out api.ScopeList
 	r := get("/v1/scopes")
 	r.query = opts.query()
 	_, _, err := c.call(ctx, r, &out)
@@ -262,8 +259,8 @@ func (c *Client) ListScopes(ctx context.Context, opts ListOptions) (ScopeList, e
 // GetUsage reads the tenant's model usage and its cost by UTC day and
 // service, from and to being YYYY-MM-DD days ("" for the server's defaults:
 // the last 30 days), with today's spending against the daily budgets.
-func (c *Client) GetUsage(ctx context.Context, from, to string) (TenantUsage, error) {
-	var out TenantUsage
+func (c *Client) GetUsage(ctx context.Context, from, to string) (api.TenantUsage, error) {
+	var out api.TenantUsage
 	r := get("/v1/usage")
 	r.query = url.Values{}
 	if from != "" {
@@ -277,8 +274,8 @@ func (c *Client) GetUsage(ctx context.Context, from, to string) (TenantUsage, er
 }
 
 // PatchSession sets a session's switches and returns the session.
-func (c *Client) PatchSession(ctx context.Context, id string, patch SessionPatch) (Session, error) {
-	var out Session
+func (c *Client) PatchSession(ctx context.Context, id string, patch api.SessionPatch) (api.Session, error) {
+	var out api.Session
 	r, err := send(http.MethodPatch, "/v1/sessions/"+segment(id), patch, http.StatusOK)
 	if err != nil {
 		return out, err
@@ -288,16 +285,16 @@ func (c *Client) PatchSession(ctx context.Context, id string, patch SessionPatch
 }
 
 // GetPins reads the texts pinned to a session.
-func (c *Client) GetPins(ctx context.Context, id string) (Pins, error) {
-	var out Pins
+func (c *Client) GetPins(ctx context.Context, id string) (api.Pins, error) {
+	var out api.Pins
 	_, _, err := c.call(ctx, get("/v1/sessions/"+segment(id)+"/pins"), &out)
 	return out, err
 }
 
 // PutPins replaces the texts pinned to a session.
-func (c *Client) PutPins(ctx context.Context, id string, pins []string) (Pins, error) {
-	var out Pins
-	r, err := send(http.MethodPut, "/v1/sessions/"+segment(id)+"/pins", Pins{Pins: pins}, http.StatusOK)
+func (c *Client) PutPins(ctx context.Context, id string, pins []string) (api.Pins, error) {
+	var out api.Pins
+	r, err := send(http.MethodPut, "/v1/sessions/"+segment(id)+"/pins", api.PinsRequest{Pins: pins}, http.StatusOK)
 	if err != nil {
 		return out, err
 	}
@@ -306,8 +303,8 @@ func (c *Client) PutPins(ctx context.Context, id string, pins []string) (Pins, e
 }
 
 // Preflight counts the session as it would be with req's messages added.
-func (c *Client) Preflight(ctx context.Context, id string, req PreflightRequest) (Preflight, error) {
-	var out Preflight
+func (c *Client) Preflight(ctx context.Context, id string, req api.PreflightRequest) (api.Preflight, error) {
+	var out api.Preflight
 	r, err := send(http.MethodPost, "/v1/sessions/"+segment(id)+"/preflight", req, http.StatusOK)
 	if err != nil {
 		return out, err
@@ -317,8 +314,8 @@ func (c *Client) Preflight(ctx context.Context, id string, req PreflightRequest)
 }
 
 // GetToolResult reads an offloaded tool result, whole.
-func (c *Client) GetToolResult(ctx context.Context, id string) (ToolResult, error) {
-	var out ToolResult
+func (c *Client) GetToolResult(ctx context.Context, id string) (api.ToolResult, error) {
+	var out api.ToolResult
 	_, _, err := c.call(ctx, get("/v1/tool-results/"+segment(id)), &out)
 	return out, err
 }
@@ -331,8 +328,8 @@ type ContextOptions struct {
 }
 
 // GetContext reads what to send the model next.
-func (c *Client) GetContext(ctx context.Context, id string, opts ContextOptions) (Context, error) {
-	var out Context
+func (c *Client) GetContext(ctx context.Context, id string, opts ContextOptions) (api.Context, error) {
+	var out api.Context
 	r := get("/v1/sessions/" + segment(id) + "/context")
 	if opts.Wait != "" {
 		r.query = url.Values{"wait": {opts.Wait}}
@@ -344,9 +341,13 @@ func (c *Client) GetContext(ctx context.Context, id string, opts ContextOptions)
 // PostContext reads what to send the model next after the
 // context-management edits of management ({"edits": [...]}, Anthropic's
 // shape), which Mnemos records so the next request makes the same cut.
-func (c *Client) PostContext(ctx context.Context, id string, management any, opts ContextOptions) (Context, error) {
-	var out Context
-	r, err := send(http.MethodPost, "/v1/sessions/"+segment(id)+"/context", map[string]any{"context_management": management}, http.StatusOK)
+func (c *Client) PostContext(ctx context.Context, id string, management any, opts ContextOptions) (api.Context, error) {
+	var out api.Context
+	edits, err := json.Marshal(management)
+	if err != nil {
+		return out, fmt.Errorf("mnemos: encode the context management: %w", err)
+	}
+	r, err := send(http.MethodPost, "/v1/sessions/"+segment(id)+"/context", api.ContextRequest{ContextManagement: edits}, http.StatusOK)
 	if err != nil {
 		return out, err
 	}
@@ -359,8 +360,8 @@ func (c *Client) PostContext(ctx context.Context, id string, management any, opt
 
 // Compact requests a manual compaction: the compaction when it ended in
 // time, else as it stands (see Compaction.Ended).
-func (c *Client) Compact(ctx context.Context, id string, req CompactRequest) (Compaction, error) {
-	var out Compaction
+func (c *Client) Compact(ctx context.Context, id string, req api.CompactRequest) (api.Compaction, error) {
+	var out api.Compaction
 	r, err := send(http.MethodPost, "/v1/sessions/"+segment(id)+"/compact", req, http.StatusOK, http.StatusAccepted)
 	if err != nil {
 		return out, err
@@ -370,22 +371,22 @@ func (c *Client) Compact(ctx context.Context, id string, req CompactRequest) (Co
 }
 
 // ListCompactions lists a session's compactions, oldest first, without summaries.
-func (c *Client) ListCompactions(ctx context.Context, id string) (CompactionList, error) {
-	var out CompactionList
+func (c *Client) ListCompactions(ctx context.Context, id string) (api.CompactionList, error) {
+	var out api.CompactionList
 	_, _, err := c.call(ctx, get("/v1/sessions/"+segment(id)+"/compactions"), &out)
 	return out, err
 }
 
 // GetCompaction reads one compaction.
-func (c *Client) GetCompaction(ctx context.Context, id string) (Compaction, error) {
-	var out Compaction
+func (c *Client) GetCompaction(ctx context.Context, id string) (api.Compaction, error) {
+	var out api.Compaction
 	_, _, err := c.call(ctx, get("/v1/compactions/"+segment(id)), &out)
 	return out, err
 }
 
 // GetNotes reads a session's notes.
-func (c *Client) GetNotes(ctx context.Context, id string) (Notes, error) {
-	var out Notes
+func (c *Client) GetNotes(ctx context.Context, id string) (api.Notes, error) {
+	var out api.Notes
 	_, _, err := c.call(ctx, get("/v1/sessions/"+segment(id)+"/notes"), &out)
 	return out, err
 }
@@ -400,8 +401,8 @@ func (c *Client) GetNotesMarkdown(ctx context.Context, id string) (string, error
 
 // Recall selects the memories that bear on req's query and records them
 // as shown to the session.
-func (c *Client) Recall(ctx context.Context, id string, req RecallRequest) (Recall, error) {
-	var out Recall
+func (c *Client) Recall(ctx context.Context, id string, req api.RecallRequest) (api.Recall, error) {
+	var out api.Recall
 	r, err := send(http.MethodPost, "/v1/sessions/"+segment(id)+"/recall", req, http.StatusOK)
 	if err != nil {
 		return out, err
@@ -450,8 +451,8 @@ func memoryPath(scope, name string) string {
 
 // ListMemories lists a scope's memories, most recently updated first,
 // without bodies; deleted ones too when deleted is set.
-func (c *Client) ListMemories(ctx context.Context, scope string, deleted bool) (MemoryList, error) {
-	var out MemoryList
+func (c *Client) ListMemories(ctx context.Context, scope string, deleted bool) (api.MemoryList, error) {
+	var out api.MemoryList
 	r := get("/v1/scopes/" + segment(scope) + "/memories")
 	if deleted {
 		r.query = url.Values{"deleted": {"true"}}
@@ -461,8 +462,8 @@ func (c *Client) ListMemories(ctx context.Context, scope string, deleted bool) (
 }
 
 // GetMemory reads one memory with its markdown.
-func (c *Client) GetMemory(ctx context.Context, scope, name string) (Memory, error) {
-	var out Memory
+func (c *Client) GetMemory(ctx context.Context, scope, name string) (api.Memory, error) {
+	var out api.Memory
 	_, _, err := c.call(ctx, get(memoryPath(scope, name)), &out)
 	return out, err
 }
@@ -477,8 +478,8 @@ func (c *Client) GetMemoryMarkdown(ctx context.Context, scope, name string) (str
 
 // PutMemory creates or replaces a memory from its markdown with
 // frontmatter; the answer's Op says what it did.
-func (c *Client) PutMemory(ctx context.Context, scope, name, markdown string, opts WriteOptions) (Memory, error) {
-	var out Memory
+func (c *Client) PutMemory(ctx context.Context, scope, name, markdown string, opts WriteOptions) (api.Memory, error) {
+	var out api.Memory
 	r := request{method: http.MethodPut, path: memoryPath(scope, name), header: opts.header(),
 		body: []byte(markdown), contentType: "text/markdown", ok: []int{http.StatusOK, http.StatusCreated}}
 	_, _, err := c.call(ctx, r, &out)
@@ -486,16 +487,16 @@ func (c *Client) PutMemory(ctx context.Context, scope, name, markdown string, op
 }
 
 // DeleteMemory deletes a memory softly (restorable).
-func (c *Client) DeleteMemory(ctx context.Context, scope, name string, opts WriteOptions) (Memory, error) {
-	var out Memory
+func (c *Client) DeleteMemory(ctx context.Context, scope, name string, opts WriteOptions) (api.Memory, error) {
+	var out api.Memory
 	r := request{method: http.MethodDelete, path: memoryPath(scope, name), header: opts.header(), ok: []int{http.StatusOK}}
 	_, _, err := c.call(ctx, r, &out)
 	return out, err
 }
 
 // ListRevisions lists every revision of a memory.
-func (c *Client) ListRevisions(ctx context.Context, scope, name string) (RevisionList, error) {
-	var out RevisionList
+func (c *Client) ListRevisions(ctx context.Context, scope, name string) (api.RevisionList, error) {
+	var out api.RevisionList
 	_, _, err := c.call(ctx, get(memoryPath(scope, name)+"/revisions"), &out)
 	return out, err
 }
@@ -505,15 +506,15 @@ func revisionPath(scope, name string, rev int64) string {
 }
 
 // GetRevision reads one revision with its markdown.
-func (c *Client) GetRevision(ctx context.Context, scope, name string, rev int64) (Revision, error) {
-	var out Revision
+func (c *Client) GetRevision(ctx context.Context, scope, name string, rev int64) (api.Revision, error) {
+	var out api.Revision
 	_, _, err := c.call(ctx, get(revisionPath(scope, name, rev)), &out)
 	return out, err
 }
 
 // RestoreRevision rolls a memory back to revision rev (a new revision).
-func (c *Client) RestoreRevision(ctx context.Context, scope, name string, rev int64, opts WriteOptions) (Memory, error) {
-	var out Memory
+func (c *Client) RestoreRevision(ctx context.Context, scope, name string, rev int64, opts WriteOptions) (api.Memory, error) {
+	var out api.Memory
 	r := request{method: http.MethodPost, path: revisionPath(scope, name, rev) + "/restore", header: opts.header(), ok: []int{http.StatusOK}}
 	_, _, err := c.call(ctx, r, &out)
 	return out, err
@@ -521,8 +522,8 @@ func (c *Client) RestoreRevision(ctx context.Context, scope, name string, rev in
 
 // DiffRevisions diffs revision from to revision to; 0 takes the default
 // (to: the latest, from: the one before to).
-func (c *Client) DiffRevisions(ctx context.Context, scope, name string, from, to int64) (Diff, error) {
-	var out Diff
+func (c *Client) DiffRevisions(ctx context.Context, scope, name string, from, to int64) (api.Diff, error) {
+	var out api.Diff
 	r := get(memoryPath(scope, name) + "/diff")
 	q := url.Values{}
 	if from > 0 {
@@ -537,15 +538,15 @@ func (c *Client) DiffRevisions(ctx context.Context, scope, name string, from, to
 }
 
 // GetIndex reads a scope's MEMORY.md and what a context loads of it.
-func (c *Client) GetIndex(ctx context.Context, scope string) (Index, error) {
-	var out Index
+func (c *Client) GetIndex(ctx context.Context, scope string) (api.Index, error) {
+	var out api.Index
 	_, _, err := c.call(ctx, get("/v1/scopes/"+segment(scope)+"/index"), &out)
 	return out, err
 }
 
 // PutIndex replaces a scope's index (opts.IfMatch takes its revision).
-func (c *Client) PutIndex(ctx context.Context, scope, content string, opts WriteOptions) (Index, error) {
-	var out Index
+func (c *Client) PutIndex(ctx context.Context, scope, content string, opts WriteOptions) (api.Index, error) {
+	var out api.Index
 	r := request{method: http.MethodPut, path: "/v1/scopes/" + segment(scope) + "/index", header: opts.header(),
 		body: []byte(content), contentType: "text/markdown", ok: []int{http.StatusOK}}
 	_, _, err := c.call(ctx, r, &out)
@@ -553,15 +554,15 @@ func (c *Client) PutIndex(ctx context.Context, scope, content string, opts Write
 }
 
 // StartDream starts a consolidation of the scope now.
-func (c *Client) StartDream(ctx context.Context, scope string) (Dream, error) {
-	var out Dream
+func (c *Client) StartDream(ctx context.Context, scope string) (api.Dream, error) {
+	var out api.Dream
 	_, _, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/scopes/" + segment(scope) + "/dream", ok: []int{http.StatusAccepted}}, &out)
 	return out, err
 }
 
 // ListDreams lists a scope's dreams, newest first (limit 0: the server's 50).
-func (c *Client) ListDreams(ctx context.Context, scope string, limit int) (DreamList, error) {
-	var out DreamList
+func (c *Client) ListDreams(ctx context.Context, scope string, limit int) (api.DreamList, error) {
+	var out api.DreamList
 	r := get("/v1/scopes/" + segment(scope) + "/dreams")
 	if limit > 0 {
 		r.query = url.Values{"limit": {strconv.Itoa(limit)}}
@@ -571,38 +572,38 @@ func (c *Client) ListDreams(ctx context.Context, scope string, limit int) (Dream
 }
 
 // GetDream reads one dream, with its proposal.
-func (c *Client) GetDream(ctx context.Context, id string) (Dream, error) {
-	var out Dream
+func (c *Client) GetDream(ctx context.Context, id string) (api.Dream, error) {
+	var out api.Dream
 	_, _, err := c.call(ctx, get("/v1/dreams/"+segment(id)), &out)
 	return out, err
 }
 
 // KillDream kills a dream: at once when it had not started, else at its
 // next heartbeat (KillRequested).
-func (c *Client) KillDream(ctx context.Context, id string) (Dream, error) {
-	var out Dream
+func (c *Client) KillDream(ctx context.Context, id string) (api.Dream, error) {
+	var out api.Dream
 	_, _, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/dreams/" + segment(id) + "/kill", ok: []int{http.StatusOK, http.StatusAccepted}}, &out)
 	return out, err
 }
 
 // ApproveDream applies a proposal.
-func (c *Client) ApproveDream(ctx context.Context, id string) (Dream, error) {
-	var out Dream
+func (c *Client) ApproveDream(ctx context.Context, id string) (api.Dream, error) {
+	var out api.Dream
 	_, _, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/dreams/" + segment(id) + "/approve", ok: []int{http.StatusOK}}, &out)
 	return out, err
 }
 
 // Healthz reports whether the process is alive and what its targets do.
-func (c *Client) Healthz(ctx context.Context) (Health, error) {
-	var out Health
+func (c *Client) Healthz(ctx context.Context) (api.Health, error) {
+	var out api.Health
 	_, _, err := c.call(ctx, get("/healthz"), &out)
 	return out, err
 }
 
 // Readyz reports whether the process is ready; an unavailable one answers
 // the failed checks and an *Error of status 503.
-func (c *Client) Readyz(ctx context.Context) (Health, error) {
-	var out Health
+func (c *Client) Readyz(ctx context.Context) (api.Health, error) {
+	var out api.Health
 	_, _, err := c.call(ctx, get("/readyz", http.StatusOK, http.StatusServiceUnavailable), &out)
 	if err == nil && out.Status != "ready" {
 		failed := make([]string, 0, len(out.Failed))

@@ -16,7 +16,7 @@ import (
 const session = `{"session_id":"s1","agent_id":"main","model":"claude-sonnet-4-5","applied_seq":3,"messages":7,` +
 	`"tokens":{"count":1200,"state":"ok","percent_left":99.3,"window":200000,"effective_window":180000,"warning_threshold":147000,` +
 	`"error_threshold":147000,"autocompact_threshold":167000,"blocking_threshold":177000},"compaction_in_flight":false,` +
-	`"auto_compact_enabled":true,"auto_compact":true,"compact_requests":0,"thrash_held":0,"tool_calls_total":2,"rejected_turns":0,"skipped_seqs":0,"updated_at":"2026-11-22T10:00:00Z"}`
+	`"auto_compact_enabled":true,"auto_compact":true,"compact_requests":0,"thrash_held":0,"tool_calls_total":2,"rejected_turns":0,"skipped_seqs":0,"created_at":"2026-11-22T09:00:00Z","updated_at":"2026-11-22T10:00:00Z"}`
 
 const notFound = `{"error":{"code":"not_found","message":"no session s1"}}`
 

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
@@ -200,11 +201,11 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 				}
 			}
 		}
-		api := apiOf(t, p, "test-dev-key")
+		mn := apiOf(t, p, "test-dev-key")
 		for session, seq := range lastSeq {
-			var state client.Session
+			var state api.Session
 			require.Eventually(t, func() bool {
-				state, err = api.GetSession(ctx, session)
+				state, err = mn.GetSession(ctx, session)
 				return err == nil && state.AppliedSeq == seq
 			}, 30*time.Second, 50*time.Millisecond, "%s: session %s applied through seq %d", name, session, seq)
 			require.Equal(t, want[session], state.Tokens.Count, "%s: session %s count", name, session)
@@ -291,7 +292,7 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 			want = l.Count
 		}
 	}
-	var state client.Session
+	var state api.Session
 	require.Eventually(t, func() bool {
 		var err error
 		state, err = apiOf(t, gw, key[1]).GetSession(context.Background(), "split")
@@ -580,18 +581,18 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	path := longUntilItsCompaction(t)
 	require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "long", "--repeat", "2", path}, env(nil), io.Discard, io.Discard))
 
-	api := apiOf(t, p, "test-dev-key")
+	mn := apiOf(t, p, "test-dev-key")
 	ctx := context.Background()
-	var list client.CompactionList
-	var session client.Session
+	var list api.CompactionList
+	var session api.Session
 	require.Eventually(t, func() bool {
 		// The session first: a compaction it no longer has in flight is
 		// ended in the list read after it.
 		var err error
-		if session, err = api.GetSession(ctx, "long"); err != nil {
+		if session, err = mn.GetSession(ctx, "long"); err != nil {
 			return false
 		}
-		if list, err = api.ListCompactions(ctx, "long"); err != nil {
+		if list, err = mn.ListCompactions(ctx, "long"); err != nil {
 			return false
 		}
 		// The two reads are not one snapshot: the first compaction itself must have ended.
@@ -604,7 +605,7 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	require.Zero(t, first.LLMCalls, "no model call in the compaction")
 	t.Logf("session-memory compaction: %d tokens before, %d after", first.PreTokens, first.PostTokens)
 
-	notes, err := api.GetNotes(ctx, "long")
+	notes, err := mn.GetNotes(ctx, "long")
 	require.NoError(t, err)
 	require.Contains(t, notes.Content, "# Current State\n")
 	require.Greater(t, notes.Version, int64(1))
@@ -615,7 +616,7 @@ func TestLongReplayIsCompactedFromTheSessionNotes(t *testing.T) {
 	require.Regexp(t, `mnemos_session_notes_updates_total\{[^}]*outcome="updated"[^}]*\} [1-9]`, body)
 	require.Regexp(t, `mnemos_compactions_total\{[^}]*method="session_memory"[^}]*\} [1-9]`, body)
 
-	cx, err := api.GetContext(ctx, "long", client.ContextOptions{})
+	cx, err := mn.GetContext(ctx, "long", client.ContextOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "builtin", cx.LLMProvider)
 	require.Less(t, cx.Tokens.Count, cx.Tokens.AutoCompact)

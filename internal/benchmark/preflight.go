@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
-	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 // PreflightTiming is POST /v1/sessions/{id}/preflight at one session size.
@@ -31,7 +31,7 @@ func preflightRound(id string) ([]byte, error) {
 	}
 	call := id + "-call-next"
 	result := turn.Content{{Type: turn.BlockText, Text: strings.Repeat("result of the next search. ", 200)[:3_200]}}
-	return json.Marshal(gateway.PreflightRequest{
+	return json.Marshal(api.PreflightRequest{
 		Model: "claude-sonnet-4-5",
 		InputMessages: []turn.Message{
 			{Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: strings.Repeat("Please keep going with the refactor. ", 11)}}},

@@ -4,6 +4,8 @@ package events
 
 import (
 	"time"
+
+	"github.com/mnemos-ai/mnemos/api"
 )
 
 // Schema names of the events below.
@@ -21,20 +23,9 @@ const (
 	SchemaDream = "mnemos.dream.v1"
 )
 
-// Tokens is a session's token state as the accountant sees it.
-type Tokens struct {
-	Count int64  `json:"count"`
-	State string `json:"state"`
-	// PercentLeft is the percentage (0 to 100) of the auto-compact
-	// threshold still free.
-	PercentLeft float64 `json:"percent_left"`
-	Window      int64   `json:"window"`
-	Effective   int64   `json:"effective_window"`
-	Warning     int64   `json:"warning_threshold"`
-	Error       int64   `json:"error_threshold"`
-	AutoCompact int64   `json:"autocompact_threshold"`
-	Blocking    int64   `json:"blocking_threshold"`
-}
+// Tokens is a session's token state as the accountant sees it: the
+// events carry it as the API answers it, one type for both.
+type Tokens = api.Tokens
 
 // TurnAccounted follows every applied turn event, for the services downstream.
 type TurnAccounted struct {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/mnemos-ai/mnemos/api"
 )
 
 // Check reports whether a dependency is usable.
@@ -22,7 +24,7 @@ type Mux interface {
 // are doing) and GET /readyz (every check passes) to mux.
 func Register(mux Mux, checks map[string]Check, targets map[string]string) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		write(w, http.StatusOK, map[string]any{"status": "ok", "targets": targets})
+		write(w, http.StatusOK, api.Health{Status: "ok", Targets: targets})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -34,14 +36,14 @@ func Register(mux Mux, checks map[string]Check, targets map[string]string) {
 			}
 		}
 		if len(failed) > 0 {
-			write(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
+			write(w, http.StatusServiceUnavailable, api.Health{Status: "unavailable", Failed: failed})
 			return
 		}
-		write(w, http.StatusOK, map[string]any{"status": "ready", "targets": targets})
+		write(w, http.StatusOK, api.Health{Status: "ready", Targets: targets})
 	})
 }
 
-func write(w http.ResponseWriter, status int, v any) {
+func write(w http.ResponseWriter, status int, v api.Health) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing left to tell it

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -294,8 +295,8 @@ func Measure(ctx context.Context, events []turn.Event, opts MeasureOptions) ([]M
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
-	api := client.New(opts.URL, opts.APIKey, client.WithHTTPClient(hc))
-	s := newSender(opts.SendOptions, api)
+	mn := client.New(opts.URL, opts.APIKey, client.WithHTTPClient(hc))
+	s := newSender(opts.SendOptions, mn)
 	heuristics := map[string]*Heuristic{}
 	var out []Measured
 	for i := range events {
@@ -306,7 +307,7 @@ func Measure(ctx context.Context, events []turn.Event, opts MeasureOptions) ([]M
 			heuristics[ev.SessionID] = h
 		}
 		heuristic := h.Predict(*ev)
-		p, err := api.Preflight(ctx, ev.SessionID, client.PreflightRequest{
+		p, err := mn.Preflight(ctx, ev.SessionID, api.PreflightRequest{
 			InputMessages: ev.InputMessages, Model: ev.Model,
 			ContextWindow: ev.ContextWindow, MaxOutputTokens: ev.MaxOutputTokens,
 			RequestPrefix: ev.RequestPrefix, ClientCompaction: ev.ClientCompaction,
@@ -317,7 +318,7 @@ func Measure(ctx context.Context, events []turn.Event, opts MeasureOptions) ([]M
 		if _, err := s.send(ctx, ev); err != nil {
 			return out, err
 		}
-		if err := awaitApplied(ctx, api, ev.SessionID, ev.Seq, wait); err != nil {
+		if err := awaitApplied(ctx, mn, ev.SessionID, ev.Seq, wait); err != nil {
 			return out, err
 		}
 		if ev.Usage == nil {
@@ -330,10 +331,10 @@ func Measure(ctx context.Context, events []turn.Event, opts MeasureOptions) ([]M
 }
 
 // awaitApplied polls the session until the accountant applied seq.
-func awaitApplied(ctx context.Context, api *client.Client, session string, seq int64, wait time.Duration) error {
+func awaitApplied(ctx context.Context, mn *client.Client, session string, seq int64, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
-		s, err := api.GetSession(ctx, session)
+		s, err := mn.GetSession(ctx, session)
 		if err == nil && s.AppliedSeq >= seq {
 			return nil
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -92,13 +93,13 @@ func Send(ctx context.Context, events []turn.Event, opts SendOptions) (SendStats
 
 type sender struct {
 	opts SendOptions
-	api  *client.Client
+	mn   *client.Client
 }
 
-// newSender is a sender to api with opts, the retry settings it leaves
+// newSender is a sender to mn with opts, the retry settings it leaves
 // unset filled in: 5 attempts, 0.5 s to 10 s apart.
-func newSender(opts SendOptions, api *client.Client) sender {
-	s := sender{opts: opts, api: api}
+func newSender(opts SendOptions, mn *client.Client) sender {
+	s := sender{opts: opts, mn: mn}
 	if s.opts.MaxAttempts <= 0 {
 		s.opts.MaxAttempts = 5
 	}
@@ -171,7 +172,7 @@ type answer struct {
 // post sends the event once. An error means no answer came.
 func (s *sender) post(ctx context.Context, body []byte, eventID string) (answer, error) {
 	ans := answer{retryAfter: -1}
-	ack, err := s.api.PostTurnJSON(ctx, body)
+	ack, err := s.mn.PostTurnJSON(ctx, body)
 	if e, ok := client.AsError(err); ok {
 		ans.status, ans.retryAfter = e.Status, e.RetryAfter
 		ans.message = e.Code + ": " + e.Message
@@ -229,20 +230,20 @@ func snippet(data []byte) string {
 // they first appear, as the server has it now (the accountant applies
 // events after the gateway took them, so the last may not be in yet). A
 // session the server does not have yet is left out.
-func ReadSessions(ctx context.Context, events []turn.Event, opts SendOptions) ([]client.Session, error) {
+func ReadSessions(ctx context.Context, events []turn.Event, opts SendOptions) ([]api.Session, error) {
 	hc := opts.Client
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
-	api := client.New(opts.URL, opts.APIKey, client.WithHTTPClient(hc))
-	var out []client.Session
+	mn := client.New(opts.URL, opts.APIKey, client.WithHTTPClient(hc))
+	var out []api.Session
 	seen := map[string]bool{}
 	for _, ev := range events {
 		if seen[ev.SessionID] {
 			continue
 		}
 		seen[ev.SessionID] = true
-		s, err := api.GetSession(ctx, ev.SessionID)
+		s, err := mn.GetSession(ctx, ev.SessionID)
 		if client.IsNotFound(err) {
 			continue
 		}

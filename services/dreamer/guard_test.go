@@ -9,13 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
-	"github.com/mnemos-ai/mnemos/services/gateway"
-	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // TestDeletingTooMuchEndsAsAProposal: a run (the real Anthropic SDK against
@@ -45,7 +44,7 @@ func TestDeletingTooMuchEndsAsAProposal(t *testing.T) {
 
 	// The scope was consolidated an hour ago and has no sessions: only an operator can start one now.
 	h.consolidatedAt(time.Now().Add(-time.Hour))
-	var body gateway.DreamBody
+	var body api.Dream
 	require.Equal(t, http.StatusAccepted, h.call(http.MethodPost, "/v1/scopes/user:u-42/dream", &body))
 	require.Equal(t, "manual", body.Trigger)
 	d := h.dream(body.ID, "proposed")
@@ -73,13 +72,13 @@ func TestDeletingTooMuchEndsAsAProposal(t *testing.T) {
 	require.Contains(t, lastUserText(first), "this run may delete or rewrite at most 2 of them without approval")
 	require.Contains(t, first.Tools, dreamer.ToolSearch)
 
-	var got gateway.DreamBody
+	var got api.Dream
 	require.Equal(t, http.StatusOK, h.call(http.MethodGet, "/v1/dreams/"+body.ID, &got))
 	require.Equal(t, "proposed", got.Status)
 	require.NotNil(t, got.Proposal)
 	require.Len(t, got.Proposal.Edits, 3)
 	require.Equal(t, "merged into m-4.md", got.Proposal.Edits[2].Reason)
-	var conflict httpapi.ErrorBody
+	var conflict api.ErrorBody
 	require.Equal(t, http.StatusConflict, h.call(http.MethodPost, "/v1/dreams/"+body.ID+"/kill", &conflict))
 	require.Equal(t, "dream_ended", conflict.Error.Code)
 
@@ -132,7 +131,7 @@ func TestASmallScopeMayLoseOneMemoryWithoutApproval(t *testing.T) {
 		llmtest.Text("Deleted one duplicate."),
 	))
 	h.service(fast("small"), provider, dreamer.Options{})
-	var body gateway.DreamBody
+	var body api.Dream
 	require.Equal(t, http.StatusAccepted, h.call(http.MethodPost, "/v1/scopes/user:u-42/dream", &body))
 	d := h.dream(body.ID, "completed")
 	require.Equal(t, 4, d.MemoriesLive)
@@ -161,14 +160,14 @@ func TestAStaleProposalIsRefused(t *testing.T) {
 		return llmtest.Text("Corrected a.")
 	})
 	h.service(fast("stale"), provider, dreamer.Options{})
-	var first gateway.DreamBody
+	var first api.Dream
 	require.Equal(t, http.StatusAccepted, h.call(http.MethodPost, "/v1/scopes/user:u-42/dream", &first))
 	d := h.dream(first.ID, "proposed")
 	require.Equal(t, []string{"a"}, d.Written, "a rewrite counts against the share as a deletion does")
 	require.Equal(t, 1, d.ChangesDestructive)
 
 	h.seed("a", "about a", "body a, changed by someone else")
-	var conflict httpapi.ErrorBody
+	var conflict api.ErrorBody
 	require.Equal(t, http.StatusConflict, h.call(http.MethodPost, "/v1/dreams/"+first.ID+"/approve", &conflict))
 	require.Equal(t, "proposal_stale", conflict.Error.Code)
 	m, err := h.memories.Get(ctx, tenant, scope, "a")
@@ -176,12 +175,12 @@ func TestAStaleProposalIsRefused(t *testing.T) {
 	require.Equal(t, "body a, changed by someone else", m.Body)
 	h.dream(first.ID, "proposed")
 
-	var second gateway.DreamBody
+	var second api.Dream
 	require.Equal(t, http.StatusAccepted, h.call(http.MethodPost, "/v1/scopes/user:u-42/dream", &second))
 	h.dream(second.ID, "proposed")
 	h.dream(first.ID, "superseded")
 
-	var list gateway.DreamList
+	var list api.DreamList
 	require.Equal(t, http.StatusOK, h.call(http.MethodGet, "/v1/scopes/user:u-42/dreams", &list))
 	require.Len(t, list.Dreams, 2)
 	require.Equal(t, second.ID, list.Dreams[0].ID)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -26,7 +27,6 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
-	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 // The environment of a dreamer run as a child process of the test binary.
@@ -231,7 +231,7 @@ func TestTwoDreamersRaceAndKilledRunsRollBack(t *testing.T) {
 
 	// Killed through the API of this process, the run in the other stops.
 	hang.Store(false) // what runs next gets answers
-	var body gateway.DreamBody
+	var body api.Dream
 	require.Equal(t, http.StatusAccepted, h.call(http.MethodPost, "/v1/dreams/"+second.DreamID+"/kill", &body))
 	require.True(t, body.KillRequested)
 	killed := h.dream(second.DreamID, "killed")

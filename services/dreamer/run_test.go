@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
-	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 // TestASummaryWithNULIsRecorded: a model whose closing summary holds NUL
@@ -31,7 +31,7 @@ func TestASummaryWithNULIsRecorded(t *testing.T) {
 		return llmtest.Text("Corrected\x00 a.")
 	})
 	h.service(fast("nul"), provider, dreamer.Options{})
-	var body gateway.DreamBody
+	var body api.Dream
 	require.Equal(t, http.StatusAccepted, h.call(http.MethodPost, "/v1/scopes/user:u-42/dream", &body))
 	d := h.dream(body.ID, "completed")
 	require.Equal(t, "Corrected a.", d.Summary)

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
-	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 // TestTranscriptSearchIsNarrow: the model's searches (through the real
@@ -47,7 +47,7 @@ func TestTranscriptSearchIsNarrow(t *testing.T) {
 		return llmtest.Text("Nothing to change.")
 	})
 	h.service(fast("search"), provider, dreamer.Options{})
-	var body gateway.DreamBody
+	var body api.Dream
 	require.Equal(t, http.StatusAccepted, h.call(http.MethodPost, "/v1/scopes/user:u-42/dream", &body))
 	d := h.dream(body.ID, "completed")
 	require.Equal(t, 6, d.ToolCalls)

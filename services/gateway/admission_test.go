@@ -15,13 +15,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway"
-	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 // answer is one response: status, error code and message, Retry-After.
@@ -44,7 +44,7 @@ func (h *harness) send(t *testing.T, method, path, key string, r io.Reader, size
 	resp, err := h.client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	var out httpapi.ErrorBody
+	var out api.ErrorBody
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	_ = json.Unmarshal(data, &out) // success bodies have no error
@@ -65,7 +65,7 @@ func (h *harness) unsent(t *testing.T, method, path, key string, size int) answe
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err, "an answer before the body was sent")
 	defer resp.Body.Close()
-	var out httpapi.ErrorBody
+	var out api.ErrorBody
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	return answer{status: resp.StatusCode, code: out.Error.Code, message: out.Error.Message, retryAfter: resp.Header.Get("Retry-After")}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/pkg/health"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -38,7 +39,7 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	// Operations.
 	hz, err := c.Healthz(ctx)
 	require.NoError(t, err)
-	require.Equal(t, client.Health{Status: "ok", Targets: map[string]string{"gateway": "serving"}}, hz)
+	require.Equal(t, api.Health{Status: "ok", Targets: map[string]string{"gateway": "serving"}}, hz)
 	rz, err := c.Readyz(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "ready", rz.Status)
@@ -49,7 +50,7 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	// Turns and sessions.
 	acc, err := c.PostTurn(ctx, event("s1", 1))
 	require.NoError(t, err)
-	require.Equal(t, client.TurnAccepted{EventID: "s1-1", Subject: h.bus.Subject("turn.completed", "acme", "s1")}, acc)
+	require.Equal(t, api.TurnAccepted{EventID: "s1-1", Subject: h.bus.Subject("turn.completed", "acme", "s1")}, acc)
 	_, err = c.GetSession(ctx, "s1")
 	require.True(t, client.IsNotFound(err), "the gateway alone applies nothing: %v", err)
 	h.saveSession(t, "s1", func(s *store.Session) { s.TokenCount, s.AppliedSeq, s.MessageCount = 1_200, 1, 2 })
@@ -57,12 +58,12 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1_200), sess.Tokens.Count)
 	require.Equal(t, int64(1), sess.AppliedSeq)
-	pf, err := c.Preflight(ctx, "s1", client.PreflightRequest{InputMessages: []turn.Message{{UUID: "p1", Role: "user", Content: turn.Content{{Type: "text", Text: "and now?"}}}}})
+	pf, err := c.Preflight(ctx, "s1", api.PreflightRequest{InputMessages: []turn.Message{{UUID: "p1", Role: "user", Content: turn.Content{{Type: "text", Text: "and now?"}}}}})
 	require.NoError(t, err)
 	require.Positive(t, pf.Count)
 	require.Equal(t, "ok", pf.State)
 	require.False(t, pf.Blocked)
-	_, err = c.Preflight(ctx, "s1", client.PreflightRequest{ContextWindow: 1_000})
+	_, err = c.Preflight(ctx, "s1", api.PreflightRequest{ContextWindow: 1_000})
 	require.Equal(t, "bad_context_window", code(err))
 	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
 		return tx.InsertToolResult(ctx, store.ToolResult{ID: "tr-1", SessionID: "s1", MessageUUID: "u1", ToolUseID: "t1", Content: "whole output", SizeChars: 12})
@@ -86,12 +87,12 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	require.Equal(t, "bad_day", code(err))
 	_, err = c.GetNotesMarkdown(ctx, "s1")
 	require.True(t, client.IsNotFound(err))
-	_, err = c.Recall(ctx, "s1", client.RecallRequest{Query: "how do I release?"})
+	_, err = c.Recall(ctx, "s1", api.RecallRequest{Query: "how do I release?"})
 	require.Equal(t, "recall_unavailable", code(err), "this gateway serves no recall")
 
 	// Compactions: requested without waiting (no compactor runs here).
 	noWait := false
-	cp, err := c.Compact(ctx, "s1", client.CompactRequest{Wait: &noWait})
+	cp, err := c.Compact(ctx, "s1", api.CompactRequest{Wait: &noWait})
 	require.NoError(t, err)
 	require.Equal(t, "requested", cp.Status)
 	require.False(t, cp.Ended())

@@ -12,79 +12,35 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
-// CompactRequest is the body of POST /v1/sessions/{id}/compact. Every field
-// is optional.
-type CompactRequest struct {
-	// Instructions replace the tenant's custom summary instructions.
-	Instructions string `json:"instructions,omitempty"`
-	// PivotUUID and Direction ask for a partial compaction: "up_to"
-	// summarizes up to the pivot message and keeps what follows; "from"
-	// keeps everything up to it and summarizes what follows.
-	PivotUUID string `json:"pivot_uuid,omitempty"`
-	Direction string `json:"direction,omitempty"`
-	// Wait for the result (default true), at most TimeoutSeconds (default
-	// 60, at most 300). A compaction not done by then answers 202 with its id.
-	Wait           *bool `json:"wait,omitempty"`
-	TimeoutSeconds int   `json:"timeout_seconds,omitempty"`
-}
-
-// CompactionBody describes a compaction: POST …/compact, GET /v1/compactions/{id}.
-type CompactionBody struct {
-	ID          string    `json:"id"`
-	SessionID   string    `json:"session_id"`
-	Status      string    `json:"status"`
-	Trigger     string    `json:"trigger"`
-	Method      string    `json:"method,omitempty"`
-	Direction   string    `json:"direction,omitempty"`
-	PivotUUID   string    `json:"pivot_uuid,omitempty"`
-	PreTokens   int64     `json:"pre_tokens"`
-	PostTokens  int64     `json:"post_tokens"`
-	Summary     string    `json:"summary,omitempty"`
-	LLMProvider string    `json:"llm_provider"`
-	LLMModel    string    `json:"llm_model,omitempty"`
-	LLMCalls    int       `json:"llm_calls"`
-	LLMRetries  int       `json:"llm_retries"`
-	Usage       UsageBody `json:"usage"`
-	// Retention is the share of what must survive the replaced messages
-	// that a completed compaction kept (0 to 1), RetentionDetail each
-	// category's {"found", "total"} (see docs/compaction.md#retention).
-	Retention       *float64        `json:"retention,omitempty"`
-	RetentionDetail json.RawMessage `json:"retention_detail,omitempty"`
-	Error           string          `json:"error,omitempty"`
-	CreatedAt       time.Time       `json:"created_at"`
-	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
-	StatusURL       string          `json:"status_url"`
-	ContextURL      string          `json:"context_url"`
-	Instructions    string          `json:"instructions,omitempty"`
-}
-
-// UsageBody is an LLM usage.
-type UsageBody struct {
-	InputTokens      int64 `json:"input_tokens"`
-	OutputTokens     int64 `json:"output_tokens"`
-	CacheReadTokens  int64 `json:"cache_read_tokens"`
-	CacheWriteTokens int64 `json:"cache_write_tokens"`
-}
-
-func (g *Gateway) compactionBody(c store.Compaction) CompactionBody {
-	b := CompactionBody{
+func (g *Gateway) compactionBody(c store.Compaction) api.Compaction {
+	b := api.Compaction{
 		ID: c.ID, SessionID: c.SessionID, Status: c.Status, Trigger: c.Trigger, Method: c.Method,
 		Direction: c.Direction, PivotUUID: c.PivotUUID, PreTokens: c.PreTokens, PostTokens: c.PostTokens,
 		Summary: c.Summary, LLMProvider: g.cfg.LLMProvider, LLMModel: c.LLMModel, LLMCalls: c.LLMCalls, LLMRetries: c.LLMRetries,
-		Usage:     UsageBody{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens, CacheWriteTokens: c.CacheWriteTokens},
-		Retention: c.Retention, RetentionDetail: c.RetentionDetail,
-		Error: c.Error, CreatedAt: c.CreatedAt.UTC(), Instructions: c.Instructions,
+		Usage:     api.Usage{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens, CacheWriteTokens: c.CacheWriteTokens},
+		Retention: c.Retention,
+		Error:     c.Error, CreatedAt: c.CreatedAt.UTC(), Instructions: c.Instructions,
 		StatusURL: "/v1/compactions/" + c.ID, ContextURL: "/v1/sessions/" + c.SessionID + "/context",
 	}
 	if !c.FinishedAt.IsZero() {
 		t := c.FinishedAt.UTC()
 		b.FinishedAt = &t
+	}
+	// The detail is stored as the compactor encoded its tallies
+	// (retention.Score.Detail); one that does not decode is left out of
+	// the answer rather than failing it.
+	if len(c.RetentionDetail) > 0 {
+		if err := json.Unmarshal(c.RetentionDetail, &b.RetentionDetail); err != nil {
+			g.log.Warn("a compaction's retention detail does not decode", "compaction", c.ID, "err", err)
+			b.RetentionDetail = nil
+		}
 	}
 	return b
 }
@@ -95,12 +51,12 @@ func (g *Gateway) postCompact(w http.ResponseWriter, r *http.Request, tenant str
 	if !ok {
 		return
 	}
-	var req CompactRequest
+	var req api.CompactRequest
 	if err := decodeBody(http.MaxBytesReader(w, r.Body, 64<<10), &req); err != nil && !errors.Is(err, io.EOF) { // an empty body takes every default
 		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "compact body: "+err.Error())
 		return
 	}
-	if msg := req.validate(); msg != "" {
+	if msg := checkCompact(req); msg != "" {
 		writeError(w, http.StatusBadRequest, "bad_request", msg)
 		return
 	}
@@ -140,7 +96,8 @@ func (g *Gateway) postCompact(w http.ResponseWriter, r *http.Request, tenant str
 	writeStableJSON(w, http.StatusAccepted, g.compactionBody(c))
 }
 
-func (req CompactRequest) validate() string {
+// checkCompact says what is wrong with a compact request ("": nothing).
+func checkCompact(req api.CompactRequest) string {
 	switch req.Direction {
 	case "":
 		if req.PivotUUID != "" {
@@ -288,10 +245,10 @@ func (g *Gateway) listCompactions(w http.ResponseWriter, r *http.Request, tenant
 	if g.sessionFailed(w, r, id, "listing compactions", err) {
 		return
 	}
-	out := make([]CompactionBody, len(cs))
+	out := make([]api.Compaction, len(cs))
 	for i, c := range cs {
 		out[i] = g.compactionBody(c)
 		out[i].Summary = ""
 	}
-	writeStableJSON(w, http.StatusOK, map[string]any{"session_id": id, "compactions": out})
+	writeStableJSON(w, http.StatusOK, api.CompactionList{SessionID: id, Compactions: out})
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
@@ -30,35 +31,11 @@ import (
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
-// ContextBody is the answer to GET /v1/sessions/{id}/context: what to send
-// the model next, in the Anthropic Messages shape, and the session's token state.
-type ContextBody struct {
-	// System and Messages come first in the answer (see encode).
-	System []turn.Block `json:"system,omitempty"`
-	// Messages are exactly the API's message objects (role and content).
-	Messages  []assembly.Wire `json:"messages,omitempty"`
-	SessionID string          `json:"session_id"`
-	// MessageUUIDs is parallel to Messages: the stored message's uuid, or ""
-	// for a message a compaction made (boundary and summary, restored files).
-	MessageUUIDs []string `json:"message_uuids"`
-	// CacheBreakpoints suggest where to set cache_control.
-	CacheBreakpoints []assembly.Breakpoint `json:"cache_breakpoints"`
-	// Tokens is the accountant's count and thresholds; ContextTokens the
-	// estimate of the rendered context.
-	Tokens        events.Tokens `json:"tokens"`
-	ContextTokens int64         `json:"context_tokens"`
-	// Compaction is the latest compaction, the one the context starts with.
-	Compaction *CompactionRef `json:"compaction"`
-	// ClearedToolResults counts tool results micro-compaction cleared.
-	ClearedToolResults int   `json:"cleared_tool_results"`
-	CompactionInFlight bool  `json:"compaction_in_flight"`
-	Epoch              int64 `json:"epoch"`
-	// LLMProvider is the provider summaries come from ("builtin" when no
-	// model is configured).
-	LLMProvider string `json:"llm_provider"`
-	// ContextManagement answers the edits of a POST: what they clear in
-	// this context, and the compaction the compaction edit made.
-	ContextManagement *ContextManagementBody `json:"context_management,omitempty"`
+// renderedContext is the answer to a context request (api.Context), with
+// what the Messages API proxy needs beside it. System and Messages stay
+// empty: they are encoded apart, once (encodedContext).
+type renderedContext struct {
+	api.Context
 
 	// session is the session as read with the context (the Messages API
 	// proxy needs its stored message count and switches).
@@ -66,17 +43,6 @@ type ContextBody struct {
 	// snapshot is the context snapshot the cache-break check left for the
 	// caller to write (assemble's leaveSnapshot); nil when there is none.
 	snapshot *store.ContextSnapshot
-}
-
-// CompactionRef names the compaction a context starts with.
-type CompactionRef struct {
-	ID         string    `json:"id"`
-	Trigger    string    `json:"trigger"`
-	Method     string    `json:"method"`
-	Direction  string    `json:"direction,omitempty"`
-	PreTokens  int64     `json:"pre_tokens"`
-	PostTokens int64     `json:"post_tokens"`
-	FinishedAt time.Time `json:"finished_at"`
 }
 
 // maxContextWait bounds how long a context request waits for a compaction.
@@ -112,7 +78,7 @@ func (g *Gateway) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 	defer gate.done()
 	asked := false
 	for {
-		var body ContextBody
+		var body renderedContext
 		var parts encodedContext
 		var blocked bool
 		var f *httpapi.Error
@@ -254,7 +220,7 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // the blocking limit. The context snapshot the cache-break check records is
 // written here, or with leaveSnapshot left in the body for the caller to
 // write in a transaction of its own (the proxy's, with its round).
-func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead countAhead, gate *renderGate, leaveSnapshot bool) (ContextBody, encodedContext, bool, error) {
+func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead countAhead, gate *renderGate, leaveSnapshot bool) (renderedContext, encodedContext, bool, error) {
 	pacer := cpu.PacerFrom(ctx) // a heavy render's (renderAdmission)
 	var st sessionctx.State
 	var section []string
@@ -263,24 +229,24 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	for micro, edited := false, false; ; {
 		var err error
 		if st, section, beside, snapshot, err = g.readContext(ctx, tenant, id, set, gate); err != nil {
-			return ContextBody{}, encodedContext{}, false, err
+			return renderedContext{}, encodedContext{}, false, err
 		}
 		switch {
 		case beside.Waiting != "":
 			if err := g.awaitPrefetch(ctx, tenant, id, beside); err != nil {
-				return ContextBody{}, encodedContext{}, false, err
+				return renderedContext{}, encodedContext{}, false, err
 			}
 			continue
 		case !micro && len(g.microDue(st, set, ahead)) > 0:
 			micro = true
 			if err := g.microCompact(ctx, tenant, id, set, ahead); err != nil {
-				return ContextBody{}, encodedContext{}, false, err
+				return renderedContext{}, encodedContext{}, false, err
 			}
 			continue // read again: the messages a newer turn added are decided for too
 		case !edited && m != nil && !m.edits.Decide(editContext(st)).Empty():
 			edited = true
 			if err := g.cutContext(ctx, tenant, id, set, m.edits); err != nil {
-				return ContextBody{}, encodedContext{}, false, err
+				return renderedContext{}, encodedContext{}, false, err
 			}
 			continue
 		}
@@ -298,29 +264,28 @@ func (g *Gateway) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	rendered := assembly.Render(in)
 	system, messages, err := rendered.EncodeParts()
 	if err != nil {
-		return ContextBody{}, encodedContext{}, false, err
+		return renderedContext{}, encodedContext{}, false, err
 	}
 	next, err := g.recordCacheBreak(ctx, tenant, st.Session, snapshot, system, messages, leaveSnapshot)
 	if err != nil {
-		return ContextBody{}, encodedContext{}, false, err
+		return renderedContext{}, encodedContext{}, false, err
 	}
-	body := ContextBody{
+	body := renderedContext{Context: api.Context{
 		SessionID: id, MessageUUIDs: rendered.UUIDs,
 		CacheBreakpoints: rendered.Breakpoints, Tokens: accounting.Status(limits, st.Session.TokenCount),
 		ContextTokens: rendered.Tokens, ClearedToolResults: len(st.Cleared),
 		CompactionInFlight: st.Session.CompactionInFlight, Epoch: st.Session.ContextEpoch, LLMProvider: g.cfg.LLMProvider,
-		session: st.Session, snapshot: next,
-	}
+	}, session: st.Session, snapshot: next}
 	if m != nil {
 		body.ContextManagement = m.answer(editContext(st))
 	}
 	if c := st.Compaction; c.ID != "" {
-		body.Compaction = &CompactionRef{ID: c.ID, Trigger: c.Trigger, Method: c.Method, Direction: c.Direction,
+		body.Compaction = &api.CompactionRef{ID: c.ID, Trigger: c.Trigger, Method: c.Method, Direction: c.Direction,
 			PreTokens: c.PreTokens, PostTokens: c.PostTokens, FinishedAt: c.FinishedAt.UTC()}
 	}
 	encoded, err := body.encode(system, messages)
 	if err != nil {
-		return ContextBody{}, encodedContext{}, false, err
+		return renderedContext{}, encodedContext{}, false, err
 	}
 	return body, encoded, st.Session.TokenCount >= limits.Blocking, nil
 }
@@ -482,9 +447,9 @@ func (gt *renderGate) done() {
 // render the gate cannot admit is sized exactly, waits for a heavy slot and
 // runs paced (the returned ctx carries the pacer). A *httpapi.Error error turns
 // the request away.
-func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead countAhead, gate *renderGate, leaveSnapshot bool) (context.Context, ContextBody, encodedContext, bool, error) {
+func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead countAhead, gate *renderGate, leaveSnapshot bool) (context.Context, renderedContext, encodedContext, bool, error) {
 	for {
-		var body ContextBody
+		var body renderedContext
 		var parts encodedContext
 		var blocked bool
 		var err error
@@ -499,10 +464,10 @@ func (g *Gateway) assembleAdmitted(ctx context.Context, tenant, id string, set t
 		}
 		paced, release, f, err := g.renderAdmission(ctx, tenant, id)
 		if err != nil {
-			return ctx, ContextBody{}, encodedContext{}, false, err
+			return ctx, renderedContext{}, encodedContext{}, false, err
 		}
 		if f != nil {
-			return ctx, ContextBody{}, encodedContext{}, false, f
+			return ctx, renderedContext{}, encodedContext{}, false, f
 		}
 		ctx, gate.admitted, gate.release = paced, true, release
 	}
@@ -517,7 +482,7 @@ const pageWrite = 100
 // holds its encoded messages once.
 type encodedContext struct {
 	system, messages [][]byte
-	// rest is the encoded ContextBody without system and messages.
+	// rest is the encoded api.Context without system and messages.
 	rest []byte
 }
 
@@ -551,9 +516,14 @@ func (e encodedContext) write(ctx context.Context, w io.Writer) error {
 
 // encode encodes the answer, "system" and "messages" from their parts,
 // encoded once (they are most of the bytes).
-func (b ContextBody) encode(system, messages [][]byte) (encodedContext, error) {
-	b.System, b.Messages = nil, nil
-	rest, err := turn.Marshal(b)
+func (b renderedContext) encode(system, messages [][]byte) (encodedContext, error) {
+	// rest is every field but those two, which the shallower fields of the
+	// same names, always empty, hide from the encoder.
+	rest, err := turn.Marshal(struct {
+		api.Context
+		System   []turn.Block  `json:"system,omitempty"`
+		Messages []api.Message `json:"messages,omitempty"`
+	}{Context: b.Context})
 	if err != nil {
 		return encodedContext{}, fmt.Errorf("encode context: %w", err)
 	}

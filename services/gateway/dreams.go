@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
@@ -19,45 +20,9 @@ func (g *Gateway) registerDreams(mux httpapi.Mux) {
 	mux.Handle("POST /v1/dreams/{id}/approve", g.auth(g.approveDream))
 }
 
-// DreamBody is a consolidation in the API's answers.
-type DreamBody struct {
-	ID            string `json:"id"`
-	Scope         string `json:"scope"`
-	Trigger       string `json:"trigger"`
-	Status        string `json:"status"`
-	Holder        string `json:"holder,omitempty"`
-	KillRequested bool   `json:"kill_requested"`
-	LLMProvider   string `json:"llm_provider,omitempty"`
-	LLMModel      string `json:"llm_model,omitempty"`
-	Turns         int    `json:"turns"`
-	ToolCalls     int    `json:"tool_calls"`
-	ToolErrors    int    `json:"tool_errors"`
-	Usage         struct {
-		InputTokens  int64 `json:"input_tokens"`
-		OutputTokens int64 `json:"output_tokens"`
-	} `json:"usage"`
-	// Guard: the scope's live memories when the run began, how many the run
-	// may delete or rewrite without approval, and how many it did or would.
-	Guard struct {
-		MemoriesLive       int `json:"memories_live"`
-		ChangesAllowed     int `json:"changes_allowed"`
-		ChangesDestructive int `json:"changes_destructive"`
-	} `json:"guard"`
-	Written []string `json:"written"`
-	Deleted []string `json:"deleted"`
-	// Proposal is a proposed (or approved) dream's changes; left out of lists.
-	Proposal   *dream.Proposal `json:"proposal,omitempty"`
-	Summary    string          `json:"summary,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	UpdatingAt *time.Time      `json:"updating_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	ApprovedAt *time.Time      `json:"approved_at,omitempty"`
-}
-
-func dreamBody(d dream.Dream, whole bool) DreamBody {
-	b := DreamBody{
+// dreamBody is dream d as the API answers it; whole with its proposal.
+func dreamBody(d dream.Dream, whole bool) api.Dream {
+	b := api.Dream{
 		ID: d.ID, Scope: d.Scope.String(), Trigger: d.Trigger, Status: string(d.Status), Holder: d.Holder,
 		KillRequested: d.KillRequested, LLMProvider: d.LLMProvider, LLMModel: d.LLMModel,
 		Turns: d.Turns, ToolCalls: d.ToolCalls, ToolErrors: d.ToolErrors,
@@ -85,12 +50,6 @@ func timeOrNil(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
-}
-
-// DreamList is the answer to GET /v1/scopes/{scope}/dreams.
-type DreamList struct {
-	Scope  string      `json:"scope"`
-	Dreams []DreamBody `json:"dreams"`
 }
 
 // dreamFailure answers an error about a dream: 404, 409 with the reason's
@@ -156,7 +115,7 @@ func (g *Gateway) listDreams(w http.ResponseWriter, r *http.Request, tenant stri
 		g.dreamFailure(w, "listing dreams", err)
 		return
 	}
-	out := DreamList{Scope: scope.String(), Dreams: make([]DreamBody, len(list))}
+	out := api.DreamList{Scope: scope.String(), Dreams: make([]api.Dream, len(list))}
 	for i, d := range list {
 		out.Dreams[i] = dreamBody(d, false)
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/context/ctxedit"
@@ -20,21 +20,6 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
-
-// ContextRequest is the body of POST /v1/sessions/{id}/context: Anthropic's
-// context_management object, {"edits": [...]} (see pkg/context/ctxedit). An empty
-// body, or one without it, edits nothing.
-type ContextRequest struct {
-	ContextManagement json.RawMessage `json:"context_management"`
-}
-
-// ContextManagementBody is the context_management of a POST's answer,
-// shaped like the provider's: what each edit clears in the context
-// answered (every cut recorded so far, so the same context answers the
-// same), and the compaction the compaction edit made, when it made one.
-type ContextManagementBody struct {
-	AppliedEdits []ctxedit.Applied `json:"applied_edits"`
-}
 
 // maxContextRequest bounds a POST context body (instructions of 20,000
 // bytes and room for the rest).
@@ -49,9 +34,9 @@ type management struct {
 
 // answer lists the applied edits of the context c, in the order of the
 // request's edits.
-func (m *management) answer(c ctxedit.Context) *ContextManagementBody {
+func (m *management) answer(c ctxedit.Context) *api.ContextManagement {
 	report := m.edits.Report(c)
-	out := &ContextManagementBody{AppliedEdits: []ctxedit.Applied{}}
+	out := &api.ContextManagement{AppliedEdits: []api.AppliedEdit{}}
 	for _, e := range m.edits.Edits {
 		switch {
 		case e.Compact != nil:
@@ -74,7 +59,7 @@ func (g *Gateway) postContext(w http.ResponseWriter, r *http.Request, tenant str
 	if !ok {
 		return
 	}
-	var req ContextRequest
+	var req api.ContextRequest
 	if err := decodeBody(http.MaxBytesReader(w, r.Body, maxContextRequest), &req); err != nil && !errors.Is(err, io.EOF) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

@@ -236,13 +236,6 @@ func (g *Gateway) auth(next httpapi.Handler) http.Handler {
 	return g.keys.Auth(httpapi.Mnemos, httpapi.BearerKey, next)
 }
 
-// TurnAccepted is the answer to POST /v1/turns.
-type TurnAccepted struct {
-	EventID   string `json:"event_id"`
-	Subject   string `json:"subject"`
-	Duplicate bool   `json:"duplicate"`
-}
-
 func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
 	set, err := g.settings.For(ctx, tenant)
@@ -313,7 +306,7 @@ func (g *Gateway) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	g.metrics.ingested.Add(ctx, 1, metric.WithAttributes(attribute.String("transport", "http")))
-	writeJSON(w, http.StatusAccepted, TurnAccepted{EventID: ev.EventID, Subject: subject, Duplicate: ack.Duplicate})
+	writeJSON(w, http.StatusAccepted, api.TurnAccepted{EventID: ev.EventID, Subject: subject, Duplicate: ack.Duplicate})
 }
 
 // checkBounds refuses a turn over the tenant's caps on a turn's messages, a
@@ -372,60 +365,6 @@ func (g *Gateway) refuse(ctx context.Context, w http.ResponseWriter, err error) 
 	writeError(w, status, string(ie.Reason), ie.Detail)
 }
 
-// SessionState is the answer to GET /v1/sessions/{id}.
-type SessionState struct {
-	SessionID          string            `json:"session_id"`
-	AgentID            string            `json:"agent_id"`
-	Model              string            `json:"model"`
-	MemoryScope        map[string]string `json:"memory_scope,omitempty"`
-	AppliedSeq         int64             `json:"applied_seq"`
-	Messages           int64             `json:"messages"`
-	Tokens             any               `json:"tokens"`
-	CompactionInFlight bool              `json:"compaction_in_flight"`
-	// AutoCompactEnabled is the session's switch (PATCH); AutoCompact
-	// whether it compacts by itself: its switch and its tenant's
-	// compaction.auto both on.
-	AutoCompactEnabled bool  `json:"auto_compact_enabled"`
-	AutoCompact        bool  `json:"auto_compact"`
-	CompactRequests    int64 `json:"compact_requests"`
-	// ThrashHeld counts the turns whose automatic compaction the thrash
-	// guard held back.
-	ThrashHeld     int64 `json:"thrash_held"`
-	ToolCallsTotal int64 `json:"tool_calls_total"`
-	RejectedTurns  int64 `json:"rejected_turns"`
-	// SkippedSeqs counts the seqs the session gave up waiting for (the gap
-	// timeout); LastSkipped is the last range given up.
-	SkippedSeqs    int64      `json:"skipped_seqs"`
-	LastSkipped    *SeqRange  `json:"last_skipped,omitempty"`
-	LastResponseAt *time.Time `json:"last_response_at,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
-	// Agents are the conversations the model proxy follows under this
-	// session id (threads.go); none for a session no proxy request named.
-	Agents []AgentThread `json:"agents,omitempty"`
-}
-
-// AgentThread is one conversation the model proxy follows under a session
-// id: an agent's thread, stored as the Mnemos session Thread.
-type AgentThread struct {
-	AgentID      string    `json:"agent_id"`
-	Kind         string    `json:"kind"`
-	Thread       string    `json:"thread"`
-	Parent       string    `json:"parent,omitempty"`
-	ForkPosition *int64    `json:"fork_position,omitempty"`
-	Messages     int64     `json:"messages"`
-	Tokens       int64     `json:"tokens"`
-	State        string    `json:"state"`
-	Live         bool      `json:"live"`
-	UpdatedAt    time.Time `json:"updated_at"`
-}
-
-// SeqRange is a range of seqs, both ends included.
-type SeqRange struct {
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
-}
-
 func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
 	s, set, ok := g.readSession(w, r, tenant)
 	if !ok {
@@ -443,16 +382,16 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 
 // agentThreads describes a session's threads, each with its Mnemos
 // session: the live one of each agent is the one written to last.
-func agentThreads(threads []store.Thread, sessions []store.Session) []AgentThread {
+func agentThreads(threads []store.Thread, sessions []store.Session) []api.AgentThread {
 	live := map[string]int{}
 	for i, th := range threads {
 		if j, ok := live[th.AgentID]; !ok || th.UpdatedAt.After(threads[j].UpdatedAt) {
 			live[th.AgentID] = i
 		}
 	}
-	out := make([]AgentThread, 0, len(threads))
+	out := make([]api.AgentThread, 0, len(threads))
 	for i, th := range threads {
-		a := AgentThread{
+		a := api.AgentThread{
 			AgentID: th.AgentID, Kind: th.Kind, Thread: th.ThreadID, Parent: th.Parent, Messages: th.Length,
 			Tokens: sessions[i].TokenCount, State: sessions[i].State, Live: live[th.AgentID] == i, UpdatedAt: th.UpdatedAt,
 		}
@@ -501,18 +440,13 @@ func (g *Gateway) sessionFailed(w http.ResponseWriter, r *http.Request, id, doin
 	return true
 }
 
-// SessionPatch changes a session's switches; a field left out stays.
-type SessionPatch struct {
-	AutoCompactEnabled *bool `json:"auto_compact_enabled"`
-}
-
 // patchSession sets a session's switches and answers its state.
 func (g *Gateway) patchSession(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, ok := g.pathID(w, r, sessionIDs)
 	if !ok {
 		return
 	}
-	var p SessionPatch
+	var p api.SessionPatch
 	if err := decodeBody(http.MaxBytesReader(w, r.Body, 4<<10), &p); err != nil {
 		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "session patch: "+err.Error())
 		return
@@ -529,14 +463,6 @@ func (g *Gateway) patchSession(w http.ResponseWriter, r *http.Request, tenant st
 	}
 }
 
-// PinsBody is a session's pinned texts (PUT replaces them): carried word
-// for word after every compaction, outside the summary, after the
-// tenant's own (TenantPinned, read-only here).
-type PinsBody struct {
-	Pins         []string `json:"pins"`
-	TenantPinned []string `json:"tenant_pinned,omitempty"`
-}
-
 func (g *Gateway) getPins(w http.ResponseWriter, r *http.Request, tenant string) {
 	s, set, ok := g.readSession(w, r, tenant)
 	if !ok {
@@ -546,7 +472,7 @@ func (g *Gateway) getPins(w http.ResponseWriter, r *http.Request, tenant string)
 	if pins == nil {
 		pins = []string{}
 	}
-	writeJSON(w, http.StatusOK, PinsBody{Pins: pins, TenantPinned: set.Compaction.Pinned})
+	writeJSON(w, http.StatusOK, api.Pins{Pins: pins, TenantPinned: set.Compaction.Pinned})
 }
 
 func (g *Gateway) putPins(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -554,7 +480,7 @@ func (g *Gateway) putPins(w http.ResponseWriter, r *http.Request, tenant string)
 	if !ok {
 		return
 	}
-	var body PinsBody
+	var body api.PinsRequest
 	if err := decodeBody(http.MaxBytesReader(w, r.Body, 2*tenantcfg.MaxPins*tenantcfg.MaxPinBytes), &body); err != nil {
 		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "pins: "+err.Error())
 		return
@@ -569,35 +495,17 @@ func (g *Gateway) putPins(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 }
 
-// PreflightRequest asks how a session would stand with messages not yet sent.
-type PreflightRequest struct {
-	InputMessages   []turn.Message `json:"input_messages"`
-	Model           string         `json:"model,omitempty"`
-	ContextWindow   int64          `json:"context_window,omitempty"`
-	MaxOutputTokens int64          `json:"max_output_tokens,omitempty"`
-	// Compact asks for the compaction the messages make due, before the
-	// answer: when compact_first, the session is compacted (a compaction
-	// in flight is joined) within CompactionWaitMs (default the gateway's
-	// context wait), and the answer counts the messages on the compacted
-	// session.
-	Compact          bool   `json:"compact,omitempty"`
-	CompactionWaitMs *int64 `json:"compaction_wait_ms,omitempty"`
-	// RequestPrefix and ClientCompaction are the turn event's (v1.1): the
-	// request's system prompt and tools, and the client's own compaction
-	// before it. A model other than the session's counts the context by
-	// its estimate, as the accountant will.
-	RequestPrefix    *turn.RequestPrefix    `json:"request_prefix,omitempty"`
-	ClientCompaction *turn.ClientCompaction `json:"client_compaction,omitempty"`
-}
+// preflightRequest is a preflight's body, with what the gateway reads of it.
+type preflightRequest struct{ api.PreflightRequest }
 
 // request is what the preflight says of the coming request.
-func (req PreflightRequest) request() accounting.Request {
+func (req preflightRequest) request() accounting.Request {
 	return accounting.Request{Model: req.Model, Prefix: req.RequestPrefix, ClientCompaction: req.ClientCompaction != nil}
 }
 
 // on is session s with the window and output the request names in place of
 // the session's own; the model is accounting.Request's.
-func (req PreflightRequest) on(s store.Session) store.Session {
+func (req preflightRequest) on(s store.Session) store.Session {
 	if req.ContextWindow != 0 {
 		s.ContextWindow = req.ContextWindow
 	}
@@ -607,11 +515,10 @@ func (req PreflightRequest) on(s store.Session) store.Session {
 	return s
 }
 
-// PreflightBody is the answer to a preflight: the count as it would be,
-// and the compaction it made first, when asked to.
-type PreflightBody struct {
-	accounting.Preflight
-	Compaction *CompactionBody `json:"compaction,omitempty"`
+// preflightBody is the answer to a preflight of count p, without a
+// compaction.
+func preflightBody(p accounting.Preflight) api.Preflight {
+	return api.Preflight{Tokens: p.Tokens, CompactFirst: p.CompactFirst, Blocked: p.Blocked, CompactionInFlight: p.CompactionInFlight}
 }
 
 func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -619,7 +526,7 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 	if !ok {
 		return
 	}
-	var req PreflightRequest
+	var req preflightRequest
 	if err := decodeBody(http.MaxBytesReader(w, r.Body, int64(g.cfg.MaxEventBytes)), &req); err != nil {
 		writeError(w, http.StatusBadRequest, bodyErrorCode(err), "preflight body: "+err.Error())
 		return
@@ -679,23 +586,24 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 		g.internal(w, "counting the preflight", err)
 		return
 	}
-	out := PreflightBody{Preflight: p}
+	out := preflightBody(p)
 	if req.Compact && out.CompactFirst && !stored.CreatedAt.IsZero() {
 		c, err := g.compactBeforeCall(r.Context(), tenant, id, wait, "")
 		if err != nil {
 			g.internal(w, "compacting before the call", err)
 			return
 		}
-		body := g.compactionBody(c)
-		out.Compaction = &body
 		if stored, err = g.store.GetSession(r.Context(), tenant, id); err != nil {
 			g.internal(w, "reading session", err)
 			return
 		}
-		if out.Preflight, err = count(req.on(stored)); err != nil {
+		if p, err = count(req.on(stored)); err != nil {
 			g.internal(w, "counting the preflight", err)
 			return
 		}
+		body := g.compactionBody(c)
+		out = preflightBody(p)
+		out.Compaction = &body
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -703,7 +611,7 @@ func (g *Gateway) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 // countPreflight counts req on session s as the accountant would, or, when
 // the tenant asks for exact preflights and enough of the count is
 // estimated, by the tenant's upstream (preflight_exact.go).
-func (g *Gateway) countPreflight(r *http.Request, tenant string, set tenantcfg.Settings, req PreflightRequest, s store.Session) (accounting.Preflight, error) {
+func (g *Gateway) countPreflight(r *http.Request, tenant string, set tenantcfg.Settings, req preflightRequest, s store.Session) (accounting.Preflight, error) {
 	var estimate int64
 	if req.request().ModelChanged(s) {
 		var err error
@@ -728,16 +636,6 @@ func (g *Gateway) countPreflight(r *http.Request, tenant string, set tenantcfg.S
 	return f.Preflight(f.Count), nil
 }
 
-// ToolResultBody is the answer to GET /v1/tool-results/{id}.
-type ToolResultBody struct {
-	ID        string    `json:"id"`
-	SessionID string    `json:"session_id"`
-	ToolUseID string    `json:"tool_use_id"`
-	SizeChars int64     `json:"size_chars"`
-	Content   string    `json:"content"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
 func (g *Gateway) getToolResult(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, ok := g.pathID(w, r, toolResultIDs)
 	if !ok {
@@ -757,7 +655,7 @@ func (g *Gateway) getToolResult(w http.ResponseWriter, r *http.Request, tenant s
 		g.internal(w, "reading tool result", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ToolResultBody{ID: tr.ID, SessionID: tr.SessionID, ToolUseID: tr.ToolUseID, SizeChars: tr.SizeChars, Content: tr.Content, CreatedAt: tr.CreatedAt})
+	writeJSON(w, http.StatusOK, api.ToolResult{ID: tr.ID, SessionID: tr.SessionID, ToolUseID: tr.ToolUseID, SizeChars: tr.SizeChars, Content: tr.Content, CreatedAt: tr.CreatedAt})
 }
 
 // internal answers 500 for what failed with err, in Mnemos's dialect.

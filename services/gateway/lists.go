@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -26,36 +27,6 @@ const (
 	// maxPrefixLen bounds a scope prefix: a kind, ':' and the longest id.
 	maxPrefixLen = len("project:") + memory.MaxScopeIDLen
 )
-
-// SessionList is the answer to GET /v1/sessions: a page of the tenant's
-// sessions, newest first, each as GET /v1/sessions/{id} answers it.
-// NextCursor, "" on the last page, asks for the next one.
-type SessionList struct {
-	Items      []SessionState `json:"items"`
-	NextCursor string         `json:"next_cursor"`
-}
-
-// ScopeSummary is one scope of a tenant that holds memories.
-type ScopeSummary struct {
-	Scope string `json:"scope"`
-	Kind  string `json:"kind"`
-	ID    string `json:"id"`
-	// Memories and DeletedMemories count its live and deleted memories.
-	Memories        int64 `json:"memories"`
-	DeletedMemories int64 `json:"deleted_memories"`
-	// UpdatedAt is when one of its memories last changed.
-	UpdatedAt time.Time `json:"updated_at"`
-	// LastConsolidatedAt is when a dream last consolidated it.
-	LastConsolidatedAt *time.Time `json:"last_consolidated_at,omitempty"`
-}
-
-// ScopeList is the answer to GET /v1/scopes: a page of the tenant's scopes
-// that hold memories, in name order. NextCursor, "" on the last page, asks
-// for the next one.
-type ScopeList struct {
-	Items      []ScopeSummary `json:"items"`
-	NextCursor string         `json:"next_cursor"`
-}
 
 // listRequest is what every listing reads from its query first.
 type listRequest struct {
@@ -204,7 +175,7 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request, tenant st
 		g.internal(w, "listing sessions", err)
 		return
 	}
-	out := SessionList{Items: make([]SessionState, 0, min(len(sessions), req.limit))}
+	out := api.SessionList{Items: make([]api.Session, 0, min(len(sessions), req.limit))}
 	for i, s := range sessions {
 		if i == req.limit {
 			last := sessions[i-1]
@@ -217,8 +188,8 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request, tenant st
 }
 
 // sessionState is a session as the API shows it.
-func sessionState(set tenantcfg.Settings, s store.Session) SessionState {
-	out := SessionState{
+func sessionState(set tenantcfg.Settings, s store.Session) api.Session {
+	out := api.Session{
 		SessionID: s.SessionID, AgentID: s.AgentID, Model: s.Model, MemoryScope: s.MemoryScope,
 		AppliedSeq: s.AppliedSeq, Messages: s.MessageCount,
 		Tokens:             accounting.Status(accounting.Limits(set.Tokens, s), s.TokenCount),
@@ -228,7 +199,7 @@ func sessionState(set tenantcfg.Settings, s store.Session) SessionState {
 		SkippedSeqs: s.SkippedSeqs, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 	if s.LastSkippedTo > 0 {
-		out.LastSkipped = &SeqRange{From: s.LastSkippedFrom, To: s.LastSkippedTo}
+		out.LastSkipped = &api.SeqRange{From: s.LastSkippedFrom, To: s.LastSkippedTo}
 	}
 	if !s.LastResponseAt.IsZero() {
 		out.LastResponseAt = &s.LastResponseAt
@@ -281,14 +252,14 @@ func (g *Gateway) listScopes(w http.ResponseWriter, r *http.Request, tenant stri
 		g.internal(w, "listing scopes", err)
 		return
 	}
-	out := ScopeList{Items: make([]ScopeSummary, 0, min(len(scopes), req.limit))}
+	out := api.ScopeList{Items: make([]api.ScopeSummary, 0, min(len(scopes), req.limit))}
 	for i, s := range scopes {
 		if i == req.limit {
 			out.NextCursor = encodeCursor(scopeCursor, scopes[i-1].Scope)
 			break
 		}
 		k, id, _ := strings.Cut(s.Scope, ":")
-		item := ScopeSummary{Scope: s.Scope, Kind: k, ID: id, Memories: s.Live, DeletedMemories: s.Deleted, UpdatedAt: s.UpdatedAt}
+		item := api.ScopeSummary{Scope: s.Scope, Kind: k, ID: id, Memories: s.Live, DeletedMemories: s.Deleted, UpdatedAt: s.UpdatedAt}
 		if !s.LastConsolidatedAt.IsZero() {
 			at := s.LastConsolidatedAt
 			item.LastConsolidatedAt = &at

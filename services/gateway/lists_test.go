@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -139,17 +140,10 @@ func mustCursor(t *testing.T, h *harness, key string) string {
 	return *p.NextCursor
 }
 
+// scopePage is api.ScopeList with its cursor as sent: nil when absent.
 type scopePage struct {
-	Items []struct {
-		Scope              string     `json:"scope"`
-		Kind               string     `json:"kind"`
-		ID                 string     `json:"id"`
-		Memories           int64      `json:"memories"`
-		DeletedMemories    int64      `json:"deleted_memories"`
-		UpdatedAt          time.Time  `json:"updated_at"`
-		LastConsolidatedAt *time.Time `json:"last_consolidated_at"`
-	} `json:"items"`
-	NextCursor *string `json:"next_cursor"`
+	Items      []api.ScopeSummary `json:"items"`
+	NextCursor *string            `json:"next_cursor"`
 }
 
 func (p scopePage) names() []string {

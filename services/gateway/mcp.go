@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
@@ -210,14 +211,7 @@ func (c mcpCall) errorOf(tool string, err error) error {
 	return c.failed(tool, err)
 }
 
-// ToolResultInput is read_tool_result's input.
-type ToolResultInput struct {
-	ID     string `json:"id" jsonschema:"the tool result's id, as its preview names it"`
-	Offset int    `json:"offset,omitempty" jsonschema:"the first character to return, counted from 0"`
-	Limit  int    `json:"limit,omitempty" jsonschema:"how many characters to return (default 20000, at most 100000)"`
-}
-
-func (c mcpCall) toolResult(ctx context.Context, _ *mcp.CallToolRequest, in ToolResultInput) (*mcp.CallToolResult, any, error) {
+func (c mcpCall) toolResult(ctx context.Context, _ *mcp.CallToolRequest, in api.ToolResultInput) (*mcp.CallToolResult, any, error) {
 	switch {
 	case !turn.ValidToken(in.ID):
 		return toolError("id %s is not a tool result id (1 to %d ASCII letters, digits, '_' and '-')", describe(in.ID), turn.MaxIDLen), nil, nil
@@ -254,13 +248,7 @@ func (c mcpCall) toolResult(ctx context.Context, _ *mcp.CallToolRequest, in Tool
 	return toolText(head + ".\n\n" + string(text[in.Offset:end])), nil, nil
 }
 
-// SearchInput is search_past_context's input.
-type SearchInput struct {
-	Query string `json:"query" jsonschema:"the words or \"phrases\" to look for"`
-	Limit int    `json:"limit,omitempty" jsonschema:"the most hits to answer (default 10, at most 50)"`
-}
-
-func (c mcpCall) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchInput) (*mcp.CallToolResult, any, error) {
+func (c mcpCall) search(ctx context.Context, _ *mcp.CallToolRequest, in api.SearchInput) (*mcp.CallToolResult, any, error) {
 	session, bad := c.needSession(mcpToolSearch)
 	if bad != nil {
 		return bad, nil, nil
@@ -310,15 +298,9 @@ func (c mcpCall) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn
 	return toolText(strings.TrimSuffix(b.String(), "\n")), nil, nil
 }
 
-// RecallInput is recall's input.
-type RecallInput struct {
-	Query       string   `json:"query" jsonschema:"what the user asked, or the task at hand, in plain words"`
-	RecentTools []string `json:"recent_tools,omitempty" jsonschema:"the tools you have just used"`
-}
-
 // recallTool recalls as POST /v1/sessions/{id}/recall does, for the
 // request's session, from the headers' scopes or else the session's.
-func (c mcpCall) recallTool(ctx context.Context, _ *mcp.CallToolRequest, in RecallInput) (*mcp.CallToolResult, any, error) {
+func (c mcpCall) recallTool(ctx context.Context, _ *mcp.CallToolRequest, in api.RecallInput) (*mcp.CallToolResult, any, error) {
 	if c.g.recall == nil {
 		return toolError("this Mnemos process serves no recall"), nil, nil
 	}
@@ -326,7 +308,7 @@ func (c mcpCall) recallTool(ctx context.Context, _ *mcp.CallToolRequest, in Reca
 	if bad != nil {
 		return bad, nil, nil
 	}
-	if msg := checkRecall(RecallRequest{Query: in.Query, RecentTools: in.RecentTools}); msg != "" {
+	if msg := checkRecall(api.RecallRequest{Query: in.Query, RecentTools: in.RecentTools}); msg != "" {
 		c.g.recall.Refused(ctx, recall.SourceAPI)
 		return toolError("%s", msg), nil, nil
 	}

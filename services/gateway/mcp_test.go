@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -119,20 +120,12 @@ func TestMCPListsToolsAndRefusesBadKeys(t *testing.T) {
 		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
-		var e ErrorBodyForTest
+		var e api.ErrorBody
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&e), c.name)
 		resp.Body.Close()
 		require.Equal(t, c.status, resp.StatusCode, c.name)
 		require.NotEmpty(t, e.Error.Code, "%s: an Error body, before any MCP handling", c.name)
 	}
-}
-
-// ErrorBodyForTest is the API's error body, as a client reads it.
-type ErrorBodyForTest struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
 }
 
 func TestMCPMemoryCommands(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
@@ -48,29 +48,10 @@ func (g *Gateway) registerMemories(mux httpapi.Mux) {
 	mux.Handle("PUT /v1/scopes/{scope}/index", g.auth(g.putIndex))
 }
 
-// MemoryBody is a memory in the API's answers.
-type MemoryBody struct {
-	Scope       string `json:"scope"`
-	Name        string `json:"name"`
-	File        string `json:"file"`
-	Description string `json:"description"`
-	Type        string `json:"type"`
-	// Body and Markdown (the whole document) are left out of lists.
-	Body      string     `json:"body,omitempty"`
-	Markdown  string     `json:"markdown,omitempty"`
-	Revision  int64      `json:"revision"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
-	DeletedAt *time.Time `json:"deleted_at,omitempty"`
-	// Op is what a change did: created, updated, deleted, restored, or
-	// unchanged (no revision made). Only in answers to changes.
-	Op string `json:"op,omitempty"`
-	// RestoredFrom is the revision a rollback went back to.
-	RestoredFrom int64 `json:"restored_from,omitempty"`
-}
-
-func memoryBody(m memory.Memory, whole bool) MemoryBody {
-	b := MemoryBody{
+// memoryBody is memory m as the API answers it; whole with its body and
+// markdown.
+func memoryBody(m memory.Memory, whole bool) api.Memory {
+	b := api.Memory{
 		Scope: m.Scope.String(), Name: string(m.Name), File: m.Name.File(), Description: m.Description,
 		Type: string(m.Type), Revision: m.Revision, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 	}
@@ -84,7 +65,9 @@ func memoryBody(m memory.Memory, whole bool) MemoryBody {
 	return b
 }
 
-func resultBody(res memory.Result) MemoryBody {
+// resultBody answers a change of a memory: the memory, and what the
+// change did.
+func resultBody(res memory.Result) api.Memory {
 	b := memoryBody(res.Memory, !res.Memory.Deleted())
 	b.Op, b.RestoredFrom = string(res.Op), res.RestoredFrom
 	if !res.Changed() {
@@ -93,30 +76,10 @@ func resultBody(res memory.Result) MemoryBody {
 	return b
 }
 
-// MemoryList is the answer to GET /v1/scopes/{scope}/memories.
-type MemoryList struct {
-	Scope    string       `json:"scope"`
-	Memories []MemoryBody `json:"memories"`
-}
-
-// RevisionBody is one revision of a memory.
-type RevisionBody struct {
-	Revision     int64     `json:"revision"`
-	Op           string    `json:"op"`
-	Actor        string    `json:"actor"`
-	Reason       string    `json:"reason,omitempty"`
-	SourceTurns  []string  `json:"source_turns,omitempty"`
-	SessionID    string    `json:"session_id,omitempty"`
-	RestoredFrom int64     `json:"restored_from,omitempty"`
-	Deleted      bool      `json:"deleted"`
-	Description  string    `json:"description"`
-	Type         string    `json:"type"`
-	Markdown     string    `json:"markdown,omitempty"`
-	At           time.Time `json:"at"`
-}
-
-func revisionBody(r memory.Revision, whole bool) RevisionBody {
-	b := RevisionBody{
+// revisionBody is revision r as the API answers it; whole with its
+// markdown.
+func revisionBody(r memory.Revision, whole bool) api.Revision {
+	b := api.Revision{
 		Revision: r.Revision, Op: string(r.Op), Actor: string(r.Change.Actor), Reason: r.Change.Reason,
 		SourceTurns: r.Change.SourceTurns, SessionID: r.Change.SessionID, RestoredFrom: r.RestoredFrom,
 		Deleted: r.Deleted, Description: r.Description, Type: string(r.Type), At: r.At,
@@ -127,55 +90,14 @@ func revisionBody(r memory.Revision, whole bool) RevisionBody {
 	return b
 }
 
-// RevisionList is the answer to GET …/memories/{name}/revisions.
-type RevisionList struct {
-	Scope     string         `json:"scope"`
-	Name      string         `json:"name"`
-	Revisions []RevisionBody `json:"revisions"`
-}
-
-// DiffBody is the answer to GET …/memories/{name}/diff.
-type DiffBody struct {
-	Scope string `json:"scope"`
-	Name  string `json:"name"`
-	From  int64  `json:"from"`
-	To    int64  `json:"to"`
-	// Diff is a unified diff of the two revisions' markdown ("" when equal).
-	Diff string `json:"diff"`
-}
-
-// IndexBody is a scope's index in the API's answers.
-type IndexBody struct {
-	Scope     string    `json:"scope"`
-	Content   string    `json:"content"`
-	Revision  int64     `json:"revision"`
-	Lines     int       `json:"lines"`
-	Bytes     int       `json:"bytes"`
-	Actor     string    `json:"actor,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
-	// Loaded is what a context loads of it.
-	Loaded LoadedIndex `json:"loaded"`
-	// Appended and Changed answer an edit: the memories it left out, which
-	// were appended, and whether it changed the index.
-	Appended []string `json:"appended,omitempty"`
-	Changed  *bool    `json:"changed,omitempty"`
-}
-
-// LoadedIndex says how much of an index a context loads.
-type LoadedIndex struct {
-	Lines   int    `json:"lines"`
-	Bytes   int    `json:"bytes"`
-	Cut     bool   `json:"cut"`
-	Warning string `json:"warning,omitempty"`
-}
-
-func indexBody(ix memory.Index, l memory.Limits) IndexBody {
+// indexBody is index ix as the API answers it, with what a context loads
+// of it under limits l.
+func indexBody(ix memory.Index, l memory.Limits) api.Index {
 	_, t := memory.TruncateIndex(ix.Content, l.IndexMaxLines, l.IndexMaxBytes)
-	return IndexBody{
+	return api.Index{
 		Scope: ix.Scope.String(), Content: ix.Content, Revision: ix.Revision, Lines: t.TotalLines, Bytes: t.TotalBytes,
 		Actor: string(ix.Actor), Reason: ix.Reason, UpdatedAt: ix.UpdatedAt,
-		Loaded: LoadedIndex{Lines: t.KeptLines, Bytes: t.KeptBytes, Cut: t.Cut(), Warning: t.Warning(l.IndexMaxLines, l.IndexMaxBytes)},
+		Loaded: api.LoadedIndex{Lines: t.KeptLines, Bytes: t.KeptBytes, Cut: t.Cut(), Warning: t.Warning(l.IndexMaxLines, l.IndexMaxBytes)},
 	}
 }
 
@@ -358,7 +280,7 @@ func (g *Gateway) listMemories(w http.ResponseWriter, r *http.Request, tenant st
 		g.memoryFailure(w, req, err)
 		return
 	}
-	out := MemoryList{Scope: req.scope.String(), Memories: make([]MemoryBody, len(list))}
+	out := api.MemoryList{Scope: req.scope.String(), Memories: make([]api.Memory, len(list))}
 	for i, m := range list {
 		out.Memories[i] = memoryBody(m, false)
 	}
@@ -452,7 +374,7 @@ func (g *Gateway) listRevisions(w http.ResponseWriter, r *http.Request, tenant s
 		g.memoryFailure(w, req, err)
 		return
 	}
-	out := RevisionList{Scope: req.scope.String(), Name: string(req.name), Revisions: make([]RevisionBody, len(revs))}
+	out := api.RevisionList{Scope: req.scope.String(), Name: string(req.name), Revisions: make([]api.Revision, len(revs))}
 	for i, rev := range revs {
 		out.Revisions[i] = revisionBody(rev, false)
 	}
@@ -553,7 +475,7 @@ func (g *Gateway) diffRevisions(w http.ResponseWriter, r *http.Request, tenant s
 			return
 		}
 	}
-	writeStableJSON(w, http.StatusOK, DiffBody{Scope: req.scope.String(), Name: string(req.name), From: from, To: to, Diff: memory.DiffRevisions(revs[0], revs[1])})
+	writeStableJSON(w, http.StatusOK, api.Diff{Scope: req.scope.String(), Name: string(req.name), From: from, To: to, Diff: memory.DiffRevisions(revs[0], revs[1])})
 }
 
 func (g *Gateway) getIndex(w http.ResponseWriter, r *http.Request, tenant string) {

@@ -6,29 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
-
-// NotesBody is the answer to GET /v1/sessions/{id}/notes.
-type NotesBody struct {
-	SessionID string `json:"session_id"`
-	// Content is the notes document (markdown).
-	Content string `json:"content"`
-	Version int64  `json:"version"`
-	// LastSummarizedMessage is the uuid of the last message the notes cover.
-	LastSummarizedMessage string `json:"last_summarized_message"`
-	// TokensAtUpdate and ToolCallsAtUpdate are the session's count and tool
-	// calls when the notes were written.
-	TokensAtUpdate    int64 `json:"tokens_at_update"`
-	ToolCallsAtUpdate int64 `json:"tool_calls_at_update"`
-	// UpdateRunning reports an update under way.
-	UpdateRunning   bool      `json:"update_running"`
-	RejectedUpdates int64     `json:"rejected_updates"`
-	FailedUpdates   int64     `json:"failed_updates"`
-	LastError       string    `json:"last_error,omitempty"`
-	LLMModel        string    `json:"llm_model,omitempty"`
-	UpdatedAt       time.Time `json:"updated_at"`
-}
 
 // getNotes answers a session's notes, as JSON, or as the markdown document
 // alone when the request accepts text/markdown and not JSON.
@@ -71,7 +51,7 @@ func (g *Gateway) getNotes(w http.ResponseWriter, r *http.Request, tenant string
 		_, _ = w.Write([]byte(n.Content)) // the client went away; nothing left to tell it
 		return
 	}
-	writeStableJSON(w, http.StatusOK, NotesBody{
+	writeStableJSON(w, http.StatusOK, api.Notes{
 		SessionID: id, Content: n.Content, Version: n.Version, LastSummarizedMessage: n.LastSummarizedUUID,
 		TokensAtUpdate: n.TokensAtUpdate, ToolCallsAtUpdate: n.ToolCallsAtUpdate,
 		UpdateRunning:   !n.UpdateLeaseUntil.IsZero() && n.UpdateLeaseUntil.After(time.Now()),

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -23,54 +23,6 @@ const (
 // route answers 503: the process has no selector.
 func (g *Gateway) UseRecall(r *recall.Recaller) { g.recall = r }
 
-// RecallRequest asks which memories bear on what a session's user asked.
-type RecallRequest struct {
-	// Query is what the user asked.
-	Query string `json:"query"`
-	// RecentTools are the tools the agent has just used: reference memories
-	// for them are not picked, their pitfalls are.
-	RecentTools []string `json:"recent_tools,omitempty"`
-	// MemoryScope names the scopes to recall from (the turn event's
-	// memory_scope); by default the session's.
-	MemoryScope map[string]string `json:"memory_scope,omitempty"`
-}
-
-// RecalledMemory is a memory recall surfaced.
-type RecalledMemory struct {
-	Scope       string    `json:"scope"`
-	Name        string    `json:"name"`
-	Type        string    `json:"type"`
-	Description string    `json:"description"`
-	Revision    int64     `json:"revision"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	// Age is "today", "yesterday" or "N days ago"; Stale says that it is
-	// old enough to carry the note to verify it.
-	Age       string `json:"age"`
-	AgeDays   int    `json:"age_days"`
-	Stale     bool   `json:"stale"`
-	Truncated bool   `json:"truncated"`
-	// Text is the reminder to show the agent (a <system-reminder> block).
-	Text string `json:"text"`
-}
-
-// RecallBody is the answer to POST /v1/sessions/{id}/recall.
-type RecallBody struct {
-	SessionID string           `json:"session_id"`
-	Outcome   string           `json:"outcome"`
-	Memories  []RecalledMemory `json:"memories"`
-	// Candidates is how many memories the selector chose from.
-	Candidates int `json:"candidates"`
-	// Dropped counts the picks not surfaced by reason; Invented lists the
-	// names the selector made up.
-	Dropped  map[string]int `json:"dropped"`
-	Invented []string       `json:"invented"`
-	// SessionBytes is what recall surfaced in the session since its latest
-	// compaction; SessionLimit is where it stops.
-	SessionBytes int64  `json:"session_bytes"`
-	SessionLimit int64  `json:"session_limit"`
-	LLMProvider  string `json:"llm_provider"`
-}
-
 func (g *Gateway) postRecall(w http.ResponseWriter, r *http.Request, tenant string) {
 	ctx := r.Context()
 	if g.recall == nil {
@@ -86,7 +38,7 @@ func (g *Gateway) postRecall(w http.ResponseWriter, r *http.Request, tenant stri
 		g.recall.Refused(ctx, recall.SourceAPI)
 		return
 	}
-	var req RecallRequest
+	var req api.RecallRequest
 	if err := decodeBody(http.MaxBytesReader(w, r.Body, maxRecallBody), &req); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -134,8 +86,8 @@ func (g *Gateway) postRecall(w http.ResponseWriter, r *http.Request, tenant stri
 		g.internal(w, "recall", err)
 		return
 	}
-	out := RecallBody{
-		SessionID: id, Outcome: string(res.Outcome), Memories: []RecalledMemory{}, Candidates: res.Candidates,
+	out := api.Recall{
+		SessionID: id, Outcome: string(res.Outcome), Memories: []api.RecalledMemory{}, Candidates: res.Candidates,
 		Dropped: map[string]int{}, Invented: res.Invented, SessionBytes: res.SessionBytes, SessionLimit: set.Recall.SessionBytes,
 		LLMProvider: g.recall.Provider(),
 	}
@@ -146,7 +98,7 @@ func (g *Gateway) postRecall(w http.ResponseWriter, r *http.Request, tenant stri
 		out.Dropped[string(reason)] = n
 	}
 	for _, m := range res.Memories {
-		out.Memories = append(out.Memories, RecalledMemory{
+		out.Memories = append(out.Memories, api.RecalledMemory{
 			Scope: m.Scope.String(), Name: string(m.Name), Type: string(m.Type), Description: m.Description,
 			Revision: m.Revision, UpdatedAt: m.UpdatedAt, Age: recall.AgeText(m.AgeDays), AgeDays: m.AgeDays,
 			Stale: m.Stale, Truncated: m.Truncated, Text: m.Text,
@@ -156,7 +108,7 @@ func (g *Gateway) postRecall(w http.ResponseWriter, r *http.Request, tenant stri
 }
 
 // checkRecall returns what is wrong with a recall request, or "".
-func checkRecall(req RecallRequest) string {
+func checkRecall(req api.RecallRequest) string {
 	if strings.TrimSpace(req.Query) == "" {
 		return "query is empty: send what the user asked"
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llmledger"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -21,57 +22,9 @@ const (
 	dayLayout    = time.DateOnly
 )
 
-// UsageRow is one UTC day's model calls of one task (the service that made
-// them), provider and model: tokens by kind and what they cost.
-type UsageRow struct {
-	Day      string `json:"day,omitempty"`
-	Task     string `json:"task,omitempty"`
-	Provider string `json:"provider,omitempty"`
-	Model    string `json:"model,omitempty"`
-	UsageAmounts
-}
-
-// UsageAmounts are calls, tokens by kind and cost. Cost is exact: a
-// decimal string of dollars, and the same in nano-dollars (10⁻⁹ USD).
-type UsageAmounts struct {
-	Calls            int64  `json:"calls"`
-	FailedCalls      int64  `json:"failed_calls"`
-	InputTokens      int64  `json:"input_tokens"`
-	OutputTokens     int64  `json:"output_tokens"`
-	CacheReadTokens  int64  `json:"cache_read_tokens"`
-	CacheWriteTokens int64  `json:"cache_write_tokens"`
-	Tokens           int64  `json:"tokens"`
-	CostUSD          string `json:"cost_usd"`
-	CostNanoUSD      int64  `json:"cost_nanousd"`
-}
-
-// UsageBudget is today's spending against the tenant's daily budgets, and
-// when one is spent, why model calls are refused.
-type UsageBudget struct {
-	Day              string `json:"day"`
-	Tokens           int64  `json:"tokens"`
-	CostUSD          string `json:"cost_usd"`
-	DailyTokenBudget int64  `json:"daily_token_budget"`
-	DailyBudgetUSD   string `json:"daily_budget_usd"`
-	Exhausted        bool   `json:"exhausted"`
-	Reason           string `json:"reason,omitempty"`
-}
-
-// TenantUsage is the answer of GET /v1/usage.
-type TenantUsage struct {
-	From string `json:"from"`
-	To   string `json:"to"`
-	// Rows are by day, task, provider and model; Days by day, Tasks by
-	// task, over the whole span.
-	Rows   []UsageRow   `json:"rows"`
-	Days   []UsageRow   `json:"days"`
-	Tasks  []UsageRow   `json:"tasks"`
-	Total  UsageAmounts `json:"total"`
-	Budget UsageBudget  `json:"budget"`
-}
-
-func amounts(u store.LLMUsage) UsageAmounts {
-	return UsageAmounts{
+// amounts are usage u's calls, tokens and cost as the API answers them.
+func amounts(u store.LLMUsage) api.UsageAmounts {
+	return api.UsageAmounts{
 		Calls: u.Calls, FailedCalls: u.FailedCalls, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, Tokens: u.Tokens(),
 		CostUSD: llm.USD(u.CostNanoUSD).String(), CostNanoUSD: u.CostNanoUSD,
@@ -131,7 +84,7 @@ func (g *Gateway) getUsage(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 
-	out := TenantUsage{From: from.Format(dayLayout), To: to.Format(dayLayout), Rows: []UsageRow{}, Days: []UsageRow{}, Tasks: []UsageRow{}}
+	out := api.TenantUsage{From: from.Format(dayLayout), To: to.Format(dayLayout), Rows: []api.UsageRow{}, Days: []api.UsageRow{}, Tasks: []api.UsageRow{}}
 	var total store.LLMUsage
 	byDay, byTask := map[string]*store.LLMUsage{}, map[string]*store.LLMUsage{}
 	var dayOrder, taskOrder []string
@@ -144,20 +97,20 @@ func (g *Gateway) getUsage(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	for _, u := range rows {
 		d := u.Day.Format(dayLayout)
-		out.Rows = append(out.Rows, UsageRow{Day: d, Task: u.Task, Provider: u.Provider, Model: u.Model, UsageAmounts: amounts(u)})
+		out.Rows = append(out.Rows, api.UsageRow{Day: d, Task: u.Task, Provider: u.Provider, Model: u.Model, UsageAmounts: amounts(u)})
 		sum(byDay, &dayOrder, d, u)
 		sum(byTask, &taskOrder, u.Task, u)
 		total = total.Add(u)
 	}
 	for _, d := range dayOrder {
-		out.Days = append(out.Days, UsageRow{Day: d, UsageAmounts: amounts(*byDay[d])})
+		out.Days = append(out.Days, api.UsageRow{Day: d, UsageAmounts: amounts(*byDay[d])})
 	}
 	slices.Sort(taskOrder)
 	for _, t := range taskOrder {
-		out.Tasks = append(out.Tasks, UsageRow{Task: t, UsageAmounts: amounts(*byTask[t])})
+		out.Tasks = append(out.Tasks, api.UsageRow{Task: t, UsageAmounts: amounts(*byTask[t])})
 	}
-	out.Total = amounts(total)
-	out.Budget = UsageBudget{
+	out.Total = api.UsageRow{UsageAmounts: amounts(total)}
+	out.Budget = api.UsageBudget{
 		Day: today.Format(dayLayout), Tokens: spentTokens, CostUSD: llm.USD(spentCost).String(),
 		DailyTokenBudget: set.LLM.DailyTokenBudget, DailyBudgetUSD: set.LLM.DailyBudgetUSD.String(),
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llmledger"
@@ -65,7 +66,7 @@ func TestUsageReportsCostByServiceAndDay(t *testing.T) {
 		byDay[d.Day] = d.CostUSD
 	}
 	require.Equal(t, map[string]string{yesterday.Format(time.DateOnly): "0.3825", today.Format(time.DateOnly): "0.663"}, byDay)
-	byTask := map[string]client.UsageRow{}
+	byTask := map[string]api.UsageRow{}
 	for _, r := range u.Tasks {
 		byTask[r.Task] = r
 	}
@@ -77,7 +78,7 @@ func TestUsageReportsCostByServiceAndDay(t *testing.T) {
 	require.Equal(t, "1.0455", u.Total.CostUSD)
 	require.Equal(t, int64(4), u.Total.Calls)
 
-	require.Equal(t, client.UsageBudget{
+	require.Equal(t, api.UsageBudget{
 		Day: today.Format(time.DateOnly), Tokens: 205_100, CostUSD: "0.663", DailyBudgetUSD: "0.5", Exhausted: true,
 		Reason: "tenant acme spent $0.663 of its $0.5 today (llm.daily_budget_usd): budget exhausted",
 	}, u.Budget)

@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/internal/claudecli"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
-	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 // subagentTask is in the prompt the main agent gives its subagent: the
@@ -122,10 +122,10 @@ func TestClaudeCodeSubagentKeepsItsOwnConversation(t *testing.T) {
 
 	// The session's threads: the main agent's and the subagent's, each with
 	// its own messages.
-	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s gateway.SessionState) bool {
+	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s api.Session) bool {
 		return len(s.Agents) >= 2
 	})
-	var mainThread, subThread *gateway.AgentThread
+	var mainThread, subThread *api.AgentThread
 	for i, a := range state.Agents {
 		switch a.Kind {
 		case "main":
@@ -173,7 +173,7 @@ func TestClaudeCodeContinueFollowsItsThread(t *testing.T) {
 	session := last.Header.Get("X-Claude-Code-Session-Id")
 	require.Len(t, last.Request.Messages, 3, "the continued turn carries the first")
 	require.Equal(t, calls[0].Header.Get("X-Claude-Code-Session-Id"), session, "--continue keeps the session id")
-	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s gateway.SessionState) bool {
+	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s api.Session) bool {
 		return len(s.Agents) == 1 && s.Agents[0].Messages == 4
 	})
 	require.Equal(t, "main", state.Agents[0].Kind)
@@ -213,7 +213,7 @@ func TestClaudeCodeCompactStartsANewEpoch(t *testing.T) {
 	require.Contains(t, last.Request.Messages[0].Text(), clientSummaryStart, "the last turn goes on from the CLI's summary")
 	require.NotContains(t, last.Request.Messages[0].Text(), "Answer 1.", "none of the replaced history went up")
 	session := last.Header.Get("X-Claude-Code-Session-Id")
-	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s gateway.SessionState) bool {
+	state := awaitJSON(t, m.api.URL+"/v1/sessions/"+session, claudecli.APIKey, func(s api.Session) bool {
 		for _, a := range s.Agents {
 			if a.Kind == "client_compacted" && a.Live {
 				return true

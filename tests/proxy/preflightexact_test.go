@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
@@ -75,7 +76,7 @@ func TestPreflightCountsItsEstimatedPartExactly(t *testing.T) {
 		return out
 	}
 	first := logs("u1", 200)
-	p, err := c.Preflight(ctx, "pf", client.PreflightRequest{InputMessages: []turn.Message{first}, Model: model, RequestPrefix: prefix})
+	p, err := c.Preflight(ctx, "pf", api.PreflightRequest{InputMessages: []turn.Message{first}, Model: model, RequestPrefix: prefix})
 	require.NoError(t, err)
 	calls := counts()
 	require.Len(t, calls, 2, "the whole request, then its messages alone")
@@ -96,14 +97,14 @@ func TestPreflightCountsItsEstimatedPartExactly(t *testing.T) {
 
 	// A little new after the response: the estimate, no call.
 	small := turn.Message{UUID: "u2", Role: "user", Content: turn.Content{{Type: turn.BlockText, Text: "Thanks."}}}
-	p, err = c.Preflight(ctx, "pf", client.PreflightRequest{InputMessages: []turn.Message{small}, Model: model})
+	p, err = c.Preflight(ctx, "pf", api.PreflightRequest{InputMessages: []turn.Message{small}, Model: model})
 	require.NoError(t, err)
 	require.Len(t, counts(), 2, "no call for a count that is nearly all measured")
 	require.Greater(t, p.Count, whole)
 
 	// After the client's compaction, the prefix by its hash only.
 	summary := logs("u3", 120)
-	p, err = c.Preflight(ctx, "pf", client.PreflightRequest{InputMessages: []turn.Message{summary}, Model: model,
+	p, err = c.Preflight(ctx, "pf", api.PreflightRequest{InputMessages: []turn.Message{summary}, Model: model,
 		RequestPrefix: &turn.RequestPrefix{Hash: "prefix-1"}, ClientCompaction: &turn.ClientCompaction{Trigger: "manual", PreTokens: whole}})
 	require.NoError(t, err)
 	calls = counts()
@@ -113,7 +114,7 @@ func TestPreflightCountsItsEstimatedPartExactly(t *testing.T) {
 
 	// The upstream down: the estimate, counted as failed.
 	down.Store(true)
-	p, err = c.Preflight(ctx, "pf", client.PreflightRequest{InputMessages: []turn.Message{logs("u4", 150)}, Model: model})
+	p, err = c.Preflight(ctx, "pf", api.PreflightRequest{InputMessages: []turn.Message{logs("u4", 150)}, Model: model})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, m.metrics.Sum("mnemos.preflight.exact_counts", "outcome", "failed"))
 	require.Greater(t, p.Count, whole, "the estimate is answered")

@@ -21,10 +21,10 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/services/gateway"
 )
 
 // These tests hold Mnemos to what a drop-in proxy owes its clients: every
@@ -227,15 +227,15 @@ func canonOf(t *testing.T, msgs []sdk.MessageParam) []string {
 }
 
 // agents are the threads GET /v1/sessions/{id} lists, once it lists n.
-func agents(t *testing.T, s *system, session string, n int) []gateway.AgentThread {
+func agents(t *testing.T, s *system, session string, n int) []api.AgentThread {
 	t.Helper()
-	return awaitJSON(t, s.api.URL+"/v1/sessions/"+session, key, func(st gateway.SessionState) bool {
+	return awaitJSON(t, s.api.URL+"/v1/sessions/"+session, key, func(st api.Session) bool {
 		return len(st.Agents) >= n
 	}).Agents
 }
 
 // live is the agent's live thread among threads.
-func live(t *testing.T, threads []gateway.AgentThread, agent string) gateway.AgentThread {
+func live(t *testing.T, threads []api.AgentThread, agent string) api.AgentThread {
 	t.Helper()
 	for _, a := range threads {
 		if a.AgentID == agent && a.Live {
@@ -243,7 +243,7 @@ func live(t *testing.T, threads []gateway.AgentThread, agent string) gateway.Age
 		}
 	}
 	require.Failf(t, "no live thread", "agent %s: %+v", agent, threads)
-	return gateway.AgentThread{}
+	return api.AgentThread{}
 }
 
 // rounds sends n rounds of user messages after msgs, each checked.
@@ -370,7 +370,7 @@ func TestTwoAgentsAtOnce(t *testing.T) {
 
 	threads := agents(t, s, "busy", 2)
 	require.Len(t, threads, 2, "%+v", threads)
-	var sub gateway.AgentThread
+	var sub api.AgentThread
 	for _, a := range threads {
 		if a.Kind == "agent" {
 			sub = a

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -86,17 +87,12 @@ type Wire struct {
 }
 
 // SystemMessage is the Breakpoint.Message of a breakpoint in the system blocks.
-const SystemMessage = -1
+const SystemMessage = api.SystemMessage
 
 // Breakpoint is a suggested cache_control position: block Block of message
-// Message, or of the system blocks when Message is SystemMessage.
-type Breakpoint struct {
-	Message int `json:"message"`
-	Block   int `json:"block"`
-}
-
-// InSystem reports whether the breakpoint is in the system blocks.
-func (b Breakpoint) InSystem() bool { return b.Message == SystemMessage }
+// Message, or of the system blocks when Message is SystemMessage. It is
+// the API's type: a render's breakpoints are answered as they are.
+type Breakpoint = api.Breakpoint
 
 // Context is a rendered context.
 type Context struct {

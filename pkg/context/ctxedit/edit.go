@@ -3,6 +3,7 @@ package ctxedit
 import (
 	"slices"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -251,24 +252,9 @@ func (e Thinking) decide(c Context) Cut {
 
 // Applied is one entry of a context_management answer's applied_edits,
 // shaped like the provider's: the edit's type and what it clears in the
-// context answered. For the compaction edit, the compaction it made.
-type Applied struct {
-	Type string `json:"type"`
-	// ClearedToolUses counts tool uses whose result or input is cleared
-	// (clear_tool_uses); ClearedThinkingTurns turns whose thinking is
-	// dropped (clear_thinking).
-	ClearedToolUses      int `json:"cleared_tool_uses,omitempty"`
-	ClearedThinkingTurns int `json:"cleared_thinking_turns,omitempty"`
-	// ClearedInputTokens is the input tokens that saves: for a compaction,
-	// its pre_tokens less its post_tokens.
-	ClearedInputTokens int64 `json:"cleared_input_tokens"`
-	// The compaction edit's: the compaction, its status (completed, or
-	// still running when the wait ran out) and whether the answer paused
-	// after it.
-	CompactionID string `json:"compaction_id,omitempty"`
-	Status       string `json:"status,omitempty"`
-	Paused       bool   `json:"paused,omitempty"`
-}
+// context answered; for the compaction edit, the compaction it made. It
+// is the API's type: what a report says is what the answer carries.
+type Applied = api.AppliedEdit
 
 // Report lists what cfg's clearing edits clear in context c, every cut
 // recorded so far counted (not only the latest: the context answered

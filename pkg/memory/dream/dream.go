@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
@@ -112,29 +113,11 @@ func utc(t time.Time) time.Time {
 }
 
 // Proposal is the changes a run staged and did not apply: a memory.Batch
-// as stored, for approval.
-type Proposal struct {
-	Edits []ProposedEdit `json:"edits"`
-	// Index is the index the run wrote, if it wrote one, and IndexRevision
-	// the stored index's revision it was made on.
-	Index         *string `json:"index,omitempty"`
-	IndexRevision int64   `json:"index_revision,omitempty"`
-}
+// as stored, for approval. It is the API's type: stored as it is answered.
+type Proposal = api.Proposal
 
 // ProposedEdit is one memory written or deleted.
-type ProposedEdit struct {
-	Name   string `json:"name"`
-	Delete bool   `json:"delete,omitempty"`
-	// The memory's new content, when written.
-	Description string `json:"description,omitempty"`
-	Type        string `json:"type,omitempty"`
-	Body        string `json:"body,omitempty"`
-	// ExpectRevision is the revision the change was made on (0: the memory
-	// was not live); ExpectAbsent that it must still not be.
-	ExpectRevision int64  `json:"expect_revision,omitempty"`
-	ExpectAbsent   bool   `json:"expect_absent,omitempty"`
-	Reason         string `json:"reason,omitempty"`
-}
+type ProposedEdit = api.ProposedEdit
 
 // ProposalOf stores b.
 func ProposalOf(b memory.Batch) Proposal {
@@ -149,8 +132,8 @@ func ProposalOf(b memory.Batch) Proposal {
 	return p
 }
 
-// Batch is the proposal as a batch to apply.
-func (p Proposal) Batch() memory.Batch {
+// batchOf is proposal p as a batch to apply.
+func batchOf(p Proposal) memory.Batch {
 	b := memory.Batch{Edits: make([]memory.Edit, 0, len(p.Edits)), Index: p.Index, IndexRevision: p.IndexRevision}
 	for _, pe := range p.Edits {
 		e := memory.Edit{Name: memory.Name(pe.Name), Expect: memory.Expect{Revision: pe.ExpectRevision, Absent: pe.ExpectAbsent}, Reason: pe.Reason}
@@ -162,8 +145,8 @@ func (p Proposal) Batch() memory.Batch {
 	return b
 }
 
-// Names returns the memories a proposal writes and deletes.
-func (p Proposal) Names() (written, deleted []string) {
+// namesOf returns the memories proposal p writes and deletes.
+func namesOf(p Proposal) (written, deleted []string) {
 	for _, e := range p.Edits {
 		if e.Delete {
 			deleted = append(deleted, e.Name)
@@ -396,7 +379,7 @@ func (d *Dreams) Approve(ctx context.Context, tenant, id string) (Dream, error) 
 		return Dream{}, &Error{Code: CodeNotProposal, DreamID: id, Detail: fmt.Sprintf("dream %s is %s, not a proposal", id, dr.Status)}
 	}
 	ch := memory.Change{Actor: memory.ActorDreamer, Reason: fmt.Sprintf("dream %s, approved", id)}
-	_, err = d.memories.Apply(ctx, tenant, dr.Scope, dr.Proposal.Batch(), ch, func(tx *store.Tx, _ memory.BatchResult) error {
+	_, err = d.memories.Apply(ctx, tenant, dr.Scope, batchOf(*dr.Proposal), ch, func(tx *store.Tx, _ memory.BatchResult) error {
 		now := d.clock()
 		ok, err := tx.SetDreamApproved(ctx, id, now)
 		if err != nil {
@@ -405,7 +388,7 @@ func (d *Dreams) Approve(ctx context.Context, tenant, id string) (Dream, error) 
 		if !ok {
 			return &Error{Code: CodeNotProposal, DreamID: id, Detail: fmt.Sprintf("dream %s is no longer a proposal", id)}
 		}
-		written, deleted := dr.Proposal.Names()
+		written, deleted := namesOf(*dr.Proposal)
 		return Enqueue(ctx, tx, bus.KindDreamCompleted, events.Dream{DreamID: id, Scope: dr.Scope.String(), Trigger: dr.Trigger,
 			Written: written, Deleted: deleted, Destructive: dr.ChangesDestructive, Allowed: dr.ChangesAllowed, Approved: true, At: now})
 	})

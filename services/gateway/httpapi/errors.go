@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+
+	"github.com/mnemos-ai/mnemos/api"
 )
 
 // Error is an answer that refuses a request: its HTTP status, Mnemos's
@@ -48,23 +50,13 @@ func Internal(w http.ResponseWriter, d Dialect, log *slog.Logger, what string, e
 	d.WriteError(w, &Error{Status: http.StatusInternalServerError, Code: "internal", Message: what + " failed"})
 }
 
-// Mnemos is the dialect of Mnemos's own API: ErrorBody.
+// Mnemos is the dialect of Mnemos's own API: api.ErrorBody.
 var Mnemos Dialect = mnemosDialect{}
-
-// ErrorBody is the shape of every error Mnemos's own API answers.
-type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
 
 type mnemosDialect struct{}
 
 func (mnemosDialect) WriteError(w http.ResponseWriter, e *Error) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Message = e.Code, e.Message
-	WriteJSON(w, e.Status, b)
+	WriteJSON(w, e.Status, api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message}})
 }
 
 // Anthropic is the dialect of Anthropic's Messages API, which the model
@@ -73,24 +65,14 @@ var Anthropic Dialect = anthropicDialect{}
 
 type anthropicDialect struct{}
 
-// AnthropicErrorBody is the Messages API's error shape.
-type AnthropicErrorBody struct {
-	Type  string `json:"type"`
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // WriteError writes e with the error type its code names when that is one
 // of the Messages API's types, else the type of its status.
 func (anthropicDialect) WriteError(w http.ResponseWriter, e *Error) {
-	b := AnthropicErrorBody{Type: "error"}
-	b.Error.Type, b.Error.Message = AnthropicKind(e.Status), e.Message
+	kind := AnthropicKind(e.Status)
 	if anthropicKinds[e.Code] {
-		b.Error.Type = e.Code
+		kind = e.Code
 	}
-	WriteJSON(w, e.Status, b)
+	WriteJSON(w, e.Status, api.AnthropicErrorBody{Type: "error", Error: api.AnthropicDetail{Type: kind, Message: e.Message}})
 }
 
 // anthropicKinds are the Messages API's error types.

@@ -79,7 +79,7 @@ FUZZ_TARGETS := \
 	./pkg/memory:FuzzParseDocument \
 	./pkg/memory:FuzzIndex \
 	./pkg/sessionnotes:FuzzSubstitute \
-	./pkg/ctxedit:FuzzParse \
+	./pkg/context/ctxedit:FuzzParse \
 	./services/gateway:FuzzJSONWalk \
 	./services/gateway:FuzzPlaceFollowsTheClient \
 	./pkg/jsonvalid:FuzzValid \

@@ -103,7 +103,7 @@ type AppliedEdit struct {
 
 // ContextRequest is the body of POST /v1/sessions/{id}/context:
 // Anthropic's context_management object, {"edits": [...]}, which the
-// server checks (pkg/ctxedit). An empty body, or one without it, edits
+// server checks (pkg/context/ctxedit). An empty body, or one without it, edits
 // nothing.
 type ContextRequest struct {
 	ContextManagement json.RawMessage `json:"context_management,omitempty"`

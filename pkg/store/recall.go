@@ -8,7 +8,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
 )
 
-// RecallSurfaced is a memory recall surfaced in a session. pkg/recall gives
+// RecallSurfaced is a memory recall surfaced in a session. pkg/memory/recall gives
 // these rows their meaning.
 type RecallSurfaced struct {
 	SessionID string

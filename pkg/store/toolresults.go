@@ -47,7 +47,7 @@ func (t *Tx) ToolResult(ctx context.Context, id string) (ToolResult, error) {
 const (
 	ReplaceOffload      = "offload"
 	ReplaceMicrocompact = "microcompact"
-	// The decisions of context-management edits (pkg/ctxedit): a tool
+	// The decisions of context-management edits (pkg/context/ctxedit): a tool
 	// result cleared and a tool_use's input cleared, by tool_use id, and an
 	// assistant message's thinking dropped, by the message's uuid (held in
 	// ToolUseID).

@@ -43,14 +43,11 @@ const (
 // DefaultTools are the tools a run allows unless told otherwise.
 var DefaultTools = []string{"Read", "Bash"}
 
-// Bin is the CLI's path from BinEnv. It skips t under -short (make
-// test-fast) and when the variable is unset, and fails it when the variable
-// names no executable file.
+// Bin is the CLI's path from BinEnv. It skips t when the variable is unset
+// (make test-fast unsets it), and fails it when the variable names no
+// executable file.
 func Bin(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: the real Claude Code CLI runs under make test")
-	}
 	bin := os.Getenv(BinEnv)
 	if bin == "" {
 		t.Skipf("%s is not set: point it at node_modules/@anthropic-ai/claude-code/bin/claude.exe of "+

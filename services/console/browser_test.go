@@ -29,9 +29,6 @@ const (
 // one), so a page that breaks under the policy fails the test.
 func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: the browser tests run under make test")
-	}
 	bin := os.Getenv(ChromiumVar)
 	if bin == "" {
 		t.Skipf("%s is unset: no browser to drive", ChromiumVar)

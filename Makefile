@@ -80,8 +80,8 @@ FUZZ_TARGETS := \
 	./pkg/memory:FuzzIndex \
 	./pkg/sessionnotes:FuzzSubstitute \
 	./pkg/context/ctxedit:FuzzParse \
-	./services/gateway:FuzzJSONWalk \
-	./services/gateway:FuzzPlaceFollowsTheClient \
+	./services/gateway/proxy:FuzzJSONWalk \
+	./services/gateway/proxy:FuzzPlaceFollowsTheClient \
 	./pkg/jsonvalid:FuzzValid \
 	./pkg/retention:FuzzReportsError
 # A count of executions, not a duration: Go 1.26's fuzz coordinator can fail a

@@ -19,7 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm/providers"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
-	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/proxy"
 )
 
 // Targets a process can run.
@@ -109,7 +109,7 @@ type Config struct {
 	ContextCacheBytes int64
 	// Upstream (MNEMOS_UPSTREAM_ANTHROPIC_URL, _KEY) is where the
 	// gateway's Messages API proxy sends requests.
-	Upstream gateway.Upstream
+	Upstream proxy.Upstream
 
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
 	LogFormat string     // MNEMOS_LOG_FORMAT: text or json

@@ -193,15 +193,24 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	cfg.ContextCacheBytes = d.cfg.ContextCacheBytes
 	cfg.Upstream = d.cfg.Upstream
 	cfg.Heavy = d.heavy
-	gw, err := gateway.New(cfg, d.store, d.bus, d.settings, d.logFor(TargetGateway), d.metrics.Meter(TargetGateway))
+	log := d.logFor(TargetGateway)
+	meter := d.metrics.Meter(TargetGateway)
+	// The console shares the gateway's domain services: its restores count
+	// and check as the API's writes do, its sign-in counts an address's
+	// failed keys with the API's.
+	cfg, err := gateway.WithServices(cfg, d.store, d.settings, log, meter)
 	if err != nil {
 		return nil, err
 	}
-	gw.UseRecall(d.recaller)
+	cfg.Recall = d.recaller
+	gw, err := gateway.New(cfg, d.store, d.bus, d.settings, log, meter)
+	if err != nil {
+		return nil, err
+	}
 	gw.Register(d.mux)
 	con, err := console.New(console.Config{
-		Store: d.store, Settings: d.settings, Memories: gw.Memories(), Dreams: gw.Dreams(),
-		Keys: gw.Keys().Tenant, Secret: []byte(d.cfg.ConsoleSecret), Log: d.logFor(TargetGateway).With("part", "console"),
+		Store: d.store, Settings: d.settings, Memories: cfg.Memories, Dreams: cfg.Dreams,
+		Keys: cfg.Keys.Tenant, Secret: []byte(d.cfg.ConsoleSecret), Log: log.With("part", "console"),
 	})
 	if err != nil {
 		return nil, err

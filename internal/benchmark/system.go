@@ -31,6 +31,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/compactor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/proxy"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
 
@@ -108,7 +109,7 @@ func Start(ctx context.Context, st *store.Store, owner *pgxpool.Pool, b *bus.Bus
 	}
 	gcfg := gateway.DefaultConfig()
 	gcfg.Limits = limiter
-	gcfg.Upstream = gateway.Upstream{URL: "http://" + upLn.Addr().String(), Key: "bench-upstream-key"}
+	gcfg.Upstream = proxy.Upstream{URL: "http://" + upLn.Addr().String(), Key: "bench-upstream-key"}
 	gw, err := gateway.New(gcfg, st, b, settings, log.With("service", "gateway"), nil)
 	if err != nil {
 		_ = upLn.Close() // nothing was served on it

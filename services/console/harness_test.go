@@ -73,9 +73,11 @@ func setup(t testing.TB) *harness {
 	require.NoError(t, err)
 	gcfg := gateway.DefaultConfig()
 	gcfg.PollInterval = 20 * time.Millisecond
+	gcfg, err = gateway.WithServices(gcfg, st, settings, log, nil)
+	require.NoError(t, err)
 	gw, err := gateway.New(gcfg, st, b, settings, log, nil)
 	require.NoError(t, err)
-	con, err := New(Config{Store: st, Settings: settings, Memories: gw.Memories(), Dreams: gw.Dreams(), Keys: gw.Keys().Tenant, Log: log})
+	con, err := New(Config{Store: st, Settings: settings, Memories: gcfg.Memories, Dreams: gcfg.Dreams, Keys: gcfg.Keys.Tenant, Log: log})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	gw.Register(mux)
@@ -92,7 +94,7 @@ func setup(t testing.TB) *harness {
 		})
 	}
 	t.Cleanup(func() { srv.Close(); gw.Drain(); cancel(); wg.Wait() })
-	return &harness{store: st, console: con, dreams: gw.Dreams(), mux: mux, srv: srv}
+	return &harness{store: st, console: con, dreams: gcfg.Dreams, mux: mux, srv: srv}
 }
 
 // api calls the JSON API with key and decodes the answer into out (when not nil).

@@ -22,6 +22,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/proxy"
 )
 
 // answer is one response: status, error code and message, Retry-After.
@@ -238,7 +239,7 @@ func TestMessagesAPIRequestsAreAdmittedLikeTheOthers(t *testing.T) {
 	t.Parallel()
 	up := llmtest.NewAnthropicServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Text("answered") })
 	h := setupWith(t, func(c *gateway.Config) {
-		c.Upstream = gateway.Upstream{URL: up.URL, Key: "upstream-key"}
+		c.Upstream = proxy.Upstream{URL: up.URL, Key: "upstream-key"}
 		c.MaxInflightBytes = 4 << 20 // a body of up to 1 MiB fits
 	})
 	ctx := context.Background()

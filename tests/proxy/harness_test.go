@@ -29,6 +29,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/compactor"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/proxy"
 	"github.com/mnemos-ai/mnemos/services/sessionmemory"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
 )
@@ -132,7 +133,7 @@ func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, api
 	require.NoError(t, err)
 	gcfg := gateway.DefaultConfig()
 	gcfg.PollInterval = 20 * time.Millisecond
-	gcfg.Upstream = gateway.Upstream{URL: upstreamURL, Key: upstreamKey}
+	gcfg.Upstream = proxy.Upstream{URL: upstreamURL, Key: upstreamKey}
 	gw, err := gateway.New(gcfg, st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
 	mux := http.NewServeMux()

@@ -49,33 +49,41 @@ type PathMatch struct {
 // holds (nil when none does). The last few digests are probed first, with
 // the threads in one round trip: a request that continues its thread, or
 // repeats its last request, is found among them. Only a conversation none
-// of them names (a rewind, a new agent) probes the rest, one index probe a
-// message, in a second round trip.
+// of them names (a rewind, a new agent) probes the whole chain, one index
+// probe a message, in a second round trip: the whole, not the rest, as a
+// thread that took the conversation's round between the two holds its
+// tail now.
+//
+// Each round trip reads the paths before the threads: each statement sees
+// what was committed before it began, and a thread's row commits with its
+// first path, so every thread a hit names is among the threads read. Read
+// the other way round, a thread whose first round committed between the
+// two statements would be hit but unknown, and its next request taken for
+// a conversation no thread holds.
 func (s *Store) ThreadsAndMatch(ctx context.Context, tenant, session string, digests [][]byte) ([]Thread, *PathMatch, error) {
+	read := func(probe [][]byte) ([]Thread, []PathMatch, error) {
+		reads := NewReads(tenant)
+		hits := Queue(reads, func(tx *Tx) ([]PathMatch, error) { return tx.PathHits(ctx, probe) })
+		threads := Queue(reads, func(tx *Tx) ([]Thread, error) { return tx.Threads(ctx, session) })
+		if err := s.Read(ctx, reads); err != nil {
+			return nil, nil, err
+		}
+		hs, err := hits.Get()
+		if err != nil {
+			return nil, nil, err
+		}
+		ts, err := threads.Get()
+		return ts, hs, err
+	}
 	tail := digests[max(len(digests)-matchTail, 0):]
-	reads := NewReads(tenant)
-	threads := Queue(reads, func(tx *Tx) ([]Thread, error) { return tx.Threads(ctx, session) })
-	hits := Queue(reads, func(tx *Tx) ([]PathMatch, error) { return tx.PathHits(ctx, tail) })
-	if err := s.Read(ctx, reads); err != nil {
-		return nil, nil, err
-	}
-	ts, err := threads.Get()
-	if err != nil {
-		return nil, nil, err
-	}
-	hs, err := hits.Get()
+	ts, hs, err := read(tail)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(hs) > 0 || len(tail) == len(digests) || len(ts) == 0 {
 		return ts, longest(hs, ts), nil
 	}
-	reads = NewReads(tenant)
-	hits = Queue(reads, func(tx *Tx) ([]PathMatch, error) { return tx.PathHits(ctx, digests[:len(digests)-len(tail)]) })
-	if err := s.Read(ctx, reads); err != nil {
-		return nil, nil, err
-	}
-	if hs, err = hits.Get(); err != nil {
+	if ts, hs, err = read(digests); err != nil {
 		return nil, nil, err
 	}
 	return ts, longest(hs, ts), nil

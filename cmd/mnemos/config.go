@@ -24,8 +24,11 @@ import (
 
 // Targets a process can run.
 const (
-	TargetAll             = "all"
-	TargetGateway         = "gateway"
+	TargetAll     = "all"
+	TargetGateway = "gateway"
+	// TargetProxy is the model proxy: it scales with concurrent upstream
+	// streams, the gateway with requests and events.
+	TargetProxy           = "proxy"
 	TargetTokenAccounting = "token-accounting"
 	TargetCompactor       = "compactor"
 	TargetSessionMemory   = "session-memory"

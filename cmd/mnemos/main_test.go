@@ -27,6 +27,7 @@ import (
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
 	"github.com/mnemos-ai/mnemos/pkg/faults"
@@ -267,6 +268,10 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 
 	gw := start(t, base, "-target=gateway")
 	start(t, base, "-target=token-accounting")
+	up := llmtest.NewAnthropicServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Text("answered upstream") })
+	proxyVars := maps.Clone(base)
+	proxyVars["MNEMOS_UPSTREAM_ANTHROPIC_URL"], proxyVars["MNEMOS_UPSTREAM_ANTHROPIC_KEY"] = up.URL, "upstream-key"
+	px := start(t, proxyVars, "-target=proxy")
 	var wg sync.WaitGroup
 	for target, want := range map[string]string{"compactor": "running", "session-memory": "running", "extractor": "running", "recall": "running", "dreamer": "running"} {
 		wg.Go(func() {
@@ -279,7 +284,7 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	started := map[string]bool{"gateway": true, "token-accounting": true, "compactor": true, "session-memory": true, "extractor": true, "recall": true, "dreamer": true}
+	started := map[string]bool{"gateway": true, "proxy": true, "token-accounting": true, "compactor": true, "session-memory": true, "extractor": true, "recall": true, "dreamer": true}
 	for _, target := range servedTargets() {
 		require.True(t, started[target], "target %s is started by this test", target)
 	}
@@ -298,6 +303,33 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 		state, err = apiOf(t, gw, key[1]).GetSession(context.Background(), "split")
 		return err == nil && state.Tokens.Count == want
 	}, 30*time.Second, 50*time.Millisecond, "the accountant target applied what the gateway target accepted (want %d, have %d)", want, state.Tokens.Count)
+
+	// The proxy target serves the Messages API and nothing else; the
+	// round it records is accounted and read from the gateway target.
+	messages := func(p *process) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, p.http+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hello"}]}`))
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", key[1])
+		req.Header.Set("content-type", "application/json")
+		req.Header.Set("X-Mnemos-Session", "proxied")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := messages(px)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Contains(t, string(body), "answered upstream")
+	require.Equal(t, "upstream-key", up.Requests()[0].Header.Get("X-Api-Key"))
+	require.Eventually(t, func() bool {
+		s, err := apiOf(t, gw, key[1]).GetSession(context.Background(), "proxied")
+		return err == nil && s.Messages == 2
+	}, 30*time.Second, 50*time.Millisecond, "the proxy target's round reaches the accountant and the gateway target")
+	require.Equal(t, http.StatusNotFound, messages(gw).StatusCode, "the gateway target does not proxy")
+	_, err = apiOf(t, px, key[1]).GetSession(context.Background(), "proxied")
+	require.ErrorContains(t, err, "404", "the proxy target serves no Mnemos route")
 }
 
 func TestReplayDryRunExitsZeroOnEveryFixture(t *testing.T) {

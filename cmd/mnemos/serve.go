@@ -40,6 +40,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/console"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -146,6 +147,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			runs = append(runs, runner{t.name, run})
 		}
 		status[t.name] = "running"
+	}
+	if d.api != nil {
+		httpapi.RegisterCatchAll(d.mux) // a /v1 path no target's route takes
 	}
 
 	// =========================================================================

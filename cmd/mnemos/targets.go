@@ -43,6 +43,10 @@ type deps struct {
 	// heavy are the process's slots for CPU-heavy work, shared by the
 	// gateway and the accountant.
 	heavy cpu.Heavy
+	// api is the HTTP API the gateway and proxy targets serve parts of,
+	// built once by the first of them (httpAPI) with apiCfg.
+	api    *gateway.Gateway
+	apiCfg gateway.Config
 }
 
 // target is one entry of the target table: its name, what it needs beyond
@@ -66,6 +70,7 @@ var targetTable = []target{
 	{name: TargetRecall, needsModel: true, needsRecall: true, start: startRecall},
 	{name: TargetDreamer, needsModel: true, start: startDreamer},
 	{name: TargetGateway, needsModel: true, needsRecall: true, start: startGateway},
+	{name: TargetProxy, start: startProxy},
 }
 
 // selectTargets returns the table entries -target=name runs.
@@ -183,7 +188,14 @@ func startDreamer(d *deps) (func(context.Context) error, error) {
 	return svc.Run, nil
 }
 
-func startGateway(d *deps) (func(context.Context) error, error) {
+// httpAPI is the process's HTTP API, built by the first target that
+// serves part of it (named by target in its logs and metrics): in one
+// process the gateway and the proxy share its keys, admission and context
+// caches.
+func (d *deps) httpAPI(target string) (*gateway.Gateway, gateway.Config, error) {
+	if d.api != nil {
+		return d.api, d.apiCfg, nil
+	}
 	cfg := gateway.DefaultConfig()
 	cfg.MaxEventBytes = d.cfg.MaxEventBytes
 	cfg.ContextWait = d.cfg.ContextWait
@@ -193,29 +205,47 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	cfg.ContextCacheBytes = d.cfg.ContextCacheBytes
 	cfg.Upstream = d.cfg.Upstream
 	cfg.Heavy = d.heavy
-	log := d.logFor(TargetGateway)
-	meter := d.metrics.Meter(TargetGateway)
+	cfg.Recall = d.recaller
+	log := d.logFor(target)
+	meter := d.metrics.Meter(target)
 	// The console shares the gateway's domain services: its restores count
 	// and check as the API's writes do, its sign-in counts an address's
 	// failed keys with the API's.
 	cfg, err := gateway.WithServices(cfg, d.store, d.settings, log, meter)
 	if err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
-	cfg.Recall = d.recaller
 	gw, err := gateway.New(cfg, d.store, d.bus, d.settings, log, meter)
+	if err != nil {
+		return nil, cfg, err
+	}
+	d.api, d.apiCfg = gw, cfg
+	return gw, cfg, nil
+}
+
+func startGateway(d *deps) (func(context.Context) error, error) {
+	gw, cfg, err := d.httpAPI(TargetGateway)
 	if err != nil {
 		return nil, err
 	}
-	gw.Register(d.mux)
+	gw.RegisterAPI(d.mux)
 	con, err := console.New(console.Config{
 		Store: d.store, Settings: d.settings, Memories: cfg.Memories, Dreams: cfg.Dreams,
-		Keys: cfg.Keys.Tenant, Secret: []byte(d.cfg.ConsoleSecret), Log: log.With("part", "console"),
+		Keys: cfg.Keys.Tenant, Secret: []byte(d.cfg.ConsoleSecret), Log: d.logFor(TargetGateway).With("part", "console"),
 	})
 	if err != nil {
 		return nil, err
 	}
 	con.Register(d.mux)
+	return nil, nil
+}
+
+func startProxy(d *deps) (func(context.Context) error, error) {
+	gw, _, err := d.httpAPI(TargetProxy)
+	if err != nil {
+		return nil, err
+	}
+	gw.RegisterProxy(d.mux)
 	// Stopped after the HTTP server (runUntilDone): the rounds the proxy
 	// answered are recorded before the process ends.
 	return func(ctx context.Context) error {

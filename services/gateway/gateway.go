@@ -203,19 +203,28 @@ func WithServices(cfg Config, st *store.Store, settings *tenantcfg.Cache, log *s
 	return cfg, nil
 }
 
-// Register adds every route of the API to mux: Mnemos's own and the model
-// proxy's. Each route is described in api/openapi.yaml, which
-// GET /openapi.json serves.
+// Register adds every route to mux: Mnemos's API, the model proxy's and
+// the answer to a /v1 path no route takes.
 func (g *Gateway) Register(mux httpapi.Mux) {
+	g.RegisterAPI(mux)
+	g.RegisterProxy(mux)
+	httpapi.RegisterCatchAll(mux)
+}
+
+// RegisterAPI adds Mnemos's own API to mux (the gateway target). Each route
+// is described in api/openapi.yaml, which GET /openapi.json serves.
+func (g *Gateway) RegisterAPI(mux httpapi.Mux) {
 	g.ingest.Register(mux)
 	g.sessions.Register(mux)
 	g.contexts.Register(mux)
 	g.memories.Register(mux)
 	g.mcp.Register(mux)
-	g.proxy.Register(mux)
 	mux.Handle("GET /openapi.json", api.Handler())
-	httpapi.RegisterCatchAll(mux)
 }
+
+// RegisterProxy adds the model proxy's routes to mux (the proxy target):
+// it renders the sessions it manages with the same context service.
+func (g *Gateway) RegisterProxy(mux httpapi.Mux) { g.proxy.Register(mux) }
 
 // UseRecall serves recall with r: the API's route and MCP's tool.
 func (g *Gateway) UseRecall(r *recall.Recaller) {

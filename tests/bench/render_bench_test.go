@@ -37,7 +37,7 @@ func BenchmarkContextRender(b *testing.B) {
 			if fresh, err = sessionctx.LoadFor(ctx, tx, sess); err != nil {
 				return err
 			}
-			held, err = cache.LoadFor(ctx, tx, sess)
+			held, err = cache.LoadFor(ctx, tx, sess, nil)
 			return err
 		}))
 		for _, c := range []struct {

@@ -73,22 +73,24 @@ func (c *Cache) Stats() CacheStats {
 // Load reads a session's context in tx like the package's Load does,
 // taking the messages it already holds from the cache. It returns
 // store.ErrNotFound when the session does not exist.
-func (c *Cache) Load(ctx context.Context, tx *store.Tx, sessionID string) (State, error) {
+func (c *Cache) Load(ctx context.Context, tx *store.Tx, sessionID string, pacer *cpu.Pacer) (State, error) {
 	sess, err := tx.Session(ctx, sessionID)
 	if err != nil {
 		return State{}, err
 	}
-	return c.LoadFor(ctx, tx, sess)
+	return c.LoadFor(ctx, tx, sess, pacer)
 }
 
 // LoadFor reads the context of a session already read (or locked) in tx.
-func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (State, error) {
+// A heavy read is paced by pacer (nil for others): it fetches smaller
+// pages and rests between them.
+func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session, pacer *cpu.Pacer) (State, error) {
 	if c == nil || c.maxBytes <= 0 {
 		return LoadFor(ctx, tx, sess)
 	}
 	key := cacheKey{sess.TenantID, sess.SessionID}
 	held, heldCost, from, end := c.get(key, sess.KeepFrom)
-	added, err := fetchSince(ctx, tx, sess, end)
+	added, err := fetchSince(ctx, tx, sess, end, pacer)
 	if err != nil {
 		return State{}, err
 	}
@@ -135,13 +137,12 @@ const (
 )
 
 // fetchSince fetches and decodes the session's messages from position on,
-// a page at a time, pausing between pages when ctx carries a pacer. It
+// a page at a time, pausing between pages when pacer is set. It
 // stops at the session's count as read (sess): in READ COMMITTED each
 // statement sees what was committed before it, so a turn applied between
 // the session's read and a page's would otherwise add messages the
 // session's count, tokens and compaction state do not include.
-func fetchSince(ctx context.Context, tx *store.Tx, sess store.Session, position int64) ([]view.Message, error) {
-	pacer := cpu.PacerFrom(ctx)
+func fetchSince(ctx context.Context, tx *store.Tx, sess store.Session, position int64, pacer *cpu.Pacer) ([]view.Message, error) {
 	size := int32(pageRows)
 	if pacer != nil {
 		size = pacedPageRows

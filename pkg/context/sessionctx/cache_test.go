@@ -72,7 +72,7 @@ func (e *env) load(t *testing.T, c *sessionctx.Cache, session string) (cached, p
 	ctx := context.Background()
 	require.NoError(t, e.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		var err error
-		if cached, err = c.Load(ctx, tx, session); err != nil {
+		if cached, err = c.Load(ctx, tx, session, nil); err != nil {
 			return err
 		}
 		plain, err = sessionctx.Load(ctx, tx, session)
@@ -161,7 +161,7 @@ func TestCacheKeepsTenantsAndSessionsApartAndWithinItsBytes(t *testing.T) {
 	var other sessionctx.State
 	require.NoError(t, e.store.InTx(context.Background(), "other", func(tx *store.Tx) error {
 		var err error
-		other, err = one.Load(context.Background(), tx, "a")
+		other, err = one.Load(context.Background(), tx, "a", nil)
 		return err
 	}))
 	require.Len(t, other.Messages, 2, "the other tenant's session, not acme's of eight messages")
@@ -225,12 +225,12 @@ func TestCacheReadsALargeSessionAPageAtATime(t *testing.T) {
 	}))
 
 	pacer := cpu.NewPacer(0, time.Millisecond) // rest at every pause
-	ctx := cpu.WithPacer(context.Background(), pacer)
+	ctx := context.Background()
 	c := sessionctx.NewCache(64 << 20)
 	var cached, plain sessionctx.State
 	require.NoError(t, e.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		var err error
-		if cached, err = c.Load(ctx, tx, "big"); err != nil {
+		if cached, err = c.Load(ctx, tx, "big", pacer); err != nil {
 			return err
 		}
 		plain, err = sessionctx.Load(ctx, tx, "big")
@@ -262,7 +262,7 @@ func TestALoadShowsTheSessionAsItWasRead(t *testing.T) {
 	e.load(t, c, "s") // a newer read fills the cache with round 3 too
 
 	for name, load := range map[string]func(tx *store.Tx) (sessionctx.State, error){
-		"cached": func(tx *store.Tx) (sessionctx.State, error) { return c.LoadFor(ctx, tx, before) },
+		"cached": func(tx *store.Tx) (sessionctx.State, error) { return c.LoadFor(ctx, tx, before, nil) },
 		"plain":  func(tx *store.Tx) (sessionctx.State, error) { return sessionctx.LoadFor(ctx, tx, before) },
 	} {
 		require.NoError(t, e.store.InTx(ctx, tenant, func(tx *store.Tx) error {

@@ -32,14 +32,14 @@ import (
 
 // Rendered is the answer to a context request (api.Context), with
 // what the Messages API proxy needs beside it. System and Messages stay
-// empty: they are encoded apart, once (encodedContext).
+// empty: they are encoded apart, once (Encoded).
 type Rendered struct {
 	api.Context
 
-	// Session is the Session as read with the context (the Messages API
+	// Session is the session as read with the context (the Messages API
 	// proxy needs its stored message count and switches).
 	Session store.Session
-	// Snapshot is the context Snapshot the cache-break check left for the
+	// Snapshot is the context snapshot the cache-break check left for the
 	// caller to write (assemble's leaveSnapshot); nil when there is none.
 	Snapshot *store.ContextSnapshot
 }
@@ -81,7 +81,7 @@ func (h *Handler) serveContext(w http.ResponseWriter, r *http.Request, tenant, i
 		var parts Encoded
 		var blocked bool
 		var f *httpapi.Error
-		ctx, body, parts, blocked, err = h.assembleAdmitted(ctx, tenant, id, set, m, nil, gate, false)
+		body, parts, blocked, err = h.assembleAdmitted(ctx, tenant, id, set, m, nil, gate, false)
 		if errors.As(err, &f) {
 			httpapi.TurnAway(w, r, httpapi.Mnemos, f)
 			return
@@ -220,7 +220,7 @@ func waitParam(r *http.Request, def time.Duration) (time.Duration, error) {
 // written here, or with leaveSnapshot left in the body for the caller to
 // write in a transaction of its own (the proxy's, with its round).
 func (h *Handler) assemble(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead Ahead, gate *Gate, leaveSnapshot bool) (Rendered, Encoded, bool, error) {
-	pacer := cpu.PacerFrom(ctx) // a heavy render's (renderAdmission)
+	pacer := gate.pacer() // a heavy render's (renderAdmission)
 	var st sessionctx.State
 	var section []string
 	var beside recall.Beside
@@ -238,13 +238,13 @@ func (h *Handler) assemble(ctx context.Context, tenant, id string, set tenantcfg
 			continue
 		case !micro && len(h.microDue(st, set, ahead)) > 0:
 			micro = true
-			if err := h.microCompact(ctx, tenant, id, set, ahead); err != nil {
+			if err := h.microCompact(ctx, tenant, id, set, ahead, pacer); err != nil {
 				return Rendered{}, Encoded{}, false, err
 			}
 			continue // read again: the messages a newer turn added are decided for too
 		case !edited && m != nil && !m.edits.Decide(editContext(st)).Empty():
 			edited = true
-			if err := h.cutContext(ctx, tenant, id, set, m.edits); err != nil {
+			if err := h.cutContext(ctx, tenant, id, set, m.edits, pacer); err != nil {
 				return Rendered{}, Encoded{}, false, err
 			}
 			continue
@@ -265,7 +265,7 @@ func (h *Handler) assemble(ctx context.Context, tenant, id string, set tenantcfg
 	if err != nil {
 		return Rendered{}, Encoded{}, false, err
 	}
-	next, err := h.recordCacheBreak(ctx, tenant, st.Session, snapshot, system, messages, leaveSnapshot)
+	next, err := h.recordCacheBreak(ctx, tenant, st.Session, snapshot, system, messages, leaveSnapshot, pacer)
 	if err != nil {
 		return Rendered{}, Encoded{}, false, err
 	}
@@ -282,7 +282,7 @@ func (h *Handler) assemble(ctx context.Context, tenant, id string, set tenantcfg
 		body.Compaction = &api.CompactionRef{ID: c.ID, Trigger: c.Trigger, Method: c.Method, Direction: c.Direction,
 			PreTokens: c.PreTokens, PostTokens: c.PostTokens, FinishedAt: c.FinishedAt.UTC()}
 	}
-	encoded, err := body.encode(system, messages)
+	encoded, err := body.encode(system, messages, pacer)
 	if err != nil {
 		return Rendered{}, Encoded{}, false, err
 	}
@@ -312,7 +312,7 @@ func (h *Handler) readContext(ctx context.Context, tenant, id string, set tenant
 		if err := gate.admit(ctx, h, sess); err != nil {
 			return err
 		}
-		if st, err = h.contexts.LoadFor(ctx, tx, sess); err != nil {
+		if st, err = h.contexts.LoadFor(ctx, tx, sess, gate.pacer()); err != nil {
 			return err
 		}
 		switch snap, err := tx.ContextSnapshot(ctx, id); {
@@ -349,7 +349,7 @@ func (h *Handler) readContext(ctx context.Context, tenant, id string, set tenant
 func (h *Handler) readContextAhead(ctx context.Context, tenant, id string, gate *Gate) (
 	st sessionctx.State, section []string, beside recall.Beside, snapshot *store.ContextSnapshot, ok bool, err error,
 ) {
-	if cpu.PacerFrom(ctx) != nil {
+	if gate.pacer() != nil {
 		return st, nil, beside, nil, false, nil // a heavy render reads a paced page at a time
 	}
 	reads := store.NewReads(tenant)
@@ -413,6 +413,17 @@ func (h *Handler) frozenSection(ctx context.Context, tx *store.Tx, st sessionctx
 type Gate struct {
 	admitted bool
 	release  func()
+	// paced is the pacer of a heavy render (renderAdmission), nil for a
+	// light one.
+	paced *cpu.Pacer
+}
+
+// pacer is the render's pacer; nil for a light render or a nil gate.
+func (gt *Gate) pacer() *cpu.Pacer {
+	if gt == nil {
+		return nil
+	}
+	return gt.paced
 }
 
 // errHeavyRender reports a render the gate cannot admit by the session's
@@ -442,43 +453,43 @@ func (gt *Gate) Done() {
 	}
 }
 
-// assembleAdmitted is assemble under render admission (renderGate): a
+// assembleAdmitted is assemble under render admission (Gate): a
 // render the gate cannot admit is sized exactly, waits for a heavy slot and
-// runs paced (the returned ctx carries the pacer). A *httpapi.Error error turns
-// the request away.
-func (h *Handler) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead Ahead, gate *Gate, leaveSnapshot bool) (context.Context, Rendered, Encoded, bool, error) {
+// runs paced (the gate holds the pacer). A *httpapi.Error error turns the
+// request away.
+func (h *Handler) assembleAdmitted(ctx context.Context, tenant, id string, set tenantcfg.Settings, m *management, ahead Ahead, gate *Gate, leaveSnapshot bool) (Rendered, Encoded, bool, error) {
 	for {
 		var body Rendered
 		var parts Encoded
 		var blocked bool
 		var err error
 		assemble := func() { body, parts, blocked, err = h.assemble(ctx, tenant, id, set, m, ahead, gate, leaveSnapshot) }
-		if cpu.PacerFrom(ctx) != nil {
+		if gate.pacer() != nil {
 			cpu.Background(assemble) // a heavy render, paced, gets what others leave
 		} else {
 			assemble()
 		}
 		if !errors.Is(err, errHeavyRender) {
-			return ctx, body, parts, blocked, err
+			return body, parts, blocked, err
 		}
-		paced, release, f, err := h.renderAdmission(ctx, tenant, id)
+		pacer, release, f, err := h.renderAdmission(ctx, tenant, id)
 		if err != nil {
-			return ctx, Rendered{}, Encoded{}, false, err
+			return Rendered{}, Encoded{}, false, err
 		}
 		if f != nil {
-			return ctx, Rendered{}, Encoded{}, false, f
+			return Rendered{}, Encoded{}, false, f
 		}
-		ctx, gate.admitted, gate.release = paced, true, release
+		gate.admitted, gate.release, gate.paced = true, release, pacer
 	}
 }
 
 // Render renders session id's context for a model request the proxy
 // manages: under render admission (gate, held until gate.Done), with the
 // context snapshot of its cache-break check left in the answer for the
-// caller to write. The returned ctx paces a heavy render's further work.
-func (h *Handler) Render(ctx context.Context, tenant, id string, set tenantcfg.Settings, ahead Ahead, gate *Gate) (context.Context, Rendered, Encoded, error) {
-	ctx, body, parts, _, err := h.assembleAdmitted(ctx, tenant, id, set, nil, ahead, gate, true)
-	return ctx, body, parts, err
+// caller to write. A heavy render is paced by the gate's pacer.
+func (h *Handler) Render(ctx context.Context, tenant, id string, set tenantcfg.Settings, ahead Ahead, gate *Gate) (Rendered, Encoded, error) {
+	body, parts, _, err := h.assembleAdmitted(ctx, tenant, id, set, nil, ahead, gate, true)
+	return body, parts, err
 }
 
 // pageWrite is how many messages a paced answer writes between calls of
@@ -492,13 +503,15 @@ type Encoded struct {
 	System, Messages [][]byte
 	// rest is the encoded api.Context without system and messages.
 	rest []byte
+	// pacer paces the writing of a heavy render's answer; nil for others.
+	pacer *cpu.Pacer
 }
 
 // write writes the answer: "system" and "messages" from their parts,
 // then the other fields.
 func (e Encoded) write(ctx context.Context, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
-	pacer := cpu.PacerFrom(ctx) // a heavy answer is written paced too
+	pacer := e.pacer // a heavy answer is written paced too
 	list := func(parts [][]byte) {
 		_ = bw.WriteByte('[') // bufio keeps the first error; Flush reports it
 		for i, p := range parts {
@@ -524,7 +537,7 @@ func (e Encoded) write(ctx context.Context, w io.Writer) error {
 
 // encode encodes the answer, "system" and "messages" from their parts,
 // encoded once (they are most of the bytes).
-func (b Rendered) encode(system, messages [][]byte) (Encoded, error) {
+func (b Rendered) encode(system, messages [][]byte, pacer *cpu.Pacer) (Encoded, error) {
 	// rest is every field but those two, which the shallower fields of the
 	// same names, always empty, hide from the encoder.
 	rest, err := turn.Marshal(struct {
@@ -535,7 +548,7 @@ func (b Rendered) encode(system, messages [][]byte) (Encoded, error) {
 	if err != nil {
 		return Encoded{}, fmt.Errorf("encode context: %w", err)
 	}
-	return Encoded{System: system, Messages: messages, rest: rest}, nil
+	return Encoded{System: system, Messages: messages, rest: rest, pacer: pacer}, nil
 }
 
 // Ahead is the count of the request a client is about to send in a
@@ -563,7 +576,7 @@ func (h *Handler) microDue(st sessionctx.State, set tenantcfg.Settings, ahead Ah
 
 // microCompact records the micro-compaction due, under the session's lock so
 // concurrent requests decide once.
-func (h *Handler) microCompact(ctx context.Context, tenant, id string, set tenantcfg.Settings, ahead Ahead) error {
+func (h *Handler) microCompact(ctx context.Context, tenant, id string, set tenantcfg.Settings, ahead Ahead, pacer *cpu.Pacer) error {
 	var cleared int
 	var saved int64
 	err := h.store.InTx(ctx, tenant, func(tx *store.Tx) error {
@@ -571,7 +584,7 @@ func (h *Handler) microCompact(ctx context.Context, tenant, id string, set tenan
 		if err != nil {
 			return err
 		}
-		st, err := h.contexts.LoadFor(ctx, tx, sess)
+		st, err := h.contexts.LoadFor(ctx, tx, sess, pacer)
 		if err != nil {
 			return err
 		}
@@ -642,8 +655,8 @@ func (h *Handler) awaitPrefetch(ctx context.Context, tenant, id string, b recall
 // recordCacheBreak accounts for a cache break (accountCacheBreak) and
 // writes the snapshot it returns, or with leave returns it for the caller
 // to write.
-func (h *Handler) recordCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte, leave bool) (*store.ContextSnapshot, error) {
-	next := h.accountCacheBreak(ctx, tenant, sess, prev, system, messages)
+func (h *Handler) recordCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte, leave bool, pacer *cpu.Pacer) (*store.ContextSnapshot, error) {
+	next := h.accountCacheBreak(ctx, tenant, sess, prev, system, messages, pacer)
 	if next == nil || leave {
 		return next, nil
 	}
@@ -659,8 +672,8 @@ func (h *Handler) recordCacheBreak(ctx context.Context, tenant string, sess stor
 // counted either way.
 // The prefix is the system and messages parts one after the other
 // (assembly.Join), hashed as they are rather than joined.
-func (h *Handler) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte) *store.ContextSnapshot {
-	pacer := cpu.PacerFrom(ctx) // a heavy render hashes paced too
+func (h *Handler) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte, pacer *cpu.Pacer) *store.ContextSnapshot {
+	// A heavy render (pacer set) hashes paced too.
 	cut := int64(-1)
 	if prev != nil {
 		cut = prev.PrefixLen

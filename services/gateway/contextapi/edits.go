@@ -16,6 +16,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/context/ctxedit"
 	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
+	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -95,14 +96,14 @@ func editContext(st sessionctx.State) ctxedit.Context {
 // concurrent requests decide once: each decision a replacement, and one
 // context break (the epoch moves on, the tokens saved leave the count),
 // like micro-compaction's.
-func (h *Handler) cutContext(ctx context.Context, tenant, id string, set tenantcfg.Settings, edits ctxedit.Config) error {
+func (h *Handler) cutContext(ctx context.Context, tenant, id string, set tenantcfg.Settings, edits ctxedit.Config, pacer *cpu.Pacer) error {
 	var cut ctxedit.Cut
 	err := h.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		sess, err := tx.LockSession(ctx, id, turn.MainAgent)
 		if err != nil {
 			return err
 		}
-		st, err := h.contexts.LoadFor(ctx, tx, sess)
+		st, err := h.contexts.LoadFor(ctx, tx, sess, pacer)
 		if err != nil {
 			return err
 		}

@@ -27,9 +27,9 @@ const (
 
 // renderAdmission admits the render of a session's context by its stored
 // size (reserve): a refusal, or an error when the session cannot be sized.
-// A heavy render's ctx carries the pacer it renders by (Config.HeavyWork,
-// HeavyRest).
-func (h *Handler) renderAdmission(ctx context.Context, tenant, id string) (_ context.Context, release func(), f *httpapi.Error, err error) {
+// A heavy render gets the pacer it renders by (Config.HeavyWork,
+// HeavyRest); any other, nil.
+func (h *Handler) renderAdmission(ctx context.Context, tenant, id string) (pacer *cpu.Pacer, release func(), f *httpapi.Error, err error) {
 	var size store.ContextSize
 	err = h.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		var err error
@@ -45,9 +45,9 @@ func (h *Handler) renderAdmission(ctx context.Context, tenant, id string) (_ con
 		return nil, nil, f, nil
 	}
 	if h.admission.IsHeavy(cost) && h.cfg.HeavyRest > 0 {
-		ctx = cpu.WithPacer(ctx, cpu.NewPacer(h.cfg.HeavyWork, h.cfg.HeavyRest))
+		pacer = cpu.NewPacer(h.cfg.HeavyWork, h.cfg.HeavyRest)
 	}
-	return ctx, release, nil, nil
+	return pacer, release, nil, nil
 }
 
 // renderCost estimates what rendering a context of size holds at its peak.

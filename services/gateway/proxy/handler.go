@@ -44,7 +44,7 @@ type Config struct {
 
 // Contexts renders the sessions the proxy manages (contextapi.Handler).
 type Contexts interface {
-	Render(ctx context.Context, tenant, session string, set tenantcfg.Settings, ahead contextapi.Ahead, gate *contextapi.Gate) (context.Context, contextapi.Rendered, contextapi.Encoded, error)
+	Render(ctx context.Context, tenant, session string, set tenantcfg.Settings, ahead contextapi.Ahead, gate *contextapi.Gate) (contextapi.Rendered, contextapi.Encoded, error)
 	CompactBeforeCall(ctx context.Context, tenant, session string, wait time.Duration, instructions string) (store.Compaction, error)
 }
 

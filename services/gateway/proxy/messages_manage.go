@@ -34,7 +34,7 @@ const reminderPrefix = "<system-reminder>"
 // messages), then the messages the client added since, as it sent them.
 // The memory section follows the client's system prompt. When compact is
 // set and the request would reach the auto-compact threshold, the session
-// is compacted first (compactBeforeCall), so the upstream never receives a
+// is compacted first (Contexts.CompactBeforeCall), so the upstream never receives a
 // request over it. A session with nothing stored is not changed. The
 // render's context snapshot is left in req.snapshot, to be written with the
 // round (recordRound) or on its own (flushSnapshot).
@@ -59,7 +59,7 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 	gate := &contextapi.Gate{}
 	defer gate.Done()
 	ahead := h.aheadOf(set, req)
-	ctx, cb, parts, err := h.contexts.Render(ctx, tenant, session, set, ahead, gate)
+	cb, parts, err := h.contexts.Render(ctx, tenant, session, set, ahead, gate)
 	req.snapshot = cb.Snapshot
 	if errors.Is(err, store.ErrNotFound) {
 		return body, nil // a new session: nothing stored to manage yet
@@ -97,7 +97,7 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 			if _, err := h.contexts.CompactBeforeCall(ctx, tenant, session, h.cfg.ContextWait, ""); err != nil {
 				return body, fmt.Errorf("compacting before the call: %w", err)
 			}
-			_, cb, parts, err = h.contexts.Render(ctx, tenant, session, set, ahead, gate)
+			cb, parts, err = h.contexts.Render(ctx, tenant, session, set, ahead, gate)
 			req.snapshot = cb.Snapshot
 			if err != nil {
 				return body, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -42,7 +43,7 @@ func TestATransactionSendsItsBeginWithItsFirstRoundTrip(t *testing.T) {
 	queries, batches = trips.of(t, func() error {
 		return st.InTx(ctx, "acme", func(tx *store.Tx) error {
 			r := store.NewReads("acme")
-			got := store.Queue(r, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+			got := store.Queue(r, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, "s1") })
 			if err := tx.Read(ctx, r); err != nil {
 				return err
 			}

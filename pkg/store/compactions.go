@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
 )
 
@@ -336,7 +337,7 @@ func (t *Tx) LatestCompaction(ctx context.Context, sessionID string) (Compaction
 // ContextEstimate is the estimate of a session's context as assembled: the
 // latest compaction's head (its post tokens) and the messages from its keep
 // point on. It counts a context no usage measured (the model changed).
-func (t *Tx) ContextEstimate(ctx context.Context, s Session) (int64, error) {
+func (t *Tx) ContextEstimate(ctx context.Context, s sessionstate.Session) (int64, error) {
 	var head int64
 	if s.CompactionID != "" {
 		c, err := t.Compaction(ctx, s.CompactionID)
@@ -353,7 +354,7 @@ func (t *Tx) ContextEstimate(ctx context.Context, s Session) (int64, error) {
 }
 
 // ContextEstimate is Tx.ContextEstimate in a transaction of its own.
-func (s *Store) ContextEstimate(ctx context.Context, tenant string, sess Session) (int64, error) {
+func (s *Store) ContextEstimate(ctx context.Context, tenant string, sess sessionstate.Session) (int64, error) {
 	var n int64
 	err := s.InTx(ctx, tenant, func(tx *Tx) error {
 		var err error

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
 )
 
@@ -37,7 +38,7 @@ const (
 )
 
 // KeyOf is s's key in a listing.
-func KeyOf(s Session) SessionKey {
+func KeyOf(s sessionstate.Session) SessionKey {
 	return SessionKey{CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, TokenCount: s.TokenCount, SessionID: s.SessionID}
 }
 
@@ -63,7 +64,7 @@ type SessionFilter struct {
 
 // ListSessions returns a page of the tenant's sessions, newest first (see
 // SessionKey) or in f.Order, that match f.
-func (t *Tx) ListSessions(ctx context.Context, f SessionFilter) ([]Session, error) {
+func (t *Tx) ListSessions(ctx context.Context, f SessionFilter) ([]sessionstate.Session, error) {
 	before := pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
 	if !f.Before.CreatedAt.IsZero() {
 		before = timestamptz(f.Before.CreatedAt)
@@ -105,7 +106,7 @@ func (t *Tx) ListSessions(ctx context.Context, f SessionFilter) ([]Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("store.ListSessions: %w", err)
 	}
-	out := make([]Session, len(rows))
+	out := make([]sessionstate.Session, len(rows))
 	for i, r := range rows {
 		if out[i], err = toSession(r); err != nil {
 			return nil, fmt.Errorf("store.ListSessions: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -94,8 +95,8 @@ func TestReadsGoTogetherAsTheirTenant(t *testing.T) {
 	trips.queries.Store(0)
 	trips.batches.Store(0)
 	reads := store.NewReads("acme")
-	s1 := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
-	other := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "only-beta") })
+	s1 := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, "s1") })
+	other := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, "only-beta") })
 	cuts := store.Queue(reads, func(tx *store.Tx) ([]store.Replacement, error) {
 		return tx.ReplacementsOfKinds(ctx, "s1", store.ReplaceMicrocompact)
 	})
@@ -149,7 +150,7 @@ func TestAReadThatDecidesOnWhatItReadIsRefused(t *testing.T) {
 		}
 		return tx.MessageTokensAfter(ctx, s.SessionID, 0)
 	})
-	after := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	after := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, "s1") })
 	err := st.Read(ctx, reads)
 	require.ErrorContains(t, err, "more statements than it queued")
 	_, err = deciding.Get()
@@ -159,7 +160,7 @@ func TestAReadThatDecidesOnWhatItReadIsRefused(t *testing.T) {
 
 	// The connection it used is fine for the next reads.
 	reads = store.NewReads("acme")
-	s := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	s := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, "s1") })
 	require.NoError(t, st.Read(ctx, reads))
 	got, err := s.Get()
 	require.NoError(t, err)
@@ -185,7 +186,7 @@ func TestReadsInATransaction(t *testing.T) {
 		return err
 	}))
 
-	var locked map[string]store.Session
+	var locked map[string]sessionstate.Session
 	var known map[string]map[string][]byte
 	var prior [2]float64
 	var queries, batches int64
@@ -193,7 +194,7 @@ func TestReadsInATransaction(t *testing.T) {
 	require.NoError(t, st.InTx(ctx, "acme", func(tx *store.Tx) error {
 		trips.reset()
 		reads := store.NewReads("acme")
-		l := store.Queue(reads, func(tx *store.Tx) (map[string]store.Session, error) {
+		l := store.Queue(reads, func(tx *store.Tx) (map[string]sessionstate.Session, error) {
 			return tx.LockFreeSessions(ctx, []string{"s1", "s2"}, []string{"main", "main"}, []bool{false, true})
 		})
 		k := store.Queue(reads, func(tx *store.Tx) (map[string]map[string][]byte, error) {
@@ -258,7 +259,7 @@ func TestReadsInATransaction(t *testing.T) {
 	// A tenant that does not exist: the lock's error is its Future's.
 	err = st.InTx(ctx, "nobody", func(tx *store.Tx) error {
 		reads := store.NewReads("nobody")
-		l := store.Queue(reads, func(tx *store.Tx) (map[string]store.Session, error) {
+		l := store.Queue(reads, func(tx *store.Tx) (map[string]sessionstate.Session, error) {
 			return tx.LockFreeSessions(ctx, []string{"s1"}, []string{"main"}, []bool{true})
 		})
 		if err := tx.Read(ctx, reads); err != nil {

@@ -11,95 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
 )
 
-// Session is the accountant's running state of one agent session.
-type Session struct {
-	TenantID        string
-	SessionID       string
-	AgentID         string
-	Model           string
-	ContextWindow   int64
-	MaxOutputTokens int64
-	MemoryScope     map[string]string
-
-	// AppliedSeq is the highest seq applied (or skipped); MessageCount the
-	// number of messages stored, which is also the next message's position;
-	// MessageBytes the total of their sizes (MessageSize), which is also
-	// the last one's BytesThrough.
-	AppliedSeq   int64
-	MessageCount int64
-	MessageBytes int64
-	// ProxySeq is the seq of the last round the Messages API proxy
-	// published, ProxyMessages how many of the conversation's messages it
-	// has published (RecordProxyRound).
-	ProxySeq      int64
-	ProxyMessages int64
-	// WaitingTurns counts events kept until a missing predecessor arrives.
-	WaitingTurns int64
-
-	// The count rule's inputs: the last response's usage total, whether there
-	// was one, and the estimate of everything added since.
-	BaselineTokens int64
-	HasUsage       bool
-	PendingTokens  int64
-	TokenCount     int64
-	State          string
-	// EstimateFactor and DenseFactor calibrate the estimate of prose and
-	// of dense content, PendingDense is the dense part of PendingTokens
-	// (tokens.Tally); PrefixTokens and PrefixHash the estimate and hash of
-	// the request's system prompt and tools as last named (tokens.Tally.Prefix).
-	EstimateFactor float64
-	DenseFactor    float64
-	PendingDense   int64
-	PrefixTokens   int64
-	PrefixHash     string
-
-	CompactionInFlight bool
-	CompactRequests    int64
-	// AutoCompactSeqs are the seqs of the turns that asked for the latest
-	// automatic compactions, oldest first; ThrashHeld counts the turns the
-	// thrash guard held a due compaction back.
-	AutoCompactSeqs []int64
-	ThrashHeld      int64
-	// Pins are the texts pinned to the session, carried verbatim after
-	// every compaction.
-	Pins               []string
-	AutoCompactEnabled bool
-	ToolCallsTotal     int64
-	RejectedTurns      int64
-	LastResponseAt     time.Time
-
-	// SkippedSeqs counts the seqs given up after the gap timeout;
-	// LastSkippedFrom and LastSkippedTo are the last range given up (0, 0
-	// before the first).
-	SkippedSeqs     int64
-	LastSkippedFrom int64
-	LastSkippedTo   int64
-
-	// CompactionID names the latest completed compaction ("" before the
-	// first); the context starts with its head, then the messages from KeepFrom on.
-	CompactionID string
-	KeepFrom     int64
-	// CompactFailures counts consecutive failed LLM compactions;
-	// CompactCircuitOpen is set when they reach the breaker's limit.
-	CompactFailures    int
-	CompactCircuitOpen bool
-	// CompactCircuitUntil is when an open circuit may be tried again (zero
-	// when closed, or for a circuit opened before it was recorded).
-	CompactCircuitUntil time.Time
-	// StaleUsageAbove: after a compaction, usage at or above this comes from
-	// a request built before it and is not taken as the baseline (0: none).
-	StaleUsageAbove int64
-	// ContextEpoch counts recorded cache breaks.
-	ContextEpoch int64
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-}
-
-func toSession(r dbsqlc.Session) (Session, error) {
-	s := Session{
+// toSession converts a session's row to the domain's Session.
+func toSession(r dbsqlc.Session) (sessionstate.Session, error) {
+	s := sessionstate.Session{
 		TenantID:            r.TenantID,
 		SessionID:           r.SessionID,
 		AgentID:             r.AgentID,
@@ -148,7 +66,7 @@ func toSession(r dbsqlc.Session) (Session, error) {
 	}
 	if len(r.MemoryScope) > 0 {
 		if err := json.Unmarshal(r.MemoryScope, &s.MemoryScope); err != nil {
-			return Session{}, fmt.Errorf("session %s: memory_scope: %w", r.SessionID, err)
+			return sessionstate.Session{}, fmt.Errorf("session %s: memory_scope: %w", r.SessionID, err)
 		}
 	}
 	return s, nil
@@ -157,10 +75,10 @@ func toSession(r dbsqlc.Session) (Session, error) {
 // LockSession returns the session row locked for this transaction, creating
 // it first when the session is new. Every change to a session's accounting
 // happens under this lock, so one session's events apply one at a time.
-func (t *Tx) LockSession(ctx context.Context, sessionID, agentID string) (Session, error) {
+func (t *Tx) LockSession(ctx context.Context, sessionID, agentID string) (sessionstate.Session, error) {
 	r, err := t.q.SessionLock(ctx, dbsqlc.SessionLockParams{TenantID: t.tenant, SessionID: sessionID, AgentID: agentID})
 	if err != nil {
-		return Session{}, fmt.Errorf("store.LockSession: %w", lockError(t.tenant, err))
+		return sessionstate.Session{}, fmt.Errorf("store.LockSession: %w", lockError(t.tenant, err))
 	}
 	return toSession(r)
 }
@@ -174,12 +92,12 @@ var ErrSessionBusy = errors.New("session busy")
 // transaction is over (roll it back and try later). A caller that would
 // otherwise queue behind a long transaction keeps neither a connection nor
 // the queue waiting.
-func (t *Tx) LockSessionWithin(ctx context.Context, sessionID, agentID string, wait time.Duration) (Session, error) {
+func (t *Tx) LockSessionWithin(ctx context.Context, sessionID, agentID string, wait time.Duration) (sessionstate.Session, error) {
 	r, err := t.q.SessionLockWithin(ctx, dbsqlc.SessionLockWithinParams{
 		TenantID: t.tenant, SessionID: sessionID, AgentID: agentID, WaitMs: int32(max(wait.Milliseconds(), 1)),
 	})
 	if err != nil {
-		return Session{}, fmt.Errorf("store.LockSessionWithin %s: %w", sessionID, lockError(t.tenant, err))
+		return sessionstate.Session{}, fmt.Errorf("store.LockSessionWithin %s: %w", sessionID, lockError(t.tenant, err))
 	}
 	return toSession(r)
 }
@@ -192,12 +110,12 @@ func (t *Tx) LockSessionWithin(ctx context.Context, sessionID, agentID string, w
 // transaction holds, or not there and not to be created, is left out, for
 // its caller to apply on its own. Run it in InTxWaiting: creating a
 // session another transaction is creating waits for that one.
-func (t *Tx) LockFreeSessions(ctx context.Context, ids, agents []string, creates []bool) (map[string]Session, error) {
+func (t *Tx) LockFreeSessions(ctx context.Context, ids, agents []string, creates []bool) (map[string]sessionstate.Session, error) {
 	rows, err := t.q.SessionsLockFree(ctx, dbsqlc.SessionsLockFreeParams{TenantID: t.tenant, SessionIds: ids, AgentIds: agents, Creates: creates})
 	if err != nil {
 		return nil, fmt.Errorf("store.LockFreeSessions: %w", lockError(t.tenant, err))
 	}
-	out := make(map[string]Session, len(rows))
+	out := make(map[string]sessionstate.Session, len(rows))
 	for _, r := range rows {
 		s, err := toSession(dbsqlc.Session(r))
 		if err != nil {
@@ -222,36 +140,42 @@ func lockError(tenant string, err error) error {
 	return err
 }
 
-// SessionProgress is what a turn is checked against before it is accepted:
-// the highest seq a session applied and the messages it stores.
-type SessionProgress struct {
-	AppliedSeq   int64
-	MessageCount int64
-}
-
 // SessionProgress reads one session's progress (one row by its key), or
 // ErrNotFound for a session that does not exist yet.
-func (s *Store) SessionProgress(ctx context.Context, tenant, sessionID string) (SessionProgress, error) {
-	var out SessionProgress
+func (s *Store) SessionProgress(ctx context.Context, tenant, sessionID string) (sessionstate.Progress, error) {
+	var out sessionstate.Progress
 	err := s.InTx(ctx, tenant, func(tx *Tx) error {
 		r, err := tx.q.SessionProgress(ctx, dbsqlc.SessionProgressParams{TenantID: tenant, SessionID: sessionID})
 		if err != nil {
 			return fmt.Errorf("store.SessionProgress: %w", notFound(err))
 		}
-		out = SessionProgress{AppliedSeq: r.AppliedSeq, MessageCount: r.MessageCount}
+		out = sessionstate.Progress{AppliedSeq: r.AppliedSeq, MessageCount: r.MessageCount}
 		return nil
 	})
 	return out, err
 }
 
 // SaveSession writes the accounting fields of a session locked by LockSession.
-func (t *Tx) SaveSession(ctx context.Context, s Session) error {
-	scope, err := scopeJSON(s.MemoryScope)
+func (t *Tx) SaveSession(ctx context.Context, s sessionstate.Session) error {
+	p, err := fromSession(t.tenant, s)
 	if err != nil {
 		return fmt.Errorf("store.SaveSession: %w", err)
 	}
-	err = t.q.SessionUpdateAccounting(ctx, dbsqlc.SessionUpdateAccountingParams{
-		TenantID:           t.tenant,
+	if err := t.q.SessionUpdateAccounting(ctx, p); err != nil {
+		return fmt.Errorf("store.SaveSession: %w", err)
+	}
+	return nil
+}
+
+// fromSession converts the accounting fields of the domain's Session to
+// the row's columns SaveSession writes.
+func fromSession(tenant string, s sessionstate.Session) (dbsqlc.SessionUpdateAccountingParams, error) {
+	scope, err := scopeJSON(s.MemoryScope)
+	if err != nil {
+		return dbsqlc.SessionUpdateAccountingParams{}, fmt.Errorf("session %s: memory_scope: %w", s.SessionID, err)
+	}
+	return dbsqlc.SessionUpdateAccountingParams{
+		TenantID:           tenant,
 		SessionID:          s.SessionID,
 		AgentID:            s.AgentID,
 		Model:              s.Model,
@@ -283,56 +207,53 @@ func (t *Tx) SaveSession(ctx context.Context, s Session) error {
 		LastSkippedTo:      s.LastSkippedTo,
 		StaleUsageAbove:    s.StaleUsageAbove,
 		LastResponseAt:     timestamptz(s.LastResponseAt),
-	})
-	if err != nil {
-		return fmt.Errorf("store.SaveSession: %w", err)
-	}
-	return nil
+	}, nil
 }
 
 // SaveSessions is SaveSession for many sessions in one statement; each
-// session appears once.
-func (t *Tx) SaveSessions(ctx context.Context, ss []Session) error {
+// session appears once. Each session's columns are fromSession's, laid out
+// one array a column.
+func (t *Tx) SaveSessions(ctx context.Context, ss []sessionstate.Session) error {
 	if len(ss) == 0 {
 		return nil
 	}
 	p := dbsqlc.SessionUpdateAccountingManyParams{TenantID: t.tenant}
 	for _, s := range ss {
-		scope, err := scopeJSON(s.MemoryScope)
+		r, err := fromSession(t.tenant, s)
 		if err != nil {
 			return fmt.Errorf("store.SaveSessions: %w", err)
 		}
-		p.SessionIds = append(p.SessionIds, s.SessionID)
-		p.AgentIds = append(p.AgentIds, s.AgentID)
-		p.Models = append(p.Models, s.Model)
-		p.ContextWindows = append(p.ContextWindows, s.ContextWindow)
-		p.MaxOutputTokens = append(p.MaxOutputTokens, s.MaxOutputTokens)
-		p.MemoryScopes = append(p.MemoryScopes, string(scope))
-		p.AppliedSeqs = append(p.AppliedSeqs, s.AppliedSeq)
-		p.WaitingTurns = append(p.WaitingTurns, s.WaitingTurns)
-		p.MessageCounts = append(p.MessageCounts, s.MessageCount)
-		p.MessageBytes = append(p.MessageBytes, s.MessageBytes)
-		p.BaselineTokens = append(p.BaselineTokens, s.BaselineTokens)
-		p.HasUsages = append(p.HasUsages, s.HasUsage)
-		p.PendingTokens = append(p.PendingTokens, s.PendingTokens)
-		p.EstimateFactors = append(p.EstimateFactors, s.EstimateFactor)
-		p.DenseFactors = append(p.DenseFactors, s.DenseFactor)
-		p.PendingDenses = append(p.PendingDenses, s.PendingDense)
-		p.PrefixTokens = append(p.PrefixTokens, s.PrefixTokens)
-		p.PrefixHashes = append(p.PrefixHashes, s.PrefixHash)
-		p.TokenCounts = append(p.TokenCounts, s.TokenCount)
-		p.States = append(p.States, s.State)
-		p.CompactionsInFlight = append(p.CompactionsInFlight, s.CompactionInFlight)
-		p.CompactRequests = append(p.CompactRequests, s.CompactRequests)
-		p.AutoCompactSeqs = append(p.AutoCompactSeqs, int64ArrayLiteral(s.AutoCompactSeqs))
-		p.ThrashHelds = append(p.ThrashHelds, s.ThrashHeld)
-		p.ToolCallsTotals = append(p.ToolCallsTotals, s.ToolCallsTotal)
-		p.RejectedTurns = append(p.RejectedTurns, s.RejectedTurns)
-		p.SkippedSeqs = append(p.SkippedSeqs, s.SkippedSeqs)
-		p.LastSkippedFroms = append(p.LastSkippedFroms, s.LastSkippedFrom)
-		p.LastSkippedTos = append(p.LastSkippedTos, s.LastSkippedTo)
-		p.StaleUsageAboves = append(p.StaleUsageAboves, s.StaleUsageAbove)
-		p.LastResponseAts = append(p.LastResponseAts, timestamptz(s.LastResponseAt))
+		p.SessionIds = append(p.SessionIds, r.SessionID)
+		p.AgentIds = append(p.AgentIds, r.AgentID)
+		p.Models = append(p.Models, r.Model)
+		p.ContextWindows = append(p.ContextWindows, r.ContextWindow)
+		p.MaxOutputTokens = append(p.MaxOutputTokens, r.MaxOutputTokens)
+		p.MemoryScopes = append(p.MemoryScopes, string(r.MemoryScope))
+		p.AppliedSeqs = append(p.AppliedSeqs, r.AppliedSeq)
+		p.WaitingTurns = append(p.WaitingTurns, r.WaitingTurns)
+		p.MessageCounts = append(p.MessageCounts, r.MessageCount)
+		p.MessageBytes = append(p.MessageBytes, r.MessageBytes)
+		p.BaselineTokens = append(p.BaselineTokens, r.BaselineTokens)
+		p.HasUsages = append(p.HasUsages, r.HasUsage)
+		p.PendingTokens = append(p.PendingTokens, r.PendingTokens)
+		p.EstimateFactors = append(p.EstimateFactors, r.EstimateFactor)
+		p.DenseFactors = append(p.DenseFactors, r.DenseFactor)
+		p.PendingDenses = append(p.PendingDenses, r.PendingDense)
+		p.PrefixTokens = append(p.PrefixTokens, r.PrefixTokens)
+		p.PrefixHashes = append(p.PrefixHashes, r.PrefixHash)
+		p.TokenCounts = append(p.TokenCounts, r.TokenCount)
+		p.States = append(p.States, r.State)
+		p.CompactionsInFlight = append(p.CompactionsInFlight, r.CompactionInFlight)
+		p.CompactRequests = append(p.CompactRequests, r.CompactRequests)
+		p.AutoCompactSeqs = append(p.AutoCompactSeqs, int64ArrayLiteral(r.AutoCompactSeqs))
+		p.ThrashHelds = append(p.ThrashHelds, r.ThrashHeld)
+		p.ToolCallsTotals = append(p.ToolCallsTotals, r.ToolCallsTotal)
+		p.RejectedTurns = append(p.RejectedTurns, r.RejectedTurns)
+		p.SkippedSeqs = append(p.SkippedSeqs, r.SkippedSeqs)
+		p.LastSkippedFroms = append(p.LastSkippedFroms, r.LastSkippedFrom)
+		p.LastSkippedTos = append(p.LastSkippedTos, r.LastSkippedTo)
+		p.StaleUsageAboves = append(p.StaleUsageAboves, r.StaleUsageAbove)
+		p.LastResponseAts = append(p.LastResponseAts, r.LastResponseAt)
 	}
 	if err := t.q.SessionUpdateAccountingMany(ctx, p); err != nil {
 		return fmt.Errorf("store.SaveSessions: %w", err)
@@ -362,17 +283,17 @@ func int64ArrayLiteral(seqs []int64) string {
 }
 
 // Session reads one session.
-func (t *Tx) Session(ctx context.Context, sessionID string) (Session, error) {
+func (t *Tx) Session(ctx context.Context, sessionID string) (sessionstate.Session, error) {
 	r, err := t.q.SessionGet(ctx, dbsqlc.SessionGetParams{TenantID: t.tenant, SessionID: sessionID})
 	if err != nil {
-		return Session{}, fmt.Errorf("store.Session: %w", notFound(err))
+		return sessionstate.Session{}, fmt.Errorf("store.Session: %w", notFound(err))
 	}
 	return toSession(r)
 }
 
 // GetSession reads one session of tenant.
-func (s *Store) GetSession(ctx context.Context, tenant, sessionID string) (Session, error) {
-	var out Session
+func (s *Store) GetSession(ctx context.Context, tenant, sessionID string) (sessionstate.Session, error) {
+	var out sessionstate.Session
 	err := s.InTx(ctx, tenant, func(tx *Tx) error {
 		var err error
 		out, err = tx.Session(ctx, sessionID)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
 )
 
@@ -207,15 +208,15 @@ type PathLast struct {
 // SessionThreads reads the threads of a client's session, oldest first,
 // with each thread's Mnemos session (a zero Session for one not written
 // yet).
-func (s *Store) SessionThreads(ctx context.Context, tenant, session string) ([]Thread, []Session, error) {
+func (s *Store) SessionThreads(ctx context.Context, tenant, session string) ([]Thread, []sessionstate.Session, error) {
 	var threads []Thread
-	var sessions []Session
+	var sessions []sessionstate.Session
 	err := s.InTx(ctx, tenant, func(tx *Tx) error {
 		var err error
 		if threads, err = tx.Threads(ctx, session); err != nil {
 			return err
 		}
-		sessions = make([]Session, len(threads))
+		sessions = make([]sessionstate.Session, len(threads))
 		for i, th := range threads {
 			sess, err := tx.Session(ctx, th.ThreadID)
 			if err != nil && !errors.Is(err, ErrNotFound) {

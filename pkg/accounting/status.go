@@ -2,18 +2,18 @@ package accounting
 
 import (
 	"github.com/mnemos-ai/mnemos/pkg/events"
-	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 // Limits returns the thresholds that apply to a session under cfg.
-func Limits(cfg tokens.Config, s store.Session) tokens.Limits {
+func Limits(cfg tokens.Config, s sessionstate.Session) tokens.Limits {
 	return cfg.Limits(s.Model, s.ContextWindow, s.MaxOutputTokens)
 }
 
 // TallyOf is the count rule's state stored with a session.
-func TallyOf(s store.Session) tokens.Tally {
+func TallyOf(s sessionstate.Session) tokens.Tally {
 	return tokens.Tally{Baseline: s.BaselineTokens, HasUsage: s.HasUsage, Pending: s.PendingTokens, PendingDense: s.PendingDense,
 		Factor: s.EstimateFactor, DenseFactor: s.DenseFactor, Prefix: s.PrefixTokens}
 }
@@ -46,7 +46,7 @@ type Preflight struct {
 
 // PreflightFor counts a session as it would be with msgs added (after the
 // same offload the accountant would apply), and decides as the accountant would.
-func PreflightFor(cfg tokens.Config, off Offload, s store.Session, msgs []turn.Message) Preflight {
+func PreflightFor(cfg tokens.Config, off Offload, s sessionstate.Session, msgs []turn.Message) Preflight {
 	return PreflightForTurns(cfg, off, s, [][]turn.Message{msgs})
 }
 
@@ -54,7 +54,7 @@ func PreflightFor(cfg tokens.Config, off Offload, s store.Session, msgs []turn.M
 // as several turns: each turn's tool results are offloaded on their own, as
 // the accountant offloads them, so results that share no turn never add up
 // to a turn's cap (Offload.TurnCapChars).
-func PreflightForTurns(cfg tokens.Config, off Offload, s store.Session, turns [][]turn.Message) Preflight {
+func PreflightForTurns(cfg tokens.Config, off Offload, s sessionstate.Session, turns [][]turn.Message) Preflight {
 	f, _ := forecast(cfg, off, s, Request{}, 0, turns) // no prefix: cannot fail
 	return f.Preflight(f.Count)
 }
@@ -63,7 +63,7 @@ func PreflightForTurns(cfg tokens.Config, off Offload, s store.Session, turns []
 // prefix or a client compaction (see Start); contextEstimate is the
 // estimate of the session's context, read when req.ModelChanged. The session
 // takes req's model after Start. An error is a prefix of the wrong shape.
-func PreflightWith(cfg tokens.Config, off Offload, s store.Session, req Request, contextEstimate int64, msgs []turn.Message) (Preflight, error) {
+func PreflightWith(cfg tokens.Config, off Offload, s sessionstate.Session, req Request, contextEstimate int64, msgs []turn.Message) (Preflight, error) {
 	f, err := ForecastWith(cfg, off, s, req, contextEstimate, msgs)
 	if err != nil {
 		return Preflight{}, err
@@ -114,12 +114,12 @@ func (f Forecast) Preflight(count int64) Preflight {
 }
 
 // ForecastWith counts as PreflightWith does and says how the count is made.
-func ForecastWith(cfg tokens.Config, off Offload, s store.Session, req Request, contextEstimate int64, msgs []turn.Message) (Forecast, error) {
+func ForecastWith(cfg tokens.Config, off Offload, s sessionstate.Session, req Request, contextEstimate int64, msgs []turn.Message) (Forecast, error) {
 	return forecast(cfg, off, s, req, contextEstimate, [][]turn.Message{msgs})
 }
 
 // forecast is ForecastWith for the messages of turns, offloaded turn by turn.
-func forecast(cfg tokens.Config, off Offload, s store.Session, req Request, contextEstimate int64, turns [][]turn.Message) (Forecast, error) {
+func forecast(cfg tokens.Config, off Offload, s sessionstate.Session, req Request, contextEstimate int64, turns [][]turn.Message) (Forecast, error) {
 	tally := TallyOf(s)
 	if err := Start(&tally, &s, req, contextEstimate); err != nil {
 		return Forecast{}, err

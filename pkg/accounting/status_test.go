@@ -9,7 +9,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/events"
-	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -42,8 +42,8 @@ func TestDefaultThresholdsMatchDesign(t *testing.T) {
 }
 
 // session is a Claude session on a 200K window with auto-compaction on.
-func session() store.Session {
-	return store.Session{TenantID: "acme", SessionID: "s-1", Model: "claude-sonnet-4-5", AutoCompactEnabled: true}
+func session() sessionstate.Session {
+	return sessionstate.Session{TenantID: "acme", SessionID: "s-1", Model: "claude-sonnet-4-5", AutoCompactEnabled: true}
 }
 
 // textMessage is a user message of n ASCII bytes, n/4 tokens when n is a multiple of 4.
@@ -158,7 +158,7 @@ func TestPreflightFor(t *testing.T) {
 	// a threshold, or one token below it.
 	const msgBytes = 4_000
 	msgTokens := int64(msgBytes / 4)
-	at := func(count int64, mutate func(*store.Session)) accounting.Preflight {
+	at := func(count int64, mutate func(*sessionstate.Session)) accounting.Preflight {
 		s := session()
 		s.HasUsage, s.BaselineTokens = true, count-msgTokens
 		if mutate != nil {
@@ -184,7 +184,7 @@ func TestPreflightFor(t *testing.T) {
 
 	t.Run("auto-compaction disabled", func(t *testing.T) {
 		t.Parallel()
-		p := at(w.autoCompact, func(s *store.Session) { s.AutoCompactEnabled = false })
+		p := at(w.autoCompact, func(s *sessionstate.Session) { s.AutoCompactEnabled = false })
 		require.False(t, p.CompactFirst)
 		require.Equal(t, string(tokens.StateAutoCompact), p.State)
 	})
@@ -203,7 +203,7 @@ func TestPreflightFor(t *testing.T) {
 
 	t.Run("compaction in flight is reported", func(t *testing.T) {
 		t.Parallel()
-		p := at(w.autoCompact, func(s *store.Session) { s.CompactionInFlight = true })
+		p := at(w.autoCompact, func(s *sessionstate.Session) { s.CompactionInFlight = true })
 		require.True(t, p.CompactionInFlight)
 		require.False(t, at(w.autoCompact, nil).CompactionInFlight)
 	})

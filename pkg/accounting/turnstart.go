@@ -1,7 +1,7 @@
 package accounting
 
 import (
-	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -23,7 +23,7 @@ func RequestOf(ev turn.Event) Request {
 // ModelChanged reports whether req names a model other than the one the
 // session's usage was measured with; the caller then estimates the context
 // for Start.
-func (req Request) ModelChanged(s store.Session) bool {
+func (req Request) ModelChanged(s sessionstate.Session) bool {
 	return req.Model != "" && s.Model != "" && req.Model != s.Model && !req.ClientCompaction
 }
 
@@ -31,7 +31,7 @@ func (req Request) ModelChanged(s store.Session) bool {
 // and hash, and false when it names none or only a hash the session does
 // not hold (the session's own then stays). An error is a system or tools
 // of the wrong shape.
-func PrefixOf(s store.Session, p *turn.RequestPrefix) (int64, string, bool, error) {
+func PrefixOf(s sessionstate.Session, p *turn.RequestPrefix) (int64, string, bool, error) {
 	if p == nil {
 		return 0, "", false, nil
 	}
@@ -55,7 +55,7 @@ func PrefixOf(s store.Session, p *turn.RequestPrefix) (int64, string, bool, erro
 // when ModelChanged) until the new model reports; a prefix is taken. The
 // session's prefix fields follow; s.StaleUsageAbove is cleared by a client
 // compaction (Mnemos's own is then superseded).
-func Start(t *tokens.Tally, s *store.Session, req Request, contextEstimate int64) error {
+func Start(t *tokens.Tally, s *sessionstate.Session, req Request, contextEstimate int64) error {
 	switch {
 	case req.ClientCompaction:
 		t.Reset()
@@ -75,7 +75,7 @@ func Start(t *tokens.Tally, s *store.Session, req Request, contextEstimate int64
 }
 
 // Save writes a tally back to its session.
-func Save(s *store.Session, t tokens.Tally) {
+func Save(s *sessionstate.Session, t tokens.Tally) {
 	s.BaselineTokens, s.HasUsage, s.PendingTokens, s.PendingDense = t.Baseline, t.HasUsage, t.Pending, t.PendingDense
 	s.EstimateFactor, s.DenseFactor, s.PrefixTokens = t.Factor, t.DenseFactor, t.Prefix
 }

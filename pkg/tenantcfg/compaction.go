@@ -9,7 +9,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
-	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 )
 
 // Compaction holds a tenant's compaction settings (see docs/compaction.md).
@@ -203,7 +203,7 @@ func CheckPins(pins []string) error {
 
 // Compacts reports whether a session compacts by itself: its own switch
 // (PATCH /v1/sessions/{id}) and the tenant's (Auto) both on.
-func (c Compaction) Compacts(s store.Session) bool { return c.Auto && s.AutoCompactEnabled }
+func (c Compaction) Compacts(s sessionstate.Session) bool { return c.Auto && s.AutoCompactEnabled }
 
 // AutoDecision is whether a turn asks for an automatic compaction.
 type AutoDecision struct {
@@ -220,7 +220,7 @@ type AutoDecision struct {
 // times within its last ThrashTurns turns asks for no more until the oldest
 // falls out of that window (0 compactions turns the guard off). The
 // accountant decides with it after each turn, the gateway before a call.
-func (c Compaction) AutoCompaction(s store.Session, seq int64, above bool) AutoDecision {
+func (c Compaction) AutoCompaction(s sessionstate.Session, seq int64, above bool) AutoDecision {
 	if !above || !c.Compacts(s) || s.CompactionInFlight {
 		return AutoDecision{}
 	}

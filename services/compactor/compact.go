@@ -23,6 +23,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/retention"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -760,7 +761,7 @@ func (s *Service) end(ctx context.Context, j job, status, reason string) error {
 	return nil
 }
 
-func (s *Service) enqueueCircuit(ctx context.Context, tx *store.Tx, sess store.Session, c store.Compaction, failures int, cause error) error {
+func (s *Service) enqueueCircuit(ctx context.Context, tx *store.Tx, sess sessionstate.Session, c store.Compaction, failures int, cause error) error {
 	last := ""
 	if cause != nil {
 		last = cause.Error()

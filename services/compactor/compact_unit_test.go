@@ -11,6 +11,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/events"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -25,7 +26,7 @@ func TestBreakerOpensAfterTheConfiguredFailuresAndClosesOnAModelSummary(t *testi
 	svc := &Service{now: func() time.Time { return now }}
 	jobWith := func(failures int, open bool, until time.Time) job {
 		return job{set: set, c: store.Compaction{Trigger: events.TriggerAuto},
-			state: sessionctx.State{Session: store.Session{CompactFailures: failures, CompactCircuitOpen: open, CompactCircuitUntil: until}}}
+			state: sessionctx.State{Session: sessionstate.Session{CompactFailures: failures, CompactCircuitOpen: open, CompactCircuitUntil: until}}}
 	}
 	failed := &result{method: events.MethodExtractive, llmErr: errors.New("model down")}
 

@@ -17,6 +17,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -36,7 +37,7 @@ var sessionStates = []string{
 
 // sessionRow is one session of the list.
 type sessionRow struct {
-	store.Session
+	sessionstate.Session
 	Tokens events.Tokens
 }
 
@@ -65,7 +66,7 @@ var sessionSorts = []sortChoice{
 
 // encodeSessionCursor is the ?cursor= of the page after last: its order's
 // value and id, tagged with the order so another order's cursor is refused.
-func encodeSessionCursor(sort string, last store.Session) string {
+func encodeSessionCursor(sort string, last sessionstate.Session) string {
 	v := last.CreatedAt.UnixMicro()
 	switch sort {
 	case "activity":
@@ -162,7 +163,7 @@ func (c *Console) sessions(w http.ResponseWriter, r *http.Request, s signedIn) {
 		c.internal(w, r, s, "reading the tenant's settings", err)
 		return
 	}
-	var list []store.Session
+	var list []sessionstate.Session
 	err = c.cfg.Store.InTx(ctx, s.tenant, func(tx *store.Tx) error {
 		var err error
 		list, err = tx.ListSessions(ctx, f)
@@ -217,7 +218,7 @@ type compactionRow struct {
 
 // sessionData is the session page's.
 type sessionData struct {
-	Session     store.Session
+	Session     sessionstate.Session
 	Tokens      events.Tokens
 	Turns       []store.TurnPoint
 	Compactions []compactionRow

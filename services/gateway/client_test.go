@@ -12,6 +12,7 @@ import (
 	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/pkg/health"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -53,7 +54,7 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	require.Equal(t, api.TurnAccepted{EventID: "s1-1", Subject: h.bus.Subject("turn.completed", "acme", "s1")}, acc)
 	_, err = c.GetSession(ctx, "s1")
 	require.True(t, client.IsNotFound(err), "the gateway alone applies nothing: %v", err)
-	h.saveSession(t, "s1", func(s *store.Session) { s.TokenCount, s.AppliedSeq, s.MessageCount = 1_200, 1, 2 })
+	h.saveSession(t, "s1", func(s *sessionstate.Session) { s.TokenCount, s.AppliedSeq, s.MessageCount = 1_200, 1, 2 })
 	sess, err := c.GetSession(ctx, "s1")
 	require.NoError(t, err)
 	require.Equal(t, int64(1_200), sess.Tokens.Count)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -19,7 +20,7 @@ func TestAnEarlierReleasesSnapshotIsReplacedNotCountedABreak(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	ctx := context.Background()
-	h.saveSession(t, "s1", func(s *store.Session) { s.MemoryScope = map[string]string{"user": "u-1"} })
+	h.saveSession(t, "s1", func(s *sessionstate.Session) { s.MemoryScope = map[string]string{"user": "u-1"} })
 	read := func() {
 		t.Helper()
 		status, _, raw := h.call(t, "GET", "/v1/sessions/s1/context", "key-acme", "", nil)

@@ -12,14 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/api"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 // saveSessionOf creates a session of tenant and saves it as change leaves it.
-func (h *harness) saveSessionOf(t *testing.T, tenant, id, agent string, change func(*store.Session)) store.Session {
+func (h *harness) saveSessionOf(t *testing.T, tenant, id, agent string, change func(*sessionstate.Session)) sessionstate.Session {
 	t.Helper()
 	ctx := context.Background()
-	var saved store.Session
+	var saved sessionstate.Session
 	require.NoError(t, h.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		s, err := tx.LockSession(ctx, id, agent)
 		if err != nil {
@@ -80,17 +81,17 @@ func (h *harness) sessions(t *testing.T, key, query string) sessionPage {
 func TestListSessions(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	h.saveSessionOf(t, "acme", "s-1", "main", func(s *store.Session) {
+	h.saveSessionOf(t, "acme", "s-1", "main", func(s *sessionstate.Session) {
 		s.MemoryScope = map[string]string{"user": "u-42", "project": "repo-x"}
 	})
-	h.saveSessionOf(t, "acme", "s-2", "explore", func(s *store.Session) { s.TokenCount, s.State = 170_000, "autocompact" })
-	s3 := h.saveSessionOf(t, "acme", "s-3", "main", func(s *store.Session) {
+	h.saveSessionOf(t, "acme", "s-2", "explore", func(s *sessionstate.Session) { s.TokenCount, s.State = 170_000, "autocompact" })
+	s3 := h.saveSessionOf(t, "acme", "s-3", "main", func(s *sessionstate.Session) {
 		s.MemoryScope = map[string]string{"project": "repo-x"}
 	})
-	h.saveSessionOf(t, "acme", "s-4", "main", func(s *store.Session) { s.TokenCount, s.State = 180_000, "blocking" })
-	h.saveSessionOf(t, "acme", "s-5", "main", func(s *store.Session) { s.TokenCount = 83_500 })
-	h.saveSessionOf(t, "globex", "s-1", "main", func(*store.Session) {})
-	h.saveSessionOf(t, "globex", "g-2", "main", func(*store.Session) {})
+	h.saveSessionOf(t, "acme", "s-4", "main", func(s *sessionstate.Session) { s.TokenCount, s.State = 180_000, "blocking" })
+	h.saveSessionOf(t, "acme", "s-5", "main", func(s *sessionstate.Session) { s.TokenCount = 83_500 })
+	h.saveSessionOf(t, "globex", "s-1", "main", func(*sessionstate.Session) {})
+	h.saveSessionOf(t, "globex", "g-2", "main", func(*sessionstate.Session) {})
 
 	all := h.sessions(t, "key-acme", "")
 	require.Equal(t, []string{"s-5", "s-4", "s-3", "s-2", "s-1"}, all.ids(), "newest first")
@@ -105,8 +106,8 @@ func TestListSessions(t *testing.T) {
 	p1 := h.sessions(t, "key-acme", "?limit=2")
 	require.Equal(t, []string{"s-5", "s-4"}, p1.ids())
 	require.NotEmpty(t, *p1.NextCursor)
-	h.saveSessionOf(t, "acme", "s-6", "main", func(*store.Session) {})
-	h.saveSessionOf(t, "acme", "s-2", "explore", func(s *store.Session) { s.TokenCount, s.State = 171_000, "autocompact" })
+	h.saveSessionOf(t, "acme", "s-6", "main", func(*sessionstate.Session) {})
+	h.saveSessionOf(t, "acme", "s-2", "explore", func(s *sessionstate.Session) { s.TokenCount, s.State = 171_000, "autocompact" })
 	p2 := h.sessions(t, "key-acme", "?limit=2&cursor="+url.QueryEscape(*p1.NextCursor))
 	require.Equal(t, []string{"s-3", "s-2"}, p2.ids(), "the next page starts where the first ended")
 	p3 := h.sessions(t, "key-acme", "?limit=2&cursor="+url.QueryEscape(*p2.NextCursor))
@@ -221,8 +222,8 @@ func TestListScopes(t *testing.T) {
 func TestListsRefuseBadQueries(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	h.saveSessionOf(t, "acme", "s-1", "main", func(*store.Session) {})
-	h.saveSessionOf(t, "acme", "s-2", "main", func(*store.Session) {})
+	h.saveSessionOf(t, "acme", "s-1", "main", func(*sessionstate.Session) {})
+	h.saveSessionOf(t, "acme", "s-2", "main", func(*sessionstate.Session) {})
 	sessionCursor := mustCursor(t, h, "key-acme")
 	scopeCursor := base64.RawURLEncoding.EncodeToString([]byte("c1:user:u-42"))
 	for _, c := range []struct{ path, code string }{

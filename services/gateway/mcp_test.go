@@ -20,6 +20,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -132,7 +133,7 @@ func TestMCPMemoryCommands(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	ctx := context.Background()
-	h.saveSession(t, "s1", func(*store.Session) {})
+	h.saveSession(t, "s1", func(*sessionstate.Session) {})
 	cs := h.mcpClient(t, "Authorization", "Bearer key-acme", "X-Mnemos-Project", "repo-x", "X-Mnemos-Session", "s1")
 	mem := func(args map[string]any) string { t.Helper(); return okTool(t, cs, "memory", args) }
 

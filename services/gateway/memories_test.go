@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -34,7 +35,7 @@ func (h *harness) call(t *testing.T, method, path, key, body string, headers map
 }
 
 // saveSession creates an acme session and saves it as change leaves it.
-func (h *harness) saveSession(t *testing.T, id string, change func(*store.Session)) {
+func (h *harness) saveSession(t *testing.T, id string, change func(*sessionstate.Session)) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) error {
@@ -264,7 +265,7 @@ func TestAgentWriteThroughTheAPIMarksItsSession(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	ctx := context.Background()
-	h.saveSession(t, "s1", func(s *store.Session) { s.AppliedSeq, s.MessageCount = 4, 9 })
+	h.saveSession(t, "s1", func(s *sessionstate.Session) { s.AppliedSeq, s.MessageCount = 4, 9 })
 	status, _, raw := h.call(t, "PUT", memPath+"pref?session=s1", "key-acme", memoryMarkdown("pref", "Prefers short answers", "x"),
 		map[string]string{"Mnemos-Reason": "asked to remember", "Mnemos-Source-Turns": "e-3, e-4"})
 	require.Equal(t, http.StatusCreated, status, string(raw))
@@ -297,8 +298,8 @@ func TestContextStartsWithTheMemorySection(t *testing.T) {
 	h := setup(t)
 	status, _, raw := h.call(t, "PUT", memPath+"role", "key-acme", memoryMarkdown("role", "Data scientist, new to Go", "x"), nil)
 	require.Equal(t, http.StatusCreated, status, string(raw))
-	h.saveSession(t, "with", func(s *store.Session) { s.MemoryScope = map[string]string{"user": "u-42", "project": "repo"} })
-	h.saveSession(t, "without", func(*store.Session) {})
+	h.saveSession(t, "with", func(s *sessionstate.Session) { s.MemoryScope = map[string]string{"user": "u-42", "project": "repo"} })
+	h.saveSession(t, "without", func(*sessionstate.Session) {})
 	var body struct {
 		System []struct {
 			Type string `json:"type"`

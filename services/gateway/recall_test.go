@@ -13,7 +13,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm/builtin"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
-	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 )
 
 // withRecall gives the gateway a Recaller whose selector is handler.
@@ -38,7 +38,7 @@ func TestRecallThroughTheAPI(t *testing.T) {
 	status, _, raw = h.call(t, "PUT", "/v1/scopes/project:repo-x/memories/staging-db-read-only-fridays", "key-acme",
 		memoryMarkdown("staging-db-read-only-fridays", "The staging database is read-only on Fridays", "Wait for Monday."), nil)
 	require.Equal(t, http.StatusCreated, status, string(raw))
-	h.saveSession(t, "s1", func(s *store.Session) { s.MemoryScope = map[string]string{"project": "repo-x"} })
+	h.saveSession(t, "s1", func(s *sessionstate.Session) { s.MemoryScope = map[string]string{"project": "repo-x"} })
 
 	status, _, raw = h.call(t, "POST", "/v1/sessions/s1/recall", "key-acme", `{"query": "can you run the migration on the staging database?", "recent_tools": ["Bash"]}`, nil)
 	require.Equal(t, http.StatusOK, status, string(raw))
@@ -77,7 +77,7 @@ func TestBadRecallRequestsAreRefusedAndCounted(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	h.withRecall(t, recall.Builtin)
-	h.saveSession(t, "s1", func(s *store.Session) { s.MemoryScope = map[string]string{"project": "repo-x"} })
+	h.saveSession(t, "s1", func(s *sessionstate.Session) { s.MemoryScope = map[string]string{"project": "repo-x"} })
 	for _, tc := range []struct {
 		name, path, body string
 		status           int

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 )
 
 // errorOf decodes an error answer into its code and message.
@@ -27,7 +27,7 @@ func apiError(t *testing.T, raw []byte) (code, message string) {
 func TestSessionRoutesAnswer404ForASessionThatDoesNotExist(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	h.saveSession(t, "exists", func(*store.Session) {})
+	h.saveSession(t, "exists", func(*sessionstate.Session) {})
 	for _, path := range []string{"/v1/sessions/nope", "/v1/sessions/nope/compactions", "/v1/sessions/nope/notes", "/v1/sessions/nope/context"} {
 		status, _, raw := h.call(t, "GET", path, "key-acme", "", nil)
 		require.Equal(t, http.StatusNotFound, status, "%s: %s", path, raw)

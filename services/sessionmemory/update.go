@@ -16,6 +16,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
@@ -123,7 +124,7 @@ func (s *Service) holder(tenant, session, owner string, progress func() error) l
 // (not when there was nothing new to read).
 func (s *Service) update(ctx context.Context, tenant, session, owner string, set tenantcfg.Settings) (moved bool, err error) {
 	var (
-		sess  store.Session
+		sess  sessionstate.Session
 		notes store.Notes
 		msgs  []view.Message
 	)

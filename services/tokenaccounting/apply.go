@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -132,7 +133,7 @@ func (s *Service) apply(ctx context.Context, ev turn.Event, size int) error {
 // applyInOrder applies ev, the session's next seq, then every waiting event
 // that follows it without a gap. It returns how many of the events it
 // applied had been kept waiting (ev among them when waited).
-func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, size int, waited bool) (int, error) {
+func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *sessionstate.Session, ev turn.Event, size int, waited bool) (int, error) {
 	n := 0
 	for {
 		if err := s.applyEvent(ctx, tx, set, sess, ev, size, waited); err != nil {
@@ -151,7 +152,7 @@ func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.
 
 // nextWaiting returns the waiting event that is the session's next seq, if
 // any, with the size of its stored encoding.
-func (s *Service) nextWaiting(ctx context.Context, tx *store.Tx, sess *store.Session) (turn.Event, int, bool, error) {
+func (s *Service) nextWaiting(ctx context.Context, tx *store.Tx, sess *sessionstate.Session) (turn.Event, int, bool, error) {
 	if sess.WaitingTurns == 0 {
 		return turn.Event{}, 0, false, nil
 	}
@@ -211,7 +212,7 @@ func turnLimitRefusal(lim limits.Config, ev turn.Event, size int) (*turn.InputEr
 // must also keep such turns out of batches (batchable). The decisions are made from reads first (planTurn, pure);
 // the writes then go out in one pipeline, so bad content never leaves half
 // an event.
-func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *store.Session, ev turn.Event, size int, waited bool) error {
+func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *sessionstate.Session, ev turn.Event, size int, waited bool) error {
 	if ie := s.overTurnLimits(ctx, set.Limits, ev, size); ie != nil {
 		return s.reject(ctx, tx, sess, ev, waited, ie)
 	}
@@ -268,7 +269,7 @@ func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Se
 
 // noteApplied counts and logs what applying a plan to the session as it
 // was before did.
-func (s *Service) noteApplied(ctx context.Context, before store.Session, plan turnPlan) {
+func (s *Service) noteApplied(ctx context.Context, before sessionstate.Session, plan turnPlan) {
 	if plan.next.CompactRequests > before.CompactRequests {
 		s.metrics.compactRequested(ctx)
 	}
@@ -290,7 +291,7 @@ func (s *Service) noteApplied(ctx context.Context, before store.Session, plan tu
 // checkPrefix warns of an event whose request prefix names a hash the
 // session does not hold. Nothing else of the event is wrong: it applies
 // with the session's prefix, and the client hears of it in the log.
-func (s *Service) checkPrefix(ctx context.Context, sess store.Session, ev turn.Event) {
+func (s *Service) checkPrefix(ctx context.Context, sess sessionstate.Session, ev turn.Event) {
 	if p := ev.RequestPrefix; p != nil {
 		if _, _, ok, perr := accounting.PrefixOf(sess, p); perr == nil && !ok {
 			s.metrics.unknownPrefix(ctx)
@@ -343,7 +344,7 @@ func prepare(ev turn.Event) (turnInput, error) {
 // checkKnown refuses an event that resends a stored message with other
 // content, or whose new messages would pass the session's cap. A refusal
 // over the cap is counted.
-func (s *Service) checkKnown(ctx context.Context, lim limits.Config, sess store.Session, in turnInput) *turn.InputError {
+func (s *Service) checkKnown(ctx context.Context, lim limits.Config, sess sessionstate.Session, in turnInput) *turn.InputError {
 	ie, limit := knownRefusal(lim, sess, in)
 	if limit != "" {
 		s.cfg.Limits.Record(ctx, limit)
@@ -353,7 +354,7 @@ func (s *Service) checkKnown(ctx context.Context, lim limits.Config, sess store.
 
 // knownRefusal is checkKnown without the counting: the refusal and the
 // limit it is counted under, if any.
-func knownRefusal(lim limits.Config, sess store.Session, in turnInput) (*turn.InputError, string) {
+func knownRefusal(lim limits.Config, sess sessionstate.Session, in turnInput) (*turn.InputError, string) {
 	for i, m := range in.msgs {
 		if prev, ok := in.known[m.UUID]; ok && !bytes.Equal(prev, in.sums[i]) {
 			return turn.Refuse(turn.ReasonDuplicateUUID, "message %s was sent before with different content", m.UUID), ""
@@ -372,7 +373,7 @@ func knownRefusal(lim limits.Config, sess store.Session, in turnInput) (*turn.In
 // turnPlan is everything applying one event writes.
 type turnPlan struct {
 	ev        turn.Event
-	next      store.Session
+	next      sessionstate.Session
 	added     []store.Message
 	decisions []accounting.Decision
 	outgoing  []events.Event
@@ -388,7 +389,7 @@ type turnPlan struct {
 // messages it stores (those not stored before), the session's new count,
 // state and tallies, and the events it announces. It reads nothing and
 // writes nothing.
-func planTurn(set tenantcfg.Settings, sess store.Session, in turnInput, now time.Time) (turnPlan, error) {
+func planTurn(set tenantcfg.Settings, sess sessionstate.Session, in turnInput, now time.Time) (turnPlan, error) {
 	ev := in.ev
 	plan := turnPlan{ev: ev, next: sess, decisions: in.decisions}
 	next := &plan.next
@@ -593,14 +594,14 @@ func insertMessages(ctx context.Context, p *store.Tx, msgs []store.Message) erro
 // midpoint between the sizes before and after it. Such usage says nothing of
 // the compacted context, so the response is counted by its estimate until a
 // request built on the compacted context reports.
-func stale(s store.Session, u turn.Usage) bool {
+func stale(s sessionstate.Session, u turn.Usage) bool {
 	return s.StaleUsageAbove > 0 && u.InputSide() >= s.StaleUsageAbove
 }
 
 // reject records ev as refused, counts it on the session and dead-letters it
 // through the outbox; the session moves past it (a late event's seq is
 // behind already), so later good events still apply.
-func (s *Service) reject(ctx context.Context, tx *store.Tx, sess *store.Session, ev turn.Event, waited bool, ie *turn.InputError) error {
+func (s *Service) reject(ctx context.Context, tx *store.Tx, sess *sessionstate.Session, ev turn.Event, waited bool, ie *turn.InputError) error {
 	payload, err := turn.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode rejected event: %w", err)

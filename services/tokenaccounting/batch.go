@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -232,7 +233,7 @@ func (s *Service) holdBack(key laneKey, qs []*queued) {
 // planned is an event of a batch with what applying it writes.
 type planned struct {
 	q      *queued
-	before store.Session
+	before sessionstate.Session
 	plan   turnPlan
 }
 
@@ -333,7 +334,7 @@ func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
 		if err := p.RecordAppliedTurns(ctx, turns); err != nil {
 			return err
 		}
-		sessions := make([]store.Session, 0, len(done))
+		sessions := make([]sessionstate.Session, 0, len(done))
 		for i, d := range done {
 			if err := queueOffloads(ctx, p, d.plan); err != nil {
 				return err
@@ -413,7 +414,7 @@ func (s *Service) planBatch(ctx context.Context, tx *store.Tx, set tenantcfg.Set
 // its tool results, and the tenant's prior when the batch holds a session's
 // first turn.
 type batchReads struct {
-	sessions map[string]store.Session
+	sessions map[string]sessionstate.Session
 	ins      []*turnInput
 	known    map[string]map[string][]byte
 	frozen   map[string]map[string]store.Replacement
@@ -448,7 +449,7 @@ func readBatch(ctx context.Context, tx *store.Tx, batch []*queued, ids, agents [
 		firstTurn = firstTurn || q.ev.Seq == 1
 	}
 	reads := store.NewReads(tx.Tenant())
-	locked := store.Queue(reads, func(tx *store.Tx) (map[string]store.Session, error) {
+	locked := store.Queue(reads, func(tx *store.Tx) (map[string]sessionstate.Session, error) {
 		return tx.LockFreeSessions(ctx, ids, agents, creates)
 	})
 	known := store.Queue(reads, func(tx *store.Tx) (map[string]map[string][]byte, error) {
@@ -520,7 +521,7 @@ func (r *batchReads) remember(sid string, plan turnPlan) {
 // batchable reports whether an event takes the plain path with its session
 // as it stands: the next seq, nothing waiting, the same model, within the
 // tenant's limits and the model's window.
-func batchable(set tenantcfg.Settings, sess store.Session, q *queued) bool {
+func batchable(set tenantcfg.Settings, sess sessionstate.Session, q *queued) bool {
 	ev := q.ev
 	if ev.Seq != sess.AppliedSeq+1 || sess.WaitingTurns != 0 || accounting.RequestOf(ev).ModelChanged(sess) {
 		return false

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/pkg/events"
-	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -28,7 +28,7 @@ func planEvent(seq int64, text string, usage *turn.Usage) turn.Event {
 
 // planOf plans ev over sess as applyEvent would, known naming the messages
 // the session stored already.
-func planOf(t *testing.T, sess store.Session, ev turn.Event, known ...string) turnPlan {
+func planOf(t *testing.T, sess sessionstate.Session, ev turn.Event, known ...string) turnPlan {
 	t.Helper()
 	in, err := prepare(ev)
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func kinds(plan turnPlan) []string {
 
 func TestPlanStoresNewMessagesAndCountsTheUsage(t *testing.T) {
 	t.Parallel()
-	sess := store.Session{SessionID: "s", State: string(tokens.StateOK), AutoCompactEnabled: true}
+	sess := sessionstate.Session{SessionID: "s", State: string(tokens.StateOK), AutoCompactEnabled: true}
 	plan := planOf(t, sess, planEvent(1, "hello", &turn.Usage{InputTokens: 100, OutputTokens: 20}))
 	require.Len(t, plan.added, 2)
 	require.EqualValues(t, 0, plan.added[0].Position)
@@ -69,7 +69,7 @@ func TestPlanStoresNewMessagesAndCountsTheUsage(t *testing.T) {
 
 func TestPlanSkipsResentMessages(t *testing.T) {
 	t.Parallel()
-	sess := store.Session{SessionID: "s", State: string(tokens.StateOK), MessageCount: 7, AutoCompactEnabled: true}
+	sess := sessionstate.Session{SessionID: "s", State: string(tokens.StateOK), MessageCount: 7, AutoCompactEnabled: true}
 	plan := planOf(t, sess, planEvent(2, "again", nil), "u-a")
 	require.Len(t, plan.added, 1, "the resent user message is stored once already")
 	require.Equal(t, "a-a", plan.added[0].UUID)
@@ -79,7 +79,7 @@ func TestPlanSkipsResentMessages(t *testing.T) {
 
 func TestPlanAsksForACompactionOnceAboveTheThreshold(t *testing.T) {
 	t.Parallel()
-	sess := store.Session{SessionID: "s", State: string(tokens.StateOK), AutoCompactEnabled: true, CompactRequests: 2}
+	sess := sessionstate.Session{SessionID: "s", State: string(tokens.StateOK), AutoCompactEnabled: true, CompactRequests: 2}
 	plan := planOf(t, sess, planEvent(3, "big", &turn.Usage{InputTokens: 170_000, OutputTokens: 100}))
 	require.Equal(t, []string{"context.threshold", "compact.requested", "turn.accounted"}, kinds(plan))
 	req := plan.outgoing[1].(events.CompactRequested)
@@ -101,7 +101,7 @@ func TestPlanCountsStaleUsageByItsEstimate(t *testing.T) {
 	t.Parallel()
 	// The session was compacted from 180,000 to 20,000: usage of 150,000
 	// still measures the context before the compaction.
-	sess := store.Session{SessionID: "s", State: string(tokens.StateOK), AutoCompactEnabled: true,
+	sess := sessionstate.Session{SessionID: "s", State: string(tokens.StateOK), AutoCompactEnabled: true,
 		BaselineTokens: 20_000, HasUsage: true, TokenCount: 20_000, StaleUsageAbove: 100_000}
 	plan := planOf(t, sess, planEvent(5, strings.Repeat("x", 400), &turn.Usage{InputTokens: 150_000, OutputTokens: 10}))
 	require.True(t, plan.staleUsage)
@@ -115,7 +115,7 @@ func TestPlanCountsStaleUsageByItsEstimate(t *testing.T) {
 func TestPlanThrashGuard(t *testing.T) {
 	t.Parallel()
 	above := &turn.Usage{InputTokens: 170_000, OutputTokens: 100}
-	sess := store.Session{SessionID: "s", State: string(tokens.StateAutoCompact), AutoCompactEnabled: true, CompactRequests: 3,
+	sess := sessionstate.Session{SessionID: "s", State: string(tokens.StateAutoCompact), AutoCompactEnabled: true, CompactRequests: 3,
 		AutoCompactSeqs: []int64{3, 6, 9}}
 
 	held := planOf(t, sess, planEvent(12, "held", above))
@@ -132,7 +132,7 @@ func TestPlanThrashGuard(t *testing.T) {
 
 	set := tenantcfg.Defaults().Compaction
 	set.ThrashCompactions = 0
-	busy := store.Session{AutoCompactEnabled: true, AutoCompactSeqs: []int64{10, 11, 12}}
+	busy := sessionstate.Session{AutoCompactEnabled: true, AutoCompactSeqs: []int64{10, 11, 12}}
 	require.Equal(t, tenantcfg.AutoDecision{Ask: true, Seqs: []int64{13}}, set.AutoCompaction(busy, 13, true), "0 turns the guard off (and keeps only the latest turn that asked)")
 	require.Equal(t, tenantcfg.AutoDecision{}, set.AutoCompaction(busy, 13, false), "below the threshold: nothing")
 }

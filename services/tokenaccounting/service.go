@@ -19,6 +19,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -305,7 +306,7 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 	return nil
 }
 
-func updateSessionInfo(sess *store.Session, ev turn.Event) {
+func updateSessionInfo(sess *sessionstate.Session, ev turn.Event) {
 	sess.AgentID = ev.Agent()
 	if ev.Model != "" {
 		sess.Model = ev.Model

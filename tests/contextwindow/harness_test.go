@@ -30,6 +30,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -139,7 +140,7 @@ func setup(t *testing.T, provider llm.Provider) *harness {
 	return h
 }
 
-func (h *harness) session(t *testing.T, id string) store.Session {
+func (h *harness) session(t *testing.T, id string) sessionstate.Session {
 	t.Helper()
 	s, err := h.store.GetSession(context.Background(), tenant, id)
 	require.NoError(t, err)
@@ -147,9 +148,9 @@ func (h *harness) session(t *testing.T, id string) store.Session {
 }
 
 // settle waits until the session has no compaction in flight.
-func (h *harness) settle(t *testing.T, id string) store.Session {
+func (h *harness) settle(t *testing.T, id string) sessionstate.Session {
 	t.Helper()
-	var s store.Session
+	var s sessionstate.Session
 	require.Eventually(t, func() bool {
 		s = h.session(t, id)
 		return !s.CompactionInFlight

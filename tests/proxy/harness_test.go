@@ -24,6 +24,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory/extraction"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/compactor"
@@ -163,9 +164,9 @@ func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, api
 }
 
 // waitApplied waits until the session has applied seq.
-func waitApplied(t *testing.T, st *store.Store, session string, seq int64) store.Session {
+func waitApplied(t *testing.T, st *store.Store, session string, seq int64) sessionstate.Session {
 	t.Helper()
-	var sess store.Session
+	var sess sessionstate.Session
 	require.Eventually(t, func() bool {
 		var err error
 		sess, err = st.GetSession(context.Background(), tenant, session)

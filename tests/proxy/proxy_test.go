@@ -22,6 +22,7 @@ import (
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
@@ -59,7 +60,7 @@ func (s *system) client(session string) sdk.Client {
 }
 
 // applied waits until the session has applied seq.
-func (s *system) applied(t *testing.T, session string, seq int64) store.Session {
+func (s *system) applied(t *testing.T, session string, seq int64) sessionstate.Session {
 	t.Helper()
 	return waitApplied(t, s.store, session, seq)
 }

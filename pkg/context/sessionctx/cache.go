@@ -10,6 +10,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -84,7 +85,7 @@ func (c *Cache) Load(ctx context.Context, tx *store.Tx, sessionID string, pacer 
 // LoadFor reads the context of a session already read (or locked) in tx.
 // A heavy read is paced by pacer (nil for others): it fetches smaller
 // pages and rests between them.
-func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session, pacer *cpu.Pacer) (State, error) {
+func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess sessionstate.Session, pacer *cpu.Pacer) (State, error) {
 	if c == nil || c.maxBytes <= 0 {
 		return LoadFor(ctx, tx, sess)
 	}
@@ -100,7 +101,7 @@ func (c *Cache) LoadFor(ctx context.Context, tx *store.Tx, sess store.Session, p
 // extend is what a read of sess shows: the messages held, from the
 // session's kept point to end, and those added after them, which the cache
 // keeps from now on.
-func (c *Cache) extend(key cacheKey, sess store.Session, held []view.Message, heldCost, from, end int64, added []view.Message) []view.Message {
+func (c *Cache) extend(key cacheKey, sess sessionstate.Session, held []view.Message, heldCost, from, end int64, added []view.Message) []view.Message {
 	msgs := held
 	if end > sess.MessageCount {
 		// A newer read filled the cache past this read's session: show
@@ -142,7 +143,7 @@ const (
 // statement sees what was committed before it, so a turn applied between
 // the session's read and a page's would otherwise add messages the
 // session's count, tokens and compaction state do not include.
-func fetchSince(ctx context.Context, tx *store.Tx, sess store.Session, position int64, pacer *cpu.Pacer) ([]view.Message, error) {
+func fetchSince(ctx context.Context, tx *store.Tx, sess sessionstate.Session, position int64, pacer *cpu.Pacer) ([]view.Message, error) {
 	size := int32(pageRows)
 	if pacer != nil {
 		size = pacedPageRows
@@ -175,7 +176,7 @@ func fetchSince(ctx context.Context, tx *store.Tx, sess store.Session, position 
 
 // throughCount drops the rows past the session's count as read: those of
 // a turn applied after (see fetchSince).
-func throughCount(rows []store.Message, sess store.Session) []store.Message {
+func throughCount(rows []store.Message, sess sessionstate.Session) []store.Message {
 	for i, r := range rows {
 		if r.Position >= sess.MessageCount {
 			return rows[:i]
@@ -311,7 +312,7 @@ func (c *Cache) Ahead(ctx context.Context, r *store.Reads, tenant, sessionID str
 
 // State is the context of sess, the row read before a's reads, and
 // whether a's reads were enough to make it (false: read it with LoadFor).
-func (a *Ahead) State(sess store.Session) (State, bool, error) {
+func (a *Ahead) State(sess sessionstate.Session) (State, bool, error) {
 	if a == nil {
 		return State{}, false, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -282,7 +283,7 @@ func (e *env) ahead(t *testing.T, c *sessionctx.Cache, session string) (st sessi
 	t.Helper()
 	ctx := context.Background()
 	reads := store.NewReads(tenant)
-	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, session) })
+	row := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, session) })
 	a := c.Ahead(ctx, reads, tenant, session)
 	require.NoError(t, e.store.Read(ctx, reads))
 	sess, err := row.Get()
@@ -337,7 +338,7 @@ func TestAReadAheadIsTheContextTheTransactionReads(t *testing.T) {
 	// The kept point moved on (a compaction): the cache serves from there.
 	ctx := context.Background()
 	reads := store.NewReads(tenant)
-	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	row := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, "s1") })
 	a := c.Ahead(ctx, reads, tenant, "s1")
 	require.NoError(t, e.store.Read(ctx, reads))
 	sess, err := row.Get()
@@ -365,7 +366,7 @@ func TestAReadAheadOfASessionDroppedMeanwhileIsNotEnough(t *testing.T) {
 	e.round(t, "s1", 4)
 
 	reads := store.NewReads(tenant)
-	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, "s1") })
+	row := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, "s1") })
 	a := c.Ahead(ctx, reads, tenant, "s1")
 	require.NotNil(t, a)
 	require.NoError(t, e.store.Read(ctx, reads))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -19,7 +20,7 @@ import (
 
 // State is a session's context as stored.
 type State struct {
-	Session store.Session
+	Session sessionstate.Session
 	// Compaction is the latest completed compaction; its ID is "" before the first.
 	Compaction store.Compaction
 	// Head holds the messages Compaction made; Messages the stored messages
@@ -43,7 +44,7 @@ func Load(ctx context.Context, tx *store.Tx, sessionID string) (State, error) {
 }
 
 // LoadFor reads the context of a session already read (or locked) in tx.
-func LoadFor(ctx context.Context, tx *store.Tx, sess store.Session) (State, error) {
+func LoadFor(ctx context.Context, tx *store.Tx, sess sessionstate.Session) (State, error) {
 	rows, err := tx.MessagesFrom(ctx, sess.SessionID, sess.KeepFrom)
 	if err != nil {
 		return State{}, err
@@ -84,7 +85,7 @@ func LoadAll(ctx context.Context, tx *store.Tx, sessionID string) (State, []view
 // withMessages completes a State around its stored messages: the latest
 // compaction's head and the frozen decisions of micro-compaction and of
 // context-management edits, read together.
-func withMessages(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message) (State, error) {
+func withMessages(ctx context.Context, tx *store.Tx, sess sessionstate.Session, msgs []view.Message) (State, error) {
 	var c store.Compaction
 	if sess.CompactionID != "" {
 		var err error
@@ -108,7 +109,7 @@ func decisions(ctx context.Context, tx *store.Tx, sessionID string) ([]store.Rep
 
 // stateOf is the State of sess made of what was read: its messages, its
 // compaction (when sess names one) and its decisions.
-func stateOf(sess store.Session, msgs []view.Message, c store.Compaction, decided []store.Replacement) (State, error) {
+func stateOf(sess sessionstate.Session, msgs []view.Message, c store.Compaction, decided []store.Replacement) (State, error) {
 	st := State{Session: sess, Messages: msgs, Cleared: map[string]bool{}}
 	if sess.CompactionID != "" {
 		head, err := DecodeHead(c.Head)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -120,7 +121,7 @@ type Beside struct {
 // the prefetch are on, the session reads a scope, and the message was
 // stored less than set.PrefetchWait ago; every other undecided one is
 // decided now, as showing nothing.
-func Attach(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message, set Settings, now time.Time) (Beside, error) {
+func Attach(ctx context.Context, tx *store.Tx, sess sessionstate.Session, msgs []view.Message, set Settings, now time.Time) (Beside, error) {
 	return AttachKnown(ctx, tx, sess, msgs, set, now, nil)
 }
 
@@ -133,7 +134,7 @@ type Known interface {
 
 // AttachKnown is Attach reading only the decisions known (which may be
 // nil) does not hold, and telling it those it read.
-func AttachKnown(ctx context.Context, tx *store.Tx, sess store.Session, msgs []view.Message, set Settings, now time.Time, known Known) (Beside, error) {
+func AttachKnown(ctx context.Context, tx *store.Tx, sess sessionstate.Session, msgs []view.Message, set Settings, now time.Time, known Known) (Beside, error) {
 	var users []view.Message
 	for _, m := range msgs {
 		if Prefetched(m) {

@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
@@ -193,7 +194,7 @@ func (h *Handler) CompactBeforeCall(ctx context.Context, tenant, id string, wait
 // requestCompaction makes compaction c of session sess (read or locked in
 // tx), marks the session's compaction in flight and asks the compactor for
 // it, through the outbox.
-func requestCompaction(ctx context.Context, tx *store.Tx, sess store.Session, c store.Compaction) (store.Compaction, error) {
+func requestCompaction(ctx context.Context, tx *store.Tx, sess sessionstate.Session, c store.Compaction) (store.Compaction, error) {
 	c, err := tx.RequestCompaction(ctx, c)
 	if err != nil {
 		return c, err

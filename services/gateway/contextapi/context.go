@@ -24,6 +24,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -38,7 +39,7 @@ type Rendered struct {
 
 	// Session is the session as read with the context (the Messages API
 	// proxy needs its stored message count and switches).
-	Session store.Session
+	Session sessionstate.Session
 	// Snapshot is the context snapshot the cache-break check left for the
 	// caller to write (assemble's leaveSnapshot); nil when there is none.
 	Snapshot *store.ContextSnapshot
@@ -353,7 +354,7 @@ func (h *Handler) readContextAhead(ctx context.Context, tenant, id string, gate 
 		return st, nil, beside, nil, false, nil // a heavy render reads a paced page at a time
 	}
 	reads := store.NewReads(tenant)
-	row := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.Session(ctx, id) })
+	row := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.Session(ctx, id) })
 	ahead := h.contexts.Ahead(ctx, reads, tenant, id) // after the row (see Ahead)
 	if ahead == nil {
 		return st, nil, beside, nil, false, nil
@@ -431,7 +432,7 @@ func (gt *Gate) pacer() *cpu.Pacer {
 var errHeavyRender = errors.New("the render needs renderAdmission")
 
 // admit admits the render of sess, once; a nil gate admits everything.
-func (gt *Gate) admit(ctx context.Context, h *Handler, sess store.Session) error {
+func (gt *Gate) admit(ctx context.Context, h *Handler, sess sessionstate.Session) error {
 	if gt == nil || gt.admitted {
 		return nil
 	}
@@ -555,7 +556,7 @@ func (b Rendered) encode(system, messages [][]byte, pacer *cpu.Pacer) (Encoded, 
 // session as it is stored, when the client holds messages the session has
 // not stored yet (its rounds before not applied yet, and what it adds now);
 // nil for a request of the session's context alone.
-type Ahead func(store.Session) int64
+type Ahead func(sessionstate.Session) int64
 
 // microDue lists the tool results micro-compaction would clear now: by the
 // session's count, or the count ahead when that is more. A client that sends
@@ -655,7 +656,7 @@ func (h *Handler) awaitPrefetch(ctx context.Context, tenant, id string, b recall
 // recordCacheBreak accounts for a cache break (accountCacheBreak) and
 // writes the snapshot it returns, or with leave returns it for the caller
 // to write.
-func (h *Handler) recordCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte, leave bool, pacer *cpu.Pacer) (*store.ContextSnapshot, error) {
+func (h *Handler) recordCacheBreak(ctx context.Context, tenant string, sess sessionstate.Session, prev *store.ContextSnapshot, system, messages [][]byte, leave bool, pacer *cpu.Pacer) (*store.ContextSnapshot, error) {
 	next := h.accountCacheBreak(ctx, tenant, sess, prev, system, messages, pacer)
 	if next == nil || leave {
 		return next, nil
@@ -672,7 +673,7 @@ func (h *Handler) recordCacheBreak(ctx context.Context, tenant string, sess stor
 // counted either way.
 // The prefix is the system and messages parts one after the other
 // (assembly.Join), hashed as they are rather than joined.
-func (h *Handler) accountCacheBreak(ctx context.Context, tenant string, sess store.Session, prev *store.ContextSnapshot, system, messages [][]byte, pacer *cpu.Pacer) *store.ContextSnapshot {
+func (h *Handler) accountCacheBreak(ctx context.Context, tenant string, sess sessionstate.Session, prev *store.ContextSnapshot, system, messages [][]byte, pacer *cpu.Pacer) *store.ContextSnapshot {
 	// A heavy render (pacer set) hashes paced too.
 	cut := int64(-1)
 	if prev != nil {

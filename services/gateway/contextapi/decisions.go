@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/mnemos-ai/mnemos/pkg/immutable"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -19,7 +20,7 @@ import (
 const immutablesMax = 100_000
 
 // incarnation names a session as created: its tenant, id and creation time.
-func incarnation(s store.Session) string {
+func incarnation(s sessionstate.Session) string {
 	return s.TenantID + "\x00" + s.SessionID + "\x00" + strconv.FormatInt(s.CreatedAt.UnixNano(), 36)
 }
 

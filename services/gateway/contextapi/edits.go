@@ -17,6 +17,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/context/ctxedit"
 	"github.com/mnemos-ai/mnemos/pkg/context/sessionctx"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -200,7 +201,7 @@ func (h *Handler) compactionEdit(ctx context.Context, tenant, id string, c ctxed
 // askedSinceLastMessage reports whether the session's latest compaction
 // was asked for at or after its last message was stored (or it stores
 // none): compacting again would find nothing new.
-func askedSinceLastMessage(ctx context.Context, tx *store.Tx, sess store.Session) (bool, error) {
+func askedSinceLastMessage(ctx context.Context, tx *store.Tx, sess sessionstate.Session) (bool, error) {
 	if sess.MessageCount == 0 {
 		return true, nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -23,7 +24,7 @@ func (req preflightRequest) request() accounting.Request {
 
 // on is session s with the window and output the request names in place of
 // the session's own; the model is accounting.Request's.
-func (req preflightRequest) on(s store.Session) store.Session {
+func (req preflightRequest) on(s sessionstate.Session) sessionstate.Session {
 	if req.ContextWindow != 0 {
 		s.ContextWindow = req.ContextWindow
 	}
@@ -64,7 +65,7 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	stored, err := h.store.GetSession(r.Context(), tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
-		stored = store.Session{TenantID: tenant, SessionID: id, AutoCompactEnabled: true, State: string(tokens.StateOK)}
+		stored = sessionstate.Session{TenantID: tenant, SessionID: id, AutoCompactEnabled: true, State: string(tokens.StateOK)}
 		// As the accountant will count its first turn: from the tenant's prior.
 		if stored.EstimateFactor, stored.DenseFactor, err = h.store.EstimatePrior(r.Context(), tenant); err != nil {
 			h.Internal(w, "reading the tenant's calibration", err)
@@ -98,7 +99,9 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 			return
 		}
 	}
-	count := func(s store.Session) (accounting.Preflight, error) { return h.countPreflight(r, tenant, set, req, s) }
+	count := func(s sessionstate.Session) (accounting.Preflight, error) {
+		return h.countPreflight(r, tenant, set, req, s)
+	}
 	p, err := count(s)
 	if err != nil {
 		h.Internal(w, "counting the preflight", err)
@@ -129,7 +132,7 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request, tenant strin
 // countPreflight counts req on session s as the accountant would, or, when
 // the tenant asks for exact preflights and enough of the count is
 // estimated, by the tenant's upstream (ExactCounter: the proxy).
-func (h *Handler) countPreflight(r *http.Request, tenant string, set tenantcfg.Settings, req preflightRequest, s store.Session) (accounting.Preflight, error) {
+func (h *Handler) countPreflight(r *http.Request, tenant string, set tenantcfg.Settings, req preflightRequest, s sessionstate.Session) (accounting.Preflight, error) {
 	var estimate int64
 	if req.request().ModelChanged(s) {
 		var err error

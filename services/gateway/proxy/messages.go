@@ -23,6 +23,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/jsonvalid"
 	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -635,7 +636,7 @@ func (h *Handler) recordRound(ctx context.Context, tenant string, r *http.Reques
 // lockedThread is a thread's session, locked, with its last message and
 // the pieces of its kept agent request a round need not write again.
 type lockedThread struct {
-	session store.Session
+	session sessionstate.Session
 	last    *store.PathLast
 	keep    bool
 	request store.AgentRequest
@@ -666,7 +667,7 @@ func (h *Handler) lockThread(ctx context.Context, tx *store.Tx, req *messagesReq
 	var lt lockedThread
 	lt.request, lt.keep = agentRequest(req, th.ThreadID, sent, rep)
 	reads := store.NewReads(tx.Tenant())
-	locked := store.Queue(reads, func(tx *store.Tx) (store.Session, error) { return tx.LockSession(ctx, th.ThreadID, th.AgentID) })
+	locked := store.Queue(reads, func(tx *store.Tx) (sessionstate.Session, error) { return tx.LockSession(ctx, th.ThreadID, th.AgentID) })
 	last := store.Queue(reads, func(tx *store.Tx) (*store.PathLast, error) { return tx.LastPath(ctx, th.ThreadID) })
 	var pieces *store.Future[store.StoredPieces]
 	if lt.keep {

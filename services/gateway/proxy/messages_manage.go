@@ -16,6 +16,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -134,7 +135,7 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 // stored more than that since (a request of the same conversation sent at
 // once) holds messages that are not this request's, and nothing of it is
 // rendered (errMovedOn).
-func clientTail(req *messagesRequest, sess store.Session, pl *placement) ([]json.RawMessage, error) {
+func clientTail(req *messagesRequest, sess sessionstate.Session, pl *placement) ([]json.RawMessage, error) {
 	if stored := sess.MessageCount; stored > pl.matched+1 || int64(len(req.messages)) < stored {
 		return nil, fmt.Errorf("%w: thread %s stored %d messages, %d of them the client's", errMovedOn, sess.SessionID, stored, pl.matched+1)
 	}
@@ -148,7 +149,7 @@ func (h *Handler) aheadOf(set tenantcfg.Settings, req *messagesRequest) contexta
 	var seen [4]int64
 	var count int64
 	known := false
-	return func(sess store.Session) int64 {
+	return func(sess sessionstate.Session) int64 {
 		state := [4]int64{sess.MessageCount, sess.TokenCount, sess.AppliedSeq, sess.ContextEpoch}
 		if !known || state != seen {
 			seen, count, known = state, h.countAhead(set, req, sess), true
@@ -172,7 +173,7 @@ func (h *Handler) aheadOf(set tenantcfg.Settings, req *messagesRequest) contexta
 // (a history it imports) has them recorded as one turn, which may offload
 // more: counted here as rounds, they count high, and the session is
 // compacted early rather than sent over its threshold.
-func (h *Handler) countAhead(set tenantcfg.Settings, req *messagesRequest, sess store.Session) int64 {
+func (h *Handler) countAhead(set tenantcfg.Settings, req *messagesRequest, sess sessionstate.Session) int64 {
 	if int64(len(req.messages)) < sess.MessageCount {
 		return sess.TokenCount
 	}

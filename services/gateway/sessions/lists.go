@@ -13,6 +13,7 @@ import (
 	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -166,7 +167,7 @@ func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, tenant st
 		h.Internal(w, "reading tenant settings", err)
 		return
 	}
-	var sessions []store.Session
+	var sessions []sessionstate.Session
 	err = h.store.InTx(ctx, tenant, func(tx *store.Tx) error {
 		var err error
 		sessions, err = tx.ListSessions(ctx, f)
@@ -189,7 +190,7 @@ func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, tenant st
 }
 
 // sessionState is a session as the API shows it.
-func sessionState(set tenantcfg.Settings, s store.Session) api.Session {
+func sessionState(set tenantcfg.Settings, s sessionstate.Session) api.Session {
 	out := api.Session{
 		SessionID: s.SessionID, AgentID: s.AgentID, Model: s.Model, MemoryScope: s.MemoryScope,
 		AppliedSeq: s.AppliedSeq, Messages: s.MessageCount,

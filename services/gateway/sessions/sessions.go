@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/mnemos-ai/mnemos/api"
+	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
@@ -27,7 +28,7 @@ func (h *Handler) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 
 // agentThreads describes a session's threads, each with its Mnemos
 // session: the live one of each agent is the one written to last.
-func agentThreads(threads []store.Thread, sessions []store.Session) []api.AgentThread {
+func agentThreads(threads []store.Thread, sessions []sessionstate.Session) []api.AgentThread {
 	live := map[string]int{}
 	for i, th := range threads {
 		if j, ok := live[th.AgentID]; !ok || th.UpdatedAt.After(threads[j].UpdatedAt) {
@@ -53,19 +54,19 @@ func agentThreads(threads []store.Thread, sessions []store.Session) []api.AgentT
 
 // readSession reads the session of the request's path and its tenant's
 // settings; ok false means an answer was written (400, 404 or 500).
-func (h *Handler) readSession(w http.ResponseWriter, r *http.Request, tenant string) (store.Session, tenantcfg.Settings, bool) {
+func (h *Handler) readSession(w http.ResponseWriter, r *http.Request, tenant string) (sessionstate.Session, tenantcfg.Settings, bool) {
 	id, ok := h.PathID(w, r, httpapi.SessionIDs)
 	if !ok {
-		return store.Session{}, tenantcfg.Settings{}, false
+		return sessionstate.Session{}, tenantcfg.Settings{}, false
 	}
 	s, err := h.store.GetSession(r.Context(), tenant, id)
 	if h.SessionFailed(w, r, id, "reading session", err) {
-		return store.Session{}, tenantcfg.Settings{}, false
+		return sessionstate.Session{}, tenantcfg.Settings{}, false
 	}
 	set, err := h.settings.For(r.Context(), tenant)
 	if err != nil {
 		h.Internal(w, "reading tenant settings", err)
-		return store.Session{}, tenantcfg.Settings{}, false
+		return sessionstate.Session{}, tenantcfg.Settings{}, false
 	}
 	return s, set, true
 }

@@ -64,6 +64,8 @@ const (
 	maxSnippetChars        = 300
 )
 
+// Register adds /mcp to mux: POST for requests, GET answered 405 by the
+// stateless transport.
 func (h *Handler) Register(mux httpapi.Mux) {
 	serve := h.Keys.Auth(httpapi.Mnemos, httpapi.AgentKey, h.serveMCP)
 	mux.Handle("POST /mcp", serve)

@@ -50,7 +50,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 var tenantUsage = [][2]string{
 	{"tenant create [-name NAME] [-key KEY] ID", "create a tenant and print a new API key"},
 	{"tenant settings ID [JSON]", "print a tenant's stored and effective settings; with JSON, replace them first"},
-	{"tenant upstream [-url URL -key-file FILE | -clear] ID", "set or clear the tenant's own upstream for the Messages API proxy; print its URL"},
+	{"tenant upstream [-provider anthropic|openai] [-url URL -key-file FILE | -clear] ID", "set or clear the tenant's own upstream for a provider (default anthropic); print its URL"},
 }
 
 // runTenant manages tenants: `create` makes one and prints a fresh API key;
@@ -179,23 +179,30 @@ func runTenantSettings(ctx context.Context, args []string, getenv func(string) s
 	return nil
 }
 
-// runTenantUpstream sets, clears or shows a tenant's own upstream. The key
-// is read from a file (or stdin), never from the command line, where other
-// users of the machine and shell histories would see it, and it is never
-// printed.
+// runTenantUpstream sets, clears or shows a tenant's own upstream for one
+// provider (-provider, anthropic unless named). The key is read from a file
+// (or stdin), never from the command line, where other users of the machine
+// and shell histories would see it, and it is never printed.
 func runTenantUpstream(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := commandFlags("tenant upstream", tenantUsage[2][0],
-		"Sets the Anthropic-compatible base URL and key the Messages API proxy sends the tenant ID's requests to,\n"+
-			"or with -clear takes them away (the tenant uses MNEMOS_UPSTREAM_ANTHROPIC_URL again); then prints the URL in use.", stderr)
-	url := fs.String("url", "", "the upstream's base URL, e.g. https://api.anthropic.com")
+		"Sets the base URL and key the proxy sends the tenant ID's requests for a provider to: anthropic (the\n"+
+			"Messages API proxy, an Anthropic-compatible upstream) or openai (the OpenAI routes, an OpenAI-compatible\n"+
+			"upstream). With -clear it takes them away (the tenant uses MNEMOS_UPSTREAM_ANTHROPIC_URL or\n"+
+			"MNEMOS_UPSTREAM_OPENAI_URL again); then prints the URL in use. A tenant holds one upstream per provider.", stderr)
+	providerName := fs.String("provider", string(store.ProviderAnthropic), "the upstream's provider: anthropic or openai")
+	url := fs.String("url", "", "the upstream's base URL, e.g. https://api.anthropic.com or https://api.openai.com")
 	keyFile := fs.String("key-file", "", "a file holding the upstream's API key ('-': standard input)")
-	clear := fs.Bool("clear", false, "take the tenant's own upstream away")
+	clear := fs.Bool("clear", false, "take the tenant's own upstream for the provider away")
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
 	id, err := tenantID(fs)
 	if err != nil {
 		return err
+	}
+	provider, err := store.ParseProvider(*providerName)
+	if err != nil {
+		return fmt.Errorf("tenant upstream: -provider: %w", err)
 	}
 	set := *url != "" || *keyFile != ""
 	switch {
@@ -217,24 +224,30 @@ func runTenantUpstream(ctx context.Context, args []string, getenv func(string) s
 	defer st.Close()
 	switch {
 	case set:
-		if err := st.SetTenantUpstream(ctx, id, up); err != nil {
+		if err := st.SetTenantUpstream(ctx, id, provider, up); err != nil {
 			return err
 		}
 	case *clear:
-		if _, err := st.DeleteTenantUpstream(ctx, id); err != nil {
+		if _, err := st.DeleteTenantUpstream(ctx, id, provider); err != nil {
 			return err
 		}
 	}
-	current, err := st.TenantUpstream(ctx, id)
+	current, err := st.TenantUpstream(ctx, id, provider)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		fmt.Fprintf(stdout, "tenant %s uses the process's upstream (MNEMOS_UPSTREAM_ANTHROPIC_URL)\n", id)
+		fmt.Fprintf(stdout, "tenant %s uses the process's %s upstream (%s)\n", id, provider, processUpstreamEnv[provider])
 		return nil
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(stdout, "tenant %s upstream %s (key held, not shown)\n", id, current.URL)
+	fmt.Fprintf(stdout, "tenant %s %s upstream %s (key held, not shown)\n", id, provider, current.URL)
 	return nil
+}
+
+// processUpstreamEnv names the variable of the process's upstream for each provider.
+var processUpstreamEnv = map[store.Provider]string{
+	store.ProviderAnthropic: "MNEMOS_UPSTREAM_ANTHROPIC_URL",
+	store.ProviderOpenAI:    "MNEMOS_UPSTREAM_OPENAI_URL",
 }
 
 // readUpstream checks an upstream's URL and reads its key from keyFile

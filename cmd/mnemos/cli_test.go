@@ -216,8 +216,9 @@ func TestHelpExitsZeroFromTheBinary(t *testing.T) {
 }
 
 // TestTenantUpstream: `mnemos tenant upstream` gives a tenant its own
-// upstream from a key file, shows its URL and never the key, and -clear
-// takes it away; bad flags are refused before anything is stored.
+// upstream per provider from a key file (anthropic unless -provider names
+// another), shows its URL and never the key, and -clear takes one
+// provider's away; bad flags are refused before anything is stored.
 func TestTenantUpstream(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -226,37 +227,60 @@ func TestTenantUpstream(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, []string{"tenant", "create", "globex"}, vars, &out, &out))
 
-	const secret = "sk-upstream-never-printed"
+	const secret, openaiSecret = "sk-upstream-never-printed", "sk-openai-never-printed"
 	keyFile := filepath.Join(t.TempDir(), "key")
 	require.NoError(t, os.WriteFile(keyFile, []byte(secret+"\n"), 0o600))
+	openaiKeyFile := filepath.Join(t.TempDir(), "openai-key")
+	require.NoError(t, os.WriteFile(openaiKeyFile, []byte(openaiSecret+"\n"), 0o600))
 	out.Reset()
 	require.NoError(t, run(ctx, []string{"tenant", "upstream", "-url", "https://llm.globex.example/", "-key-file", keyFile, "globex"}, vars, &out, &out))
-	require.Contains(t, out.String(), "tenant globex upstream https://llm.globex.example (key held, not shown)")
+	require.Contains(t, out.String(), "tenant globex anthropic upstream https://llm.globex.example (key held, not shown)")
 	require.NotContains(t, out.String(), secret)
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"tenant", "upstream", "-provider", "openai", "-url", "https://oai.globex.example/v1", "-key-file", openaiKeyFile, "globex"}, vars, &out, &out))
+	require.Contains(t, out.String(), "tenant globex openai upstream https://oai.globex.example/v1 (key held, not shown)")
+	require.NotContains(t, out.String(), openaiSecret)
 
 	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 1})
 	require.NoError(t, err)
 	defer st.Close()
-	up, err := st.TenantUpstream(ctx, "globex")
+	up, err := st.TenantUpstream(ctx, "globex", store.ProviderAnthropic)
 	require.NoError(t, err)
 	require.Equal(t, store.Upstream{URL: "https://llm.globex.example", Key: secret}, up)
 	require.NotContains(t, fmt.Sprint(up), secret, "an upstream prints without its key")
+	up, err = st.TenantUpstream(ctx, "globex", store.ProviderOpenAI)
+	require.NoError(t, err)
+	require.Equal(t, store.Upstream{URL: "https://oai.globex.example/v1", Key: openaiSecret}, up, "the openai upstream is held beside the anthropic one")
 
 	for _, bad := range [][]string{
 		{"-url", "ftp://x", "-key-file", keyFile, "globex"},
 		{"-url", "https://x", "globex"},
 		{"-clear", "-url", "https://x", "-key-file", keyFile, "globex"},
 		{"-url", "https://x", "-key-file", filepath.Join(t.TempDir(), "missing"), "globex"},
+		{"-provider", "gemini", "-url", "https://x", "-key-file", keyFile, "globex"},
+		{"-provider", "", "-clear", "globex"},
 	} {
 		require.Error(t, run(ctx, append([]string{"tenant", "upstream"}, bad...), vars, &out, &out), "%v", bad)
 	}
-	up, err = st.TenantUpstream(ctx, "globex")
+	err = run(ctx, []string{"tenant", "upstream", "-provider", "OpenAI", "-clear", "globex"}, vars, &out, &out)
+	require.EqualError(t, err, `tenant upstream: -provider: unknown provider "OpenAI": want anthropic or openai`)
+	up, err = st.TenantUpstream(ctx, "globex", store.ProviderAnthropic)
 	require.NoError(t, err)
 	require.Equal(t, "https://llm.globex.example", up.URL, "a refused command changed nothing")
+	_, err = st.TenantUpstream(ctx, "globex", store.ProviderOpenAI)
+	require.NoError(t, err, "a refused -clear took nothing away")
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"tenant", "upstream", "-provider", "openai", "-clear", "globex"}, vars, &out, &out))
+	require.Contains(t, out.String(), "tenant globex uses the process's openai upstream (MNEMOS_UPSTREAM_OPENAI_URL)")
+	_, err = st.TenantUpstream(ctx, "globex", store.ProviderOpenAI)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.TenantUpstream(ctx, "globex", store.ProviderAnthropic)
+	require.NoError(t, err, "clearing openai's leaves anthropic's")
 
 	out.Reset()
 	require.NoError(t, run(ctx, []string{"tenant", "upstream", "-clear", "globex"}, vars, &out, &out))
-	require.Contains(t, out.String(), "uses the process's upstream")
-	_, err = st.TenantUpstream(ctx, "globex")
+	require.Contains(t, out.String(), "tenant globex uses the process's anthropic upstream (MNEMOS_UPSTREAM_ANTHROPIC_URL)")
+	_, err = st.TenantUpstream(ctx, "globex", store.ProviderAnthropic)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

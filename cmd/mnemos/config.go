@@ -113,6 +113,9 @@ type Config struct {
 	// Upstream (MNEMOS_UPSTREAM_ANTHROPIC_URL, _KEY) is where the
 	// gateway's Messages API proxy sends requests.
 	Upstream proxy.Upstream
+	// UpstreamOpenAI (MNEMOS_UPSTREAM_OPENAI_URL, _KEY) is where the
+	// OpenAI routes will send requests; they are not served yet.
+	UpstreamOpenAI proxy.Upstream
 
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL
 	LogFormat string     // MNEMOS_LOG_FORMAT: text or json

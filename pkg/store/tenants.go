@@ -74,8 +74,35 @@ func (s *Store) SetTenantSettings(ctx context.Context, tenant string, doc []byte
 	})
 }
 
-// Upstream is a tenant's upstream for the Messages API proxy: a base URL
-// and the key Mnemos calls it with. String never shows the key.
+// Provider names the wire format an upstream speaks. A tenant holds at most
+// one upstream per provider.
+type Provider string
+
+// The providers an upstream may be.
+const (
+	// ProviderAnthropic is an Anthropic-compatible upstream, for the
+	// Messages API proxy (POST /v1/messages).
+	ProviderAnthropic Provider = "anthropic"
+	// ProviderOpenAI is an OpenAI-compatible upstream, for the OpenAI routes
+	// (POST /v1/responses, POST /v1/chat/completions).
+	ProviderOpenAI Provider = "openai"
+)
+
+// Providers are the providers an upstream may be, in the order they are listed.
+var Providers = []Provider{ProviderAnthropic, ProviderOpenAI}
+
+// ParseProvider reads a provider's name, refusing one Mnemos does not know.
+func ParseProvider(name string) (Provider, error) {
+	for _, p := range Providers {
+		if string(p) == name {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("unknown provider %q: want %s or %s", name, ProviderAnthropic, ProviderOpenAI)
+}
+
+// Upstream is a tenant's upstream for one provider: a base URL and the key
+// Mnemos calls it with. String never shows the key.
 type Upstream struct {
 	URL string
 	Key string
@@ -85,12 +112,15 @@ type Upstream struct {
 // holds for the tenant, never logged.
 func (u Upstream) String() string { return u.URL }
 
-// TenantUpstream is the tenant's own upstream, or ErrNotFound when it has
-// none (it uses the process's).
-func (s *Store) TenantUpstream(ctx context.Context, tenant string) (Upstream, error) {
+// TenantUpstream is the tenant's own upstream for provider, or ErrNotFound
+// when it has none (it uses the process's).
+func (s *Store) TenantUpstream(ctx context.Context, tenant string, provider Provider) (Upstream, error) {
+	if _, err := ParseProvider(string(provider)); err != nil {
+		return Upstream{}, fmt.Errorf("store.TenantUpstream: %w", err)
+	}
 	var up Upstream
 	err := s.InTx(ctx, tenant, func(tx *Tx) error {
-		row, err := tx.q.TenantUpstreamGet(ctx, tenant)
+		row, err := tx.q.TenantUpstreamGet(ctx, dbsqlc.TenantUpstreamGetParams{TenantID: tenant, Provider: string(provider)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -103,28 +133,37 @@ func (s *Store) TenantUpstream(ctx context.Context, tenant string) (Upstream, er
 	return up, err
 }
 
-// SetTenantUpstream gives the tenant its own upstream.
-func (s *Store) SetTenantUpstream(ctx context.Context, tenant string, up Upstream) error {
+// SetTenantUpstream gives the tenant its own upstream for provider; its
+// upstreams for other providers stay as they are.
+func (s *Store) SetTenantUpstream(ctx context.Context, tenant string, provider Provider, up Upstream) error {
+	if _, err := ParseProvider(string(provider)); err != nil {
+		return fmt.Errorf("store.SetTenantUpstream: %w", err)
+	}
 	return s.InTx(ctx, tenant, func(tx *Tx) error {
 		if _, err := tx.q.TenantGet(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("store.SetTenantUpstream: tenant %q: %w", tenant, ErrUnknownTenant)
 		} else if err != nil {
 			return fmt.Errorf("store.SetTenantUpstream: %w", err)
 		}
-		if err := tx.q.TenantUpstreamSet(ctx, dbsqlc.TenantUpstreamSetParams{TenantID: tenant, Url: up.URL, ApiKey: up.Key}); err != nil {
+		if err := tx.q.TenantUpstreamSet(ctx, dbsqlc.TenantUpstreamSetParams{
+			TenantID: tenant, Provider: string(provider), Url: up.URL, ApiKey: up.Key,
+		}); err != nil {
 			return fmt.Errorf("store.SetTenantUpstream: %w", err)
 		}
 		return nil
 	})
 }
 
-// DeleteTenantUpstream takes the tenant's own upstream away: it uses the
-// process's again. It reports whether there was one.
-func (s *Store) DeleteTenantUpstream(ctx context.Context, tenant string) (bool, error) {
+// DeleteTenantUpstream takes the tenant's own upstream for provider away:
+// it uses the process's again. It reports whether there was one.
+func (s *Store) DeleteTenantUpstream(ctx context.Context, tenant string, provider Provider) (bool, error) {
+	if _, err := ParseProvider(string(provider)); err != nil {
+		return false, fmt.Errorf("store.DeleteTenantUpstream: %w", err)
+	}
 	var n int64
 	err := s.InTx(ctx, tenant, func(tx *Tx) error {
 		var err error
-		n, err = tx.q.TenantUpstreamDelete(ctx, tenant)
+		n, err = tx.q.TenantUpstreamDelete(ctx, dbsqlc.TenantUpstreamDeleteParams{TenantID: tenant, Provider: string(provider)})
 		return err
 	})
 	if err != nil {

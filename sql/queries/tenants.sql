@@ -18,11 +18,11 @@ SELECT tenant_id::text FROM mnemos_api_key_tenant(@key_hash::bytea) AS tenant_id
 UPDATE tenants SET settings = @settings WHERE tenant_id = @tenant_id;
 
 -- name: TenantUpstreamGet :one
-SELECT url, api_key FROM tenant_upstreams WHERE tenant_id = @tenant_id;
+SELECT url, api_key FROM tenant_upstreams WHERE tenant_id = @tenant_id AND provider = @provider;
 
 -- name: TenantUpstreamSet :exec
-INSERT INTO tenant_upstreams (tenant_id, url, api_key) VALUES (@tenant_id, @url, @api_key)
-ON CONFLICT (tenant_id) DO UPDATE SET url = excluded.url, api_key = excluded.api_key, updated_at = now();
+INSERT INTO tenant_upstreams (tenant_id, provider, url, api_key) VALUES (@tenant_id, @provider, @url, @api_key)
+ON CONFLICT (tenant_id, provider) DO UPDATE SET url = excluded.url, api_key = excluded.api_key, updated_at = now();
 
 -- name: TenantUpstreamDelete :execrows
-DELETE FROM tenant_upstreams WHERE tenant_id = @tenant_id;
+DELETE FROM tenant_upstreams WHERE tenant_id = @tenant_id AND provider = @provider;

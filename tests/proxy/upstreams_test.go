@@ -27,7 +27,7 @@ func TestEachTenantReachesItsOwnUpstream(t *testing.T) {
 	const globexKey, globexUpstreamKey = "mnm_proxy_globex_key", "sk-globex-own"
 	require.NoError(t, m.store.EnsureTenant(ctx, "globex", "Globex"))
 	require.NoError(t, m.store.AddAPIKey(ctx, "globex", "test", globexKey))
-	require.NoError(t, m.store.SetTenantUpstream(ctx, "globex", store.Upstream{URL: own.URL, Key: globexUpstreamKey}))
+	require.NoError(t, m.store.SetTenantUpstream(ctx, "globex", store.ProviderAnthropic, store.Upstream{URL: own.URL, Key: globexUpstreamKey}))
 
 	ask := func(apiKey string) string {
 		t.Helper()

@@ -435,10 +435,10 @@ func eventStream(resp *http.Response) bool {
 	return strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 }
 
-// upstreamOf is the tenant's upstream: its own, else the process's.
+// upstreamOf is the tenant's Anthropic upstream: its own, else the process's.
 func (h *Handler) upstreamOf(ctx context.Context, tenant string) (Upstream, error) {
 	return h.upstreams.Get(ctx, tenant, func(ctx context.Context, tenant string) (Upstream, error) {
-		up, err := h.store.TenantUpstream(ctx, tenant)
+		up, err := h.store.TenantUpstream(ctx, tenant, store.ProviderAnthropic)
 		if errors.Is(err, store.ErrNotFound) {
 			return h.cfg.Upstream, nil
 		}

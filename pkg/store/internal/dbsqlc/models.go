@@ -406,6 +406,7 @@ type TenantUpstream struct {
 	Url       string
 	ApiKey    string
 	UpdatedAt pgtype.Timestamptz
+	Provider  string
 }
 
 type ToolResult struct {

@@ -87,11 +87,16 @@ func (q *Queries) TenantUpsert(ctx context.Context, arg TenantUpsertParams) erro
 }
 
 const tenantUpstreamDelete = `-- name: TenantUpstreamDelete :execrows
-DELETE FROM tenant_upstreams WHERE tenant_id = $1
+DELETE FROM tenant_upstreams WHERE tenant_id = $1 AND provider = $2
 `
 
-func (q *Queries) TenantUpstreamDelete(ctx context.Context, tenantID string) (int64, error) {
-	result, err := q.db.Exec(ctx, tenantUpstreamDelete, tenantID)
+type TenantUpstreamDeleteParams struct {
+	TenantID string
+	Provider string
+}
+
+func (q *Queries) TenantUpstreamDelete(ctx context.Context, arg TenantUpstreamDeleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, tenantUpstreamDelete, arg.TenantID, arg.Provider)
 	if err != nil {
 		return 0, err
 	}
@@ -99,33 +104,44 @@ func (q *Queries) TenantUpstreamDelete(ctx context.Context, tenantID string) (in
 }
 
 const tenantUpstreamGet = `-- name: TenantUpstreamGet :one
-SELECT url, api_key FROM tenant_upstreams WHERE tenant_id = $1
+SELECT url, api_key FROM tenant_upstreams WHERE tenant_id = $1 AND provider = $2
 `
+
+type TenantUpstreamGetParams struct {
+	TenantID string
+	Provider string
+}
 
 type TenantUpstreamGetRow struct {
 	Url    string
 	ApiKey string
 }
 
-func (q *Queries) TenantUpstreamGet(ctx context.Context, tenantID string) (TenantUpstreamGetRow, error) {
-	row := q.db.QueryRow(ctx, tenantUpstreamGet, tenantID)
+func (q *Queries) TenantUpstreamGet(ctx context.Context, arg TenantUpstreamGetParams) (TenantUpstreamGetRow, error) {
+	row := q.db.QueryRow(ctx, tenantUpstreamGet, arg.TenantID, arg.Provider)
 	var i TenantUpstreamGetRow
 	err := row.Scan(&i.Url, &i.ApiKey)
 	return i, err
 }
 
 const tenantUpstreamSet = `-- name: TenantUpstreamSet :exec
-INSERT INTO tenant_upstreams (tenant_id, url, api_key) VALUES ($1, $2, $3)
-ON CONFLICT (tenant_id) DO UPDATE SET url = excluded.url, api_key = excluded.api_key, updated_at = now()
+INSERT INTO tenant_upstreams (tenant_id, provider, url, api_key) VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id, provider) DO UPDATE SET url = excluded.url, api_key = excluded.api_key, updated_at = now()
 `
 
 type TenantUpstreamSetParams struct {
 	TenantID string
+	Provider string
 	Url      string
 	ApiKey   string
 }
 
 func (q *Queries) TenantUpstreamSet(ctx context.Context, arg TenantUpstreamSetParams) error {
-	_, err := q.db.Exec(ctx, tenantUpstreamSet, arg.TenantID, arg.Url, arg.ApiKey)
+	_, err := q.db.Exec(ctx, tenantUpstreamSet,
+		arg.TenantID,
+		arg.Provider,
+		arg.Url,
+		arg.ApiKey,
+	)
 	return err
 }

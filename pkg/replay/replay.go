@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
 	"github.com/mnemos-ai/mnemos/pkg/tokens"
@@ -34,7 +35,7 @@ type Options struct {
 }
 
 func (o Options) config() (tokens.Config, error) {
-	if o.Config == (tokens.Config{}) {
+	if reflect.DeepEqual(o.Config, tokens.Config{}) { // Models makes Config incomparable with ==
 		return tokens.DefaultConfig(), nil
 	}
 	if err := o.Config.Validate(); err != nil {

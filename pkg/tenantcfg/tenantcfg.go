@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
@@ -75,6 +76,9 @@ func Overlay(defaults Settings, stored []byte) (Settings, error) {
 	if len(bytes.TrimSpace(stored)) == 0 {
 		return out, nil
 	}
+	// The decoder adds to a map it finds: give it a copy, so one tenant's
+	// models never reach the defaults every tenant starts from.
+	out.Tokens.Models = maps.Clone(defaults.Tokens.Models)
 	dec := json.NewDecoder(bytes.NewReader(stored))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&out); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/sessionnotes"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
 )
 
 var defaults = tenantcfg.Defaults()
@@ -37,6 +38,32 @@ func TestOverlayChangesOnlyWhatIsNamed(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, defaults, s, "%q keeps the defaults", empty)
 	}
+}
+
+// TestOverlayOverridesModelWindows: a tenant overrides the model table's
+// window for OpenAI and Claude families alike, and one tenant's overrides
+// never reach another's settings.
+func TestOverlayOverridesModelWindows(t *testing.T) {
+	t.Parallel()
+	acme, err := tenantcfg.Overlay(defaults, []byte(`{"tokens": {"models": {"gpt-5": {"window": 400000}, "claude-opus-4-6": {"window": 150000}}}}`))
+	require.NoError(t, err)
+	require.Equal(t, int64(400_000), acme.Tokens.Limits("gpt-5-codex", 0, 0).Window)
+	require.Equal(t, int64(150_000), acme.Tokens.Limits("claude-opus-4-6", 0, 0).Window)
+	require.Equal(t, int64(1_047_576), acme.Tokens.Limits("gpt-4.1", 0, 0).Window, "a family not named keeps the table's")
+
+	withDefaults := defaults
+	withDefaults.Tokens.Models = map[string]tokens.ModelOverride{"o3": {Window: 150_000}}
+	globex, err := tenantcfg.Overlay(withDefaults, []byte(`{"tokens": {"models": {"gpt-4o": {"max_output": 4096}}}}`))
+	require.NoError(t, err)
+	require.Equal(t, int64(150_000), globex.Tokens.Limits("o3", 0, 0).Window, "the process's overrides stay under the tenant's")
+	require.Equal(t, int64(4_096), globex.Tokens.Limits("gpt-4o", 0, 0).Reserve)
+	require.NotContains(t, withDefaults.Tokens.Models, "gpt-4o", "a tenant's override never reaches the defaults")
+	require.Equal(t, int64(272_000), defaults.Tokens.Limits("gpt-5", 0, 0).Window)
+
+	_, err = tenantcfg.Overlay(defaults, []byte(`{"tokens": {"models": {"gpt-4o": {"window": 20000}}}}`))
+	require.ErrorContains(t, err, `models["gpt-4o"]`)
+	_, err = tenantcfg.Overlay(defaults, []byte(`{"tokens": {"models": {"gpt-4o": {"windw": 200000}}}}`))
+	require.ErrorContains(t, err, `unknown field "windw"`)
 }
 
 func TestOverlayRefusesWhatCannotWork(t *testing.T) {

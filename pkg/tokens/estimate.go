@@ -1,7 +1,9 @@
 // Package tokens holds the token accounting rules of docs/token-accounting.md: the cheap
-// estimate of a message's size, the model table, the thresholds derived from
-// a context window, and the count rule (last usage plus what came after it).
-// Everything here is pure: no I/O, no clock, no globals that change.
+// estimate of a message's size, the exact count of OpenAI models (their
+// o200k_base tokenizer, see CounterFor), the model table, the thresholds
+// derived from a context window, and the count rule (last usage plus what
+// came after it). Everything here is pure: no I/O, no clock, no globals
+// that change (the tokenizer's vocabulary is built once, on first use).
 package tokens
 
 import (

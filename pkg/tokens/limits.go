@@ -24,6 +24,75 @@ type Config struct {
 	// AutoCompactPercent, when above 0, is a percentage of the effective
 	// window; it may only lower the auto-compact threshold, never raise it.
 	AutoCompactPercent float64 `json:"auto_compact_percent"`
+	// Models overrides the model table for model families, by family name
+	// (a table family such as "gpt-5" or "claude-sonnet-4-5", or a model
+	// the table does not know). The longest family that matches a model
+	// wins, as in the table; a field left at zero keeps the table's number.
+	Models map[string]ModelOverride `json:"models,omitempty"`
+}
+
+// ModelOverride is a tenant's context window and default max output tokens
+// for a model family, in place of the model table's.
+type ModelOverride struct {
+	Window    int64 `json:"window,omitempty"`
+	MaxOutput int64 `json:"max_output,omitempty"`
+}
+
+// Model is LookupModel with c.Models over the table: the longest family of
+// c.Models that matches the model replaces the table's window and max
+// output with those it names. A model's [1m] tag still sets the 1M window.
+// The second result is true when the table or an override knows the model.
+func (c Config) Model(model string) (ModelInfo, bool) {
+	info, ok := LookupModel(model)
+	if len(c.Models) == 0 {
+		return info, ok
+	}
+	name, oneMillion := ModelName(model)
+	best, found := "", false
+	for family := range c.Models {
+		if familyMatches(name, family) && (!found || len(family) > len(best)) {
+			best, found = family, true
+		}
+	}
+	if !found {
+		return info, ok
+	}
+	o := c.Models[best]
+	if !ok {
+		info.Family = best
+	}
+	if o.Window > 0 && !oneMillion {
+		info.Window = o.Window
+	}
+	if o.MaxOutput > 0 {
+		info.MaxOutput = o.MaxOutput
+	}
+	return info, true
+}
+
+// validateModels reports overrides that name no family, or numbers no
+// threshold can be derived from.
+func (c Config) validateModels() []error {
+	var errs []error
+	for family, o := range c.Models {
+		field := fmt.Sprintf("models[%q]", family)
+		if name, _ := ModelName(family); family == "" || name != family {
+			errs = append(errs, fmt.Errorf("%s: a family is a lower-case model name without a provider prefix or [1m] tag", field))
+			continue
+		}
+		if o.Window < 0 || o.Window > MaxWindow || o.MaxOutput < 0 || o.MaxOutput > MaxWindow {
+			errs = append(errs, fmt.Errorf("%s: window and max_output must be within 0..%d", field, MaxWindow))
+			continue
+		}
+		if o.Window == 0 && o.MaxOutput == 0 {
+			errs = append(errs, fmt.Errorf("%s: name a window or a max_output", field))
+			continue
+		}
+		if l := c.Limits(family, 0, 0); !l.roomy() {
+			errs = append(errs, fmt.Errorf("%s: a window of %d with a reserve of %d leaves no room for the thresholds", field, l.Window, l.Reserve))
+		}
+	}
+	return errs
 }
 
 // DefaultConfig returns the defaults of docs/token-accounting.md.
@@ -66,6 +135,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("default_window %d leaves no room above max_reserve %d + auto_compact_buffer %d",
 			c.DefaultWindow, c.MaxReserve, c.AutoCompactBuffer))
 	}
+	errs = append(errs, c.validateModels()...)
 	return errors.Join(errs...)
 }
 
@@ -83,13 +153,14 @@ type Limits struct {
 // Limits derives the thresholds for a model. contextWindow and
 // maxOutputTokens are the event's values; zero (or less) means unset.
 //
-// window = contextWindow, else the model table, else c.DefaultWindow;
+// window = contextWindow, else the model table (with c.Models over it, see
+// Config.Model), else c.DefaultWindow;
 // reserve = min(maxOutputTokens or the model's default, c.MaxReserve);
 // effective = window − reserve; auto-compact = effective − c.AutoCompactBuffer
 // (lowered to effective·pct/100 when that is lower); warning and error are
 // below auto-compact by their buffers; blocking = effective − c.BlockingBuffer.
 func (c Config) Limits(model string, contextWindow, maxOutputTokens int64) Limits {
-	info, _ := LookupModel(model)
+	info, _ := c.Model(model)
 	window := contextWindow
 	if window <= 0 {
 		window = info.Window

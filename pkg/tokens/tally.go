@@ -103,7 +103,14 @@ func (t *Tally) Add(estimate int64) {
 // AddMessage counts a message added after the last response, by its
 // estimate, split by kind.
 func (t *Tally) AddMessage(m turn.Message) {
-	total, dense := EstimateSplit(m.Content)
+	t.AddSplit(EstimateSplit(m.Content))
+}
+
+// AddSplit counts content added after the last response by a count and its
+// dense part: a Counter's (t.AddSplit(c.Content(m.Content))), for a model
+// whose tokenizer counts exactly. The count rule stays the same: the last
+// usage plus what came after it, calibrated.
+func (t *Tally) AddSplit(total, dense int64) {
 	t.Pending += total
 	t.PendingDense += dense
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 	"github.com/mnemos-ai/mnemos/pkg/outbox"
 	"github.com/mnemos-ai/mnemos/pkg/sessionstate"
+	"github.com/mnemos-ai/mnemos/pkg/sse"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -514,7 +515,7 @@ func relayReply(w http.ResponseWriter, resp *http.Response) (reply, error) {
 	}
 	flusher, _ := w.(http.Flusher)
 	var asm streamAssembler
-	err := readEvents(resp.Body, func(event []byte) error {
+	err := sse.Read(resp.Body, func(event []byte) error {
 		if _, err := w.Write(event); err != nil {
 			return err
 		}

@@ -1,44 +1,13 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
-
-// maxEventBytes bounds one server-sent event of an upstream's stream.
-const maxEventBytes = 16 << 20
-
-// readEvents reads server-sent events from r and hands each one, its lines
-// and the blank line that ends it as they came, to fn.
-func readEvents(r io.Reader, fn func(event []byte) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxEventBytes)
-	var event []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		event = append(append(event, line...), '\n')
-		if len(line) > 0 {
-			continue
-		}
-		if err := fn(event); err != nil {
-			return err
-		}
-		event = event[:0]
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(event)) > 0 {
-		return fn(append(event, '\n'))
-	}
-	return nil
-}
 
 // streamAssembler rebuilds the message a Messages API stream carries from
 // its events: message_start, the content blocks and their deltas,

@@ -83,6 +83,8 @@ FUZZ_TARGETS := \
 	./services/gateway/proxy:FuzzJSONWalk \
 	./services/gateway/proxy:FuzzPlaceFollowsTheClient \
 	./pkg/jsonvalid:FuzzValid \
+	./pkg/openaiwire:FuzzResponsesRoundTrip \
+	./pkg/openaiwire:FuzzChatRoundTrip \
 	./pkg/retention:FuzzReportsError
 # A count of executions, not a duration: Go 1.26's fuzz coordinator can fail a
 # target with a bare "context deadline exceeded" when a -fuzztime duration runs

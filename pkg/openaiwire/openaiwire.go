@@ -149,10 +149,10 @@ func itemOf(b turn.Block) (json.RawMessage, error) {
 // an openai_item block keeps, a block of another type Mnemos does not know
 // as it came, and nothing for thinking, which no OpenAI item holds.
 func asSent(b turn.Block) (json.RawMessage, error) {
-	switch {
-	case b.Type == BlockItem:
+	switch b.Type {
+	case BlockItem:
 		return itemOf(b)
-	case b.Type == turn.BlockThinking || b.Type == turn.BlockRedactedThinking:
+	case turn.BlockThinking, turn.BlockRedactedThinking:
 		return nil, nil
 	}
 	return b.Raw, nil

@@ -106,7 +106,7 @@ func TestModelOverride(t *testing.T) {
 	require.Equal(t, int64(8_000), info.MaxOutput)
 	require.Equal(t, int64(400_000), cfg.Limits("gpt-5", 0, 0).Window)
 	require.Equal(t, int64(150_000), cfg.Limits("claude-sonnet-4-5-20250929", 0, 0).Window, "Claude models are overridden the same way")
-	require.Equal(t, int64(tokens.OneMillionWindow), cfg.Limits("claude-sonnet-4-5[1m]", 0, 0).Window, "the [1m] tag still sets the window")
+	require.Equal(t, tokens.OneMillionWindow, cfg.Limits("claude-sonnet-4-5[1m]", 0, 0).Window, "the [1m] tag still sets the window")
 	require.Equal(t, int64(300_000), cfg.Limits("gpt-5", 300_000, 0).Window, "the event's context_window wins")
 	require.Equal(t, int64(272_000), cfg.Limits("gpt-5.1", 0, 0).Window, "gpt-5.1 is not gpt-5")
 	require.Equal(t, int64(1_047_576), cfg.Limits("gpt-4.1", 0, 0).Window, "a family not overridden keeps the table's")

@@ -28,3 +28,19 @@ type AnthropicDetail struct {
 	Type    string `json:"type"`
 	Message string `json:"message"`
 }
+
+// OpenAIErrorBody is the body of an error of the model proxy's OpenAI
+// routes, in OpenAI's shape (the document's OpenAIError).
+type OpenAIErrorBody struct {
+	Error OpenAIDetail `json:"error"`
+}
+
+// OpenAIDetail is what an OpenAIErrorBody says: a message, OpenAI's error
+// type ("invalid_request_error", "server_error"), the parameter at fault
+// (null when none) and Mnemos's code.
+type OpenAIDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}

@@ -32,6 +32,7 @@ func answer(path, method, status string) string {
 var bodies = []apitest.Body{
 	{Schemas: schema("Error"), Type: reflect.TypeFor[api.ErrorBody]()},
 	{Schemas: schema("AnthropicError"), Type: reflect.TypeFor[api.AnthropicErrorBody]()},
+	{Schemas: schema("OpenAIError"), Type: reflect.TypeFor[api.OpenAIErrorBody]()},
 	{Schemas: []string{answer("/healthz", "get", "200"), answer("/readyz", "get", "200"), answer("/readyz", "get", "503")}, Type: reflect.TypeFor[api.Health]()},
 	{Schemas: schema("InputMessage"), Type: reflect.TypeFor[turn.Message]()},
 	{Schemas: schema("Block"), Type: reflect.TypeFor[turn.Block]()},
@@ -79,6 +80,7 @@ var bodies = []apitest.Body{
 // and why.
 var untyped = map[string]string{
 	"AnthropicBody": "the Messages API's body, which the model proxy passes on as it is",
+	"OpenAIBody":    "an OpenAI API's body, which the model proxy passes on as it is",
 	"MemoryScopes":  "a map[string]string in Go, checked in the bodies that hold it",
 	"TurnEvent": "the outline of pkg/turn's schema (mnemos.turn.v1.schema.json), which is the contract the gateway applies " +
 		"and pkg/turn's tests hold turn.Event to; its messages, prefix and compaction are checked here",

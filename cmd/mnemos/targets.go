@@ -204,6 +204,7 @@ func (d *deps) httpAPI(target string) (*gateway.Gateway, gateway.Config, error) 
 	cfg.MaxInflightBytes = d.cfg.MaxInflightBytes
 	cfg.ContextCacheBytes = d.cfg.ContextCacheBytes
 	cfg.Upstream = d.cfg.Upstream
+	cfg.UpstreamOpenAI = d.cfg.UpstreamOpenAI
 	cfg.Heavy = d.heavy
 	cfg.Recall = d.recaller
 	log := d.logFor(target)

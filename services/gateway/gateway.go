@@ -86,6 +86,9 @@ type Config struct {
 	Upstream         proxy.Upstream
 	UpstreamClient   *http.Client
 	MaxMessagesBytes int64
+	// UpstreamOpenAI is where the OpenAI routes go for tenants without an
+	// OpenAI upstream of their own.
+	UpstreamOpenAI proxy.Upstream
 
 	// Memories, Dreams and Keys are the domain services the gateway serves,
 	// shared with the console so that both count and check alike; New
@@ -167,7 +170,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	}
 	g.contexts.UseRecall(cfg.Recall)
 	g.proxy, err = proxy.New(proxy.Config{
-		Upstream: cfg.Upstream, UpstreamClient: cfg.UpstreamClient, MaxMessagesBytes: cfg.MaxMessagesBytes,
+		Upstream: cfg.Upstream, UpstreamClient: cfg.UpstreamClient, MaxMessagesBytes: cfg.MaxMessagesBytes, UpstreamOpenAI: cfg.UpstreamOpenAI,
 		ContextWait: cfg.ContextWait, UpstreamCacheTTL: cfg.KeyCacheTTL,
 	}, base, g.admission, st, settings, g.contexts, meter)
 	if err != nil {

@@ -76,6 +76,21 @@ func (anthropicDialect) WriteError(w http.ResponseWriter, e *Error) {
 	WriteJSON(w, e.Status, api.AnthropicErrorBody{Type: "error", Error: api.AnthropicDetail{Type: kind, Message: e.Message}})
 }
 
+// OpenAI is the dialect of OpenAI's APIs, which the model proxy's OpenAI
+// door stands in for: its clients read the error's type and code.
+var OpenAI Dialect = openAIDialect{}
+
+type openAIDialect struct{}
+
+// WriteError writes e with OpenAI's type for its status and Mnemos's code.
+func (openAIDialect) WriteError(w http.ResponseWriter, e *Error) {
+	kind := "invalid_request_error"
+	if e.Status >= http.StatusInternalServerError {
+		kind = "server_error"
+	}
+	WriteJSON(w, e.Status, api.OpenAIErrorBody{Error: api.OpenAIDetail{Message: e.Message, Type: kind, Code: e.Code}})
+}
+
 // anthropicKinds are the Messages API's error types.
 var anthropicKinds = map[string]bool{
 	"invalid_request_error": true, "authentication_error": true, "permission_error": true, "not_found_error": true,

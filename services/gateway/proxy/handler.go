@@ -31,8 +31,11 @@ type Config struct {
 	// Upstream serves the tenants that have none of their own;
 	// UpstreamClient sends requests to it (it must not time out a long
 	// stream); MaxMessagesBytes bounds a request's body.
-	Upstream         Upstream
-	UpstreamClient   *http.Client
+	Upstream       Upstream
+	UpstreamClient *http.Client
+	// UpstreamOpenAI serves the OpenAI routes of the tenants that have no
+	// OpenAI upstream of their own.
+	UpstreamOpenAI   Upstream
 	MaxMessagesBytes int64
 	// ContextWait bounds how long a managed request waits for the
 	// compaction it asks for before its call.
@@ -57,7 +60,7 @@ type Handler struct {
 	admission *httpapi.Admission
 	contexts  Contexts
 	metrics   proxyMetrics
-	upstreams *ttlcache.Cache[Upstream] // tenant → its upstream
+	upstreams *ttlcache.Cache[Upstream] // provider and tenant → the tenant's upstream
 	// canons and unchanged are the proxy's verdicts on client messages
 	// (messages_digest.go): the canonical digest of each that decodes
 	// (threads.go), and whether a rendering is the client's message.
@@ -95,6 +98,7 @@ func New(cfg Config, base httpapi.Base, admission *httpapi.Admission, st *store.
 func (h *Handler) Register(mux httpapi.Mux) {
 	mux.Handle("POST /v1/messages", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, h.postMessages))
 	mux.Handle("POST /v1/messages/count_tokens", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, h.countTokens))
+	mux.Handle("GET /v1/models", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, h.listModels))
 }
 
 type proxyMetrics struct {

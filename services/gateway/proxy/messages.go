@@ -165,7 +165,7 @@ func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, httpapi.Describe(req.session))})
 		return nil, nil, false
 	}
-	up, err := h.upstreamOf(r.Context(), tenant)
+	up, err := h.upstreamOf(r.Context(), tenant, store.ProviderAnthropic)
 	if err != nil {
 		h.Log.Error("messages proxy: reading the tenant's upstream", "tenant", tenant, "err", err)
 		w.Header().Set("Retry-After", "5")
@@ -436,11 +436,14 @@ func eventStream(resp *http.Response) bool {
 	return strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 }
 
-// upstreamOf is the tenant's Anthropic upstream: its own, else the process's.
-func (h *Handler) upstreamOf(ctx context.Context, tenant string) (Upstream, error) {
-	return h.upstreams.Get(ctx, tenant, func(ctx context.Context, tenant string) (Upstream, error) {
-		up, err := h.store.TenantUpstream(ctx, tenant, store.ProviderAnthropic)
+// upstreamOf is the tenant's upstream of provider: its own, else the process's.
+func (h *Handler) upstreamOf(ctx context.Context, tenant string, provider store.Provider) (Upstream, error) {
+	return h.upstreams.Get(ctx, string(provider)+"\x00"+tenant, func(ctx context.Context, _ string) (Upstream, error) {
+		up, err := h.store.TenantUpstream(ctx, tenant, provider)
 		if errors.Is(err, store.ErrNotFound) {
+			if provider == store.ProviderOpenAI {
+				return h.cfg.UpstreamOpenAI, nil
+			}
 			return h.cfg.Upstream, nil
 		}
 		return up, err

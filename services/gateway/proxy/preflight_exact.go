@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -44,7 +45,7 @@ func (h *Handler) ExactPreflight(ctx context.Context, r *http.Request, tenant, m
 	if !ok {
 		return 0, false
 	}
-	up, err := h.upstreamOf(ctx, tenant)
+	up, err := h.upstreamOf(ctx, tenant, store.ProviderAnthropic)
 	if err != nil || up.URL == "" {
 		return 0, false
 	}

@@ -399,7 +399,7 @@ func TestAgentWritesMarkTheirSession(t *testing.T) {
 			return err
 		}
 		s.AppliedSeq, s.MessageCount, s.State = 7, 15, "ok"
-		return tx.SaveSession(ctx, s)
+		return tx.SaveSessions(ctx, s)
 	}))
 	_, err := f.mem.AgentWrite(ctx, "acme", "s1")
 	require.ErrorIs(t, err, memory.ErrNotFound)

@@ -35,7 +35,7 @@ func TestATransactionSendsItsBeginWithItsFirstRoundTrip(t *testing.T) {
 				return err
 			}
 			s.TokenCount = 42
-			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSession(ctx, s) })
+			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSessions(ctx, s) })
 		})
 	})
 	require.Equal(t, [2]int64{0, 2}, [2]int64{queries, batches}, "BEGIN with the lock, the save with COMMIT")
@@ -52,7 +52,7 @@ func TestATransactionSendsItsBeginWithItsFirstRoundTrip(t *testing.T) {
 				return err
 			}
 			s.TokenCount++
-			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSession(ctx, s) })
+			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSessions(ctx, s) })
 		})
 	})
 	require.Equal(t, [2]int64{0, 2}, [2]int64{queries, batches}, "BEGIN with the reads, the save with COMMIT")
@@ -67,7 +67,7 @@ func TestATransactionSendsItsBeginWithItsFirstRoundTrip(t *testing.T) {
 	s.TokenCount = 44
 	queries, batches = trips.of(t, func() error {
 		return st.InTx(ctx, "acme", func(tx *store.Tx) error {
-			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSession(ctx, s) })
+			return tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSessions(ctx, s) })
 		})
 	})
 	require.Equal(t, [2]int64{0, 1}, [2]int64{queries, batches}, "a transaction of writes alone is one round trip")

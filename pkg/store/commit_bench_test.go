@@ -31,7 +31,7 @@ func BenchmarkTransactionEndingInWrites(b *testing.B) {
 						return err
 					}
 					s.TokenCount++
-					return c.end(tx, func(p *store.Tx) error { return p.SaveSession(ctx, s) })
+					return c.end(tx, func(p *store.Tx) error { return p.SaveSessions(ctx, s) })
 				}))
 			}
 		})

@@ -31,11 +31,11 @@ func TestPipelineCommitSendsTheCommitWithTheWrites(t *testing.T) {
 		trips.queries.Store(0)
 		trips.batches.Store(0)
 		s.TokenCount = 42
-		if err := tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSession(ctx, s) }); err != nil {
+		if err := tx.PipelineCommit(ctx, func(p *store.Tx) error { return p.SaveSessions(ctx, s) }); err != nil {
 			return err
 		}
 		s.TokenCount = 7
-		after = tx.SaveSession(ctx, s)
+		after = tx.SaveSessions(ctx, s)
 		return nil
 	}))
 	queries, batches := trips.queries.Load(), trips.batches.Load()
@@ -68,7 +68,7 @@ func TestAFailedPipelineCommitRollsBack(t *testing.T) {
 		}
 		s.TokenCount = 42
 		return tx.PipelineCommit(ctx, func(p *store.Tx) error {
-			if err := p.SaveSession(ctx, s); err != nil {
+			if err := p.SaveSessions(ctx, s); err != nil {
 				return err
 			}
 			// The message's session is unknown: its foreign key fails.

@@ -152,7 +152,7 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 // batchStatements are the statements a batch of turns reads and updates by
 // (services/tokenaccounting's readBatch and writeBatch), which its
 // transaction runs on their generic plans (InTxWaiting).
-var batchStatements = []string{"SessionsLockFree", "MessageHashesOfSessions", "ReplacementsForSessions", "SessionEstimatePrior", "SessionUpdateAccountingMany"}
+var batchStatements = []string{"SessionsLockFree", "MessageHashesOfSessions", "ReplacementsForSessions", "SessionEstimatePrior", "SessionUpdateAccounting"}
 
 // TestBatchPlansAreIndexLookups: the generic plans of a batch's statements,
 // as the planner makes them with nothing priced out, find their rows by

@@ -84,7 +84,7 @@ func TestReadsGoTogetherAsTheirTenant(t *testing.T) {
 				return err
 			}
 			s.TokenCount, s.State = count, "ok"
-			return tx.SaveSession(ctx, s)
+			return tx.SaveSessions(ctx, s)
 		}))
 	}
 	require.NoError(t, st.InTx(ctx, "beta", func(tx *store.Tx) error {

@@ -155,109 +155,64 @@ func (s *Store) SessionProgress(ctx context.Context, tenant, sessionID string) (
 	return out, err
 }
 
-// SaveSession writes the accounting fields of a session locked by LockSession.
-func (t *Tx) SaveSession(ctx context.Context, s sessionstate.Session) error {
-	p, err := fromSession(t.tenant, s)
-	if err != nil {
-		return fmt.Errorf("store.SaveSession: %w", err)
+// SaveSessions writes the accounting fields of sessions locked by
+// LockSession or LockFreeSessions, in one statement; each session appears
+// once.
+func (t *Tx) SaveSessions(ctx context.Context, ss ...sessionstate.Session) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	p := dbsqlc.SessionUpdateAccountingParams{TenantID: t.tenant}
+	for _, s := range ss {
+		if err := appendSession(&p, s); err != nil {
+			return fmt.Errorf("store.SaveSessions: %w", err)
+		}
 	}
 	if err := t.q.SessionUpdateAccounting(ctx, p); err != nil {
-		return fmt.Errorf("store.SaveSession: %w", err)
+		return fmt.Errorf("store.SaveSessions: %w", err)
 	}
 	return nil
 }
 
-// fromSession converts the accounting fields of the domain's Session to
-// the row's columns SaveSession writes.
-func fromSession(tenant string, s sessionstate.Session) (dbsqlc.SessionUpdateAccountingParams, error) {
+// appendSession lays the accounting fields of the domain's Session out as
+// one more element of each column's array of the statement SaveSessions
+// sends.
+func appendSession(p *dbsqlc.SessionUpdateAccountingParams, s sessionstate.Session) error {
 	scope, err := scopeJSON(s.MemoryScope)
 	if err != nil {
-		return dbsqlc.SessionUpdateAccountingParams{}, fmt.Errorf("session %s: memory_scope: %w", s.SessionID, err)
+		return fmt.Errorf("session %s: memory_scope: %w", s.SessionID, err)
 	}
-	return dbsqlc.SessionUpdateAccountingParams{
-		TenantID:           tenant,
-		SessionID:          s.SessionID,
-		AgentID:            s.AgentID,
-		Model:              s.Model,
-		ContextWindow:      s.ContextWindow,
-		MaxOutputTokens:    s.MaxOutputTokens,
-		MemoryScope:        scope,
-		AppliedSeq:         s.AppliedSeq,
-		WaitingTurns:       s.WaitingTurns,
-		MessageCount:       s.MessageCount,
-		MessageBytes:       s.MessageBytes,
-		BaselineTokens:     s.BaselineTokens,
-		HasUsage:           s.HasUsage,
-		PendingTokens:      s.PendingTokens,
-		EstimateFactor:     s.EstimateFactor,
-		DenseFactor:        s.DenseFactor,
-		PendingDense:       s.PendingDense,
-		PrefixTokens:       s.PrefixTokens,
-		PrefixHash:         s.PrefixHash,
-		TokenCount:         s.TokenCount,
-		State:              s.State,
-		CompactionInFlight: s.CompactionInFlight,
-		CompactRequests:    s.CompactRequests,
-		AutoCompactSeqs:    nonNil(s.AutoCompactSeqs),
-		ThrashHeld:         s.ThrashHeld,
-		ToolCallsTotal:     s.ToolCallsTotal,
-		RejectedTurns:      s.RejectedTurns,
-		SkippedSeqs:        s.SkippedSeqs,
-		LastSkippedFrom:    s.LastSkippedFrom,
-		LastSkippedTo:      s.LastSkippedTo,
-		StaleUsageAbove:    s.StaleUsageAbove,
-		LastResponseAt:     timestamptz(s.LastResponseAt),
-	}, nil
-}
-
-// SaveSessions is SaveSession for many sessions in one statement; each
-// session appears once. Each session's columns are fromSession's, laid out
-// one array a column.
-func (t *Tx) SaveSessions(ctx context.Context, ss []sessionstate.Session) error {
-	if len(ss) == 0 {
-		return nil
-	}
-	p := dbsqlc.SessionUpdateAccountingManyParams{TenantID: t.tenant}
-	for _, s := range ss {
-		r, err := fromSession(t.tenant, s)
-		if err != nil {
-			return fmt.Errorf("store.SaveSessions: %w", err)
-		}
-		p.SessionIds = append(p.SessionIds, r.SessionID)
-		p.AgentIds = append(p.AgentIds, r.AgentID)
-		p.Models = append(p.Models, r.Model)
-		p.ContextWindows = append(p.ContextWindows, r.ContextWindow)
-		p.MaxOutputTokens = append(p.MaxOutputTokens, r.MaxOutputTokens)
-		p.MemoryScopes = append(p.MemoryScopes, string(r.MemoryScope))
-		p.AppliedSeqs = append(p.AppliedSeqs, r.AppliedSeq)
-		p.WaitingTurns = append(p.WaitingTurns, r.WaitingTurns)
-		p.MessageCounts = append(p.MessageCounts, r.MessageCount)
-		p.MessageBytes = append(p.MessageBytes, r.MessageBytes)
-		p.BaselineTokens = append(p.BaselineTokens, r.BaselineTokens)
-		p.HasUsages = append(p.HasUsages, r.HasUsage)
-		p.PendingTokens = append(p.PendingTokens, r.PendingTokens)
-		p.EstimateFactors = append(p.EstimateFactors, r.EstimateFactor)
-		p.DenseFactors = append(p.DenseFactors, r.DenseFactor)
-		p.PendingDenses = append(p.PendingDenses, r.PendingDense)
-		p.PrefixTokens = append(p.PrefixTokens, r.PrefixTokens)
-		p.PrefixHashes = append(p.PrefixHashes, r.PrefixHash)
-		p.TokenCounts = append(p.TokenCounts, r.TokenCount)
-		p.States = append(p.States, r.State)
-		p.CompactionsInFlight = append(p.CompactionsInFlight, r.CompactionInFlight)
-		p.CompactRequests = append(p.CompactRequests, r.CompactRequests)
-		p.AutoCompactSeqs = append(p.AutoCompactSeqs, int64ArrayLiteral(r.AutoCompactSeqs))
-		p.ThrashHelds = append(p.ThrashHelds, r.ThrashHeld)
-		p.ToolCallsTotals = append(p.ToolCallsTotals, r.ToolCallsTotal)
-		p.RejectedTurns = append(p.RejectedTurns, r.RejectedTurns)
-		p.SkippedSeqs = append(p.SkippedSeqs, r.SkippedSeqs)
-		p.LastSkippedFroms = append(p.LastSkippedFroms, r.LastSkippedFrom)
-		p.LastSkippedTos = append(p.LastSkippedTos, r.LastSkippedTo)
-		p.StaleUsageAboves = append(p.StaleUsageAboves, r.StaleUsageAbove)
-		p.LastResponseAts = append(p.LastResponseAts, r.LastResponseAt)
-	}
-	if err := t.q.SessionUpdateAccountingMany(ctx, p); err != nil {
-		return fmt.Errorf("store.SaveSessions: %w", err)
-	}
+	p.SessionIds = append(p.SessionIds, s.SessionID)
+	p.AgentIds = append(p.AgentIds, s.AgentID)
+	p.Models = append(p.Models, s.Model)
+	p.ContextWindows = append(p.ContextWindows, s.ContextWindow)
+	p.MaxOutputTokens = append(p.MaxOutputTokens, s.MaxOutputTokens)
+	p.MemoryScopes = append(p.MemoryScopes, string(scope))
+	p.AppliedSeqs = append(p.AppliedSeqs, s.AppliedSeq)
+	p.WaitingTurns = append(p.WaitingTurns, s.WaitingTurns)
+	p.MessageCounts = append(p.MessageCounts, s.MessageCount)
+	p.MessageBytes = append(p.MessageBytes, s.MessageBytes)
+	p.BaselineTokens = append(p.BaselineTokens, s.BaselineTokens)
+	p.HasUsages = append(p.HasUsages, s.HasUsage)
+	p.PendingTokens = append(p.PendingTokens, s.PendingTokens)
+	p.EstimateFactors = append(p.EstimateFactors, s.EstimateFactor)
+	p.DenseFactors = append(p.DenseFactors, s.DenseFactor)
+	p.PendingDenses = append(p.PendingDenses, s.PendingDense)
+	p.PrefixTokens = append(p.PrefixTokens, s.PrefixTokens)
+	p.PrefixHashes = append(p.PrefixHashes, s.PrefixHash)
+	p.TokenCounts = append(p.TokenCounts, s.TokenCount)
+	p.States = append(p.States, s.State)
+	p.CompactionsInFlight = append(p.CompactionsInFlight, s.CompactionInFlight)
+	p.CompactRequests = append(p.CompactRequests, s.CompactRequests)
+	p.AutoCompactSeqs = append(p.AutoCompactSeqs, int64ArrayLiteral(s.AutoCompactSeqs))
+	p.ThrashHelds = append(p.ThrashHelds, s.ThrashHeld)
+	p.ToolCallsTotals = append(p.ToolCallsTotals, s.ToolCallsTotal)
+	p.RejectedTurns = append(p.RejectedTurns, s.RejectedTurns)
+	p.SkippedSeqs = append(p.SkippedSeqs, s.SkippedSeqs)
+	p.LastSkippedFroms = append(p.LastSkippedFroms, s.LastSkippedFrom)
+	p.LastSkippedTos = append(p.LastSkippedTos, s.LastSkippedTo)
+	p.StaleUsageAboves = append(p.StaleUsageAboves, s.StaleUsageAbove)
+	p.LastResponseAts = append(p.LastResponseAts, timestamptz(s.LastResponseAt))
 	return nil
 }
 

@@ -32,7 +32,7 @@ func TestInTxCommitsAndRollsBack(t *testing.T) {
 		require.NoError(t, err)
 		s.TokenCount = 42
 		s.State = "ok"
-		return tx.SaveSession(ctx, s)
+		return tx.SaveSessions(ctx, s)
 	}))
 	got, err := st.GetSession(ctx, "acme", "s1")
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestTracerMakesASpanOfEveryQueryInATrace(t *testing.T) {
 			return err
 		}
 		s.TokenCount = 7
-		return tx.Pipeline(tctx, func(p *store.Tx) error { return p.SaveSession(tctx, s) })
+		return tx.Pipeline(tctx, func(p *store.Tx) error { return p.SaveSessions(tctx, s) })
 	}))
 	_ = st.InTx(tctx, "acme", func(tx *store.Tx) error {
 		var n int

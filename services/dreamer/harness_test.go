@@ -189,7 +189,7 @@ func (h *harness) session(id string, memoryScope map[string]string, texts ...str
 			}
 		}
 		s.MemoryScope, s.MessageCount = memoryScope, int64(len(texts))
-		return tx.SaveSession(ctx, s)
+		return tx.SaveSessions(ctx, s)
 	}))
 }
 

@@ -206,7 +206,7 @@ func TestSessionReadsAreTenantScoped(t *testing.T) {
 			return err
 		}
 		s.TokenCount, s.State = 150_000, "error"
-		return tx.SaveSession(ctx, s)
+		return tx.SaveSessions(ctx, s)
 	}))
 	status, body := h.do(t, "GET", "/v1/sessions/shared-name", "key-acme", nil)
 	require.Equal(t, http.StatusOK, status, body)
@@ -230,7 +230,7 @@ func TestPreflight(t *testing.T) {
 			return err
 		}
 		s.BaselineTokens, s.HasUsage, s.TokenCount, s.State = 160_000, true, 160_000, "error"
-		return tx.SaveSession(ctx, s)
+		return tx.SaveSessions(ctx, s)
 	}))
 	small := map[string]any{"input_messages": []turn.Message{{UUID: "p1", Role: "user", Content: turn.Content{{Type: "text", Text: strings.Repeat("a", 4_000)}}}}}
 	status, body := h.do(t, "POST", "/v1/sessions/s1/preflight", "key-acme", encode(t, small))
@@ -294,7 +294,7 @@ func TestPreflightRequestPrefix(t *testing.T) {
 			return err
 		}
 		s.PrefixTokens, s.PrefixHash = prefixTokens, "p1"
-		return tx.SaveSession(ctx, s)
+		return tx.SaveSessions(ctx, s)
 	}))
 	status, got = h.do(t, "POST", "/v1/sessions/known/preflight", "key-acme", body(map[string]any{"hash": "p1"}))
 	require.Equal(t, http.StatusOK, status, got)

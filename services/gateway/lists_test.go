@@ -28,7 +28,7 @@ func (h *harness) saveSessionOf(t *testing.T, tenant, id, agent string, change f
 		}
 		s.State = "ok"
 		change(&s)
-		if err := tx.SaveSession(ctx, s); err != nil {
+		if err := tx.SaveSessions(ctx, s); err != nil {
 			return err
 		}
 		saved, err = tx.Session(ctx, id)

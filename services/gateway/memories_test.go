@@ -45,7 +45,7 @@ func (h *harness) saveSession(t *testing.T, id string, change func(*sessionstate
 		}
 		s.State = "ok"
 		change(&s)
-		return tx.SaveSession(ctx, s)
+		return tx.SaveSessions(ctx, s)
 	}))
 }
 

@@ -115,7 +115,7 @@ func (s *Service) apply(ctx context.Context, ev turn.Event, size int) error {
 			}
 			sess.WaitingTurns++
 			outcome = OutcomeWaiting
-			return tx.SaveSession(ctx, sess)
+			return tx.SaveSessions(ctx, sess)
 		default:
 			outcome = OutcomeApplied
 			waitedApplied, err = s.applyInOrder(ctx, tx, set, &sess, ev, size, false)
@@ -549,7 +549,7 @@ func queueWrites(ctx context.Context, p *store.Tx, plan turnPlan, rows []store.O
 	if err := recordTurn(ctx, p, plan.ev, waited, store.TurnApplied, "", plan.next.TokenCount, plan.next.State); err != nil {
 		return err
 	}
-	return p.SaveSession(ctx, plan.next)
+	return p.SaveSessions(ctx, plan.next)
 }
 
 // queueOffloads queues a plan's new offload decisions: each result stored
@@ -625,7 +625,7 @@ func (s *Service) reject(ctx context.Context, tx *store.Tx, sess *sessionstate.S
 		}); err != nil {
 			return err
 		}
-		return p.SaveSession(ctx, next)
+		return p.SaveSessions(ctx, next)
 	})
 	if err != nil {
 		return err

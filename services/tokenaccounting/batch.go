@@ -343,7 +343,7 @@ func writeBatch(ctx context.Context, tx *store.Tx, done []planned) error {
 				sessions = append(sessions, d.plan.next) // the session after its last event of the batch
 			}
 		}
-		return p.SaveSessions(ctx, sessions)
+		return p.SaveSessions(ctx, sessions...)
 	})
 }
 

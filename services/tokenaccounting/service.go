@@ -290,7 +290,7 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 				return err
 			}
 			if !ok {
-				return tx.SaveSession(ctx, sess)
+				return tx.SaveSessions(ctx, sess)
 			}
 			applied, err = s.applyInOrder(ctx, tx, set, &sess, ev, size, true)
 			return err

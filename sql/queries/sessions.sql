@@ -44,44 +44,10 @@ SELECT applied_seq, message_count FROM sessions WHERE tenant_id = @tenant_id AND
 SELECT * FROM sessions WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
 -- name: SessionUpdateAccounting :exec
-UPDATE sessions SET
-    agent_id = @agent_id,
-    model = @model,
-    context_window = @context_window,
-    max_output_tokens = @max_output_tokens,
-    memory_scope = @memory_scope,
-    applied_seq = @applied_seq,
-    waiting_turns = @waiting_turns,
-    message_count = @message_count,
-    message_bytes = @message_bytes,
-    baseline_tokens = @baseline_tokens,
-    has_usage = @has_usage,
-    pending_tokens = @pending_tokens,
-    estimate_factor = @estimate_factor,
-    dense_factor = @dense_factor,
-    pending_dense = @pending_dense,
-    prefix_tokens = @prefix_tokens,
-    prefix_hash = @prefix_hash,
-    token_count = @token_count,
-    state = @state,
-    compaction_in_flight = @compaction_in_flight,
-    compact_requests = @compact_requests,
-    auto_compact_seqs = @auto_compact_seqs,
-    thrash_held = @thrash_held,
-    tool_calls_total = @tool_calls_total,
-    rejected_turns = @rejected_turns,
-    skipped_seqs = @skipped_seqs,
-    last_skipped_from = @last_skipped_from,
-    last_skipped_to = @last_skipped_to,
-    stale_usage_above = @stale_usage_above,
-    last_response_at = @last_response_at,
-    updated_at = now()
-WHERE tenant_id = @tenant_id AND session_id = @session_id;
-
--- name: SessionUpdateAccountingMany :exec
--- SessionUpdateAccounting for many sessions in one statement: the arrays
--- are parallel, one session per index, each named once. memory_scopes are
--- JSON objects and auto_compact_seqs array literals ('{3,9}'), as text.
+-- Writes the accounting of the sessions the accountant locked, one or many
+-- in one statement: the arrays are parallel, one session per index, each
+-- named once. memory_scopes are JSON objects and auto_compact_seqs array
+-- literals ('{3,9}'), as text.
 UPDATE sessions s SET
     agent_id = u.agent_id,
     model = u.model,

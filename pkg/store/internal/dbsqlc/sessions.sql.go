@@ -568,115 +568,6 @@ func (q *Queries) SessionSetPins(ctx context.Context, arg SessionSetPinsParams) 
 }
 
 const sessionUpdateAccounting = `-- name: SessionUpdateAccounting :exec
-UPDATE sessions SET
-    agent_id = $1,
-    model = $2,
-    context_window = $3,
-    max_output_tokens = $4,
-    memory_scope = $5,
-    applied_seq = $6,
-    waiting_turns = $7,
-    message_count = $8,
-    message_bytes = $9,
-    baseline_tokens = $10,
-    has_usage = $11,
-    pending_tokens = $12,
-    estimate_factor = $13,
-    dense_factor = $14,
-    pending_dense = $15,
-    prefix_tokens = $16,
-    prefix_hash = $17,
-    token_count = $18,
-    state = $19,
-    compaction_in_flight = $20,
-    compact_requests = $21,
-    auto_compact_seqs = $22,
-    thrash_held = $23,
-    tool_calls_total = $24,
-    rejected_turns = $25,
-    skipped_seqs = $26,
-    last_skipped_from = $27,
-    last_skipped_to = $28,
-    stale_usage_above = $29,
-    last_response_at = $30,
-    updated_at = now()
-WHERE tenant_id = $31 AND session_id = $32
-`
-
-type SessionUpdateAccountingParams struct {
-	AgentID            string
-	Model              string
-	ContextWindow      int64
-	MaxOutputTokens    int64
-	MemoryScope        []byte
-	AppliedSeq         int64
-	WaitingTurns       int64
-	MessageCount       int64
-	MessageBytes       int64
-	BaselineTokens     int64
-	HasUsage           bool
-	PendingTokens      int64
-	EstimateFactor     float64
-	DenseFactor        float64
-	PendingDense       int64
-	PrefixTokens       int64
-	PrefixHash         string
-	TokenCount         int64
-	State              string
-	CompactionInFlight bool
-	CompactRequests    int64
-	AutoCompactSeqs    []int64
-	ThrashHeld         int64
-	ToolCallsTotal     int64
-	RejectedTurns      int64
-	SkippedSeqs        int64
-	LastSkippedFrom    int64
-	LastSkippedTo      int64
-	StaleUsageAbove    int64
-	LastResponseAt     pgtype.Timestamptz
-	TenantID           string
-	SessionID          string
-}
-
-func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdateAccountingParams) error {
-	_, err := q.db.Exec(ctx, sessionUpdateAccounting,
-		arg.AgentID,
-		arg.Model,
-		arg.ContextWindow,
-		arg.MaxOutputTokens,
-		arg.MemoryScope,
-		arg.AppliedSeq,
-		arg.WaitingTurns,
-		arg.MessageCount,
-		arg.MessageBytes,
-		arg.BaselineTokens,
-		arg.HasUsage,
-		arg.PendingTokens,
-		arg.EstimateFactor,
-		arg.DenseFactor,
-		arg.PendingDense,
-		arg.PrefixTokens,
-		arg.PrefixHash,
-		arg.TokenCount,
-		arg.State,
-		arg.CompactionInFlight,
-		arg.CompactRequests,
-		arg.AutoCompactSeqs,
-		arg.ThrashHeld,
-		arg.ToolCallsTotal,
-		arg.RejectedTurns,
-		arg.SkippedSeqs,
-		arg.LastSkippedFrom,
-		arg.LastSkippedTo,
-		arg.StaleUsageAbove,
-		arg.LastResponseAt,
-		arg.TenantID,
-		arg.SessionID,
-	)
-	return err
-}
-
-const sessionUpdateAccountingMany = `-- name: SessionUpdateAccountingMany :exec
 UPDATE sessions s SET
     agent_id = u.agent_id,
     model = u.model,
@@ -729,7 +620,7 @@ FROM ROWS FROM (unnest($2::text[]), unnest($3::text[]), unnest($4::text[]),
 WHERE s.tenant_id = $1 AND s.session_id = u.session_id
 `
 
-type SessionUpdateAccountingManyParams struct {
+type SessionUpdateAccountingParams struct {
 	TenantID            string
 	SessionIds          []string
 	AgentIds            []string
@@ -764,11 +655,12 @@ type SessionUpdateAccountingManyParams struct {
 	LastResponseAts     []pgtype.Timestamptz
 }
 
-// SessionUpdateAccounting for many sessions in one statement: the arrays
-// are parallel, one session per index, each named once. memory_scopes are
-// JSON objects and auto_compact_seqs array literals ('{3,9}'), as text.
-func (q *Queries) SessionUpdateAccountingMany(ctx context.Context, arg SessionUpdateAccountingManyParams) error {
-	_, err := q.db.Exec(ctx, sessionUpdateAccountingMany,
+// Writes the accounting of the sessions the accountant locked, one or many
+// in one statement: the arrays are parallel, one session per index, each
+// named once. memory_scopes are JSON objects and auto_compact_seqs array
+// literals ('{3,9}'), as text.
+func (q *Queries) SessionUpdateAccounting(ctx context.Context, arg SessionUpdateAccountingParams) error {
+	_, err := q.db.Exec(ctx, sessionUpdateAccounting,
 		arg.TenantID,
 		arg.SessionIds,
 		arg.AgentIds,

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/accounting"
-	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/events"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
@@ -42,137 +40,40 @@ const (
 // returns an error wrapping store.ErrSessionBusy and changes nothing: try
 // again later.
 //
-// A transaction makes few round trips: BEGIN with the tenant, the session
-// lock, the reads that decide (known message hashes, frozen offload
-// decisions), then every write of the event pipelined, then COMMIT.
+// The event is a batch of one (decide.go): BEGIN with the tenant, the
+// session's lock and the reads that decide (known message hashes, frozen
+// offload decisions) in one round trip, then every write of the event
+// pipelined with the COMMIT.
 func (s *Service) Apply(ctx context.Context, ev turn.Event) error {
-	return s.apply(ctx, ev, 0)
+	return s.apply(ctx, ev, 0, nil)
 }
 
 // apply is Apply for an event that arrived encoded in size bytes (0: not
-// known, the tenant's turn_bytes is not checked).
-func (s *Service) apply(ctx context.Context, ev turn.Event, size int) error {
-	start := s.now()
-	set, err := s.settings.For(ctx, ev.TenantID)
+// known, the tenant's turn_bytes is not checked), its messages written at
+// pacer's pace (nil: at once).
+func (s *Service) apply(ctx context.Context, ev turn.Event, size int, pacer *cpu.Pacer) error {
+	q := &queued{ctx: ctx, ev: ev, size: size, at: s.now()}
+	decided, err := s.decideBatch(ctx, ev.TenantID, []*queued{q}, true, false, pacer)
 	if errors.Is(err, store.ErrUnknownTenant) {
 		return turn.Refuse(turn.ReasonUnknownTenant, "tenant %q does not exist", ev.TenantID)
 	}
 	if err != nil {
 		return fmt.Errorf("tokenaccounting.Apply %s: %w", ev.EventID, err)
 	}
-	var outcome Outcome
-	var waitedApplied int
-	err = s.store.InTx(ctx, ev.TenantID, func(tx *store.Tx) error {
-		waitedApplied = 0
-		sess, err := tx.LockSessionWithin(ctx, ev.SessionID, ev.Agent(), s.cfg.SessionLockWait)
-		if errors.Is(err, store.ErrUnknownTenant) {
-			return turn.Refuse(turn.ReasonUnknownTenant, "tenant %q does not exist", ev.TenantID)
-		}
-		if err != nil {
-			return err
-		}
-		if w := set.Limits.SeqWindow; w > 0 && ev.Seq > sess.AppliedSeq+w {
-			// Refused before anything is written (a new session is not
-			// even created): kept, it would let the gap timeout move the
-			// session that far ahead, and every later turn would be late.
-			s.cfg.Limits.Record(ctx, limits.LimitSeqWindow)
-			return turn.Refuse(turn.ReasonSeqTooFar, "seq %d of session %s is more than the tenant's seq_window of %d ahead of the applied seq %d", ev.Seq, ev.SessionID, w, sess.AppliedSeq)
-		}
-		switch {
-		case ev.Seq <= sess.AppliedSeq:
-			prev, err := tx.TurnBySeq(ctx, ev.SessionID, ev.Seq)
-			if errors.Is(err, store.ErrNotFound) {
-				// The gap timeout gave this seq up, so no row holds it:
-				// the refusal takes it, which makes a redelivery a
-				// duplicate, and is counted on the session.
-				outcome = OutcomeRejected
-				return s.reject(ctx, tx, &sess, ev, false, turn.Refuse(turn.ReasonLate, "seq %d of session %s arrived after the session moved past it (the gap timeout gave it up)", ev.Seq, ev.SessionID))
-			}
-			if err != nil {
-				return err
-			}
-			if prev.EventID != ev.EventID {
-				return turn.Refuse(turn.ReasonSeqConflict, "seq %d of session %s is taken (%s, %s)", ev.Seq, ev.SessionID, prev.Status, prev.EventID)
-			}
-			outcome = OutcomeDuplicate
-			return nil
-		case ev.Seq > sess.AppliedSeq+1:
-			// Out of order: keep the event until its predecessors arrive.
-			payload, err := turn.Marshal(ev)
-			if err != nil {
-				return fmt.Errorf("encode waiting event: %w", err)
-			}
-			inserted, prev, err := tx.InsertTurn(ctx, store.Turn{SessionID: ev.SessionID, EventID: ev.EventID, Seq: ev.Seq, Status: store.TurnPending, Payload: payload})
-			if err != nil {
-				return err
-			}
-			if !inserted {
-				if prev.EventID != ev.EventID {
-					return turn.Refuse(turn.ReasonSeqConflict, "seq %d of session %s already belongs to event %s", ev.Seq, ev.SessionID, prev.EventID)
-				}
-				outcome = OutcomeDuplicate
-				return nil
-			}
-			sess.WaitingTurns++
-			outcome = OutcomeWaiting
-			return tx.SaveSessions(ctx, sess)
-		default:
-			outcome = OutcomeApplied
-			waitedApplied, err = s.applyInOrder(ctx, tx, set, &sess, ev, size, false)
-			return err
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("tokenaccounting.Apply %s: %w", ev.EventID, err)
+	return s.answer(decided[0])
+}
+
+// answer counts what a batch did with one of its events and returns what
+// the event's handler returns: nil, or the event's refusal.
+func (s *Service) answer(dec decision) error {
+	if dec.outcome != "" {
+		s.metrics.outcome(dec.q.ctx, dec.outcome, s.now().Sub(dec.q.at))
 	}
-	s.metrics.outcome(ctx, outcome, s.now().Sub(start))
-	s.metrics.appliedAfterWaiting(ctx, waitedApplied)
+	s.metrics.appliedAfterWaiting(dec.q.ctx, dec.waited)
+	if dec.err != nil {
+		return fmt.Errorf("tokenaccounting.Apply %s: %w", dec.q.ev.EventID, dec.err)
+	}
 	return nil
-}
-
-// applyInOrder applies ev, the session's next seq, then every waiting event
-// that follows it without a gap. It returns how many of the events it
-// applied had been kept waiting (ev among them when waited).
-func (s *Service) applyInOrder(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *sessionstate.Session, ev turn.Event, size int, waited bool) (int, error) {
-	n := 0
-	for {
-		if err := s.applyEvent(ctx, tx, set, sess, ev, size, waited); err != nil {
-			return n, err
-		}
-		if waited {
-			n++
-		}
-		next, nextSize, ok, err := s.nextWaiting(ctx, tx, sess)
-		if err != nil || !ok {
-			return n, err
-		}
-		ev, size, waited = next, nextSize, true
-	}
-}
-
-// nextWaiting returns the waiting event that is the session's next seq, if
-// any, with the size of its stored encoding.
-func (s *Service) nextWaiting(ctx context.Context, tx *store.Tx, sess *sessionstate.Session) (turn.Event, int, bool, error) {
-	if sess.WaitingTurns == 0 {
-		return turn.Event{}, 0, false, nil
-	}
-	next, err := tx.NextPendingTurn(ctx, sess.SessionID)
-	if errors.Is(err, store.ErrNotFound) {
-		sess.WaitingTurns = 0 // the counter said otherwise; the table is the truth
-		return turn.Event{}, 0, false, nil
-	}
-	if err != nil {
-		return turn.Event{}, 0, false, fmt.Errorf("next waiting event: %w", err)
-	}
-	if next.Seq != sess.AppliedSeq+1 {
-		return turn.Event{}, 0, false, nil
-	}
-	var ev turn.Event
-	if err := json.Unmarshal(next.Payload, &ev); err != nil {
-		return turn.Event{}, 0, false, fmt.Errorf("decode waiting event %s: %w", next.EventID, err)
-	}
-	sess.WaitingTurns--
-	return ev, len(next.Payload), true, nil
 }
 
 // turnMessages counts an event's messages: its input messages and its response.
@@ -184,18 +85,9 @@ func turnMessages(ev turn.Event) int {
 	return n
 }
 
-// overTurnLimits checks one event against the tenant's caps on a turn's
-// messages and encoded size; size 0 is not checked. A refusal is counted.
-func (s *Service) overTurnLimits(ctx context.Context, lim limits.Config, ev turn.Event, size int) *turn.InputError {
-	ie, limit := turnLimitRefusal(lim, ev, size)
-	if ie != nil {
-		s.cfg.Limits.Record(ctx, limit)
-	}
-	return ie
-}
-
-// turnLimitRefusal is overTurnLimits without the counting: the refusal and
-// the limit it is counted under.
+// turnLimitRefusal checks one event against the tenant's caps on a turn's
+// messages and encoded size (size 0 is not checked): the refusal and the
+// limit it is counted under.
 func turnLimitRefusal(lim limits.Config, ev turn.Event, size int) (*turn.InputError, string) {
 	if n := turnMessages(ev); lim.TurnMessages > 0 && n > lim.TurnMessages {
 		return turn.Refuse(turn.ReasonTooManyMessages, "the turn has %d messages; the tenant's turn_messages limit is %d", n, lim.TurnMessages), limits.LimitTurnMessages
@@ -204,67 +96,6 @@ func turnLimitRefusal(lim limits.Config, ev turn.Event, size int) (*turn.InputEr
 		return turn.Refuse(turn.ReasonTooLarge, "the event is %d bytes; the tenant's turn_bytes limit is %d", size, lim.TurnBytes), limits.LimitEventBytes
 	}
 	return nil, ""
-}
-
-// applyEvent stores one event's messages, moves the session's count and
-// writes its events. The group commit (batch.go) decides the plain case the
-// same way for many events at once: a new reason to treat a turn otherwise
-// must also keep such turns out of batches (batchable). The decisions are made from reads first (planTurn, pure);
-// the writes then go out in one pipeline, so bad content never leaves half
-// an event.
-func (s *Service) applyEvent(ctx context.Context, tx *store.Tx, set tenantcfg.Settings, sess *sessionstate.Session, ev turn.Event, size int, waited bool) error {
-	if ie := s.overTurnLimits(ctx, set.Limits, ev, size); ie != nil {
-		return s.reject(ctx, tx, sess, ev, waited, ie)
-	}
-	if ie := accounting.CheckWindow(set.Tokens, ev); ie != nil {
-		return s.reject(ctx, tx, sess, ev, waited, ie)
-	}
-	in, err := prepare(ev)
-	if err != nil {
-		return err
-	}
-	if in.known, err = tx.MessageHashes(ctx, sess.SessionID, in.uuids); err != nil {
-		return err
-	}
-	if ie := s.checkKnown(ctx, set.Limits, *sess, in); ie != nil {
-		return s.reject(ctx, tx, sess, ev, waited, ie)
-	}
-	frozen := map[string]store.Replacement{}
-	if len(in.toolUseIDs) > 0 {
-		if frozen, err = tx.ReplacementsFor(ctx, sess.SessionID, store.ReplaceOffload, in.toolUseIDs); err != nil {
-			return err
-		}
-	}
-	in.shown, in.decisions, err = set.Offload.Apply(in.msgs,
-		func(id string) (string, bool, error) { r, ok := frozen[id]; return r.Text, ok, nil },
-		func(id string) string { return toolResultID(ev.TenantID, ev.SessionID, id) })
-	if err != nil {
-		return err
-	}
-	if sess.AppliedSeq == 0 && sess.EstimateFactor == 0 && sess.DenseFactor == 0 {
-		// A new session starts from what the tenant's sessions learnt.
-		if sess.EstimateFactor, sess.DenseFactor, err = tx.EstimatePrior(ctx); err != nil {
-			return err
-		}
-	}
-	s.checkPrefix(ctx, *sess, ev)
-	if accounting.RequestOf(ev).ModelChanged(*sess) {
-		// The usage was measured by another model: the context is
-		// counted by its estimate until the new model reports.
-		if in.contextEstimate, err = tx.ContextEstimate(ctx, *sess); err != nil {
-			return err
-		}
-	}
-	plan, err := planTurn(set, *sess, in, s.now().UTC())
-	if err != nil {
-		return err
-	}
-	if err := s.write(ctx, tx, plan, waited); err != nil {
-		return err
-	}
-	s.noteApplied(ctx, *sess, plan)
-	*sess = plan.next
-	return nil
 }
 
 // noteApplied counts and logs what applying a plan to the session as it
@@ -341,19 +172,9 @@ func prepare(ev turn.Event) (turnInput, error) {
 	return in, nil
 }
 
-// checkKnown refuses an event that resends a stored message with other
-// content, or whose new messages would pass the session's cap. A refusal
-// over the cap is counted.
-func (s *Service) checkKnown(ctx context.Context, lim limits.Config, sess sessionstate.Session, in turnInput) *turn.InputError {
-	ie, limit := knownRefusal(lim, sess, in)
-	if limit != "" {
-		s.cfg.Limits.Record(ctx, limit)
-	}
-	return ie
-}
-
-// knownRefusal is checkKnown without the counting: the refusal and the
-// limit it is counted under, if any.
+// knownRefusal refuses an event that resends a stored message with other
+// content, or whose new messages would pass the session's cap: the refusal
+// and the limit it is counted under, if any.
 func knownRefusal(lim limits.Config, sess sessionstate.Session, in turnInput) (*turn.InputError, string) {
 	for i, m := range in.msgs {
 		if prev, ok := in.known[m.UUID]; ok && !bytes.Equal(prev, in.sums[i]) {
@@ -493,33 +314,6 @@ func planTurn(set tenantcfg.Settings, sess sessionstate.Session, in turnInput, n
 	return plan, nil
 }
 
-// write sends a plan's writes in one pipeline: the offloaded results and
-// their replacements, the new messages, the outbox rows, the turn and the
-// session.
-func (s *Service) write(ctx context.Context, tx *store.Tx, plan turnPlan, waited bool) error {
-	rows, err := outboxRows(ctx, plan)
-	if err != nil {
-		return err
-	}
-	added := plan.added
-	if pacer := cpu.PacerFrom(ctx); pacer != nil {
-		// A heavy event: its messages go in pages, resting between them,
-		// so Postgres inserts them at a fraction of a core. One
-		// transaction still holds them all: bad content leaves none.
-		for len(added) > pacedInsertRows {
-			page := added[:pacedInsertRows]
-			if err := tx.Pipeline(ctx, func(p *store.Tx) error { return insertMessages(ctx, p, page) }); err != nil {
-				return err
-			}
-			added = added[pacedInsertRows:]
-			if err := pacer.Pause(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	return tx.Pipeline(ctx, func(p *store.Tx) error { return queueWrites(ctx, p, plan, rows, added, waited) })
-}
-
 // outboxRows encodes the events a plan announces.
 func outboxRows(ctx context.Context, plan turnPlan) ([]store.OutboxEvent, error) {
 	rows := make([]store.OutboxEvent, len(plan.outgoing))
@@ -530,26 +324,6 @@ func outboxRows(ctx context.Context, plan turnPlan) ([]store.OutboxEvent, error)
 		}
 	}
 	return rows, nil
-}
-
-// queueWrites queues a plan's writes on a pipelined transaction, with rows
-// its outbox rows and added the messages not written yet.
-func queueWrites(ctx context.Context, p *store.Tx, plan turnPlan, rows []store.OutboxEvent, added []store.Message, waited bool) error {
-	if err := queueOffloads(ctx, p, plan); err != nil {
-		return err
-	}
-	if err := insertMessages(ctx, p, added); err != nil {
-		return err
-	}
-	for _, e := range rows {
-		if err := p.Enqueue(ctx, e); err != nil {
-			return err
-		}
-	}
-	if err := recordTurn(ctx, p, plan.ev, waited, store.TurnApplied, "", plan.next.TokenCount, plan.next.State); err != nil {
-		return err
-	}
-	return p.SaveSessions(ctx, plan.next)
 }
 
 // queueOffloads queues a plan's new offload decisions: each result stored
@@ -575,20 +349,6 @@ func queueOffloads(ctx context.Context, p *store.Tx, plan turnPlan) error {
 	return nil
 }
 
-// pacedInsertRows is how many messages a heavy event inserts between rests:
-// a few milliseconds of Postgres's work.
-const pacedInsertRows = 200
-
-// insertMessages queues the inserts of msgs on a pipelined transaction.
-func insertMessages(ctx context.Context, p *store.Tx, msgs []store.Message) error {
-	for _, m := range msgs {
-		if _, err := p.InsertMessage(ctx, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // stale reports whether a response's usage was measured on the context as it
 // was before the session's latest compaction: its input is at or above the
 // midpoint between the sizes before and after it. Such usage says nothing of
@@ -596,53 +356,6 @@ func insertMessages(ctx context.Context, p *store.Tx, msgs []store.Message) erro
 // request built on the compacted context reports.
 func stale(s sessionstate.Session, u turn.Usage) bool {
 	return s.StaleUsageAbove > 0 && u.InputSide() >= s.StaleUsageAbove
-}
-
-// reject records ev as refused, counts it on the session and dead-letters it
-// through the outbox; the session moves past it (a late event's seq is
-// behind already), so later good events still apply.
-func (s *Service) reject(ctx context.Context, tx *store.Tx, sess *sessionstate.Session, ev turn.Event, waited bool, ie *turn.InputError) error {
-	payload, err := turn.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("encode rejected event: %w", err)
-	}
-	next := *sess
-	next.AppliedSeq = max(next.AppliedSeq, ev.Seq)
-	next.RejectedTurns++
-	err = tx.Pipeline(ctx, func(p *store.Tx) error {
-		if err := recordTurn(ctx, p, ev, waited, store.TurnRejected, ie.Error(), next.TokenCount, next.State); err != nil {
-			return err
-		}
-		if err := p.Enqueue(ctx, store.OutboxEvent{
-			Subject: bus.DeadLetterSubject(bus.Subject(bus.KindTurnCompleted, ev.TenantID, ev.SessionID)),
-			MsgID:   "rejected:" + ev.EventID,
-			Payload: payload,
-			Headers: map[string]string{
-				bus.HeaderDeadLetterReason:   ie.Error(),
-				bus.HeaderDeadLetterConsumer: "token-accounting",
-				bus.HeaderOriginalMsgID:      ev.EventID,
-			},
-		}); err != nil {
-			return err
-		}
-		return p.SaveSessions(ctx, next)
-	})
-	if err != nil {
-		return err
-	}
-	*sess = next
-	s.metrics.rejected(ctx, string(ie.Reason))
-	s.log.Warn("turn rejected", "tenant", ev.TenantID, "session", ev.SessionID, "seq", ev.Seq, "event_id", ev.EventID, "reason", ie.Reason, "detail", ie.Detail)
-	return nil
-}
-
-// recordTurn writes the outcome of an event: a new row for one applied on
-// arrival, an update of the row of one that waited.
-func recordTurn(ctx context.Context, tx *store.Tx, ev turn.Event, waited bool, status, reason string, count int64, state string) error {
-	if waited {
-		return tx.FinishTurn(ctx, ev.EventID, status, reason, count, state)
-	}
-	return tx.RecordAppliedTurn(ctx, ev.SessionID, ev.EventID, ev.Seq, status, reason, count, state)
 }
 
 // contentHash identifies a message's content as the backend sent it.

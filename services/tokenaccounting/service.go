@@ -179,17 +179,20 @@ func (s *Service) Handle(ctx context.Context, m bus.Message) error {
 		defer release()
 		// Decoding and applying a large event takes a core for a while:
 		// it gets what the process's other work leaves.
+		var pacer *cpu.Pacer
 		if s.cfg.HeavyRest > 0 {
-			ctx = cpu.WithPacer(ctx, cpu.NewPacer(s.cfg.HeavyWork, s.cfg.HeavyRest))
+			pacer = cpu.NewPacer(s.cfg.HeavyWork, s.cfg.HeavyRest)
 		}
-		cpu.Background(func() { err = s.handle(ctx, m) })
+		cpu.Background(func() { err = s.handle(ctx, m, pacer) })
 		return err
 	}
-	return s.handle(ctx, m)
+	return s.handle(ctx, m, nil)
 }
 
-// handle decodes, admits and applies one turn.completed message.
-func (s *Service) handle(ctx context.Context, m bus.Message) error {
+// handle decodes, admits and applies one turn.completed message. A heavy
+// event, with a pacer, is applied on its own, its messages written at the
+// pacer's pace.
+func (s *Service) handle(ctx context.Context, m bus.Message, pacer *cpu.Pacer) error {
 	_, tenant, session, err := s.bus.ParseSubject(m.Subject)
 	if err != nil {
 		s.metrics.rejected(ctx, "bad_subject")
@@ -209,10 +212,10 @@ func (s *Service) handle(ctx context.Context, m bus.Message) error {
 	if err := s.admit(ctx, m, ev); err != nil {
 		return err
 	}
-	if s.cfg.Batch > 1 && cpu.PacerFrom(ctx) == nil {
+	if s.cfg.Batch > 1 && pacer == nil {
 		err = s.applyBatched(ctx, ev, len(m.Data))
 	} else {
-		err = s.apply(ctx, ev, len(m.Data))
+		err = s.apply(ctx, ev, len(m.Data), pacer)
 	}
 	if ie, ok := turn.AsInputError(err); ok {
 		s.metrics.rejected(ctx, string(ie.Reason))
@@ -261,9 +264,9 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 			return fmt.Errorf("tokenaccounting.SweepGaps %s: %w", st.TenantID, err)
 		}
 		applied := 0
-		err = s.store.InTx(ctx, st.TenantID, func(tx *store.Tx) error {
-			applied = 0
-			sess, err := tx.LockSessionWithin(ctx, st.SessionID, turn.MainAgent, s.cfg.SessionLockWait)
+		var effects []func()
+		err = s.store.InTxWaiting(ctx, st.TenantID, s.cfg.SessionLockWait, func(tx *store.Tx) error {
+			sess, err := tx.LockSession(ctx, st.SessionID, turn.MainAgent)
 			if err != nil {
 				return err
 			}
@@ -274,6 +277,7 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			d := s.newDecider(tx, set, map[string]sessionstate.Session{st.SessionID: sess})
 			if next.Seq > sess.AppliedSeq+1 {
 				// The missing seqs leave no rows: one that still arrives finds
 				// its seq behind applied_seq with no turn and is refused as
@@ -284,22 +288,26 @@ func (s *Service) SweepGaps(ctx context.Context) error {
 				sess.SkippedSeqs += to - from + 1
 				sess.LastSkippedFrom, sess.LastSkippedTo = from, to
 				sess.AppliedSeq = to
+				d.save(sess)
 			}
-			ev, size, ok, err := s.nextWaiting(ctx, tx, &sess)
-			if err != nil {
+			// The events that waited are decided as a batch's are.
+			if applied, err = d.applyWaiting(ctx, ctx, st.SessionID); err != nil {
 				return err
 			}
-			if !ok {
-				return tx.SaveSessions(ctx, sess)
-			}
-			applied, err = s.applyInOrder(ctx, tx, set, &sess, ev, size, true)
-			return err
+			effects = d.effects
+			return d.commit(ctx, nil)
 		})
+		if errors.Is(err, errNothingPlanned) {
+			err = nil
+		}
 		if errors.Is(err, store.ErrSessionBusy) {
 			continue // being applied to now; the next sweep looks again
 		}
 		if err != nil {
 			return fmt.Errorf("tokenaccounting.SweepGaps %s/%s: %w", st.TenantID, st.SessionID, err)
+		}
+		for _, f := range effects {
+			f()
 		}
 		s.metrics.appliedAfterWaiting(ctx, applied)
 	}

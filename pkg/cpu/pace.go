@@ -53,17 +53,3 @@ func (p *Pacer) Rested() time.Duration {
 	}
 	return p.rested
 }
-
-type pacerKey struct{}
-
-// WithPacer returns ctx carrying p: the code a heavy request calls finds it
-// with PacerFrom.
-func WithPacer(ctx context.Context, p *Pacer) context.Context {
-	return context.WithValue(ctx, pacerKey{}, p)
-}
-
-// PacerFrom is the Pacer ctx carries, or nil.
-func PacerFrom(ctx context.Context) *Pacer {
-	p, _ := ctx.Value(pacerKey{}).(*Pacer)
-	return p
-}

@@ -636,6 +636,13 @@ func (c *Client) CountMessageTokens(ctx context.Context, session string, body []
 	return c.messages(ctx, "/v1/messages/count_tokens", session, body)
 }
 
+// ListModels is the model list of the tenant's OpenAI upstream, relayed
+// by the proxy's OpenAI door, as the upstream's JSON.
+func (c *Client) ListModels(ctx context.Context) ([]byte, error) {
+	_, _, data, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/models", ok: []int{http.StatusOK}})
+	return data, err
+}
+
 func (c *Client) messages(ctx context.Context, path, session string, body []byte) ([]byte, error) {
 	r := request{method: http.MethodPost, path: path, body: body, contentType: "application/json", ok: []int{http.StatusOK}}
 	if session != "" {

@@ -11,6 +11,7 @@ import (
 	oaioption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 
+	mnemosclient "github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/responses"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
@@ -40,8 +41,11 @@ func TestTheOpenAIDoorListsTheTenantsModels(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, page.Data, 1)
 	require.Equal(t, "gpt-5", page.Data[0].ID)
+	listed, err := mnemosclient.New(m.api.URL, key).ListModels(ctx)
+	require.NoError(t, err)
+	require.Contains(t, string(listed), `"gpt-5"`, "Mnemos's Go client reads the same list")
 	calls := up.Calls()
-	require.Len(t, calls, 1)
+	require.Len(t, calls, 2)
 	require.Equal(t, "Bearer sk-acme-openai", calls[0].Header.Get("Authorization"), "the upstream gets the key Mnemos holds, never the client's")
 
 	var apiErr *openai.Error
@@ -49,7 +53,7 @@ func TestTheOpenAIDoorListsTheTenantsModels(t *testing.T) {
 	require.True(t, errors.As(err, &apiErr), "%v", err)
 	require.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
 	require.Equal(t, "no_upstream", apiErr.Code, "globex has no OpenAI upstream, and acme's is not lent to it")
-	require.Len(t, up.Calls(), 1)
+	require.Len(t, up.Calls(), 2)
 
 	_, err = client("mnm_nobody").Models.List(ctx)
 	require.True(t, errors.As(err, &apiErr), "%v", err)

@@ -743,6 +743,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * OpenAI's model list, relayed from the tenant's OpenAI upstream
+         * @description The model proxy's OpenAI door (docs/openai-api.md): the list the tenant's OpenAI-compatible upstream answers (its own, or MNEMOS_UPSTREAM_OPENAI_URL), relayed with its status. The API key goes in Authorization (Bearer) or x-api-key; errors are in OpenAI's shape.
+         */
+        get: operations["listModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/mcp": {
         parameters: {
             query?: never;
@@ -783,6 +803,18 @@ export interface components {
         /** @description A Messages API body; Mnemos passes on every field. */
         AnthropicBody: {
             [key: string]: unknown;
+        };
+        /** @description An OpenAI API body; Mnemos passes on every field. */
+        OpenAIBody: {
+            [key: string]: unknown;
+        };
+        OpenAIError: {
+            error: {
+                message: string;
+                type: string;
+                param: string | null;
+                code: string;
+            };
         };
         AnthropicError: {
             /** @enum {string} */
@@ -2875,6 +2907,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AnthropicError"];
+                };
+            };
+        };
+    };
+    listModels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The upstream's list. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIBody"];
+                };
+            };
+            /** @description An error in OpenAI's shape. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
                 };
             };
         };

@@ -55,26 +55,30 @@ type PathMatch struct {
 // thread that took the conversation's round between the two holds its
 // tail now.
 //
-// Each round trip reads the paths before the threads: each statement sees
-// what was committed before it began, and a thread's row commits with its
-// first path, so every thread a hit names is among the threads read. Read
-// the other way round, a thread whose first round committed between the
-// two statements would be hit but unknown, and its next request taken for
-// a conversation no thread holds.
+// Each round trip reads the threads, then the paths, and each statement
+// sees what was committed before it began: a thread read has all the
+// paths it had then, but a thread whose first round committed between the
+// two statements is hit and not read. Such a read is made again (a few
+// times at most): placed on it, the request would take a conversation its
+// thread holds for one no thread holds.
 func (s *Store) ThreadsAndMatch(ctx context.Context, tenant, session string, digests [][]byte) ([]Thread, *PathMatch, error) {
 	read := func(probe [][]byte) ([]Thread, []PathMatch, error) {
-		reads := NewReads(tenant)
-		hits := Queue(reads, func(tx *Tx) ([]PathMatch, error) { return tx.PathHits(ctx, probe) })
-		threads := Queue(reads, func(tx *Tx) ([]Thread, error) { return tx.Threads(ctx, session) })
-		if err := s.Read(ctx, reads); err != nil {
-			return nil, nil, err
+		for attempt := 0; ; attempt++ {
+			reads := NewReads(tenant)
+			threads := Queue(reads, func(tx *Tx) ([]Thread, error) { return tx.Threads(ctx, session) })
+			hits := Queue(reads, func(tx *Tx) ([]PathMatch, error) { return tx.PathHits(ctx, probe) })
+			if err := s.Read(ctx, reads); err != nil {
+				return nil, nil, err
+			}
+			ts, err := threads.Get()
+			if err != nil {
+				return nil, nil, err
+			}
+			hs, err := hits.Get()
+			if err != nil || attempt == readsForNewThreads-1 || allKnown(hs, ts) {
+				return ts, hs, err
+			}
 		}
-		hs, err := hits.Get()
-		if err != nil {
-			return nil, nil, err
-		}
-		ts, err := threads.Get()
-		return ts, hs, err
 	}
 	tail := digests[max(len(digests)-matchTail, 0):]
 	ts, hs, err := read(tail)
@@ -88,6 +92,20 @@ func (s *Store) ThreadsAndMatch(ctx context.Context, tenant, session string, dig
 		return nil, nil, err
 	}
 	return ts, longest(hs, ts), nil
+}
+
+// readsForNewThreads bounds the reads ThreadsAndMatch makes while its hits
+// name threads it has not read.
+const readsForNewThreads = 3
+
+// allKnown reports whether every hit names one of the threads.
+func allKnown(hits []PathMatch, threads []Thread) bool {
+	for _, h := range hits {
+		if !slices.ContainsFunc(threads, func(t Thread) bool { return t.ThreadID == h.ThreadID }) {
+			return false
+		}
+	}
+	return true
 }
 
 // matchTail is how many of a request's last digests ThreadsAndMatch probes

@@ -271,25 +271,26 @@ func SameJSON(a, b []byte) bool { return sameJSON(a, b) }
 // every item Mnemos left as it was: same JSON, same bytes, and the
 // upstream's prompt cache sees the prefix it saw before.
 type Originals struct {
-	byCanon map[string]json.RawMessage
+	byCanon map[string][]json.RawMessage
 }
 
-// NewOriginals indexes the items a client sent.
+// NewOriginals indexes the items a client sent. It serves one render:
+// items of the same JSON sent in different bytes (keys in another order)
+// are handed out in the order they were sent.
 func NewOriginals(items []json.RawMessage) *Originals {
-	o := &Originals{byCanon: make(map[string]json.RawMessage, len(items))}
+	o := &Originals{byCanon: make(map[string][]json.RawMessage, len(items))}
 	for _, raw := range items {
 		c, err := canonical(raw)
 		if err != nil {
 			continue
 		}
-		if _, ok := o.byCanon[string(c)]; !ok {
-			o.byCanon[string(c)] = raw
-		}
+		o.byCanon[string(c)] = append(o.byCanon[string(c)], raw)
 	}
 	return o
 }
 
-// sent is the client's bytes of the item rendered, when it sent the same JSON.
+// sent is the client's bytes of the item rendered, when it sent the same
+// JSON: the first of them not yet handed out, or the last when all were.
 func (o *Originals) sent(rendered json.RawMessage) json.RawMessage {
 	if o == nil || len(o.byCanon) == 0 {
 		return rendered
@@ -298,10 +299,15 @@ func (o *Originals) sent(rendered json.RawMessage) json.RawMessage {
 	if err != nil {
 		return rendered
 	}
-	if raw, ok := o.byCanon[string(c)]; ok {
-		return raw
+	raws := o.byCanon[string(c)]
+	switch len(raws) {
+	case 0:
+		return rendered
+	case 1:
+		return raws[0]
 	}
-	return rendered
+	o.byCanon[string(c)] = raws[1:]
+	return raws[0]
 }
 
 // dialect is what the Responses API's mapping and Chat Completions' differ in.

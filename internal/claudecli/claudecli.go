@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mnemos-ai/mnemos/internal/clibin"
 )
 
 const (
@@ -48,19 +50,7 @@ var DefaultTools = []string{"Read", "Bash"}
 // executable file.
 func Bin(t testing.TB) string {
 	t.Helper()
-	bin := os.Getenv(BinEnv)
-	if bin == "" {
-		t.Skipf("%s is not set: point it at node_modules/@anthropic-ai/claude-code/bin/claude.exe of "+
-			"npm install @anthropic-ai/claude-code@%s (.ci/run does)", BinEnv, Version)
-	}
-	info, err := os.Stat(bin) //nolint:gosec // the path the test environment names
-	if err != nil {
-		t.Fatalf("%s: %v", BinEnv, err)
-	}
-	if info.IsDir() || info.Mode()&0o111 == 0 {
-		t.Fatalf("%s=%s is not an executable file", BinEnv, bin)
-	}
-	return bin
+	return clibin.Path(t, BinEnv, "node_modules/@anthropic-ai/claude-code/bin/claude.exe of npm install @anthropic-ai/claude-code@"+Version)
 }
 
 // Session is a HOME and a work directory the CLI runs in, one run after

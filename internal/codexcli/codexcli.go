@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mnemos-ai/mnemos/internal/clibin"
 )
 
 const (
@@ -44,19 +46,7 @@ const (
 // executable file.
 func Bin(t testing.TB) string {
 	t.Helper()
-	bin := os.Getenv(BinEnv)
-	if bin == "" {
-		t.Skipf("%s is not set: point it at node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex of "+
-			"npm install @openai/codex@%s (.ci/run does)", BinEnv, Version)
-	}
-	info, err := os.Stat(bin) //nolint:gosec // the path the test environment names
-	if err != nil {
-		t.Fatalf("%s: %v", BinEnv, err)
-	}
-	if info.IsDir() || info.Mode()&0o111 == 0 {
-		t.Fatalf("%s=%s is not an executable file", BinEnv, bin)
-	}
-	return bin
+	return clibin.Path(t, BinEnv, "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex of npm install @openai/codex@"+Version)
 }
 
 // Session is a HOME (with CODEX_HOME inside it) and a work directory the

@@ -11,8 +11,9 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 )
 
-// NewOpenAIServer serves POST /v1/chat/completions (and /chat/completions)
-// in the OpenAI Chat Completions format until the test ends; its URL ends
+// NewOpenAIServer serves POST /v1/chat/completions (and /chat/completions),
+// as JSON or, asked to stream, as chunks (streamChat), in the OpenAI Chat
+// Completions format until the test ends; its URL ends
 // in /v1. Like the real API it refuses (400) a call without model or
 // messages, with an unknown role, or whose tool messages do not answer the
 // tool_calls of the assistant message before them (each one answered,
@@ -182,18 +183,29 @@ func (openaiWire) answer(rw http.ResponseWriter, req Request, reply Reply, body 
 	if u.CacheWriteTokens > 0 {
 		details["cache_write_tokens"] = u.CacheWriteTokens
 	}
+	usage := map[string]any{
+		"prompt_tokens":         prompt,
+		"completion_tokens":     u.OutputTokens,
+		"total_tokens":          prompt + u.OutputTokens,
+		"prompt_tokens_details": details,
+	}
+	var ask struct {
+		Stream        bool `json:"stream"`
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if json.Unmarshal(body, &ask) == nil && ask.Stream {
+		streamChat(rw, model, msg, finish, usage, ask.StreamOptions.IncludeUsage)
+		return
+	}
 	writeJSON(rw, http.StatusOK, map[string]any{
-		"id":      "chatcmpl-llmtest",
-		"object":  "chat.completion",
-		"created": 1767225600,
-		"model":   model,
-		"choices": []map[string]any{{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
-		"usage": map[string]any{
-			"prompt_tokens":         prompt,
-			"completion_tokens":     u.OutputTokens,
-			"total_tokens":          prompt + u.OutputTokens,
-			"prompt_tokens_details": details,
-		},
+		"id":                 "chatcmpl-llmtest",
+		"object":             "chat.completion",
+		"created":            1767225600,
+		"model":              model,
+		"choices":            []map[string]any{{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
+		"usage":              usage,
 		"system_fingerprint": "fp_llmtest",
 	})
 }
@@ -232,4 +244,42 @@ func openaiError(rw http.ResponseWriter, status int, typ string, code any, msg s
 	writeJSON(rw, status, map[string]any{
 		"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code},
 	})
+}
+
+// streamChat writes an answer as the API's chunks: the role, the text in
+// two deltas, each tool call (its id and name, then its arguments in two
+// pieces), the finish reason, the usage when the request asked for it, and
+// [DONE].
+func streamChat(rw http.ResponseWriter, model string, msg map[string]any, finish string, usage map[string]any, withUsage bool) {
+	rw.Header().Set("Content-Type", "text/event-stream")
+	rw.WriteHeader(http.StatusOK)
+	chunk := func(delta map[string]any, finish any, usage any) {
+		c := map[string]any{"id": "chatcmpl-llmtest", "object": "chat.completion.chunk", "created": 1767225600, "model": model,
+			"choices": []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}}
+		if usage != nil {
+			c["choices"], c["usage"] = []any{}, usage
+		}
+		data, _ := json.Marshal(c)
+		fmt.Fprintf(rw, "data: %s\n\n", data)
+	}
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
+	if text, ok := msg["content"].(string); ok {
+		half := len(text) / 2
+		chunk(map[string]any{"content": text[:half]}, nil, nil)
+		chunk(map[string]any{"content": text[half:]}, nil, nil)
+	}
+	calls, _ := msg["tool_calls"].([]map[string]any)
+	for i, c := range calls {
+		fn := c["function"].(map[string]any)
+		args := fn["arguments"].(string)
+		half := len(args) / 2
+		chunk(map[string]any{"tool_calls": []map[string]any{{"index": i, "id": c["id"], "type": "function",
+			"function": map[string]any{"name": fn["name"], "arguments": args[:half]}}}}, nil, nil)
+		chunk(map[string]any{"tool_calls": []map[string]any{{"index": i, "function": map[string]any{"arguments": args[half:]}}}}, nil, nil)
+	}
+	chunk(map[string]any{}, finish, nil)
+	if withUsage {
+		chunk(nil, nil, usage)
+	}
+	fmt.Fprint(rw, "data: [DONE]\n\n")
 }

@@ -636,6 +636,20 @@ func (c *Client) CountMessageTokens(ctx context.Context, session string, body []
 	return c.messages(ctx, "/v1/messages/count_tokens", session, body)
 }
 
+// CreateResponse sends a Responses API request (OpenAI's body, as JSON)
+// through the proxy's OpenAI door for session (none when empty) and
+// returns the answer's body. OpenAI's own SDKs speak to the same route.
+func (c *Client) CreateResponse(ctx context.Context, session string, body []byte) ([]byte, error) {
+	return c.messages(ctx, "/v1/responses", session, body)
+}
+
+// CreateChatCompletion sends a Chat Completions request through the
+// proxy's OpenAI door for session (none when empty) and returns the
+// answer's body.
+func (c *Client) CreateChatCompletion(ctx context.Context, session string, body []byte) ([]byte, error) {
+	return c.messages(ctx, "/v1/chat/completions", session, body)
+}
+
 // ListModels is the model list of the tenant's OpenAI upstream, relayed
 // by the proxy's OpenAI door, as the upstream's JSON.
 func (c *Client) ListModels(ctx context.Context) ([]byte, error) {

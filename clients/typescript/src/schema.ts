@@ -743,6 +743,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/responses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The OpenAI Responses API, through Mnemos
+         * @description Wire-compatible with OpenAI's `POST /v1/responses` (JSON or, with `"stream": true`, server-sent
+         *     events); every field and item passes on as sent, reasoning items byte for byte. The key is the
+         *     tenant's Mnemos key, in `Authorization: Bearer` or `x-api-key`. A request that names a session
+         *     (the `session-id` header, `X-Mnemos-Session`, or `prompt_cache_key`) is managed on the way up and
+         *     its round recorded as a turn; see docs/openai-api.md. Errors are in OpenAI's shape, the
+         *     upstream's passed on with their status and `retry-after`.
+         */
+        post: operations["createResponse"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/chat/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * OpenAI's Chat Completions API, through Mnemos
+         * @description Wire-compatible with OpenAI's `POST /v1/chat/completions` (JSON or streamed chunks), managed as
+         *     the Responses route is: the same session headers (and `prompt_cache_key`), keys and errors.
+         */
+        post: operations["createChatCompletion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models": {
         parameters: {
             query?: never;
@@ -2907,6 +2953,84 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AnthropicError"];
+                };
+            };
+        };
+    };
+    createResponse: {
+        parameters: {
+            query?: never;
+            header?: {
+                "session-id"?: string;
+                "X-Mnemos-Session"?: string;
+                "X-Mnemos-User"?: string;
+                "X-Mnemos-Project"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpenAIBody"];
+            };
+        };
+        responses: {
+            /** @description The upstream's answer, as it sent it. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIBody"];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description An error in OpenAI's shape. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+        };
+    };
+    createChatCompletion: {
+        parameters: {
+            query?: never;
+            header?: {
+                "session-id"?: string;
+                "X-Mnemos-Session"?: string;
+                "X-Mnemos-User"?: string;
+                "X-Mnemos-Project"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpenAIBody"];
+            };
+        };
+        responses: {
+            /** @description The upstream's answer, as it sent it. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIBody"];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description An error in OpenAI's shape. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
                 };
             };
         };

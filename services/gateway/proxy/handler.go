@@ -73,6 +73,9 @@ type Handler struct {
 	// upstream counted for exact preflights (preflight_exact.go), which a
 	// prefix's hash names for good.
 	prefixCounts *immutable.Cache[int64]
+	// prefixTokens are the sizes of OpenAI requests' prefixes, counted
+	// by the model's tokenizer (openaiPrefix), by their hash.
+	prefixTokens *immutable.Cache[int64]
 	// records runs the round records after their answers (rounds.go).
 	records roundRecords
 }
@@ -90,13 +93,17 @@ func New(cfg Config, base httpapi.Base, admission *httpapi.Admission, st *store.
 		Base: base, cfg: cfg, store: st, settings: settings, admission: admission, contexts: contexts, metrics: m,
 		upstreams: ttlcache.New[Upstream](cfg.UpstreamCacheTTL, 10_000).StaleOnError(tenantcfg.StaleFor),
 		canons:    newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit), tips: newMemo[threadTip](tipsLimit),
-		prefixCounts: immutable.New[int64](prefixCountsMax),
+		prefixCounts: immutable.New[int64](prefixCountsMax), prefixTokens: immutable.New[int64](prefixCountsMax),
 	}, nil
 }
 
-// Register adds the Messages API's routes to mux, answered in its dialect.
+// Register adds the proxy's routes to mux, each answered in its API's
+// dialect: the Messages API's, and OpenAI's Responses, Chat Completions
+// and model list.
 func (h *Handler) Register(mux httpapi.Mux) {
-	mux.Handle("POST /v1/messages", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, h.postMessages))
+	mux.Handle("POST /v1/messages", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, h.proxied(messagesDoor)))
+	mux.Handle("POST /v1/responses", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, h.proxied(responsesDoor)))
+	mux.Handle("POST /v1/chat/completions", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, h.proxied(chatDoor)))
 	mux.Handle("POST /v1/messages/count_tokens", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, h.countTokens))
 	mux.Handle("GET /v1/models", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, h.listModels))
 }

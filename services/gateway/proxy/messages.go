@@ -52,11 +52,16 @@ const (
 	proxyUnrecorded  = "unrecorded"  // answered, but its round could not be published
 )
 
-// messagesRequest is a Messages API request as the proxy reads it: every
-// field kept as sent, the messages one by one, and the session it names.
+// messagesRequest is a request as the proxy reads it, whatever its door:
+// every field kept as sent, the messages one by one, and the session it
+// names.
 type messagesRequest struct {
+	door     *door
 	fields   map[string]json.RawMessage
 	messages []json.RawMessage
+	// openai is what an OpenAI request holds besides its messages; nil
+	// for the Messages API.
+	openai   *openaiInput
 	model    string
 	session  string // "" when it names none (sessionOf)
 	upstream Upstream
@@ -104,6 +109,9 @@ func (req *messagesRequest) turnAt(i int) (turn.Message, error) {
 // cannot decode: each is decoded unless the same bytes decoded before
 // (h.canons), and then only when needed.
 func (h *Handler) checkMessages(tenant string, req *messagesRequest) error {
+	if req.openai != nil && req.openai.err != nil {
+		return req.openai.err
+	}
 	if req.digests != nil {
 		return nil
 	}
@@ -118,7 +126,7 @@ func (h *Handler) checkMessages(tenant string, req *messagesRequest) error {
 		if err != nil {
 			return err
 		}
-		if canons[i], err = canonDigest(m); err != nil {
+		if canons[i], err = req.door.canonDigest(m); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
 		h.canons.put(digests[i], canons[i])
@@ -127,53 +135,54 @@ func (h *Handler) checkMessages(tenant string, req *messagesRequest) error {
 	return nil
 }
 
-// readMessagesRequest reads and parses a request body and the session it
-// names, answering the client (and reporting false) when it cannot or no
-// upstream is configured.
-func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, tenant string) (*messagesRequest, []byte, bool) {
+// readMessagesRequest reads and parses a request body that came in by d
+// and the session it names, answering the client (and reporting false)
+// when it cannot or no upstream is configured.
+func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, tenant string, d *door) (*messagesRequest, []byte, bool) {
+	dialect := d.dialect
 	limit := h.cfg.MaxMessagesBytes
 	body, err := httpbody.Read(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large", Message: fmt.Sprintf("the request is larger than %d bytes", limit)})
+		dialect.WriteError(w, &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large", Message: fmt.Sprintf("the request is larger than %d bytes", limit)})
 		return nil, nil, false
 	}
 	if err != nil {
-		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "reading the body: " + err.Error()})
+		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "reading the body: " + err.Error()})
 		return nil, nil, false
 	}
-	req := &messagesRequest{client: r}
+	req := &messagesRequest{door: d, client: r}
 	// Checked once; then split without encoding/json's scanner (messages_json.go).
 	if !jsonvalid.Valid(body) {
-		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
+		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
 		return nil, nil, false
 	}
 	if req.fields, err = jsonwalk.SplitObject(body); err != nil {
-		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
+		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
 		return nil, nil, false
 	}
-	if raw, ok := req.fields["messages"]; ok {
-		if req.messages, err = jsonwalk.SplitArray(raw); err != nil {
-			httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "messages: want an array of messages"})
-			return nil, nil, false
-		}
+	if err := d.readConversation(req); err != nil {
+		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: err.Error()})
+		return nil, nil, false
 	}
 	_ = json.Unmarshal(req.fields["model"], &req.model) // the upstream judges the model
-	req.session = sessionOf(r, req.fields)
+	req.session = d.sessionOf(r, req.fields)
 	if req.session != "" && !turn.ValidToken(req.session) {
-		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: fmt.Sprintf(
+		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: fmt.Sprintf(
 			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, httpapi.Describe(req.session))})
 		return nil, nil, false
 	}
-	up, err := h.upstreamOf(r.Context(), tenant, store.ProviderAnthropic)
+	up, err := h.upstreamOf(r.Context(), tenant, d.provider)
 	if err != nil {
 		h.Log.Error("messages proxy: reading the tenant's upstream", "tenant", tenant, "err", err)
 		w.Header().Set("Retry-After", "5")
-		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "overloaded_error", Message: "Mnemos cannot read this tenant's upstream now; retry shortly"})
+		dialect.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "overloaded_error", Message: "Mnemos cannot read this tenant's upstream now; retry shortly"})
 		return nil, nil, false
 	}
 	if up.URL == "" {
-		httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "api_error", Message: "no upstream is configured for this tenant (`mnemos tenant upstream`, or MNEMOS_UPSTREAM_ANTHROPIC_URL for every tenant)"})
+		dialect.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: d.noUpstream(), Message: fmt.Sprintf(
+			"no %s upstream is configured for this tenant (`mnemos tenant upstream -provider %s`, or MNEMOS_UPSTREAM_%s_URL for every tenant)",
+			d.providerName(), d.provider, strings.ToUpper(string(d.provider)))})
 		return nil, nil, false
 	}
 	req.upstream = up
@@ -201,9 +210,16 @@ func sessionOf(r *http.Request, fields map[string]json.RawMessage) string {
 	return r.Header.Get(httpapi.HeaderAgentSession)
 }
 
-func (h *Handler) postMessages(w http.ResponseWriter, r *http.Request, tenant string) {
+// proxied serves a door's requests.
+func (h *Handler) proxied(d *door) httpapi.Handler {
+	return func(w http.ResponseWriter, r *http.Request, tenant string) { h.post(w, r, tenant, d) }
+}
+
+// post proxies a request that came in by d: managed when it names a
+// session, its answer relayed as it comes, its round recorded after.
+func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant string, d *door) {
 	ctx := r.Context()
-	req, body, releaseWork, release, ok := h.openMessages(w, r, tenant)
+	req, body, releaseWork, release, ok := h.openMessages(w, r, tenant, d)
 	if !ok {
 		return
 	}
@@ -223,31 +239,34 @@ func (h *Handler) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		switch {
 		case errors.As(err, &f):
 			releaseWork()
-			httpapi.TurnAway(w, r, httpapi.Anthropic, f)
+			httpapi.TurnAway(w, r, d.dialect, f)
 			return
 		case errors.Is(err, errMovedOn):
 			outcome = proxyRetry
 		case err != nil && !h.failsOpen(ctx, tenant):
 			releaseWork()
-			h.Log.Warn("messages proxy: refused, the tenant does not fail open", "tenant", tenant, "session", req.session, "err", err)
+			h.Log.Warn(d.name+" proxy: refused, the tenant does not fail open", "tenant", tenant, "session", req.session, "err", err)
 			h.countProxy(ctx, proxyRefused)
 			w.Header().Set("Retry-After", "5")
-			httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "overloaded_error", Message: fmt.Sprintf(
+			d.dialect.WriteError(w, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "overloaded_error", Message: fmt.Sprintf(
 				"Mnemos cannot manage this request of session %s now, and this tenant's requests do not go up unmanaged (proxy.fail_open is off); retry shortly", req.session)})
 			return
 		case err != nil:
 			outcome = proxyUnmanaged
-			h.Log.Warn("messages proxy: forwarding unmanaged", "tenant", tenant, "session", req.session, "err", err)
+			h.Log.Warn(d.name+" proxy: forwarding unmanaged", "tenant", tenant, "session", req.session, "err", err)
 		default:
 			outcome, body = req.place.outcome, managed
 		}
+		if req.openai != nil && req.openai.compaction && outcome != proxyUnmanaged {
+			outcome = proxyClientCompaction
+		}
 	}
-	recorded := outcome != proxyPassthrough && outcome != proxyUnmanaged && outcome != proxyRetry
+	recorded := outcome != proxyPassthrough && outcome != proxyUnmanaged && outcome != proxyRetry && outcome != proxyClientCompaction
 	if !recorded {
 		h.flushSnapshot(ctx, tenant, req) // no round to write it with
 	}
 	releaseWork() // the upstream's time is not the tenant's expensive work
-	resp := h.sendUp(w, r, req.upstream, "/v1/messages", body)
+	resp := h.sendUp(w, r, d, req.upstream, d.path, body)
 	if resp == nil {
 		h.countProxy(ctx, proxyUpstream)
 		return
@@ -258,11 +277,11 @@ func (h *Handler) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 		h.countProxy(ctx, proxyUpstream)
 		return
 	}
-	reply, err := relayReply(w, resp)
+	reply, err := d.relay(w, resp)
 	if err != nil {
 		// A round the client did not get whole is not the session's: the
 		// client sends it again, and that one is recorded.
-		h.Log.Warn("messages proxy: the answer was cut short", "tenant", tenant, "session", req.session, "err", err)
+		h.Log.Warn(d.name+" proxy: the answer was cut short", "tenant", tenant, "session", req.session, "err", err)
 		if ctx.Err() != nil {
 			h.countProxy(ctx, proxyClientGone)
 		} else {
@@ -280,43 +299,48 @@ func (h *Handler) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 	// (the main agent and a subagent) do not wait on each other.
 	recording = true
 	bg := context.WithoutCancel(ctx)
-	h.records.run(tenant+"\x00"+req.place.thread.ThreadID, func() {
-		defer func() {
-			// Off the handler, net/http no longer recovers a panic: it
-			// would end the process with every round in flight.
-			if p := recover(); p != nil {
-				h.Log.Error("messages proxy: recording the round panicked", "tenant", tenant, "session", req.session,
-					"panic", p, "stack", string(debug.Stack()))
-				h.countProxy(bg, proxyUnrecorded)
-			}
-		}()
-		err := h.recordRound(bg, tenant, r, req, body, reply)
-		if errors.Is(err, errMovedOn) {
-			// The thread took a round of the same conversation since this
-			// one was placed (its record ran first), and this request goes
-			// another way: placed again on what the session holds now, it
-			// is a branch, or a retry. Placed from the store, not from the
-			// tip of the conversation this round raced.
-			req.place, req.replaced = nil, true
-			if _, err = h.placeRequest(bg, tenant, req); err == nil && req.place.record {
-				err = h.recordRound(bg, tenant, r, req, body, reply)
-			}
+	h.records.run(tenant+"\x00"+req.place.thread.ThreadID, func() { h.record(bg, tenant, r, req, body, reply, outcome) })
+}
+
+// record records a round whose answer the client has, off the handler,
+// and counts the request's outcome.
+func (h *Handler) record(bg context.Context, tenant string, r *http.Request, req *messagesRequest, body []byte, reply reply, outcome string) {
+	name := req.door.name
+	defer func() {
+		// Off the handler, net/http no longer recovers a panic: it
+		// would end the process with every round in flight.
+		if p := recover(); p != nil {
+			h.Log.Error(name+" proxy: recording the round panicked", "tenant", tenant, "session", req.session,
+				"panic", p, "stack", string(debug.Stack()))
+			h.countProxy(bg, proxyUnrecorded)
 		}
-		if req.place != nil {
-			outcome = req.place.outcome
+	}()
+	err := h.recordRound(bg, tenant, r, req, body, reply)
+	if errors.Is(err, errMovedOn) {
+		// The thread took a round of the same conversation since this
+		// one was placed (its record ran first), and this request goes
+		// another way: placed again on what the session holds now, it
+		// is a branch, or a retry. Placed from the store, not from the
+		// tip of the conversation this round raced.
+		req.place, req.replaced = nil, true
+		if _, err = h.placeRequest(bg, tenant, req); err == nil && req.place.record {
+			err = h.recordRound(bg, tenant, r, req, body, reply)
 		}
-		switch {
-		case errors.Is(err, errMovedOn):
-			h.Log.Info("messages proxy: the round raced another of its thread; not recorded", "tenant", tenant, "session", req.session, "err", err)
-			h.flushSnapshot(bg, tenant, req)
-			outcome = proxyRetry
-		case err != nil:
-			h.Log.Error("messages proxy: the round was not recorded", "tenant", tenant, "session", req.session, "err", err)
-			h.flushSnapshot(bg, tenant, req)
-			outcome = proxyUnrecorded
-		}
-		h.countProxy(bg, outcome)
-	})
+	}
+	if req.place != nil {
+		outcome = req.place.outcome
+	}
+	switch {
+	case errors.Is(err, errMovedOn):
+		h.Log.Info(name+" proxy: the round raced another of its thread; not recorded", "tenant", tenant, "session", req.session, "err", err)
+		h.flushSnapshot(bg, tenant, req)
+		outcome = proxyRetry
+	case err != nil:
+		h.Log.Error(name+" proxy: the round was not recorded", "tenant", tenant, "session", req.session, "err", err)
+		h.flushSnapshot(bg, tenant, req)
+		outcome = proxyUnrecorded
+	}
+	h.countProxy(bg, outcome)
 }
 
 // openMessages admits a Messages API request (admitMessages) and reads it
@@ -324,13 +348,13 @@ func (h *Handler) postMessages(w http.ResponseWriter, r *http.Request, tenant st
 // handler calls releaseWork once Mnemos's work on the request is done
 // (before the upstream's wait) and defers release, which gives back all
 // the request took.
-func (h *Handler) openMessages(w http.ResponseWriter, r *http.Request, tenant string) (_ *messagesRequest, body []byte, releaseWork, release func(), ok bool) {
-	releaseWork, releaseBody, ok := h.admitMessages(w, r, tenant)
+func (h *Handler) openMessages(w http.ResponseWriter, r *http.Request, tenant string, d *door) (_ *messagesRequest, body []byte, releaseWork, release func(), ok bool) {
+	releaseWork, releaseBody, ok := h.admitMessages(w, r, tenant, d.dialect)
 	if !ok {
 		return nil, nil, nil, nil, false
 	}
 	release = func() { releaseWork(); releaseBody() }
-	req, body, ok := h.readMessagesRequest(w, r, tenant)
+	req, body, ok := h.readMessagesRequest(w, r, tenant, d)
 	if !ok {
 		release()
 		return nil, nil, nil, nil, false
@@ -346,7 +370,7 @@ func (h *Handler) openMessages(w http.ResponseWriter, r *http.Request, tenant st
 // The body takes no heavy slot: those are for a core's work, and this one
 // waits on the upstream. A tenant whose settings cannot be read gets the
 // default limit: the proxy fails open.
-func (h *Handler) admitMessages(w http.ResponseWriter, r *http.Request, tenant string) (releaseWork, releaseBody func(), ok bool) {
+func (h *Handler) admitMessages(w http.ResponseWriter, r *http.Request, tenant string, dialect httpapi.Dialect) (releaseWork, releaseBody func(), ok bool) {
 	ctx := r.Context()
 	limit := tenantcfg.Defaults().Limits.ConcurrentRequests
 	if set, err := h.settings.For(ctx, tenant); err == nil {
@@ -354,7 +378,7 @@ func (h *Handler) admitMessages(w http.ResponseWriter, r *http.Request, tenant s
 	}
 	work, f := h.admission.TenantSlot(ctx, tenant, limit)
 	if f != nil {
-		httpapi.TurnAway(w, r, httpapi.Anthropic, f)
+		httpapi.TurnAway(w, r, dialect, f)
 		return nil, nil, false
 	}
 	size := h.cfg.MaxMessagesBytes
@@ -364,7 +388,7 @@ func (h *Handler) admitMessages(w http.ResponseWriter, r *http.Request, tenant s
 	cost := size * httpapi.BodyFactor
 	if f := h.admission.Budget(ctx, cost, fmt.Sprintf("a Messages API request of %d bytes", size)); f != nil {
 		work()
-		httpapi.TurnAway(w, r, httpapi.Anthropic, f)
+		httpapi.TurnAway(w, r, dialect, f)
 		return nil, nil, false
 	}
 	var once sync.Once
@@ -373,7 +397,7 @@ func (h *Handler) admitMessages(w http.ResponseWriter, r *http.Request, tenant s
 
 // countTokens answers count_tokens for the request as the proxy would send it.
 func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request, tenant string) {
-	req, body, releaseWork, release, ok := h.openMessages(w, r, tenant)
+	req, body, releaseWork, release, ok := h.openMessages(w, r, tenant, messagesDoor)
 	if !ok {
 		return
 	}
@@ -392,7 +416,7 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 		}
 	}
 	releaseWork()
-	if resp := h.sendUp(w, r, req.upstream, "/v1/messages/count_tokens", body); resp != nil {
+	if resp := h.sendUp(w, r, messagesDoor, req.upstream, "/v1/messages/count_tokens", body); resp != nil {
 		defer resp.Body.Close()
 		_, _ = io.Copy(w, resp.Body)
 	}
@@ -416,15 +440,19 @@ func (h *Handler) countProxy(ctx context.Context, outcome string) {
 // sendUp sends body to the upstream's path and writes the answer's status
 // and headers to the client, whose body the caller then relays; nil when
 // the upstream did not answer (the client got a 502 then, unless it left).
-func (h *Handler) sendUp(w http.ResponseWriter, r *http.Request, to Upstream, path string, body []byte) *http.Response {
-	resp, err := h.forward(r.Context(), r, to, path, body)
+func (h *Handler) sendUp(w http.ResponseWriter, r *http.Request, d *door, to Upstream, path string, body []byte) *http.Response {
+	forward := h.forward
+	if d.openai() {
+		forward = h.forwardOpenAI
+	}
+	resp, err := forward(r.Context(), r, to, path, body)
 	if err != nil {
 		if r.Context().Err() == nil {
-			httpapi.Anthropic.WriteError(w, &httpapi.Error{Status: http.StatusBadGateway, Code: "api_error", Message: "the upstream did not answer: " + err.Error()})
+			d.dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadGateway, Code: d.unreachable(), Message: "the upstream did not answer: " + err.Error()})
 		}
 		return nil
 	}
-	copyUpstreamHeaders(w, resp)
+	copyUpstreamHeaders(w, resp, d)
 	if resp.StatusCode != http.StatusOK || eventStream(resp) {
 		w.WriteHeader(resp.StatusCode)
 	} // else relayReply writes the header, with the answer's length
@@ -474,11 +502,11 @@ func (h *Handler) forward(ctx context.Context, r *http.Request, to Upstream, pat
 	return h.cfg.UpstreamClient.Do(up) //nolint:gosec // the URL is the operator's configured upstream, not the client's
 }
 
-// copyUpstreamHeaders passes on what a client reads of an answer's headers.
-func copyUpstreamHeaders(w http.ResponseWriter, resp *http.Response) {
+// copyUpstreamHeaders passes on what a client of d reads of an answer's
+// headers.
+func copyUpstreamHeaders(w http.ResponseWriter, resp *http.Response, d *door) {
 	for name, values := range resp.Header {
-		l := strings.ToLower(name)
-		if l == "content-type" || strings.HasPrefix(l, "retry-after") || l == "request-id" || strings.HasPrefix(l, "anthropic-") || l == "x-should-retry" {
+		if l := strings.ToLower(name); d.relays(l) {
 			w.Header()[name] = values
 		}
 	}
@@ -499,38 +527,53 @@ type reply struct {
 // it before the round is recorded, so the recording is not on its wait.
 func relayReply(w http.ResponseWriter, resp *http.Response) (reply, error) {
 	if !eventStream(resp) {
-		data, err := io.ReadAll(resp.Body)
+		data, err := relayWhole(w, resp)
 		if err != nil {
-			w.WriteHeader(http.StatusBadGateway)
 			return reply{}, err
 		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-		w.WriteHeader(http.StatusOK)
-		if _, err := w.Write(data); err != nil {
-			return reply{}, err
-		}
-		_ = http.NewResponseController(w).Flush() // a writer that cannot flush sends it all when the handler returns
 		var rep reply
 		if err := json.Unmarshal(data, &rep); err != nil {
 			return reply{}, fmt.Errorf("the upstream's answer: %w", err)
 		}
 		return rep, nil
 	}
-	flusher, _ := w.(http.Flusher)
 	var asm streamAssembler
-	err := sse.Read(resp.Body, func(event []byte) error {
+	if err := relayEvents(w, resp, asm.add); err != nil {
+		return reply{}, err
+	}
+	return asm.reply()
+}
+
+// relayWhole copies a whole answer to the client, with its length, and
+// flushes it: the client has all of it before the round is recorded.
+func relayWhole(w http.ResponseWriter, resp *http.Response) ([]byte, error) {
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return nil, err
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(data); err != nil {
+		return nil, err
+	}
+	_ = http.NewResponseController(w).Flush() // a writer that cannot flush sends it all when the handler returns
+	return data, nil
+}
+
+// relayEvents copies a stream to the client event by event, flushed, and
+// hands each to add.
+func relayEvents(w http.ResponseWriter, resp *http.Response, add func([]byte) error) error {
+	flusher, _ := w.(http.Flusher)
+	return sse.Read(resp.Body, func(event []byte) error {
 		if _, err := w.Write(event); err != nil {
 			return err
 		}
 		if flusher != nil {
 			flusher.Flush()
 		}
-		return asm.add(event)
+		return add(event)
 	})
-	if err != nil {
-		return reply{}, err
-	}
-	return asm.reply()
 }
 
 // recordRound publishes a round through the outbox, on the thread the
@@ -549,7 +592,7 @@ func relayReply(w http.ResponseWriter, resp *http.Response) (reply, error) {
 func (h *Handler) recordRound(ctx context.Context, tenant string, r *http.Request, req *messagesRequest, sent []byte, rep reply) error {
 	pl, n := req.place, int64(len(req.messages))
 	response := turn.Message{Role: "assistant", Content: withoutCacheControl(rep.Content), StopReason: rep.StopReason}
-	answered, err := canonDigest(response)
+	answered, err := req.door.canonDigest(response)
 	if err != nil {
 		return err
 	}
@@ -583,6 +626,9 @@ func (h *Handler) recordRound(ctx context.Context, tenant string, r *http.Reques
 		ev := turn.Event{
 			Schema: turn.SchemaV1, EventID: roundEventID(tenant, session, seq), TenantID: tenant, SessionID: session, Seq: seq,
 			AgentID: th.AgentID, Model: req.model, MemoryScope: scopeOf(r), OccurredAt: time.Now().UTC(), Usage: &rep.Usage,
+		}
+		if req.openai != nil {
+			ev.Schema, ev.RequestPrefix = turn.SchemaV1_1, h.openaiPrefix(req)
 		}
 		path := make([][]byte, 0, n-from+1)
 		for i := from; i < n; i++ {
@@ -701,7 +747,7 @@ func (h *Handler) lockThread(ctx context.Context, tx *store.Tx, req *messagesReq
 // with it when it called no tool (a fork cannot follow a tool call without
 // its result).
 func agentRequest(req *messagesRequest, thread string, sent []byte, rep reply) (store.AgentRequest, bool) {
-	if rep.Usage.CacheReadInputTokens+rep.Usage.CacheCreationInputTokens <= 0 || len(sent) == 0 {
+	if req.openai != nil || rep.Usage.CacheReadInputTokens+rep.Usage.CacheCreationInputTokens <= 0 || len(sent) == 0 {
 		return store.AgentRequest{}, false
 	}
 	ar := store.AgentRequest{SessionID: thread, Model: req.model, Body: sent}

@@ -10,17 +10,17 @@ import (
 
 // encodeFields is fields encoded as json.Marshal (HTML left unescaped, as
 // turn.Marshal) encodes a map[string]json.RawMessage — keys sorted, values
-// compacted — with each of the messages written in its place: the request
-// sent up, in one buffer of its final size.
-func encodeFields(fields map[string]json.RawMessage, messages []json.RawMessage) ([]byte, error) {
+// compacted — with the array of messages written in the place of the field
+// named field: the request sent up, in one buffer of its final size.
+func encodeFields(fields map[string]json.RawMessage, field string, messages []json.RawMessage) ([]byte, error) {
 	keys := make([]string, 0, len(fields)+1)
 	size := 2
 	for k, v := range fields {
 		keys = append(keys, k)
 		size += len(k) + len(v) + 4
 	}
-	if _, ok := fields["messages"]; !ok {
-		keys = append(keys, "messages")
+	if _, ok := fields[field]; !ok {
+		keys = append(keys, field)
 	}
 	for _, m := range messages {
 		size += len(m) + 1
@@ -38,7 +38,7 @@ func encodeFields(fields map[string]json.RawMessage, messages []json.RawMessage)
 		}
 		out = append(out, key...)
 		out = append(out, ':')
-		if k != "messages" {
+		if k != field {
 			out = jsonwalk.AppendCompact(out, fields[k])
 			continue
 		}

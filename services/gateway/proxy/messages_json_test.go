@@ -66,7 +66,7 @@ func checkJSONWalk(t *testing.T, src []byte) {
 	}
 	enc, err := turn.Marshal(old)
 	require.NoError(t, err)
-	got2, err := encodeFields(fields, msgs)
+	got2, err := encodeFields(fields, "messages", msgs)
 	require.NoError(t, err)
 	require.Equal(t, string(enc), string(got2), "fields of %q", src)
 }

@@ -72,12 +72,7 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 		return body, nil
 	}
 	tail, err := clientTail(req, cb.Session, pl)
-	if errors.Is(err, errMovedOn) && !req.replaced {
-		// The thread stored rounds since the request was placed (its
-		// records run after their answers): placed again on what it holds
-		// now.
-		req.place, req.replaced = nil, true
-		h.flushSnapshot(ctx, tenant, req)
+	if h.placeAgain(ctx, tenant, req, err) {
 		return h.manage(ctx, tenant, req, body, compact)
 	}
 	if err != nil {
@@ -90,7 +85,7 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 		// more over for code and tool output, and the client's messages are
 		// many when its rounds before are not applied yet (sent back to back).
 		next := ahead(cb.Session)
-		if within := set.Proxy.ExactCountWithinPercent; within > 0 && req.client != nil && nearThreshold(next, cb.Tokens.AutoCompact, within) {
+		if within := set.Proxy.ExactCountWithinPercent; within > 0 && req.client != nil && req.openai == nil && nearThreshold(next, cb.Tokens.AutoCompact, within) {
 			next = h.exactCount(ctx, tenant, req, parts, cb.Compaction != nil, tail, next)
 		}
 		if next >= cb.Tokens.AutoCompact {
@@ -107,9 +102,7 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 			// rounds before this one: the session may store more of the
 			// client's messages now.
 			tail, err = clientTail(req, cb.Session, pl)
-			if errors.Is(err, errMovedOn) && !req.replaced {
-				req.place, req.replaced = nil, true // as above
-				h.flushSnapshot(ctx, tenant, req)
+			if h.placeAgain(ctx, tenant, req, err) {
 				return h.manage(ctx, tenant, req, body, compact)
 			}
 			if err != nil {
@@ -117,16 +110,31 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 			}
 		}
 	}
+	if cb.Compaction != nil {
+		tail = withTheirCalls(req, cb.Session, tail)
+	}
 	rendered, err := keepUnchanged(req, parts.Messages, cb.MessageUUIDs, cb.Session.KeepFrom, h.unchanged)
 	if err != nil {
 		return body, err
 	}
-	parts.Messages = rendered
+	parts.Messages = withTheirTask(req, cb.Session, cb.Compaction != nil, rendered)
 	managed, err := managedBody(req, parts, cb.Compaction != nil, tail)
 	if err != nil {
 		return body, err
 	}
 	return managed, nil
+}
+
+// placeAgain reports whether a request is to be placed again, and makes
+// it ready to be: when the thread stored rounds since it was placed (its
+// records run after their answers), once, on what the thread holds now.
+func (h *Handler) placeAgain(ctx context.Context, tenant string, req *messagesRequest, err error) bool {
+	if !errors.Is(err, errMovedOn) || req.replaced {
+		return false
+	}
+	req.place, req.replaced = nil, true
+	h.flushSnapshot(ctx, tenant, req)
+	return true
 }
 
 // clientTail is what the client added to its thread's stored messages: the
@@ -140,6 +148,56 @@ func clientTail(req *messagesRequest, sess sessionstate.Session, pl *placement) 
 		return nil, fmt.Errorf("%w: thread %s stored %d messages, %d of them the client's", errMovedOn, sess.SessionID, stored, pl.matched+1)
 	}
 	return req.messages[sess.MessageCount:], nil
+}
+
+// withTheirCalls is the client's tail with the message before it put
+// back in front when a compaction summarized that message and the tail
+// opens with results of the calls it made: an API refuses a tool result
+// whose call is not in the message before it (a compaction before the
+// call lands between a call and its result whenever the client's request
+// carries the result). The message goes as the client sent it.
+func withTheirCalls(req *messagesRequest, sess sessionstate.Session, tail []json.RawMessage) []json.RawMessage {
+	start := sess.MessageCount
+	if len(tail) == 0 || start < 1 || sess.KeepFrom <= start-1 {
+		return tail // nothing of the client's tail, or the message before it is kept
+	}
+	first, err := req.turnAt(int(start))
+	if err != nil || first.Role != "user" {
+		return tail
+	}
+	calls, err := req.turnAt(int(start - 1))
+	if err != nil || calls.Role != "assistant" {
+		return tail
+	}
+	made := map[string]bool{}
+	for _, b := range calls.Content {
+		if b.Type == turn.BlockToolUse {
+			made[b.ID] = true
+		}
+	}
+	for _, b := range first.Content {
+		if b.Type == turn.BlockToolResult && made[b.ToolUseID] {
+			return append([]json.RawMessage{req.messages[start-1]}, tail...)
+		}
+	}
+	return tail
+}
+
+// withTheirTask is the rendered context of an OpenAI request with the
+// client's first message put back in front, as the client sent it, when a
+// compaction summarized it and it is the user's: an OpenAI agent opens its
+// conversation with its task and its environment (the Codex CLI's first
+// items), which it means to hold for good, as Claude Code holds its
+// reminders (withReminders). The Messages API's requests are left as they
+// are.
+func withTheirTask(req *messagesRequest, sess sessionstate.Session, compacted bool, rendered [][]byte) [][]byte {
+	if req.openai == nil || !compacted || sess.KeepFrom <= 0 || len(req.messages) == 0 {
+		return rendered
+	}
+	if first, err := req.turnAt(0); err != nil || first.Role != "user" {
+		return rendered
+	}
+	return append([][]byte{req.messages[0]}, rendered...)
 }
 
 // aheadOf is contextapi.Ahead for req, worked out once for each state of the
@@ -279,6 +337,9 @@ func managedBody(req *messagesRequest, parts contextapi.Encoded, compacted bool,
 		msgs = append(msgs, p)
 	}
 	msgs = append(msgs, tail...)
+	if req.openai != nil {
+		return openaiBody(req.door, req, parts.System, msgs)
+	}
 	if compacted && len(req.messages) > 0 && len(msgs) > 0 {
 		first, err := withReminders(msgs[0], req.messages[0])
 		if err != nil {
@@ -295,7 +356,7 @@ func managedBody(req *messagesRequest, parts contextapi.Encoded, compacted bool,
 		fields = maps.Clone(req.fields)
 		fields["system"] = system
 	}
-	return encodeFields(fields, msgs)
+	return encodeFields(fields, "messages", msgs)
 }
 
 // wireMessage is a message with its content kept block by block as sent.

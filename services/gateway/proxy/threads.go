@@ -34,6 +34,9 @@ const (
 	proxyBranched        = "branched"         // shares only a prefix with a thread: a branch from the fork
 	proxyClientCompacted = "client_compacted" // the client's own summary in place of its history
 	proxyRetry           = "retry"            // repeats or races a request its thread answered: not recorded
+	// proxyClientCompaction is the client's own summarization call (the
+	// Codex CLI's): managed, not a round of its conversation.
+	proxyClientCompaction = "client_compaction"
 )
 
 // errMovedOn reports a thread that grew while a request was placed on it

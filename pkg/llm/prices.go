@@ -150,7 +150,9 @@ type Prices map[string]Price
 // DefaultPrices are the public list prices, in dollars per million tokens,
 // of the models the model table knows (pkg/tokens), as of November 2025,
 // and of the providers' default models (Claude Sonnet 5 and 5.5, GPT-5.4
-// mini), as of November 2026.
+// mini) and the OpenAI models the Codex CLI and the OpenAI door's agents
+// default to (gpt-5, its mini and nano, 5.1, 5.2, o3, o4-mini), as of
+// November 2026.
 // Long-context (over 200K input tokens) and batch prices are not modelled.
 // OpenAI bills cache writes as input; its models' cache_write is their
 // input price.
@@ -172,6 +174,13 @@ func DefaultPrices() Prices {
 		"claude-3-5-haiku":  m(800, 4_000, 1_000, 80),
 		"claude-3-5-sonnet": m(3_000, 15_000, 3_750, 300),
 		"claude-3-haiku":    m(250, 1_250, 300, 30),
+		"gpt-5":             m(1_250, 10_000, 1_250, 125),
+		"gpt-5-mini":        m(250, 2_000, 250, 25),
+		"gpt-5-nano":        m(50, 400, 50, 5),
+		"gpt-5.1":           m(1_250, 10_000, 1_250, 125),
+		"gpt-5.2":           m(1_750, 14_000, 1_750, 175),
+		"o3":                m(2_000, 8_000, 2_000, 500),
+		"o4-mini":           m(1_100, 4_400, 1_100, 275),
 		"gpt-4.1":           m(2_000, 8_000, 2_000, 500),
 		"gpt-4.1-mini":      m(400, 1_600, 400, 100),
 		"gpt-4.1-nano":      m(100, 400, 100, 25),

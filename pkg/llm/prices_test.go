@@ -46,12 +46,15 @@ func TestPricesLookupFindsTheFamily(t *testing.T) {
 		"gpt-4.1-nano":                               "0.1",
 		"claude-sonnet-5-5":                          "2",
 		"gpt-5.4-mini-2026-03-17":                    "0.75",
+		"gpt-5-codex":                                "1.25",
+		"gpt-5-mini-2025-08-07":                      "0.25",
+		"o4-mini":                                    "1.1",
 	} {
 		p, ok := ps.Lookup(model)
 		require.True(t, ok, model)
 		require.Equal(t, want, p.Input.String(), model)
 	}
-	for _, model := range []string{"claude-sonnet-4-6", "claude-opus-4-6", "llama3.1:70b", "", "gpt-5"} {
+	for _, model := range []string{"claude-sonnet-4-6", "claude-opus-4-6", "llama3.1:70b", "", "gpt-5.3-codex"} {
 		_, ok := ps.Lookup(model)
 		require.False(t, ok, "%q has no price: a later version is not an earlier one's", model)
 	}

@@ -114,7 +114,7 @@ type Config struct {
 	// gateway's Messages API proxy sends requests.
 	Upstream proxy.Upstream
 	// UpstreamOpenAI (MNEMOS_UPSTREAM_OPENAI_URL, _KEY) is where the
-	// OpenAI routes will send requests; they are not served yet.
+	// OpenAI routes send requests.
 	UpstreamOpenAI proxy.Upstream
 
 	LogLevel  slog.Level // MNEMOS_LOG_LEVEL

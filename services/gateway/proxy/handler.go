@@ -1,7 +1,8 @@
-// Package proxy is the model proxy: the Messages API, POST /v1/messages and /v1/messages/count_tokens,
-// wire-compatible with Anthropic's, so an agent gets Mnemos by changing its
-// base URL. A request that names a session (sessionOf) is managed on the
-// way up — what the session's compaction replaced, the previews of
+// Package proxy is the model proxy: the Messages API, POST /v1/messages and
+// /v1/messages/count_tokens, wire-compatible with Anthropic's, and OpenAI's
+// Responses and Chat Completions (door.go), so an agent gets Mnemos by
+// changing its base URL. A request that names a session (door.sessionOf)
+// is managed on the way up — what the session's compaction replaced, the previews of
 // offloaded results, micro-compaction and recall, as GET /context renders
 // them, then the messages the client added since — and its round is
 // published on the way back as a turn event with the upstream's usage, so
@@ -117,7 +118,7 @@ type proxyMetrics struct {
 func newMetrics(m metric.Meter) (proxyMetrics, error) {
 	var pm proxyMetrics
 	var err error
-	if pm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Messages API requests, by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), new_agent, branched, client_compacted, retry, upstream_error, client_gone, unrecorded.")); err != nil {
+	if pm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Proxied requests (Messages and OpenAI doors), by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), new_agent, branched, client_compacted, client_compaction (the client's own summarization call), retry, upstream_error, client_gone, unrecorded.")); err != nil {
 		return pm, err
 	}
 	if pm.exactCounts, err = m.Int64Counter("mnemos.proxy.exact_counts", metric.WithDescription("count_tokens calls the proxy made near the auto-compact threshold (proxy.exact_count_within_percent), by outcome: over or under the estimate, failed (the estimate decided).")); err != nil {

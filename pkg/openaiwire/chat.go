@@ -19,7 +19,8 @@ func ChatInput(messages []json.RawMessage) (Conversation, error) {
 	return chatDialect.input(messages)
 }
 
-var chatDialect = dialect{what: "message", instruction: chatInstruction, mapped: chatMapped, side: chatSide, joins: chatJoins}
+var chatDialect = dialect{what: "message", instruction: chatInstruction, mapped: chatMapped, side: chatSide, joins: chatJoins,
+	instructs: instructs, sideOf: chatSideOf}
 
 func chatInstruction(raw json.RawMessage) bool {
 	o, err := parseObj(raw)
@@ -43,9 +44,14 @@ func chatJoins(prev *turn.Block, b turn.Block, role string) bool {
 // chatSide is the side of a message kept whole.
 func chatSide(raw json.RawMessage) string {
 	if o, err := parseObj(raw); err == nil {
-		if r, _ := o.str("role"); r == "assistant" {
-			return "assistant"
-		}
+		return chatSideOf(o)
+	}
+	return "user"
+}
+
+func chatSideOf(o obj) string {
+	if r, _ := o.str("role"); r == "assistant" {
+		return "assistant"
 	}
 	return "user"
 }

@@ -60,6 +60,32 @@ func checkRoundTrip(t *testing.T, items []json.RawMessage, conv openaiwire.Conve
 	requireSameBytes(t, rest, again)
 }
 
+// checkSpans checks that the spans split the items as the whole mapping
+// folds them, and that each span maps to the same message alone.
+func checkSpans(t *testing.T, items []json.RawMessage, conv openaiwire.Conversation,
+	spans func([]json.RawMessage) (int, []int), message func([]json.RawMessage) (turn.Message, error)) {
+	n, lens := spans(items)
+	if n != len(conv.Instructions) || len(lens) != len(conv.Items) {
+		t.Fatalf("spans: %d instructions and %d spans, the mapping %d and %d", n, len(lens), len(conv.Instructions), len(conv.Items))
+	}
+	at := n
+	for i, l := range lens {
+		if l != len(conv.Items[i]) {
+			t.Fatalf("span %d: %d items, the mapping folded %d", i, l, len(conv.Items[i]))
+		}
+		m, err := message(items[at : at+l])
+		if err != nil {
+			t.Fatalf("span %d: %v", i, err)
+		}
+		want, _ := json.Marshal(conv.Messages[i])
+		got, _ := json.Marshal(m)
+		if !bytes.Equal(want, got) {
+			t.Fatalf("span %d maps to\n%s\nthe whole mapping to\n%s", i, got, want)
+		}
+		at += l
+	}
+}
+
 func FuzzResponsesRoundTrip(f *testing.F) {
 	fuzzSeeds(f, "responses_request.json", "input",
 		`[{"role":"user","content":"hi"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"},{"type":"refusal","refusal":"b"}]}]`,
@@ -81,6 +107,7 @@ func FuzzResponsesRoundTrip(f *testing.F) {
 			t.Fatalf("ResponsesInput: %v", err)
 		}
 		checkRoundTrip(t, items, conv, openaiwire.ResponsesItems)
+		checkSpans(t, items, conv, openaiwire.ResponsesSpans, openaiwire.ResponsesMessage)
 	})
 }
 
@@ -104,5 +131,6 @@ func FuzzChatRoundTrip(f *testing.F) {
 			t.Fatalf("ChatInput: %v", err)
 		}
 		checkRoundTrip(t, items, conv, openaiwire.ChatMessages)
+		checkSpans(t, items, conv, openaiwire.ChatSpans, openaiwire.ChatMessage)
 	})
 }

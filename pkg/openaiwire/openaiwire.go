@@ -20,6 +20,7 @@ package openaiwire
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -270,24 +271,43 @@ func sameJSON(a, b []byte) bool {
 func SameJSON(a, b []byte) bool { return sameJSON(a, b) }
 
 // Originals are the items (or Chat messages) a client sent, by their
-// canonical JSON, so that a rendering re-emits the client's own bytes for
-// every item Mnemos left as it was: same JSON, same bytes, and the
-// upstream's prompt cache sees the prefix it saw before.
+// canonical JSON (its key, OriginalKey), so that a rendering re-emits the
+// client's own bytes for every item Mnemos left as it was: same JSON, same
+// bytes, and the upstream's prompt cache sees the prefix it saw before.
 type Originals struct {
-	byCanon map[string][]json.RawMessage
+	byKey map[string][]json.RawMessage
+}
+
+// OriginalKey is the key Originals know an item by: the SHA-256 of its
+// canonical JSON, the same for every spelling of the same JSON. A caller
+// that sees the same item round after round keeps it (NewOriginalsKeyed).
+func OriginalKey(item json.RawMessage) (string, error) {
+	c, err := canonical(item)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(c)
+	return string(sum[:]), nil
 }
 
 // NewOriginals indexes the items a client sent. It serves one render:
 // items of the same JSON sent in different bytes (keys in another order)
 // are handed out in the order they were sent.
 func NewOriginals(items []json.RawMessage) *Originals {
-	o := &Originals{byCanon: make(map[string][]json.RawMessage, len(items))}
-	for _, raw := range items {
-		c, err := canonical(raw)
-		if err != nil {
-			continue
+	keys := make([]string, len(items))
+	for i, raw := range items {
+		keys[i], _ = OriginalKey(raw) // "" for an item that is not JSON: never handed out
+	}
+	return NewOriginalsKeyed(items, keys)
+}
+
+// NewOriginalsKeyed is NewOriginals with each item's OriginalKey given.
+func NewOriginalsKeyed(items []json.RawMessage, keys []string) *Originals {
+	o := &Originals{byKey: make(map[string][]json.RawMessage, len(items))}
+	for i, raw := range items {
+		if keys[i] != "" {
+			o.byKey[keys[i]] = append(o.byKey[keys[i]], raw)
 		}
-		o.byCanon[string(c)] = append(o.byCanon[string(c)], raw)
 	}
 	return o
 }
@@ -295,21 +315,21 @@ func NewOriginals(items []json.RawMessage) *Originals {
 // sent is the client's bytes of the item rendered, when it sent the same
 // JSON: the first of them not yet handed out, or the last when all were.
 func (o *Originals) sent(rendered json.RawMessage) json.RawMessage {
-	if o == nil || len(o.byCanon) == 0 {
+	if o == nil || len(o.byKey) == 0 {
 		return rendered
 	}
-	c, err := canonical(rendered)
+	key, err := OriginalKey(rendered)
 	if err != nil {
 		return rendered
 	}
-	raws := o.byCanon[string(c)]
+	raws := o.byKey[key]
 	switch len(raws) {
 	case 0:
 		return rendered
 	case 1:
 		return raws[0]
 	}
-	o.byCanon[string(c)] = raws[1:]
+	o.byKey[key] = raws[1:]
 	return raws[0]
 }
 
@@ -323,6 +343,10 @@ type dialect struct {
 	// side is the role of the message an item kept whole goes to.
 	side  func(json.RawMessage) string
 	joins func(prev *turn.Block, b turn.Block, role string) bool
+	// instructs and sideOf are instruction and side for an item already
+	// split into its fields (Spans).
+	instructs func(obj) bool
+	sideOf    func(obj) string
 }
 
 // item maps one item to the pieces of the message of the role it returns:

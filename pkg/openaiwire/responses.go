@@ -32,14 +32,16 @@ func ResponsesInput(items []json.RawMessage) (Conversation, error) {
 	return responsesDialect.input(items)
 }
 
-var responsesDialect = dialect{what: "item", instruction: responsesInstruction, mapped: responsesMapped, side: responsesSide, joins: responsesJoins}
+var responsesDialect = dialect{what: "item", instruction: responsesInstruction, mapped: responsesMapped, side: responsesSide, joins: responsesJoins,
+	instructs: responsesInstructs, sideOf: responsesSideOf}
 
 // responsesInstruction reports whether raw is a system or developer message.
 func responsesInstruction(raw json.RawMessage) bool {
 	o, err := parseObj(raw)
-	if err != nil {
-		return false
-	}
+	return err == nil && responsesInstructs(o)
+}
+
+func responsesInstructs(o obj) bool {
 	if _, typed := o["type"]; typed {
 		if t, _ := o.str("type"); t != itemMessage {
 			return false
@@ -59,6 +61,10 @@ func responsesSide(raw json.RawMessage) string {
 	if err != nil {
 		return "user"
 	}
+	return responsesSideOf(o)
+}
+
+func responsesSideOf(o obj) string {
 	t, typed := o.str("type")
 	if _, has := o["type"]; !has || typed && t == itemMessage {
 		if role, _ := o.str("role"); role == "assistant" {

@@ -53,19 +53,44 @@ func (d *door) openai() bool { return d != nil && d.provider == store.ProviderOp
 type openaiInput struct {
 	instructions []json.RawMessage
 	items        []json.RawMessage
-	// err is why the input could not be read as turns: the request goes
-	// up as sent (manage reports it).
-	err error
 	// compaction marks the client's own summarization call (the Codex
 	// CLI's request_kind "compaction"): managed, so that it fits, but not
 	// a round of the conversation.
 	compaction bool
+	// keys are the items' OriginalKeys the process worked out, by the
+	// items' digests under the tenant (originalsOf).
+	keys   *memo[string]
+	tenant string
+}
+
+// originalsOf indexes the items of the client's messages at positions:
+// those Mnemos changed, whose other items it renders afresh. Each item's
+// key is worked out once for its bytes (in.keys), not every round.
+func (in *openaiInput) originalsOf(req *messagesRequest, positions []int64) *openaiwire.Originals {
+	var items []json.RawMessage
+	var keys []string
+	for _, p := range positions {
+		its, err := jsonwalk.SplitArray(req.messages[p])
+		if err != nil {
+			continue
+		}
+		for _, it := range its {
+			d := messageDigest(in.tenant, it)
+			key, ok := in.keys.get(d)
+			if !ok {
+				key, _ = openaiwire.OriginalKey(it) // "" for no JSON: never handed out
+				in.keys.put(d, key)
+			}
+			items, keys = append(items, it), append(keys, key)
+		}
+	}
+	return openaiwire.NewOriginalsKeyed(items, keys)
 }
 
 // readConversation splits the request's conversation field into its
 // messages (req.messages): for the Messages API each message as sent; for
-// OpenAI's APIs the items mapped to turns (openaiwire), each message held
-// as the JSON array of the items it was folded from.
+// OpenAI's APIs each message held as the JSON array of the items it folds
+// (openaiwire's spans), after the instructions.
 func (d *door) readConversation(req *messagesRequest) error {
 	raw, ok := req.fields[d.field]
 	if !ok {
@@ -96,25 +121,41 @@ func (d *door) readConversation(req *messagesRequest) error {
 		return fmt.Errorf("%s: want an array of %s", d.field, map[bool]string{true: "items", false: "messages"}[d == responsesDoor])
 	}
 	in.items = items
-	read := openaiwire.ChatInput
+	// Split as the mapping folds them, each message mapped only when it is
+	// needed (turnAt): most of a request is what the round before sent.
+	spans := openaiwire.ChatSpans
 	if d == responsesDoor {
-		read = openaiwire.ResponsesInput
+		spans = openaiwire.ResponsesSpans
 	}
-	conv, err := read(items)
-	if err != nil {
-		in.err = err
-		return nil //nolint:nilerr // not Mnemos's to refuse: the upstream judges it, and manage reports it
-	}
-	in.instructions = conv.Instructions
-	req.messages = make([]json.RawMessage, len(conv.Messages))
-	for i, its := range conv.Items {
-		req.messages[i] = itemsArray(its)
-	}
-	req.turns, req.decoded = conv.Messages, make([]bool, len(conv.Messages))
-	for i := range req.decoded {
-		req.decoded[i] = true
+	n, lens := spans(items)
+	in.instructions = items[:n]
+	req.messages = make([]json.RawMessage, len(lens))
+	for i, l := range lens {
+		req.messages[i] = itemsArray(items[n : n+l])
+		n += l
 	}
 	return nil
+}
+
+// decode reads message i of a request that came in by d as a turn
+// message.
+func (d *door) decode(i int, data []byte) (turn.Message, error) {
+	if !d.openai() {
+		return decodeMessage(i, data)
+	}
+	items, err := jsonwalk.SplitArray(data)
+	if err != nil {
+		return turn.Message{}, fmt.Errorf("message %d: %w", i, err)
+	}
+	read := openaiwire.ChatMessage
+	if d == responsesDoor {
+		read = openaiwire.ResponsesMessage
+	}
+	m, err := read(items)
+	if err != nil {
+		return turn.Message{}, fmt.Errorf("message %d: %w", i, err)
+	}
+	return m, nil
 }
 
 // itemsArray is items as one JSON array.
@@ -204,7 +245,7 @@ func openaiBody(d *door, req *messagesRequest, section [][]byte, msgs []json.Raw
 			return nil, fmt.Errorf("rendered message %d: %w", i, err)
 		}
 		if originals == nil {
-			originals = openaiwire.NewOriginals(in.items)
+			originals = in.originalsOf(req, req.changed)
 		}
 		var its []json.RawMessage
 		var err error

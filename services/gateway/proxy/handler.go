@@ -67,6 +67,9 @@ type Handler struct {
 	// (threads.go), and whether a rendering is the client's message.
 	canons    *memo[digest]
 	unchanged *verdicts
+	// itemKeys are the OriginalKeys of OpenAI clients' items, by their
+	// digests (openaiInput.originalsOf).
+	itemKeys *memo[string]
 	// tips are where each conversation's last recorded round left its
 	// thread, by the chained digest of its first message (threads.go).
 	tips *memo[threadTip]
@@ -94,6 +97,7 @@ func New(cfg Config, base httpapi.Base, admission *httpapi.Admission, st *store.
 		Base: base, cfg: cfg, store: st, settings: settings, admission: admission, contexts: contexts, metrics: m,
 		upstreams: ttlcache.New[Upstream](cfg.UpstreamCacheTTL, 10_000).StaleOnError(tenantcfg.StaleFor),
 		canons:    newMemo[digest](verdictLimit), unchanged: newVerdicts(verdictLimit), tips: newMemo[threadTip](tipsLimit),
+		itemKeys:     newMemo[string](verdictLimit),
 		prefixCounts: immutable.New[int64](prefixCountsMax), prefixTokens: immutable.New[int64](prefixCountsMax),
 	}, nil
 }

@@ -77,6 +77,9 @@ type messagesRequest struct {
 	canons  []digest
 	chain   []digest
 	place   *placement
+	// changed are the positions of the client's messages whose rendering
+	// is not the client's message (keepUnchanged).
+	changed []int64
 	// replaced marks a request placed again (manage, or its record):
 	// from the store, and once at most while it is managed.
 	replaced bool
@@ -89,13 +92,13 @@ type messagesRequest struct {
 	client *http.Request
 }
 
-// turnAt is message i decoded (decodeMessage), once.
+// turnAt is message i decoded (door.decode), once.
 func (req *messagesRequest) turnAt(i int) (turn.Message, error) {
 	if req.turns == nil {
 		req.turns, req.decoded = make([]turn.Message, len(req.messages)), make([]bool, len(req.messages))
 	}
 	if !req.decoded[i] {
-		m, err := decodeMessage(i, req.messages[i])
+		m, err := req.door.decode(i, req.messages[i])
 		if err != nil {
 			return turn.Message{}, err
 		}
@@ -109,9 +112,6 @@ func (req *messagesRequest) turnAt(i int) (turn.Message, error) {
 // cannot decode: each is decoded unless the same bytes decoded before
 // (h.canons), and then only when needed.
 func (h *Handler) checkMessages(tenant string, req *messagesRequest) error {
-	if req.openai != nil && req.openai.err != nil {
-		return req.openai.err
-	}
 	if req.digests != nil {
 		return nil
 	}
@@ -164,6 +164,9 @@ func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 	if err := d.readConversation(req); err != nil {
 		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: err.Error()})
 		return nil, nil, false
+	}
+	if req.openai != nil {
+		req.openai.keys, req.openai.tenant = h.itemKeys, tenant
 	}
 	_ = json.Unmarshal(req.fields["model"], &req.model) // the upstream judges the model
 	req.session = d.sessionOf(r, req.fields)

@@ -268,6 +268,7 @@ func (h *Handler) countAhead(set tenantcfg.Settings, req *messagesRequest, sess 
 func keepUnchanged(req *messagesRequest, rendered [][]byte, uuids []string, keepFrom int64, known *verdicts) ([][]byte, error) {
 	out := make([][]byte, len(rendered))
 	copy(out, rendered)
+	req.changed = req.changed[:0]
 	pos := keepFrom
 	for i, part := range rendered {
 		if i >= len(uuids) || uuids[i] == "" {
@@ -296,6 +297,8 @@ func keepUnchanged(req *messagesRequest, rendered [][]byte, uuids []string, keep
 		}
 		if same {
 			out[i] = req.messages[p]
+		} else {
+			req.changed = append(req.changed, p)
 		}
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -97,25 +98,30 @@ func (s *service) release() {
 // accountant, the relay, the compactor, the session-memory service and the
 // extractor behind it, for the tenant whose key is apiKey, until the test
 // ends.
-func startMnemos(t *testing.T, upstreamURL, apiKey string) *mnemos {
+func startMnemos(t *testing.T, upstreamURL, apiKey string, extras ...extra) *mnemos {
 	t.Helper()
-	return startMnemosOn(t, pgtest.New(t), bustest.New(t), upstreamURL, apiKey)
+	return startMnemosOn(t, pgtest.New(t), bustest.New(t), upstreamURL, apiKey, extras...)
 }
+
+// extra is a service a test adds to Mnemos's: it may set the gateway's
+// config before the gateway is made, and what it returns runs beside the
+// other services until the test ends.
+type extra func(t *testing.T, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, gcfg *gateway.Config) func(context.Context) error
 
 // startMnemosOn is startMnemos on the store and bus given: a test that
 // takes Postgres or NATS away reaches them through a link.
-func startMnemosOn(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKey string) *mnemos {
+func startMnemosOn(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKey string, extras ...extra) *mnemos {
 	t.Helper()
 	return startMnemosWith(t, st, b, upstreamURL, apiKey, builtin.New(map[llm.Task]builtin.Handler{
 		llm.TaskCompaction: compaction.BuiltinSummarizer,
 		llm.TaskNotes:      sessionnotes.Builtin,
 		llm.TaskExtraction: extraction.Builtin,
-	}))
+	}), extras...)
 }
 
 // startMnemosWith is startMnemosOn with the background services' model
-// calls made by provider.
-func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKey string, provider llm.Provider) *mnemos {
+// calls made by provider, and the extras added.
+func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, apiKey string, provider llm.Provider, extras ...extra) *mnemos {
 	t.Helper()
 	log := bustest.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,6 +141,10 @@ func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, api
 	gcfg := gateway.DefaultConfig()
 	gcfg.PollInterval = 20 * time.Millisecond
 	gcfg.Upstream = proxy.Upstream{URL: upstreamURL, Key: upstreamKey}
+	runs := map[string]func(context.Context) error{"relay": nil, "session-memory": notes.Run, "extractor": ext.Run}
+	for i, e := range extras {
+		runs[fmt.Sprintf("extra %d", i+1)] = e(t, st, b, settings, &gcfg)
+	}
 	gw, err := gateway.New(gcfg, st, b, settings, log, metrics.Meter())
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -142,9 +152,8 @@ func startMnemosWith(t *testing.T, st *store.Store, b *bus.Bus, upstreamURL, api
 	api := httptest.NewServer(mux)
 	relay := outbox.New(outbox.Config{Batch: 128, Poll: 20 * time.Millisecond}, st, b, log)
 	var wg sync.WaitGroup
-	for name, run := range map[string]func(context.Context) error{
-		"relay": relay.Run, "session-memory": notes.Run, "extractor": ext.Run,
-	} {
+	runs["relay"] = relay.Run
+	for name, run := range runs {
 		wg.Go(func() {
 			if err := run(ctx); err != nil && ctx.Err() == nil {
 				t.Errorf("%s: %v", name, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	scripted "github.com/mnemos-ai/mnemos/internal/testkit/llmtest/responses"
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
@@ -77,23 +78,11 @@ func (a *responsesAgent) send(items ...json.RawMessage) []json.RawMessage {
 	a.t.Helper()
 	a.input = append(a.input, items...)
 	all := append(append([]json.RawMessage(nil), a.instructions...), a.input...)
-	body := []byte(`{"model": "gpt-5", "store": false, "input": [` + string(bytes.Join(rawBytes(all), []byte(", "))) + `]}`)
-	req, err := http.NewRequest(http.MethodPost, a.m.api.URL+"/v1/responses", bytes.NewReader(body))
-	require.NoError(a.t, err)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Mnemos-Session", a.session)
-	for k, v := range a.header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(a.t, err)
-	defer resp.Body.Close()
+	body := []byte(`{"model": "gpt-5", "store": false, "input": ` + jsonArray(all) + `}`)
 	var answer struct {
 		Output []json.RawMessage `json:"output"`
 	}
-	require.Equal(a.t, http.StatusOK, resp.StatusCode)
-	require.NoError(a.t, json.NewDecoder(resp.Body).Decode(&answer))
+	postOpenAI(a.t, a.m, "/v1/responses", a.session, a.header, body, &answer)
 	a.bodies = append(a.bodies, body)
 	a.input = append(a.input, answer.Output...)
 	a.rounds++
@@ -101,12 +90,32 @@ func (a *responsesAgent) send(items ...json.RawMessage) []json.RawMessage {
 	return answer.Output
 }
 
-func rawBytes(items []json.RawMessage) [][]byte {
+// jsonArray is items as a JSON array, each as it is.
+func jsonArray(items []json.RawMessage) string {
 	out := make([][]byte, len(items))
 	for i, it := range items {
 		out[i] = it
 	}
-	return out
+	return "[" + string(bytes.Join(out, []byte(", "))) + "]"
+}
+
+// postOpenAI posts body to one of Mnemos's OpenAI routes for session, with
+// the tenant's key and the headers given, and decodes its answer, which
+// must be 200, into answer.
+func postOpenAI(t *testing.T, m *mnemos, path, session string, header map[string]string, body []byte, answer any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, m.api.URL+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	all := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json", "X-Mnemos-Session": session}
+	maps.Copy(all, header)
+	for k, v := range all {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(answer))
 }
 
 // The client's own items, written its own way: keys in an order of its
@@ -179,15 +188,22 @@ type sentItem struct {
 // upstream's input, item by item.
 func upstreamInput(t *testing.T, client, upstream []byte) []sentItem {
 	t.Helper()
+	return upstreamConversation(t, "input", client, upstream)
+}
+
+// upstreamConversation is upstreamInput for the conversation in field
+// ("messages" for Chat Completions, whose tool messages are the outputs).
+func upstreamConversation(t *testing.T, field string, client, upstream []byte) []sentItem {
+	t.Helper()
 	var c, u map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(client, &c))
 	require.NoError(t, json.Unmarshal(upstream, &u))
 	var ci, ui []json.RawMessage
-	require.NoError(t, json.Unmarshal(c["input"], &ci))
-	require.NoError(t, json.Unmarshal(u["input"], &ui))
-	clientInput, upstreamInput := c["input"], u["input"]
-	delete(c, "input")
-	delete(u, "input")
+	require.NoError(t, json.Unmarshal(c[field], &ci))
+	require.NoError(t, json.Unmarshal(u[field], &ui))
+	clientInput, upstreamInput := c[field], u[field]
+	delete(c, field)
+	delete(u, field)
 	cf, err := json.Marshal(c)
 	require.NoError(t, err)
 	uf, err := json.Marshal(u)
@@ -213,24 +229,30 @@ func upstreamInput(t *testing.T, client, upstream []byte) []sentItem {
 }
 
 // sameOutput reports whether b is a function call's output a stands for:
-// both outputs of the same call.
+// both outputs of the same call (function_call_output items, or Chat's
+// tool messages).
 func sameOutput(a, b json.RawMessage) bool {
-	var x, y struct {
-		Type   string `json:"type"`
-		CallID string `json:"call_id"`
+	type output struct {
+		Type       string `json:"type"`
+		Role       string `json:"role"`
+		CallID     string `json:"call_id"`
+		ToolCallID string `json:"tool_call_id"`
 	}
+	var x, y output
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil &&
-		x.Type == "function_call_output" && x == y
+		(x.Type == "function_call_output" || x.Role == "tool") && x == y
 }
 
-// outputOf is a function_call_output item's output string.
+// outputOf is the output string of a function_call_output item, or the
+// content of a Chat tool message.
 func outputOf(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
 	var it struct {
-		Output string `json:"output"`
+		Output  string `json:"output"`
+		Content string `json:"content"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &it), "%s", raw)
-	return it.Output
+	return it.Output + it.Content
 }
 
 // rewritten are the client's items Mnemos rewrote in a request, by their
@@ -304,6 +326,33 @@ func mcpText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]a
 // storedAs finds the id of the tool result a preview names.
 var storedAs = regexp.MustCompile(`stored as tool result ([A-Za-z0-9_-]+) `)
 
+// offloadSmall are tenant settings that offload an output of over 6,000
+// characters, keeping a preview of 1,000 bytes.
+const offloadSmall = `{"offload": {"threshold_chars": 6000, "preview_bytes": 1000, "turn_cap_chars": 200000}}`
+
+// testLog is a test run's log of about 9,000 characters, over
+// offloadSmall's threshold, ending in LOG-END-MARK.
+func testLog() string {
+	var log strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&log, "ok  \tpkg/mod%03d\t0.%03ds\n", i, i)
+	}
+	log.WriteString("PASS LOG-END-MARK\n")
+	return log.String()
+}
+
+// previewOf checks that an output is testLog's preview, not the log, and
+// answers the id of the stored result it names.
+func previewOf(t *testing.T, output string) string {
+	t.Helper()
+	require.Contains(t, output, "<persisted-output>", "the output's preview")
+	require.Less(t, len(output), 2000)
+	require.NotContains(t, output, "LOG-END-MARK")
+	p := storedAs.FindStringSubmatch(output)
+	require.NotNil(t, p, output)
+	return p[1]
+}
+
 // TestTheResponsesDoorOffloadsALargeOutput: a function call's output over
 // the tenant's offload threshold goes up as the client sent it in the
 // request that brings it, and as its preview in every request after its
@@ -314,14 +363,8 @@ var storedAs = regexp.MustCompile(`stored as tool result ([A-Za-z0-9_-]+) `)
 func TestTheResponsesDoorOffloadsALargeOutput(t *testing.T) {
 	t.Parallel()
 	const session = "responses-offload"
-	a := startResponsesAgent(t, session, `{"offload": {"threshold_chars": 6000, "preview_bytes": 1000, "turn_cap_chars": 200000}}`,
-		callEvery("exec_command", 2))
-	var log strings.Builder
-	for i := range 400 {
-		fmt.Fprintf(&log, "ok  \tpkg/mod%03d\t0.%03ds\n", i, i)
-	}
-	log.WriteString("PASS LOG-END-MARK\n")
-	big := log.String() // about 9,000 characters
+	a := startResponsesAgent(t, session, offloadSmall, callEvery("exec_command", 2))
+	big := testLog()
 
 	first := a.send(userItem("Run the tests and tell me whether they pass."))
 	second := a.send(outputItem(callID(t, first), big))
@@ -342,16 +385,11 @@ func TestTheResponsesDoorOffloadsALargeOutput(t *testing.T) {
 		}
 		requireReasoningKept(t, items)
 		require.Len(t, changed, 1, "request %d: the large output alone is rewritten", n+1)
-		previewed := outputOf(t, changed[bigAt])
-		require.Contains(t, previewed, "<persisted-output>", "request %d carries the output's preview", n+1)
-		require.Less(t, len(previewed), 2000)
-		require.NotContains(t, previewed, "LOG-END-MARK")
-		p := storedAs.FindStringSubmatch(previewed)
-		require.NotNil(t, p, previewed)
+		p := previewOf(t, outputOf(t, changed[bigAt]))
 		if id == "" {
-			id = p[1]
+			id = p
 		}
-		require.Equal(t, id, p[1], "every request names the same stored result")
+		require.Equal(t, id, p, "every request names the same stored result")
 	}
 
 	read := mcpText(t, mcpSession(t, a.m), "read_tool_result", map[string]any{"id": id, "limit": 100_000})
@@ -565,4 +603,81 @@ func TestTheResponsesDoorRecordsTheRound(t *testing.T) {
 		"the session's count is the last round's input, cached included, and output")
 	sess := waitApplied(t, a.m.store, session, 3)
 	require.EqualValues(t, 6, sess.MessageCount)
+}
+
+// TestTheChatDoorOffloadsALargeOutput: the same through Chat Completions:
+// a tool message over the offload threshold goes up as sent in the
+// request that brings it and as its preview in the requests after its
+// round was applied, which MCP's read_tool_result reads whole; every
+// other message, the client's system message first, goes up as the
+// client's own bytes, in order.
+func TestTheChatDoorOffloadsALargeOutput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const session = "chat-offload"
+	up := llmtest.NewOpenAIServer(t, func(r llmtest.Request) llmtest.Reply {
+		outputs := 0
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				outputs++
+			}
+		}
+		if last := r.Messages[len(r.Messages)-1].Role; outputs == 0 || last == "tool" && outputs < 2 {
+			return llmtest.Reply{ToolCalls: []llm.ToolCall{{ID: fmt.Sprintf("call_%d", outputs+1), Name: "exec_command", Input: json.RawMessage(`{"cmd":"make test"}`)}}}
+		}
+		return llmtest.Text("done")
+	})
+	m := startMnemos(t, "http://127.0.0.1:1", key)
+	require.NoError(t, m.store.SetTenantUpstream(ctx, tenant, store.ProviderOpenAI, store.Upstream{URL: strings.TrimSuffix(up.URL, "/v1"), Key: "sk-acme-openai"}))
+	require.NoError(t, m.store.SetTenantSettings(ctx, tenant, []byte(offloadSmall)))
+	msgs := []json.RawMessage{json.RawMessage(`{"content":"Run commands with exec_command.","role":"system"}`)}
+	var bodies [][]byte
+	send := func(next json.RawMessage) string {
+		msgs = append(msgs, next)
+		body := []byte(`{"model": "gpt-5", "messages": ` + jsonArray(msgs) + `}`)
+		var answer struct {
+			Choices []struct {
+				Message json.RawMessage `json:"message"`
+			} `json:"choices"`
+		}
+		postOpenAI(t, m, "/v1/chat/completions", session, nil, body, &answer)
+		require.Len(t, answer.Choices, 1)
+		bodies = append(bodies, body)
+		msgs = append(msgs, answer.Choices[0].Message)
+		waitApplied(t, m.store, session, int64(len(bodies)))
+		var call struct {
+			ToolCalls []struct{ ID string } `json:"tool_calls"`
+		}
+		require.NoError(t, json.Unmarshal(answer.Choices[0].Message, &call))
+		if len(call.ToolCalls) == 0 {
+			return ""
+		}
+		return call.ToolCalls[0].ID
+	}
+	tool := func(id, content string) json.RawMessage {
+		return json.RawMessage(`{"tool_call_id":` + jsonString(id) + `,"role":"tool","content":` + jsonString(content) + `}`)
+	}
+	big := testLog()
+
+	id := send(json.RawMessage(`{"role":"user","content":"Run the tests and tell me whether they pass."}`))
+	id = send(tool(id, big))
+	send(tool(id, "ok"))
+	send(json.RawMessage(`{"role":"user","content":"Thanks. Anything else failing?"}`))
+	const bigAt = 3 // after the system message, the question and the call
+
+	reqs := up.Requests()
+	require.Len(t, reqs, 4)
+	var stored string
+	for n, r := range reqs {
+		changed, added := rewritten(upstreamConversation(t, "messages", bodies[n], r.Body))
+		require.Empty(t, added, "request %d", n+1)
+		if n < 2 {
+			require.Empty(t, changed, "request %d: the output's round is not applied yet, so it goes up as sent", n+1)
+			continue
+		}
+		require.Len(t, changed, 1, "request %d: the large output alone is rewritten", n+1)
+		stored = previewOf(t, outputOf(t, changed[bigAt]))
+	}
+	read := mcpText(t, mcpSession(t, m), "read_tool_result", map[string]any{"id": stored, "limit": 100_000})
+	require.Contains(t, read, big, "read_tool_result answers the output whole")
 }

@@ -26,11 +26,13 @@ func NewToolSet(names ...string) ToolSet {
 }
 
 // DefaultToolSet names the tools whose results micro-compaction may clear:
-// file read, shell, grep, glob, web search, web fetch, and the file edit and
-// write tools.
+// Claude Code's file read, shell, grep, glob, web search, web fetch, and
+// file edit and write tools, and the Codex CLI's shell (exec_command, its
+// input to a running command write_stdin, the older shell) and patch tools.
 func DefaultToolSet() ToolSet {
 	return NewToolSet("Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch",
-		"Edit", "MultiEdit", "Write", "NotebookEdit")
+		"Edit", "MultiEdit", "Write", "NotebookEdit",
+		"exec_command", "write_stdin", "shell", "apply_patch")
 }
 
 // Has reports whether name is in the set.

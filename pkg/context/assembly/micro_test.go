@@ -224,12 +224,12 @@ func TestDefaultMicroConfig(t *testing.T) {
 	require.Equal(t, int64(20_000), cfg.SizeMinSaving)
 	require.Equal(t, 60*time.Minute, cfg.Idle())
 	require.Equal(t, 5, cfg.IdleKeep)
-	require.Equal(t, []string{"Bash", "Edit", "Glob", "Grep", "MultiEdit", "NotebookEdit", "Read", "WebFetch", "WebSearch", "Write"},
-		cfg.Tools.Names())
+	require.Equal(t, []string{"Bash", "Edit", "Glob", "Grep", "MultiEdit", "NotebookEdit", "Read", "WebFetch", "WebSearch", "Write",
+		"apply_patch", "exec_command", "shell", "write_stdin"}, cfg.Tools.Names())
 
 	data, err := json.Marshal(cfg)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"tools":["Bash","Edit","Glob","Grep","MultiEdit","NotebookEdit","Read","WebFetch","WebSearch","Write"],
+	require.JSONEq(t, `{"tools":["Bash","Edit","Glob","Grep","MultiEdit","NotebookEdit","Read","WebFetch","WebSearch","Write","apply_patch","exec_command","shell","write_stdin"],
 		"size_keep":3,"size_min_saving":20000,"idle_minutes":60,"idle_keep":5}`, string(data))
 }
 

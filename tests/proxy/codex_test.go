@@ -114,3 +114,31 @@ func TestCodexThroughMnemosNeverCompactsOnItsOwn(t *testing.T) {
 	require.True(t, kept, "the CLI's first user message, byte for byte, is in the last request")
 	require.GreaterOrEqual(t, through.share, 0.8*straight.share, "the prompt cache serves as much as it does straight, within a fifth")
 }
+
+// TestCodexCompactingOnItsOwnThroughMnemosStaysTheMainAgent: when Mnemos
+// does not keep the session under the CLI's limit (the tenant's threshold
+// is the model's own, far above it), the CLI compacts itself through
+// Mnemos. Its summarization call is managed but not recorded as a round,
+// and the short history it goes on from is the main agent's conversation
+// after its own compaction (client_compacted), not another agent's, nor a
+// branch.
+func TestCodexCompactingOnItsOwnThroughMnemosStaysTheMainAgent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	task := &codexTask{commands: 8}
+	up := responses.Start(t, responses.Config{ContextWindow: 60_000, Script: task.script})
+	m := startMnemos(t, "http://127.0.0.1:1", key)
+	require.NoError(t, m.store.SetTenantUpstream(ctx, tenant, store.ProviderOpenAI, store.Upstream{URL: strings.TrimSuffix(up.URL, "/v1"), Key: "sk-acme-openai"}))
+	s := codexcli.NewSession(t, m.api.URL+"/v1")
+	s.APIKey = key
+	res, err := s.Run(ctx, codexcli.Run{Prompt: "count to 1500 eight times", ContextWindow: codexWindow, AutoCompactLimit: codexAutoLimit})
+	require.NoError(t, err)
+	require.Contains(t, res.Stdout, "counted them all")
+
+	run := measureCodex(t, up)
+	require.Positive(t, run.compactions, "the CLI compacted on its own")
+	require.EqualValues(t, run.compactions, m.metrics.Sum("mnemos.proxy.requests", "outcome", "client_compaction"), "each summarization call is the client's, not a round")
+	require.EqualValues(t, run.compactions, m.metrics.Sum("mnemos.proxy.requests", "outcome", "client_compacted"), "the history after each is the main agent's")
+	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "new_agent"))
+	require.Zero(t, m.metrics.Sum("mnemos.proxy.requests", "outcome", "branched"))
+}

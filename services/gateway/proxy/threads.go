@@ -48,6 +48,11 @@ var errMovedOn = errors.New("the thread moved on while the request was placed")
 // Claude Code compacted itself (/compact, or its auto-compaction).
 const clientSummaryPrefix = "This session is being continued from a previous conversation"
 
+// codexSummaryPrefix starts the summary the Codex CLI goes on from after
+// it compacted itself: a user item after its environment and its task,
+// which fold into its first message.
+const codexSummaryPrefix = "Another language model started to solve this problem"
+
 // canonDigest is the SHA-256 of a message's canonical form: its role and
 // content as Mnemos encodes them (turn.Marshal, a fixed order of fields),
 // every cache_control dropped (decodeMessage did), and the JSON values a
@@ -142,7 +147,8 @@ func shapeOf(req *messagesRequest) shape {
 	if len(req.messages) > 0 {
 		if m, err := req.turnAt(0); err == nil && m.Role == "user" {
 			for _, b := range m.Content {
-				if b.Type == turn.BlockText && strings.HasPrefix(strings.TrimSpace(b.Text), clientSummaryPrefix) {
+				text := strings.TrimSpace(b.Text)
+				if b.Type == turn.BlockText && (strings.HasPrefix(text, clientSummaryPrefix) || strings.HasPrefix(text, codexSummaryPrefix)) {
 					s.summary = true
 				}
 			}

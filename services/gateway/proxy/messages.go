@@ -271,7 +271,13 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant string, d 
 	releaseWork() // the upstream's time is not the tenant's expensive work
 	resp := h.sendUp(w, r, d, req.upstream, d.path, body)
 	if resp == nil {
-		h.countProxy(ctx, proxyUpstream)
+		// A client that left before the upstream answered ended the call
+		// itself: it is gone, and the upstream did not fail.
+		if ctx.Err() != nil {
+			h.countProxy(ctx, proxyClientGone)
+		} else {
+			h.countProxy(ctx, proxyUpstream)
+		}
 		return
 	}
 	defer resp.Body.Close()

@@ -122,7 +122,7 @@ type proxyMetrics struct {
 func newMetrics(m metric.Meter) (proxyMetrics, error) {
 	var pm proxyMetrics
 	var err error
-	if pm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Proxied requests (Messages and OpenAI doors), by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), new_agent, branched, client_compacted, client_compaction (the client's own summarization call), retry, upstream_error, client_gone, unrecorded.")); err != nil {
+	if pm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Proxied requests (Messages and OpenAI doors), by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), new_agent, branched, client_compacted, client_compaction (the client's own summarization call), retry, upstream_error, client_gone, unrecorded, invalid (refused for its body or session id).")); err != nil {
 		return pm, err
 	}
 	if pm.exactCounts, err = m.Int64Counter("mnemos.proxy.exact_counts", metric.WithDescription("count_tokens calls the proxy made near the auto-compact threshold (proxy.exact_count_within_percent), by outcome: over or under the estimate, failed (the estimate decided).")); err != nil {

@@ -50,6 +50,7 @@ const (
 	proxyUpstream    = "upstream_error"
 	proxyClientGone  = "client_gone" // the client left before the answer was whole: not recorded
 	proxyUnrecorded  = "unrecorded"  // answered, but its round could not be published
+	proxyInvalid     = "invalid"     // refused for what it holds (400, 413): never sent up
 )
 
 // messagesRequest is a request as the proxy reads it, whatever its door:
@@ -137,15 +138,23 @@ func (h *Handler) checkMessages(tenant string, req *messagesRequest) error {
 
 // readMessagesRequest reads and parses a request body that came in by d
 // and the session it names, answering the client (and reporting false)
-// when it cannot or no upstream is configured.
-func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, tenant string, d *door) (*messagesRequest, []byte, bool) {
+// when it cannot or no upstream is configured. A request refused for what
+// it holds is counted (outcome invalid) when count is set: the proxied
+// requests are, count_tokens is not.
+func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, tenant string, d *door, count bool) (*messagesRequest, []byte, bool) {
 	dialect := d.dialect
+	invalid := func(e *httpapi.Error) (*messagesRequest, []byte, bool) {
+		if count {
+			h.countProxy(r.Context(), proxyInvalid)
+		}
+		dialect.WriteError(w, e)
+		return nil, nil, false
+	}
 	limit := h.cfg.MaxMessagesBytes
 	body, err := httpbody.Read(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		dialect.WriteError(w, &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large", Message: fmt.Sprintf("the request is larger than %d bytes", limit)})
-		return nil, nil, false
+		return invalid(&httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large", Message: fmt.Sprintf("the request is larger than %d bytes", limit)})
 	}
 	if err != nil {
 		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "reading the body: " + err.Error()})
@@ -154,16 +163,13 @@ func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 	req := &messagesRequest{door: d, client: r}
 	// Checked once; then split without encoding/json's scanner (messages_json.go).
 	if !jsonvalid.Valid(body) {
-		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
-		return nil, nil, false
+		return invalid(&httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
 	}
 	if req.fields, err = jsonwalk.SplitObject(body); err != nil {
-		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
-		return nil, nil, false
+		return invalid(&httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
 	}
 	if err := d.readConversation(req); err != nil {
-		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: err.Error()})
-		return nil, nil, false
+		return invalid(&httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: err.Error()})
 	}
 	if req.openai != nil {
 		req.openai.keys, req.openai.tenant = h.itemKeys, tenant
@@ -171,9 +177,8 @@ func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 	_ = json.Unmarshal(req.fields["model"], &req.model) // the upstream judges the model
 	req.session = d.sessionOf(r, req.fields)
 	if req.session != "" && !turn.ValidToken(req.session) {
-		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: fmt.Sprintf(
+		return invalid(&httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: fmt.Sprintf(
 			"session ids are 1 to %d ASCII letters, digits, '_' and '-', starting with a letter or a digit; got %s", turn.MaxIDLen, httpapi.Describe(req.session))})
-		return nil, nil, false
 	}
 	up, err := h.upstreamOf(r.Context(), tenant, d.provider)
 	if err != nil {
@@ -222,7 +227,7 @@ func (h *Handler) proxied(d *door) httpapi.Handler {
 // session, its answer relayed as it comes, its round recorded after.
 func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant string, d *door) {
 	ctx := r.Context()
-	req, body, releaseWork, release, ok := h.openMessages(w, r, tenant, d)
+	req, body, releaseWork, release, ok := h.openMessages(w, r, tenant, d, true)
 	if !ok {
 		return
 	}
@@ -356,14 +361,14 @@ func (h *Handler) record(bg context.Context, tenant string, r *http.Request, req
 // (readMessagesRequest), answering the client when either fails. The
 // handler calls releaseWork once Mnemos's work on the request is done
 // (before the upstream's wait) and defers release, which gives back all
-// the request took.
-func (h *Handler) openMessages(w http.ResponseWriter, r *http.Request, tenant string, d *door) (_ *messagesRequest, body []byte, releaseWork, release func(), ok bool) {
+// the request took. count counts a request refused for what it holds.
+func (h *Handler) openMessages(w http.ResponseWriter, r *http.Request, tenant string, d *door, count bool) (_ *messagesRequest, body []byte, releaseWork, release func(), ok bool) {
 	releaseWork, releaseBody, ok := h.admitMessages(w, r, tenant, d.dialect)
 	if !ok {
 		return nil, nil, nil, nil, false
 	}
 	release = func() { releaseWork(); releaseBody() }
-	req, body, ok := h.readMessagesRequest(w, r, tenant, d)
+	req, body, ok := h.readMessagesRequest(w, r, tenant, d, count)
 	if !ok {
 		release()
 		return nil, nil, nil, nil, false
@@ -406,7 +411,7 @@ func (h *Handler) admitMessages(w http.ResponseWriter, r *http.Request, tenant s
 
 // countTokens answers count_tokens for the request as the proxy would send it.
 func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request, tenant string) {
-	req, body, releaseWork, release, ok := h.openMessages(w, r, tenant, messagesDoor)
+	req, body, releaseWork, release, ok := h.openMessages(w, r, tenant, messagesDoor, false)
 	if !ok {
 		return
 	}

@@ -656,7 +656,7 @@ func (h *Handler) recordRound(ctx context.Context, tenant string, r *http.Reques
 		}
 		response.UUID = messageUUID(tenant, session, n)
 		ev.Response = &response
-		prev := chainSeed(tenant, req.session)
+		prev := chainSeed(tenant, req.session, req.door)
 		if n > 0 {
 			prev = req.chain[n-1]
 		}

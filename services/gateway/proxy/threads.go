@@ -20,10 +20,10 @@ import (
 // subagents' (Claude Code's Agent tool sends the main session's id), side
 // calls, rewinds and its own compactions. The proxy tells them apart by
 // content, never by count: every message has a digest of its canonical
-// form (canonDigest), chained over the messages before it and the session
-// id (chainOf), so one digest names a whole conversation prefix. A request
-// is placed (place) by the longest prefix of its own that a thread of the
-// session holds; each thread is a Mnemos session of its own
+// form (canonDigest), chained over the messages before it, the session id
+// and the door (chainOf), so one digest names a whole conversation prefix.
+// A request is placed (place) by the longest prefix of its own that a
+// thread of the session holds; each thread is a Mnemos session of its own
 // (migrations/00033_proxy_threads.sql), so what Mnemos renders for a
 // request is only ever its own thread's conversation.
 
@@ -100,10 +100,17 @@ func canonContent(c turn.Content) (turn.Content, error) {
 	return out, nil
 }
 
-// chainSeed is where a session's chains start: digests of two sessions'
-// conversations never meet, even when they hold the same messages.
-func chainSeed(tenant, session string) digest {
-	return sha256.Sum256([]byte("mnemos.thread\x00" + tenant + "\x00" + session))
+// chainSeed is where a session's chains of a door start: digests of two
+// sessions' conversations never meet, even when they hold the same
+// messages, and neither do those of two doors, whose threads are rendered
+// for different APIs (the Messages API's seed is the one chains had before
+// there were other doors).
+func chainSeed(tenant, session string, d *door) digest {
+	seed := "mnemos.thread\x00" + tenant + "\x00" + session
+	if d != nil && d != messagesDoor {
+		seed += "\x00" + d.name
+	}
+	return sha256.Sum256([]byte(seed))
 }
 
 // chainNext is the chained digest of a message (by its canonDigest) after
@@ -115,11 +122,11 @@ func chainNext(prev, canon digest) digest {
 	return sha256.Sum256(buf[:])
 }
 
-// chainOf is the chained digest of every prefix of a conversation whose
-// messages' canonDigests are canons.
-func chainOf(tenant, session string, canons []digest) []digest {
+// chainOf is the chained digest of every prefix of a conversation of a
+// door whose messages' canonDigests are canons.
+func chainOf(tenant, session string, d *door, canons []digest) []digest {
 	out := make([]digest, len(canons))
-	prev := chainSeed(tenant, session)
+	prev := chainSeed(tenant, session, d)
 	for i, c := range canons {
 		prev = chainNext(prev, c)
 		out[i] = prev
@@ -267,7 +274,7 @@ func (h *Handler) placeRequest(ctx context.Context, tenant string, req *messages
 	if req.place != nil {
 		return req.place, nil
 	}
-	req.chain = chainOf(tenant, req.session, req.canons)
+	req.chain = chainOf(tenant, req.session, req.door, req.canons)
 	if len(req.chain) > 0 && !req.replaced {
 		if tip, ok := h.tips.get(req.chain[0]); ok && int64(len(req.chain)) > tip.length && req.chain[tip.length-1] == tip.last {
 			req.place = &placement{thread: tip.thread, held: tip.length, matched: tip.length - 1, outcome: proxyManaged, record: true}

@@ -134,7 +134,7 @@ func FuzzPlaceFollowsTheClient(f *testing.F) {
 			if action := op % 8; action != 6 && action != 7 {
 				flush() // the client waited for the record of the round before
 			}
-			chain := chainOf(tenant, session, req)
+			chain := chainOf(tenant, session, messagesDoor, req)
 			pl := place(session, slices.Clone(book.threads), book.match(chain), chain, shape{tools: c.tools, summary: op%8 == 3})
 			require.True(t, turn.ValidToken(pl.thread.ThreadID), "thread id %q", pl.thread.ThreadID)
 			if !pl.fresh {
@@ -178,7 +178,7 @@ func TestPlaceTellsConversationsApart(t *testing.T) {
 	book := newThreadBook()
 	answers := 0
 	say := func(req []digest, sh shape) (placement, digest) {
-		chain := chainOf("acme", session, req)
+		chain := chainOf("acme", session, messagesDoor, req)
 		pl := place(session, book.threads, book.match(chain), chain, sh)
 		answers++
 		answer := msg("answer", answers)

@@ -74,8 +74,14 @@ func echo(*upstream.Request) (upstream.Reply, error) { return upstream.Final("no
 // storedTexts are a session's stored messages' first texts, in order.
 func storedTexts(t *testing.T, st *store.Store, session string) []string {
 	t.Helper()
-	rows, err := pgtest.Admin(t, st).Query(context.Background(),
-		`SELECT coalesce(content->0->>'text', '') FROM messages WHERE tenant_id = $1 AND session_id = $2 ORDER BY position`, tenant, session)
+	return queryTexts(t, st, `SELECT coalesce(content->0->>'text', '') FROM messages WHERE tenant_id = $1 AND session_id = $2 ORDER BY position`,
+		tenant, session)
+}
+
+// queryTexts are the texts a query of the store answers, one a row.
+func queryTexts(t *testing.T, st *store.Store, query string, args ...any) []string {
+	t.Helper()
+	rows, err := pgtest.Admin(t, st).Query(context.Background(), query, args...)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []string
@@ -168,11 +174,18 @@ func TestPostgresDownFailsOpen(t *testing.T) {
 	require.Len(t, up.Messages(), calls+1, "a refused request never reaches the upstream")
 	require.EqualValues(t, 1, m.metrics.Sum("mnemos.proxy.requests", "outcome", "refused"))
 
+	postgresBack(t, pg, st, func(text string) error { _, err := acme.round(t, text); return err })
+}
+
+// postgresBack brings Postgres back and sends session pg's third round by
+// send: the round of the first and of the second, sent while Postgres was
+// away, are recorded with it, six messages, each once.
+func postgresBack(t *testing.T, pg *link, st *store.Store, send func(text string) error) {
+	t.Helper()
 	pg.restore()
-	require.Eventually(t, func() bool { _, err := st.GetSession(ctx, tenant, "pg"); return err == nil },
+	require.Eventually(t, func() bool { _, err := st.GetSession(context.Background(), tenant, "pg"); return err == nil },
 		30*time.Second, 50*time.Millisecond, "Postgres answers again")
-	_, err = acme.round(t, "third, Postgres is back")
-	require.NoError(t, err)
+	require.NoError(t, send("third, Postgres is back"))
 	sess := waitApplied(t, st, "pg", 2)
 	require.EqualValues(t, 6, sess.MessageCount, "three rounds, six messages, none twice")
 	require.Equal(t, []string{"first", "noted", "second, while Postgres is away", "noted", "third, Postgres is back", "noted"},

@@ -349,6 +349,21 @@ func streamed(cv openaiConversation) func(context.Context, string) (string, erro
 	return func(ctx context.Context, text string) (string, error) { return cv.streamed(ctx, text, nil) }
 }
 
+// secondRound sends a session's second round by send, after rounds that
+// failed, and checks that the session holds its two rounds, managed, and
+// nothing of the failed ones.
+func secondRound(t *testing.T, m *mnemos, session, text string, send func(context.Context, string) (string, error)) {
+	t.Helper()
+	got, err := send(context.Background(), text)
+	require.NoError(t, err)
+	require.Equal(t, "noted", got)
+	sess := waitApplied(t, m.store, session, 2)
+	require.EqualValues(t, 2, sess.ProxySeq, "the failed rounds are not rounds")
+	require.EqualValues(t, 4, sess.MessageCount)
+	require.Equal(t, []string{"first", "noted", text, "noted"}, storedTexts(t, m.store, session))
+	proxyCount(t, m, "managed", 2)
+}
+
 // proxyCount waits until Mnemos counted n requests of outcome: it counts
 // once the answer is written, and the client may have it a moment before.
 func proxyCount(t *testing.T, m *mnemos, outcome string, n int64) {
@@ -394,14 +409,7 @@ func TestTheOpenAIDoorAnswers502WhenTheUpstreamIsDown(t *testing.T) {
 		require.Equal(t, calls, up.calls())
 
 		up.up(t)
-		got, err := cv.streamed(ctx, "second, the upstream is back", nil)
-		require.NoError(t, err)
-		require.Equal(t, "noted", got)
-		sess := waitApplied(t, m.store, "down", 2)
-		require.EqualValues(t, 4, sess.MessageCount, "two rounds, four messages: the failed ones are not the session's")
-		require.EqualValues(t, 2, sess.ProxySeq)
-		require.Equal(t, []string{"first", "noted", "second, the upstream is back", "noted"}, storedTexts(t, m.store, "down"))
-		proxyCount(t, m, "managed", 2)
+		secondRound(t, m, "down", "second, the upstream is back", streamed(cv))
 	})
 }
 
@@ -454,14 +462,7 @@ func TestTheOpenAIDoorPassesTheUpstreamsErrorsOn(t *testing.T) {
 			}
 		}
 		up.setIntercept(nil)
-		got, err := cv.round(ctx, "second")
-		require.NoError(t, err)
-		require.Equal(t, "noted", got)
-		sess := waitApplied(t, m.store, "refused", 2)
-		require.EqualValues(t, 2, sess.ProxySeq, "the refused rounds are not rounds")
-		require.EqualValues(t, 4, sess.MessageCount)
-		require.Equal(t, []string{"first", "noted", "second", "noted"}, storedTexts(t, m.store, "refused"))
-		proxyCount(t, m, "managed", 2)
+		secondRound(t, m, "refused", "second", cv.round)
 	})
 }
 

@@ -520,9 +520,13 @@ func objectOf(raw json.RawMessage) (map[string]json.RawMessage, bool) {
 // instructions (the instructions field and the instruction items its input
 // opens with) and its tools, counted by the model's tokenizer
 // (tokens.CounterFor) once per prefix and process. The accountant counts
-// it after a compaction, when no usage includes it yet.
+// it after a compaction, when no usage includes it yet. nil for a
+// Messages API request, and for one without instructions or tools.
 func (h *Handler) openaiPrefix(req *messagesRequest) *turn.RequestPrefix {
 	in := req.openai
+	if in == nil {
+		return nil
+	}
 	sum := sha256.New()
 	for _, raw := range append([]json.RawMessage{json.RawMessage(req.model), req.fields["instructions"], req.fields["tools"]}, in.instructions...) {
 		var n [8]byte
@@ -541,6 +545,9 @@ func (h *Handler) openaiPrefix(req *messagesRequest) *turn.RequestPrefix {
 			count += counter.Text(string(raw))
 		}
 		h.prefixTokens.Put(hash, count)
+	}
+	if count == 0 {
+		return nil // nothing before the conversation: a hash alone would name nothing the accountant holds
 	}
 	return &turn.RequestPrefix{Tokens: count, Hash: hash}
 }

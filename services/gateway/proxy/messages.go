@@ -641,8 +641,8 @@ func (h *Handler) recordRound(ctx context.Context, tenant string, r *http.Reques
 			Schema: turn.SchemaV1, EventID: roundEventID(tenant, session, seq), TenantID: tenant, SessionID: session, Seq: seq,
 			AgentID: th.AgentID, Model: req.model, MemoryScope: scopeOf(r), OccurredAt: time.Now().UTC(), Usage: &rep.Usage,
 		}
-		if req.openai != nil {
-			ev.Schema, ev.RequestPrefix = turn.SchemaV1_1, h.openaiPrefix(req)
+		if prefix := h.openaiPrefix(req); prefix != nil {
+			ev.Schema, ev.RequestPrefix = turn.SchemaV1_1, prefix
 		}
 		path := make([][]byte, 0, n-from+1)
 		for i := from; i < n; i++ {

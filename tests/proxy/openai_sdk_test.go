@@ -108,6 +108,10 @@ func TestTheResponsesDoorServesTheOpenAISDK(t *testing.T) {
 		}
 	}
 	require.Equal(t, "lookup", call.Name)
+	// The first round applied, the next request is rendered from what the
+	// session stored: the answer the client echoes without what it drops
+	// of it must go up as the client sent it.
+	waitApplied(t, m.store, "responses-sdk", 1)
 	input = append(input, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
 		CallID: openai.String(call.CallID), Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String("Paris is the capital of France.")}}})
 
@@ -162,6 +166,7 @@ func TestTheChatDoorServesTheOpenAISDK(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, first.Choices, 1)
 	require.Len(t, first.Choices[0].Message.ToolCalls, 1)
+	waitApplied(t, m.store, "chat-sdk", 1) // as for the Responses door: the next request rendered from the store
 	msgs = append(msgs, first.Choices[0].Message.ToParam(), openai.ToolMessage("Paris is the capital of France.", first.Choices[0].Message.ToolCalls[0].ID))
 
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt-5", Messages: msgs,

@@ -435,8 +435,8 @@ func forwardsHeader(name string) bool {
 // to a reasoning item it got without one; the Go SDK leaves out a Chat
 // message's null content and refusal), and may drop their ids and
 // statuses: what an item holds besides its content — its id, its status,
-// its fields that are null, the form its content came in — is not part of
-// the conversation.
+// its fields that are null, the form its content came in, a part's type
+// and its empty fields — is not part of the conversation.
 func (d *door) canonDigest(m turn.Message) (digest, error) {
 	if !d.openai() {
 		return canonDigest(m)
@@ -453,6 +453,9 @@ func (d *door) canonDigest(m turn.Message) (digest, error) {
 			if b.Source, err = without(b.Source, itemState, "openai", "item"); err != nil {
 				return digest{}, err
 			}
+			if b.Source, err = without(b.Source, partState, "openai", "part"); err != nil {
+				return digest{}, err
+			}
 			if b.Source, err = without(b.Source, func(k string, _ json.RawMessage) bool { return k == "as" }, "openai"); err != nil {
 				return digest{}, err
 			}
@@ -460,6 +463,38 @@ func (d *door) canonDigest(m turn.Message) (digest, error) {
 		content[i] = b
 	}
 	return canonDigest(turn.Message{Role: m.Role, Content: content})
+}
+
+// partState reports whether a field of what a block keeps of its content
+// part is not the conversation's: its type (which the block carries), or
+// a field that holds nothing, null, [] or {} (the Codex CLI echoes an
+// output_text part without the empty annotations the answer had).
+func partState(k string, v json.RawMessage) bool {
+	if k == "type" {
+		return true
+	}
+	switch string(bytes.Join(bytes.Fields(v), nil)) {
+	case "null", "[]", "{}":
+		return true
+	}
+	return false
+}
+
+// sameAsSent reports whether the rendering of the client's message at
+// position p (rendered, in the Messages API's shape) is that message as
+// the door's clients send it back (canonDigest): for an OpenAI client,
+// one whose items differ only in what it drops of an answer (ids,
+// statuses, nulls) is its own, and goes up as it sent it.
+func (d *door) sameAsSent(req *messagesRequest, p int64, rendered []byte) (bool, error) {
+	var m turn.Message
+	if err := json.Unmarshal(rendered, &m); err != nil {
+		return false, err
+	}
+	canon, err := d.canonDigest(turn.Message{Role: m.Role, Content: withoutCacheControl(m.Content)})
+	if err != nil {
+		return false, err
+	}
+	return canon == req.canons[p], nil
 }
 
 // itemState reports whether a field of what a block keeps of its item is

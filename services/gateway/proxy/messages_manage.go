@@ -264,7 +264,10 @@ func (h *Handler) countAhead(set tenantcfg.Settings, req *messagesRequest, sess 
 // Postgres keeps a tool's input with its keys in its own order, so bytes
 // alone would call every stored tool call changed. The verdict on a pair
 // of the client's message and a rendering is kept in known (by their
-// digests: req.digests, from checkMessages) and not worked out again.
+// digests: req.digests, from checkMessages) and not worked out again. An
+// OpenAI client's message is its own when it is the rendering as such a
+// client sends an answer back (door.sameAsSent): the ids and statuses it
+// dropped are not put back.
 func keepUnchanged(req *messagesRequest, rendered [][]byte, uuids []string, keepFrom int64, known *verdicts) ([][]byte, error) {
 	out := make([][]byte, len(rendered))
 	copy(out, rendered)
@@ -281,7 +284,13 @@ func keepUnchanged(req *messagesRequest, rendered [][]byte, uuids []string, keep
 		}
 		pair := pairDigest(req.digests[p], part)
 		same, ok := known.get(pair)
-		if !ok {
+		if !ok && req.openai != nil {
+			var err error
+			if same, err = req.door.sameAsSent(req, p, part); err != nil {
+				return nil, err
+			}
+			known.put(pair, same)
+		} else if !ok {
 			m, err := req.turnAt(int(p))
 			if err != nil {
 				return nil, err

@@ -38,11 +38,11 @@ func FunctionCall(name string, arguments any) Out {
 func Reasoning(summary string) Out { return Out{Type: "reasoning", Text: summary} }
 
 // items are the reply's output items as the API writes them, their ids
-// numbered by the call n.
-func (r Reply) items(n int) []map[string]any {
+// numbered by the call's (call).
+func (r Reply) items(call string) []map[string]any {
 	out := make([]map[string]any, 0, len(r.Out))
 	for i, o := range r.Out {
-		id := fmt.Sprintf("%d_%d", n, i)
+		id := fmt.Sprintf("%s_%d", call, i)
 		switch o.Type {
 		case "function_call":
 			args, err := json.Marshal(o.Arguments)

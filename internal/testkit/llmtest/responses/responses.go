@@ -37,6 +37,11 @@ type Config struct {
 	// (400 context_length_exceeded), as the API does, without calling the
 	// script.
 	ContextWindow int64
+	// IDPrefix, when set, begins the number in the ids of the items
+	// answered (call_<IDPrefix>3_0 for the first item of the third call):
+	// upstreams that take turns answering one conversation then hand out
+	// ids of their own, as the API's are unique.
+	IDPrefix string
 }
 
 // Upstream is the scripted API, an http.Handler.
@@ -145,7 +150,7 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	call.Usage = u.cache.Use(prompt)
 	call.Usage.Output = reply.outputTokens()
 	call.Status = http.StatusOK
-	out := reply.items(len(u.calls) + 1)
+	out := reply.items(fmt.Sprintf("%s%d", u.cfg.IDPrefix, len(u.calls)+1))
 	resp := map[string]any{
 		"id": fmt.Sprintf("resp_%d", len(u.calls)+1), "object": "response", "created_at": time.Now().Unix(),
 		"status": "completed", "model": req.Model, "output": out, "usage": call.Usage.wire(),

@@ -80,3 +80,31 @@ func TestTheUpstreamAnswersAsScriptedWithCachedPrefixes(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, status)
 	require.Contains(t, body, "context_length_exceeded")
 }
+
+// TestUpstreamsWithPrefixesHandOutIDsOfTheirOwn: two upstreams that answer
+// the same conversation in turn give its function calls distinct ids when
+// each has a prefix, and the ids of one without are numbered by the call
+// alone.
+func TestUpstreamsWithPrefixesHandOutIDsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	script := func(*responses.Request) (responses.Reply, error) {
+		return responses.Say(responses.FunctionCall("exec_command", map[string]string{"cmd": "ls"})), nil
+	}
+	body := `{"model":"gpt-5","input":"list"}`
+	callID := func(up *responses.Upstream) string {
+		t.Helper()
+		status, answer := post(t, up, body, nil)
+		require.Equal(t, http.StatusOK, status, answer)
+		var resp struct {
+			Output []struct {
+				CallID string `json:"call_id"`
+			} `json:"output"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(answer), &resp))
+		require.Len(t, resp.Output, 1)
+		return resp.Output[0].CallID
+	}
+	require.Equal(t, "call_1_0", callID(responses.Start(t, responses.Config{Script: script})))
+	require.Equal(t, "call_u1x1_0", callID(responses.Start(t, responses.Config{Script: script, IDPrefix: "u1x"})))
+	require.Equal(t, "call_u2x1_0", callID(responses.Start(t, responses.Config{Script: script, IDPrefix: "u2x"})))
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/responses"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest/upstream"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
@@ -44,8 +45,9 @@ const (
 // System is Mnemos running in this process as the serving binary wires it:
 // the accountant, the compactor (with the builtin provider) and the outbox
 // relay consuming and publishing on the bus, the gateway serving HTTP on a
-// local port, one limiter for both; and a scripted Anthropic upstream, on a
-// local port of its own, that the gateway's Messages API proxy sends to.
+// local port, one limiter for both; and two scripted upstreams, each on a
+// local port of its own: an Anthropic one, where the gateway's proxy sends
+// POST /v1/messages, and an OpenAI one, where it sends POST /v1/responses.
 type System struct {
 	// Store is the services' (their role, under row-level security);
 	// Owner a pool of the schema's owner, for the raw Postgres baseline.
@@ -54,16 +56,20 @@ type System struct {
 	Bus   *bus.Bus
 	// Accountant applies events directly too, to build sessions quickly.
 	Accountant *tokenaccounting.Service
-	// API is the gateway's base URL; Upstream the scripted upstream's,
-	// which serves whichever upstream UseUpstream set last.
-	API      string
-	Upstream string
+	// API is the gateway's base URL; Upstream the scripted Anthropic
+	// upstream's, which serves whichever upstream UseUpstream set last, and
+	// UpstreamOpenAI the scripted OpenAI upstream's, which serves whichever
+	// UseResponses set last. Neither upstream URL ends in /v1.
+	API            string
+	Upstream       string
+	UpstreamOpenAI string
 
-	upstream atomic.Pointer[upstream.Upstream]
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	srv, up  *http.Server
-	gateway  *gateway.Gateway
+	upstream      atomic.Pointer[upstream.Upstream]
+	responses     atomic.Pointer[responses.Upstream]
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
+	srv, up, upAI *http.Server
+	gateway       *gateway.Gateway
 }
 
 // Start runs the accountant, the relay and the gateway on st and b until
@@ -102,23 +108,20 @@ func Start(ctx context.Context, st *store.Store, owner *pgxpool.Pool, b *bus.Bus
 	if err != nil {
 		return nil, fmt.Errorf("benchmark: %w", err)
 	}
-	lc := &net.ListenConfig{}
-	upLn, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	// The gateway's port, the Anthropic upstream's and the OpenAI one's.
+	lns, err := listenLocal(ctx, 3)
 	if err != nil {
-		return nil, fmt.Errorf("benchmark: listen: %w", err)
+		return nil, err
 	}
+	ln, upLn, aiLn := lns[0], lns[1], lns[2]
 	gcfg := gateway.DefaultConfig()
 	gcfg.Limits = limiter
 	gcfg.Upstream = proxy.Upstream{URL: "http://" + upLn.Addr().String(), Key: "bench-upstream-key"}
+	gcfg.UpstreamOpenAI = proxy.Upstream{URL: "http://" + aiLn.Addr().String(), Key: "bench-upstream-openai-key"}
 	gw, err := gateway.New(gcfg, st, b, settings, log.With("service", "gateway"), nil)
 	if err != nil {
-		_ = upLn.Close() // nothing was served on it
+		closeAll(lns)
 		return nil, fmt.Errorf("benchmark: %w", err)
-	}
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = upLn.Close() // nothing was served on it
-		return nil, fmt.Errorf("benchmark: listen: %w", err)
 	}
 	mux := http.NewServeMux()
 	gw.Register(mux)
@@ -126,12 +129,19 @@ func Start(ctx context.Context, st *store.Store, owner *pgxpool.Pool, b *bus.Bus
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &System{
-		Store: st, Owner: owner, Bus: b, Accountant: acc, API: "http://" + ln.Addr().String(), Upstream: gcfg.Upstream.URL,
+		Store: st, Owner: owner, Bus: b, Accountant: acc, API: "http://" + ln.Addr().String(),
+		Upstream: gcfg.Upstream.URL, UpstreamOpenAI: gcfg.UpstreamOpenAI.URL,
 		cancel: cancel, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, gateway: gw,
 	}
 	s.UseUpstream(upstream.New(upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens}))
+	s.UseResponses(responses.New(responses.Config{Script: func(*responses.Request) (responses.Reply, error) {
+		return responses.Say(responses.Text(builtAnswer)), nil
+	}}))
 	s.up = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.upstream.Load().ServeHTTP(w, r)
+	})}
+	s.upAI = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.responses.Load().ServeHTTP(w, r)
 	})}
 	for name, run := range map[string]func(context.Context) error{"accountant": acc.Run, "compactor": comp.Run} {
 		s.wg.Go(func() {
@@ -141,7 +151,7 @@ func Start(ctx context.Context, st *store.Store, owner *pgxpool.Pool, b *bus.Bus
 		})
 	}
 	s.wg.Go(func() { _ = relay.Run(runCtx) })
-	for srv, l := range map[*http.Server]net.Listener{s.srv: ln, s.up: upLn} {
+	for srv, l := range map[*http.Server]net.Listener{s.srv: ln, s.up: upLn, s.upAI: aiLn} {
 		s.wg.Go(func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("benchmark: http", "err", err)
@@ -156,6 +166,33 @@ func Start(ctx context.Context, st *store.Store, owner *pgxpool.Pool, b *bus.Bus
 // with a prompt cache and a record of calls of its own.
 func (s *System) UseUpstream(u *upstream.Upstream) { s.upstream.Store(u) }
 
+// UseResponses makes u answer what is sent to the System's OpenAI upstream
+// from now on, as UseUpstream does for the Anthropic one.
+func (s *System) UseResponses(u *responses.Upstream) { s.responses.Store(u) }
+
+// listenLocal listens on n ports of the loopback interface; on an error
+// it closes those it opened.
+func listenLocal(ctx context.Context, n int) ([]net.Listener, error) {
+	lc := &net.ListenConfig{}
+	lns := make([]net.Listener, 0, n)
+	for range n {
+		ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			closeAll(lns)
+			return nil, fmt.Errorf("benchmark: listen: %w", err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// closeAll closes listeners nothing was served on.
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		_ = ln.Close() // nothing was served on it
+	}
+}
+
 // Close stops the services and waits for them.
 func (s *System) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -163,6 +200,7 @@ func (s *System) Close() {
 	_ = s.srv.Shutdown(ctx) // the benchmark is over either way
 	s.gateway.Drain()
 	_ = s.up.Shutdown(ctx)
+	_ = s.upAI.Shutdown(ctx)
 	s.cancel()
 	s.wg.Wait()
 }

@@ -32,7 +32,8 @@ const localBenchURL = "postgres://postgres@127.0.0.1:5432/mnemos_bench?sslmode=d
 
 // runBench runs the accountant, the compactor, the outbox relay and the
 // gateway in this process against a Postgres and a JetStream, with a
-// scripted Anthropic upstream behind the gateway's Messages API proxy,
+// scripted Anthropic upstream behind the proxy's Messages door and a
+// scripted OpenAI one behind its Responses door,
 // measures them with internal/benchmark and prints the tables of
 // docs/performance.md (or, with --json, one JSON object). `mnemos bench
 // render` prints the tables of a stored JSON run instead (runBenchRender).
@@ -59,8 +60,10 @@ func runBenchMeasure(ctx context.Context, args []string, stdout, stderr io.Write
 	samples := fs.Int("samples", 500, "context-assembly requests timed per session size")
 	sizes := fs.String("sizes", "10000,50000,150000", "session sizes in tokens for context assembly and pre-flight")
 	preflightSamples := fs.Int("preflight-samples", 500, "pre-flight requests timed per session size")
-	proxySizes := fs.String("proxy-sizes", "10000,150000", "session sizes in tokens for the Messages API proxy's latency")
-	proxySamples := fs.Int("proxy-samples", 500, "rounds timed per session size, through the proxy and straight each")
+	proxySizes := fs.String("proxy-sizes", "10000,150000", "session sizes in tokens for the proxy's latency")
+	proxySamples := fs.Int("proxy-samples", 500, "rounds timed per session size and door, through the proxy and straight each")
+	proxyDoors := fs.String("proxy-doors", strings.Join(benchmark.Doors, ","), "the proxy's doors to time, separated by commas: "+strings.Join(benchmark.Doors, ", ")+
+		" (POST /v1/messages as Claude Code sends it, POST /v1/responses as the Codex CLI does)")
 	scale := fs.Bool("scale", false, "run the scale part alone (--only scale): fill the tables to --scale-sessions with COPY, measuring ingest and context at each step; takes minutes")
 	scaleSessions := fs.String("scale-sessions", "1000,100000", "the scale run's steps, in sessions stored")
 	scaleMessages := fs.Int("scale-messages", 100, "messages of each session the scale run stores")
@@ -89,6 +92,10 @@ func runBenchMeasure(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	steps, parts, err := benchParts(*scale, *scaleSessions, *only)
+	if err != nil {
+		return err
+	}
+	doors, err := benchDoors(*proxyDoors)
 	if err != nil {
 		return err
 	}
@@ -179,7 +186,7 @@ func runBenchMeasure(ctx context.Context, args []string, stdout, stderr io.Write
 	rep, err := benchmark.Run(ctx, sys, benchmark.Options{
 		Rounds: *rounds, Sessions: *sessions, PerSession: *perSession, Publishers: *publishers,
 		SustainFor: *sustain, SustainRate: *rate, ContextSizes: ctxSizes, Samples: *samples, PreflightSamples: *preflightSamples,
-		ProxySizes: upSizes, ProxySamples: *proxySamples, ScaleSessions: steps, ScaleMessages: *scaleMessages, ScaleSamples: *scaleSamples, Only: parts,
+		ProxySizes: upSizes, ProxySamples: *proxySamples, ProxyDoors: doors, ScaleSessions: steps, ScaleMessages: *scaleMessages, ScaleSamples: *scaleSamples, Only: parts,
 		Progress: progress,
 	})
 	if err != nil {
@@ -258,6 +265,17 @@ func benchParts(scale bool, scaleSessions, only string) ([]int64, string, error)
 		}
 	}
 	return steps, only, nil
+}
+
+// benchDoors reads --proxy-doors: some of benchmark.Doors, each once.
+func benchDoors(list string) ([]string, error) {
+	doors := strings.Split(list, ",")
+	for i, d := range doors {
+		if !slices.Contains(benchmark.Doors, d) || slices.Contains(doors[:i], d) {
+			return nil, fmt.Errorf("--proxy-doors %q: want some of %s, each once, separated by commas", list, strings.Join(benchmark.Doors, ", "))
+		}
+	}
+	return doors, nil
 }
 
 // tokenSizes reads a flag's comma-separated token counts.

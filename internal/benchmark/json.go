@@ -94,6 +94,9 @@ type (
 		P99MS   float64 `json:"p99_ms"`
 	}
 	jsonProxy struct {
+		// Door is DoorMessages or DoorResponses; a run stored before the
+		// Responses door was timed has none, and timed the Messages door.
+		Door          string   `json:"door,omitempty"`
 		Tokens        int64    `json:"tokens"`
 		SentTokens    [2]int64 `json:"sent_tokens"`
 		SentChanged   int      `json:"sent_up_changed"`
@@ -175,7 +178,7 @@ func (r Report) summary() jsonReport {
 	}
 	for _, p := range r.Proxy {
 		t50, t99, s50, s99 := p.percentiles()
-		out.Proxy = append(out.Proxy, jsonProxy{Tokens: p.Tokens, SentTokens: p.Sent, SentChanged: p.Differed, Samples: len(p.Through),
+		out.Proxy = append(out.Proxy, jsonProxy{Door: p.Door, Tokens: p.Tokens, SentTokens: p.Sent, SentChanged: p.Differed, Samples: len(p.Through),
 			P50MS: t50, P99MS: t99, StraightP50MS: s50, StraightP99MS: s99, AddedP50MS: t50 - s50, AddedP99MS: t99 - s99,
 			CPU: cpuJSON(p.CPU, p.HasCPU)})
 	}

@@ -1,8 +1,10 @@
 package benchmark
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -66,25 +68,42 @@ func (s jsonReport) markdown(w io.Writer) {
 	s.scaleMarkdown(w)
 }
 
-// proxyMarkdown writes the Messages API proxy's tables.
+// doorDescriptions say how the bench's client sends a round at each door.
+var doorDescriptions = map[string]string{
+	DoorMessages:  "messages is POST /v1/messages as Claude Code sends it, not streamed",
+	DoorResponses: "responses is POST /v1/responses as the Codex CLI sends it, streamed",
+}
+
+// door is the door p timed: the Messages door when it names none, as a
+// run stored before the Responses door was timed does.
+func (p jsonProxy) door() string { return cmp.Or(p.Door, DoorMessages) }
+
+// proxyMarkdown writes the proxy's tables.
 func (s jsonReport) proxyMarkdown(w io.Writer) {
 	if len(s.Proxy) > 0 {
-		fmt.Fprintf(w, "Messages API proxy: a round of a session through POST /v1/messages (managed and recorded) and the same request straight to the scripted upstream, %d samples each, interleaved, non-streamed, timed to the last byte of the answer.\n\n", s.Proxy[0].Samples)
-		fmt.Fprintln(w, "| session (tokens the upstream counted) | through Mnemos p50 / p99 | straight p50 / p99 | added p50 / p99 |")
-		fmt.Fprintln(w, "|---|---|---|---|")
+		var doors []string
+		for _, p := range s.Proxy {
+			if d := doorDescriptions[p.door()]; !slices.Contains(doors, d) {
+				doors = append(doors, d)
+			}
+		}
+		fmt.Fprintf(w, "Proxy: a round of a session through a door of Mnemos (managed and recorded) and the same request straight to the scripted upstream, %d samples each, interleaved, timed to the last byte of the answer; %s.\n\n",
+			s.Proxy[0].Samples, strings.Join(doors, "; "))
+		fmt.Fprintln(w, "| session (tokens the upstream counted) | door | through Mnemos p50 / p99 | straight p50 / p99 | added p50 / p99 |")
+		fmt.Fprintln(w, "|---|---|---|---|---|")
 		for _, p := range s.Proxy {
 			differed := ""
 			if p.SentChanged > 0 {
 				differed = fmt.Sprintf(", %d sent up changed", p.SentChanged)
 			}
-			fmt.Fprintf(w, "| %dK (%s–%s%s) | %s / %s ms | %s / %s ms | **%s / %s ms** |\n", p.Tokens/1000,
-				thousands(float64(p.SentTokens[0])), thousands(float64(p.SentTokens[1])), differed,
+			fmt.Fprintf(w, "| %dK (%s–%s%s) | %s | %s / %s ms | %s / %s ms | **%s / %s ms** |\n", p.Tokens/1000,
+				thousands(float64(p.SentTokens[0])), thousands(float64(p.SentTokens[1])), differed, p.door(),
 				decimal(p.P50MS), decimal(p.P99MS), decimal(p.StraightP50MS), decimal(p.StraightP99MS), decimal(p.AddedP50MS), decimal(p.AddedP99MS))
 		}
 		fmt.Fprintln(w)
 		for _, p := range s.Proxy {
 			if p.CPU != nil {
-				fmt.Fprintf(w, "Timing the %dK rounds, %s.\n\n", p.Tokens/1000, p.CPU.describe(s.Machine.CPUs))
+				fmt.Fprintf(w, "Timing the %dK rounds at the %s door, %s.\n\n", p.Tokens/1000, p.door(), p.CPU.describe(s.Machine.CPUs))
 			}
 		}
 	}

@@ -34,8 +34,10 @@ func everyPart() Report {
 		Sustained:    Ingest{Turns: 30_000, Rate: 1_500, Latencies: mss(4, 8), Offered: 1_500, EventBytes: 1_500, CPU: cpu, HasCPU: true},
 		Context:      []ContextTiming{{Tokens: 10_000, Assemble: mss(1, 3), Select: mss(2, 4)}},
 		Preflight:    []PreflightTiming{{Tokens: 150_000, Latencies: mss(1, 2)}},
-		Proxy: []ProxyTiming{{Tokens: 10_000, Sent: [2]int64{10_183, 11_229}, Differed: 2,
-			Through: mss(5, 9), Straight: mss(2, 4), CPU: cpu, HasCPU: true}},
+		Proxy: []ProxyTiming{
+			{Door: DoorMessages, Tokens: 10_000, Sent: [2]int64{10_183, 11_229}, Differed: 2, Through: mss(5, 9), Straight: mss(2, 4), CPU: cpu, HasCPU: true},
+			{Door: DoorResponses, Tokens: 10_000, Sent: [2]int64{10_052, 11_090}, Through: mss(4, 12), Straight: mss(1, 3)},
+		},
 		ProxyCost: []ProxyCost{{Name: "short", Files: 6, Lines: 100,
 			Straight: upstream.Usage{InputTokens: 1_000, CacheReadInputTokens: 9_000}, Through: upstream.Usage{InputTokens: 1_000, CacheReadInputTokens: 9_000},
 			LargestStraight: 21_681, LargestThrough: 21_681, CallsStraight: 7, CallsThrough: 7, Threshold: 167_000}},
@@ -73,7 +75,12 @@ func TestAStoredRunRendersAsTheRunDid(t *testing.T) {
 		"At the sustained rate, over 20.0 s, the machine was busy 36.0 core-seconds of 40.0: this process 16.0, Postgres 17.0, the kernel's interrupts 1.0, steal 0.0, other processes 2.0.\n",
 		"| 10K tokens | 1.0 / 3.0 ms | 2.0 / 4.0 ms | 0.5 |\n",
 		"| 150K tokens | 1.0 / 2.0 ms |\n",
-		"| 10K (10,183–11,229, 2 sent up changed) | 5.0 / 9.0 ms | 2.0 / 4.0 ms | **3.0 / 5.0 ms** |\n",
+		"Proxy: a round of a session through a door of Mnemos (managed and recorded) and the same request straight to the scripted upstream, 2 samples each, interleaved, timed to the last byte of the answer; " +
+			"messages is POST /v1/messages as Claude Code sends it, not streamed; responses is POST /v1/responses as the Codex CLI sends it, streamed.\n",
+		"| 10K (10,183–11,229, 2 sent up changed) | messages | 5.0 / 9.0 ms | 2.0 / 4.0 ms | **3.0 / 5.0 ms** |\n",
+		// 4 − 1 and 12 − 3; no request reached the upstream changed.
+		"| 10K (10,052–11,090) | responses | 4.0 / 12.0 ms | 1.0 / 3.0 ms | **3.0 / 9.0 ms** |\n",
+		"Timing the 10K rounds at the messages door, over 20.0 s,",
 		// 9,000 × 0.1 + 1,000 = 1,900 priced either way.
 		"| short: 6 files of 100 lines | 7 / 7 | 0.900 / 0.900 | 1,900 / 1,900 | **1.00** | 21,681 / 21,681 (167,000) |\n",
 		"at each, 3 saturated ingest rounds of 3000 turns and 2 context reads of a 10K-token session.\n",
@@ -95,6 +102,26 @@ func TestRenderJSONRefusesWhatIsNotAReport(t *testing.T) {
 	} {
 		if err := RenderJSON(strings.NewReader(in), &bytes.Buffer{}); err == nil {
 			t.Errorf("%s: RenderJSON(%q) took it for a report", name, in)
+		}
+	}
+}
+
+// TestARunStoredBeforeTheResponsesDoorTimedTheMessagesDoor: a proxy row of
+// a stored run that names no door renders as the Messages door's, which
+// was the only one timed then.
+func TestARunStoredBeforeTheResponsesDoorTimedTheMessagesDoor(t *testing.T) {
+	stored := `{"machine": {"cpus": 2}, "took_s": 1, "proxy": [{"tokens": 150000, "sent_tokens": [150458, 153166], "sent_up_changed": 0, "samples": 500,
+		"p50_ms": 15.9, "p99_ms": 68.1, "straight_p50_ms": 3.5, "straight_p99_ms": 24.6, "added_p50_ms": 12.4, "added_p99_ms": 43.5}]}`
+	var out bytes.Buffer
+	if err := RenderJSON(strings.NewReader(stored), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"timed to the last byte of the answer; messages is POST /v1/messages as Claude Code sends it, not streamed.\n",
+		"| 150K (150,458–153,166) | messages | 15.9 / 68.1 ms | 3.5 / 24.6 ms | **12.4 / 43.5 ms** |\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the tables lack %q; they are:\n%s", want, out.String())
 		}
 	}
 }

@@ -162,30 +162,17 @@ const straightKey = "bench-straight-key" //nolint:gosec // the scripted upstream
 // session is set, else the upstream's — and reads the whole answer; took is
 // from sending to the last byte read.
 func post(ctx context.Context, base, session string, body []byte) (a answer, took time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages", bytes.NewReader(body))
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Anthropic-Version", "2023-06-01")
+	h.Set("X-Api-Key", straightKey)
+	if session != "" {
+		h.Set("X-Api-Key", APIKey)
+		h.Set(httpapi.HeaderAgentSession, session)
+	}
+	data, took, err := roundTrip(ctx, base+"/v1/messages", h, body)
 	if err != nil {
 		return a, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("X-Api-Key", straightKey)
-	if session != "" {
-		req.Header.Set("X-Api-Key", APIKey)
-		req.Header.Set(httpapi.HeaderAgentSession, session)
-	}
-	start := time.Now()
-	resp, err := proxyClient.Do(req)
-	if err != nil {
-		return a, 0, fmt.Errorf("benchmark: messages: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	took = time.Since(start)
-	if err != nil {
-		return a, 0, fmt.Errorf("benchmark: messages: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return a, 0, fmt.Errorf("benchmark: messages to %s: HTTP %d: %.300s", base, resp.StatusCode, data)
 	}
 	if err := json.Unmarshal(data, &a); err != nil {
 		return a, 0, fmt.Errorf("benchmark: messages: the answer: %w", err)
@@ -193,9 +180,152 @@ func post(ctx context.Context, base, session string, body []byte) (a answer, too
 	return a, took, nil
 }
 
-// ProxyTiming is the proxy at one session size: rounds sent through
-// Mnemos and the same requests sent straight to the upstream.
+// roundTrip posts body to url with header and reads the whole answer,
+// which must be a 200; took is from sending to the last byte read.
+func roundTrip(ctx context.Context, url string, header http.Header, body []byte) (data []byte, took time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header = header
+	start := time.Now()
+	resp, err := proxyClient.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("benchmark: POST %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	data, err = io.ReadAll(resp.Body)
+	took = time.Since(start)
+	if err != nil {
+		return nil, 0, fmt.Errorf("benchmark: POST %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, 0, fmt.Errorf("benchmark: POST %s: HTTP %d: %.300s", url, resp.StatusCode, data)
+	}
+	return data, took, nil
+}
+
+// The proxy's doors the bench times.
+const (
+	// DoorMessages is POST /v1/messages, Anthropic's Messages API, sent
+	// as Claude Code sends it (conversation), not streamed.
+	DoorMessages = "messages"
+	// DoorResponses is POST /v1/responses, OpenAI's Responses API, sent
+	// as the Codex CLI sends it (codexConversation), streamed.
+	DoorResponses = "responses"
+)
+
+// Doors are the values Options.ProxyDoors takes.
+var Doors = []string{DoorMessages, DoorResponses}
+
+// door is one of the proxy's doors as ProxyLatency drives it: its client's
+// sessions and its scripted upstream.
+type door interface {
+	// build is a client's side of session id, about size tokens in
+	// builtConversation's rounds, and how many rounds it holds.
+	build(id string, size int64) (doorSession, int)
+	// answer has a fresh scripted upstream answer the door's calls from
+	// now on: with builtAnswer when final, else with a call of the tool.
+	// sizes are the inputs of the calls it has answered, in order, as it
+	// counts them.
+	answer(final bool) (sizes func() []int64)
+}
+
+// doorSession is a client's side of a session at a door.
+type doorSession interface {
+	// request is the next round's body: the whole history.
+	request() ([]byte, error)
+	// beforeAnswer is the body the client sent before the model's answer
+	// ended the built history's round rounds: every round up to it, but
+	// for that answer.
+	beforeAnswer(rounds int) ([]byte, error)
+	// ask adds a user's request to the history.
+	ask(text string)
+	// send posts body through Mnemos as the session, or straight to the
+	// upstream, and reads the whole answer; took is from sending to the
+	// last byte read, and answered adds the answer to the history with
+	// "done" as the result of each tool call.
+	send(ctx context.Context, through bool, body []byte) (took time.Duration, answered func(), err error)
+}
+
+// door is the door of that name.
+func (s *System) door(name string) (door, error) {
+	switch name {
+	case DoorMessages:
+		return messagesDoor{s}, nil
+	case DoorResponses:
+		return &responsesDoor{s: s}, nil
+	}
+	return nil, fmt.Errorf("benchmark: no door %q: want one of %s", name, strings.Join(Doors, ", "))
+}
+
+// messagesDoor is POST /v1/messages, in front of the System's Anthropic
+// upstream.
+type messagesDoor struct{ s *System }
+
+func (d messagesDoor) build(id string, size int64) (doorSession, int) {
+	c, rounds := builtConversation(id, size)
+	return &messagesSession{s: d.s, id: id, c: c}, rounds
+}
+
+func (d messagesDoor) answer(final bool) func() []int64 {
+	up := upstream.New(upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens,
+		Script: func(*upstream.Request) (upstream.Reply, error) {
+			if final {
+				return upstream.Final(builtAnswer), nil
+			}
+			return upstream.Say(upstream.ToolUse("Task", map[string]any{"prompt": "keep going"})), nil
+		}})
+	d.s.UseUpstream(up)
+	return inputSizes(up.Messages, func(c upstream.Call) int64 { return c.Usage.InputSide() })
+}
+
+// inputSizes reads the inputs of the calls an upstream answered, in order,
+// as input measures each.
+func inputSizes[C any](calls func() []C, input func(C) int64) func() []int64 {
+	return func() []int64 {
+		var sizes []int64
+		for _, c := range calls() {
+			sizes = append(sizes, input(c))
+		}
+		return sizes
+	}
+}
+
+// messagesSession is a conversation of session id.
+type messagesSession struct {
+	s  *System
+	id string
+	c  *conversation
+}
+
+func (m *messagesSession) request() ([]byte, error) { return m.c.request() }
+
+func (m *messagesSession) beforeAnswer(rounds int) ([]byte, error) {
+	full := m.c.msgs
+	defer func() { m.c.msgs = full }()
+	m.c.msgs = full[:rounds*builtPerRound-1]
+	return m.c.request()
+}
+
+func (m *messagesSession) ask(text string) {
+	m.c.msgs = append(m.c.msgs, message{Role: "user", Content: []block{{"type": "text", "text": text}}})
+}
+
+func (m *messagesSession) send(ctx context.Context, through bool, body []byte) (time.Duration, func(), error) {
+	base, session := m.s.Upstream, ""
+	if through {
+		base, session = m.s.API, m.id
+	}
+	a, took, err := post(ctx, base, session, body)
+	return took, func() { m.c.answered(a, func(map[string]any) string { return "done" }) }, err
+}
+
+// ProxyTiming is one door of the proxy at one session size: rounds sent
+// through Mnemos and the same requests sent straight to the upstream.
 type ProxyTiming struct {
+	// Door is the door timed (DoorMessages, DoorResponses).
+	Door string
 	// Tokens is the size the sessions were built to; Sent the smallest and
 	// largest of the timed requests as the upstream measured them, and
 	// Differed how many of them reached it through Mnemos in another size
@@ -211,62 +341,33 @@ type ProxyTiming struct {
 }
 
 // ProxyLatency times rounds of sessions of about size tokens through
-// Mnemos's POST /v1/messages and the same requests straight to the
-// upstream, samples of each, interleaved. The sessions (proxySessions of
-// them, taking turns) are conversations of requests, tool calls and their
-// 3,200-byte results (builtConversation), stored through Mnemos by untimed
-// rounds (prime) and warmed by one more; each sample is a round that
-// answers the model's last tool call, as an agent's next request does, and
-// the model calls the tool again.
-func (s *System) ProxyLatency(ctx context.Context, run string, size int64, samples int) (ProxyTiming, error) {
-	out := ProxyTiming{Tokens: size}
-	fresh := func() *upstream.Upstream {
-		up := upstream.New(upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens,
-			Script: func(*upstream.Request) (upstream.Reply, error) {
-				return upstream.Say(upstream.ToolUse("Task", map[string]any{"prompt": "keep going"})), nil
-			}})
-		s.UseUpstream(up)
-		return up
+// Mnemos's door (DoorMessages, DoorResponses) and the same requests
+// straight to the upstream, samples of each, interleaved. The sessions
+// (proxySessions of them, taking turns) are conversations of requests,
+// tool calls and their 3,200-byte results (builtConversation), stored
+// through Mnemos by untimed rounds (prime) and warmed by one more; each
+// sample is a round that answers the model's last tool call, as an agent's
+// next request does, and the model calls the tool again.
+func (s *System) ProxyLatency(ctx context.Context, doorName, run string, size int64, samples int) (ProxyTiming, error) {
+	out := ProxyTiming{Door: doorName, Tokens: size}
+	d, err := s.door(doorName)
+	if err != nil {
+		return out, err
 	}
-	done := func(map[string]any) string { return "done" }
-
-	convs := make([]*conversation, min(samples, proxySessions))
-	ids := make([]string, len(convs))
-	for i := range convs {
-		ids[i] = fmt.Sprintf("%s-proxy%dk-%d", run, size/1000, i)
-		c, rounds := builtConversation(ids[i], size)
-		stored, err := s.prime(ctx, ids[i], c, rounds)
-		if err != nil {
+	sessions := make([]doorSession, min(samples, proxySessions))
+	for i := range sessions {
+		id := fmt.Sprintf("%s-%s%dk-%d", run, doorName, size/1000, i)
+		if sessions[i], err = s.openSession(ctx, d, id, size); err != nil {
 			return out, err
 		}
-		fresh()
-		c.msgs = append(c.msgs, message{Role: "user", Content: []block{{"type": "text", "text": "Now make it read the file lazily."}}})
-		body, err := c.request()
-		if err != nil {
-			return out, err
-		}
-		a, _, err := post(ctx, s.API, ids[i], body)
-		if err != nil {
-			return out, err
-		}
-		c.answered(a, done)
-		if _, _, err := post(ctx, s.Upstream, "", body); err != nil {
-			return out, err
-		}
-		if err := s.awaitRounds(ctx, ids[i], stored+1); err != nil {
-			return out, err
-		}
-		convs[i] = c
 	}
-	measured := func(up *upstream.Upstream) {
+	measured := func(sizes []int64) {
 		// The upstream saw each sample's two requests in the order sent.
-		calls := up.Messages()
-		for i := 0; i+1 < len(calls); i += 2 {
-			a, b := calls[i].Usage.InputSide(), calls[i+1].Usage.InputSide()
-			if a != b {
+		for i := 0; i+1 < len(sizes); i += 2 {
+			if sizes[i] != sizes[i+1] {
 				out.Differed++
 			}
-			for _, n := range []int64{a, b} {
+			for _, n := range sizes[i : i+2] {
 				if out.Sent[0] == 0 || n < out.Sent[0] {
 					out.Sent[0] = n
 				}
@@ -274,49 +375,86 @@ func (s *System) ProxyLatency(ctx context.Context, run string, size int64, sampl
 			}
 		}
 	}
-	up := fresh()
+	sizes := d.answer(false)
 	cpu := sampleCPU()
 	for i := range samples {
 		if i > 0 && i%proxyBatch == 0 {
-			measured(up)
-			up = fresh()
+			measured(sizes())
+			sizes = d.answer(false)
 		}
-		c, id := convs[i%len(convs)], ids[i%len(convs)]
+		c := sessions[i%len(sessions)]
 		body, err := c.request()
 		if err != nil {
 			return out, err
 		}
 		// Alternate which goes first, so that neither always finds the
 		// other's work done (a collection, a cache warmed).
-		var a answer
+		var answered func()
 		var through, straight time.Duration
 		if i%2 == 0 {
-			if a, through, err = post(ctx, s.API, id, body); err == nil {
-				_, straight, err = post(ctx, s.Upstream, "", body)
+			if through, answered, err = c.send(ctx, true, body); err == nil {
+				straight, _, err = c.send(ctx, false, body)
 			}
 		} else {
-			if _, straight, err = post(ctx, s.Upstream, "", body); err == nil {
-				a, through, err = post(ctx, s.API, id, body)
+			if straight, _, err = c.send(ctx, false, body); err == nil {
+				through, answered, err = c.send(ctx, true, body)
 			}
 		}
 		if err != nil {
 			return out, err
 		}
-		c.answered(a, done)
+		answered()
 		out.Through, out.Straight = append(out.Through, through), append(out.Straight, straight)
 	}
 	out.CPU, out.HasCPU = cpuSince(cpu)
-	measured(up)
+	measured(sizes())
 	return out, nil
 }
 
-// The rounds of a built conversation: a request, a call of Task with its
+// openSession builds session id of about size tokens at door d, stores it
+// through Mnemos (prime) and warms it: one more round, a user's request,
+// sent both ways, which the model answers with a call of the tool.
+func (s *System) openSession(ctx context.Context, d door, id string, size int64) (doorSession, error) {
+	c, rounds := d.build(id, size)
+	stored, err := s.prime(ctx, d, id, c, rounds)
+	if err != nil {
+		return nil, err
+	}
+	d.answer(false)
+	c.ask("Now make it read the file lazily.")
+	body, err := c.request()
+	if err != nil {
+		return nil, err
+	}
+	_, answered, err := c.send(ctx, true, body)
+	if err != nil {
+		return nil, err
+	}
+	answered()
+	if _, _, err := c.send(ctx, false, body); err != nil {
+		return nil, err
+	}
+	if err := s.awaitRounds(ctx, id, stored+1); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// The rounds of a built conversation: a request, a call of a tool with its
 // result, and the answer that ends the round.
 const (
 	builtAnswer   = "Found it; the loader reads the file once."
 	builtPerRound = 4
 	builtResult   = 3_200 // bytes of each tool result
 )
+
+// builtRequest is the user's request that begins each built round.
+var builtRequest = strings.Repeat("Please keep going with the refactor. ", 11)
+
+// builtOutput is the tool's result in built round n.
+func builtOutput(n int) string {
+	return strings.Repeat(fmt.Sprintf("result %d of the search. ", n), 200)[:builtResult]
+}
 
 // builtConversation is a session of about size tokens, as the upstream
 // counts them, in rounds of a request, a call of Task (which
@@ -333,11 +471,10 @@ func builtConversation(id string, size int64) (*conversation, int) {
 	rounds := 0
 	for ; tokens < size; rounds++ {
 		call := fmt.Sprintf("toolu_%s_%d", strings.ReplaceAll(id, "-", "_"), rounds)
-		add("user", block{"type": "text", "text": strings.Repeat("Please keep going with the refactor. ", 11)})
+		add("user", block{"type": "text", "text": builtRequest})
 		add("assistant", block{"type": "text", "text": "Searching."},
 			block{"type": "tool_use", "id": call, "name": "Task", "input": map[string]any{"description": "look around", "prompt": "find the config loader"}})
-		add("user", block{"type": "tool_result", "tool_use_id": call,
-			"content": strings.Repeat(fmt.Sprintf("result %d of the search. ", rounds), 200)[:builtResult]})
+		add("user", block{"type": "tool_result", "tool_use_id": call, "content": builtOutput(rounds)})
 		add("assistant", block{"type": "text", "text": builtAnswer})
 	}
 	return c, rounds
@@ -349,8 +486,8 @@ func builtConversation(id string, size int64) (*conversation, int) {
 // would.
 const primeResults = 150_000 / builtResult
 
-// prime stores a built conversation of rounds rounds in session id through
-// Mnemos, by requests that each end before one of its answers, which the
+// prime stores a built session of rounds rounds, id, through Mnemos's door
+// d, by requests that each end before one of its answers, which the
 // upstream then gives, each sent once the one before is applied; it
 // returns how many requests it sent. Sent back to back, the last request
 // would carry a hundred rounds the session has not stored, counted by the
@@ -358,20 +495,15 @@ const primeResults = 150_000 / builtResult
 // tenant's first): 14% over what the upstream counts, past the
 // auto-compact threshold, and the session would be compacted before it is
 // measured.
-func (s *System) prime(ctx context.Context, id string, c *conversation, rounds int) (int64, error) {
-	up := upstream.New(upstream.Config{Script: func(*upstream.Request) (upstream.Reply, error) {
-		return upstream.Final(builtAnswer), nil
-	}})
-	s.UseUpstream(up)
-	full := c.msgs
+func (s *System) prime(ctx context.Context, d door, id string, c doorSession, rounds int) (int64, error) {
+	d.answer(true)
 	var sent int64
 	for done := 0; done < rounds; done += primeResults {
-		c.msgs = full[:min(done+primeResults, rounds)*builtPerRound-1]
-		body, err := c.request()
+		body, err := c.beforeAnswer(min(done+primeResults, rounds))
 		if err != nil {
 			return sent, err
 		}
-		if _, _, err := post(ctx, s.API, id, body); err != nil {
+		if _, _, err := c.send(ctx, true, body); err != nil {
 			return sent, err
 		}
 		sent++
@@ -379,7 +511,6 @@ func (s *System) prime(ctx context.Context, id string, c *conversation, rounds i
 			return sent, err
 		}
 	}
-	c.msgs = full
 	return sent, nil
 }
 

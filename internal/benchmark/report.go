@@ -31,10 +31,12 @@ type Options struct {
 	// PreflightSamples is how many preflights are timed at each of the
 	// ContextSizes (500).
 	PreflightSamples int
-	// ProxySizes are the session sizes the Messages API proxy is timed at
-	// (10K, 150K), ProxySamples rounds each way at each (500).
+	// ProxySizes are the session sizes the proxy is timed at (10K, 150K),
+	// ProxySamples rounds each way at each (500), at each of ProxyDoors
+	// (Doors: messages and responses).
 	ProxySizes   []int64
 	ProxySamples int
+	ProxyDoors   []string
 	// ScaleSessions are the steps of the scale run, in sessions stored
 	// (1,000 then 100,000), each of ScaleMessages messages (100): at each
 	// step one saturated ingest round of Sessions × PerSession turns and
@@ -80,6 +82,9 @@ func (o Options) withDefaults() Options {
 	if len(o.ProxySizes) == 0 {
 		o.ProxySizes = []int64{10_000, 150_000}
 	}
+	if len(o.ProxyDoors) == 0 {
+		o.ProxyDoors = Doors
+	}
 	if o.Run == "" {
 		o.Run = "b" + time.Now().UTC().Format("20060102t150405")
 	}
@@ -113,8 +118,9 @@ type Report struct {
 	Context   []ContextTiming
 	// Preflight is POST /v1/sessions/{id}/preflight at the context sizes.
 	Preflight []PreflightTiming
-	// Proxy is the Messages API proxy's latency at each size, ProxyCost
-	// what a short and a long session cost through it.
+	// Proxy is the proxy's latency at each size, each door's in turn;
+	// ProxyCost what a short and a long session cost through its Messages
+	// door.
 	Proxy     []ProxyTiming
 	ProxyCost []ProxyCost
 	// Scale are the scale run's steps, fewest sessions first.
@@ -130,8 +136,8 @@ type ContextTiming struct {
 }
 
 // Run measures the system: saturated ingest with its baselines, ingest at a
-// sustained rate, context assembly, pre-flight, and the Messages API proxy
-// (or the one part Options.Only names).
+// sustained rate, context assembly, pre-flight, and the proxy (or the parts
+// Options.Only names).
 func Run(ctx context.Context, s *System, opts Options) (Report, error) {
 	o := opts.withDefaults()
 	start := time.Now()
@@ -278,12 +284,14 @@ var costSessions = []struct {
 
 func runProxy(ctx context.Context, s *System, o Options, rep *Report) error {
 	for _, size := range o.ProxySizes {
-		o.Progress("messages proxy: %d rounds of %d-token sessions, through Mnemos and straight", o.ProxySamples, size)
-		t, err := s.ProxyLatency(ctx, o.Run, size, o.ProxySamples)
-		if err != nil {
-			return err
+		for _, door := range o.ProxyDoors {
+			o.Progress("proxy, %s door: %d rounds of %d-token sessions, through Mnemos and straight", door, o.ProxySamples, size)
+			t, err := s.ProxyLatency(ctx, door, o.Run, size, o.ProxySamples)
+			if err != nil {
+				return err
+			}
+			rep.Proxy = append(rep.Proxy, t)
 		}
-		rep.Proxy = append(rep.Proxy, t)
 	}
 	for _, c := range costSessions {
 		o.Progress("messages proxy: the %s session's cost (%d files of %d lines), straight and through Mnemos", c.name, c.files, c.lines)

@@ -12,8 +12,9 @@ import (
 )
 
 // TestProxyBenchEndToEnd runs the proxy part of `mnemos bench` on small
-// sessions, so that it cannot rot: every sample went through Mnemos and
-// straight, the upstream got the same requests both ways, the short
+// sessions, so that it cannot rot: at each door and size every sample went
+// through Mnemos and straight, the upstream got the same requests both
+// ways, the short
 // session went the same both ways, and the long one grew past the
 // auto-compact threshold straight and stayed under it through Mnemos.
 func TestProxyBenchEndToEnd(t *testing.T) {
@@ -26,8 +27,10 @@ func TestProxyBenchEndToEnd(t *testing.T) {
 	require.Empty(t, rep.Burst, "only the proxy ran")
 	require.Empty(t, rep.Context)
 
-	require.Len(t, rep.Proxy, 2)
-	for _, p := range rep.Proxy {
+	require.Len(t, rep.Proxy, 4, "each size at each door")
+	for i, p := range rep.Proxy {
+		require.Equal(t, []int64{2_000, 8_000}[i/2], p.Tokens)
+		require.Equal(t, benchmark.Doors[i%2], p.Door, "the doors in turn at each size")
 		require.Len(t, p.Through, 12)
 		require.Len(t, p.Straight, 12)
 		require.Zero(t, p.Differed, "the proxy passed every request on as the client sent it")
@@ -48,15 +51,18 @@ func TestProxyBenchEndToEnd(t *testing.T) {
 	rep.Markdown(&md)
 	t.Log("\n" + md.String())
 	require.Contains(t, md.String(), "| 8K (")
+	require.Contains(t, md.String(), "| responses |")
 	require.NoError(t, rep.JSON(&js))
 	var out struct {
 		Proxy []struct {
+			Door   string  `json:"door"`
 			Tokens int64   `json:"tokens"`
 			P50MS  float64 `json:"p50_ms"`
 		} `json:"proxy"`
 	}
 	require.NoError(t, json.Unmarshal(js.Bytes(), &out))
-	require.Len(t, out.Proxy, 2)
-	require.EqualValues(t, 8_000, out.Proxy[1].Tokens)
-	require.Positive(t, out.Proxy[1].P50MS)
+	require.Len(t, out.Proxy, 4)
+	require.EqualValues(t, 8_000, out.Proxy[3].Tokens)
+	require.Equal(t, benchmark.DoorResponses, out.Proxy[3].Door)
+	require.Positive(t, out.Proxy[3].P50MS)
 }

@@ -101,7 +101,7 @@ fuzz-short: ## run every fuzz target (FUZZ_TARGETS) for FUZZTIME (100000x: that 
 
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: ## mnemos bench: ingest (saturated and sustained), context assembly, pre-flight and the Messages API proxy, with raw JetStream and Postgres baselines and ratios
+bench: ## mnemos bench: ingest (saturated and sustained), context assembly, pre-flight and the proxy's Messages and Responses doors, with raw JetStream and Postgres baselines and ratios
 	$(GO) run -tags bench ./cmd/mnemos bench $(BENCH_FLAGS)
 
 .PHONY: bench-go

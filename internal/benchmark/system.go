@@ -3,7 +3,8 @@
 // read as ratios that carry from machine to machine: turns/s end to end,
 // ingest-to-accounted latency in a burst and at a sustained rate below
 // saturation, context-assembly latency at several session sizes, and the
-// Messages API proxy next to calling its upstream directly. Both
+// proxy's Messages and Responses doors next to calling their upstreams
+// directly. Both
 // `mnemos bench` and the go benchmarks of tests/bench use it.
 package benchmark
 

@@ -25,8 +25,8 @@ func TestBenchCommandPrintsItsTables(t *testing.T) {
 	for _, want := range []string{"Machine: ", " (GOGC=", "turns/s end to end", "at a sustained rate", "ratio to Postgres", "| 5K tokens |", "| 3K (", "| long: "} {
 		require.Contains(t, out.String(), want)
 	}
-	require.Regexp(t, `\| 3K \([0-9,–]+\) \| messages \|`, out.String())
-	require.Regexp(t, `\| 3K \([0-9,–]+\) \| responses \|`, out.String())
+	require.Regexp(t, `\| 3K \([^)]+\) \| messages \|`, out.String())
+	require.Regexp(t, `\| 3K \([^)]+\) \| responses \|`, out.String())
 	require.Error(t, run(context.Background(), []string{"bench", "--sizes", "big"}, env(nil), io.Discard, io.Discard))
 	require.Error(t, run(context.Background(), []string{"bench", "--only", "everything"}, env(nil), io.Discard, io.Discard))
 	for _, doors := range []string{"chat", "messages,messages", "messages,", ""} {

@@ -34,24 +34,6 @@ type (
 		Role    string      `json:"role"`
 		Content []codexPart `json:"content"`
 	}
-	// codexAnswerPart is an answer's output_text part as the client
-	// echoes it: with its annotations, which the Codex CLI drops (its
-	// ContentItem::OutputText holds the text alone). The proxy tells an
-	// echo without them from the answer it recorded (annotations []) and
-	// forks the session, every round of a session whose history holds an
-	// answer in words; the client keeps them, as the OpenAI SDKs do when
-	// they send an answer's output back, to time the path a session takes
-	// when its history is the one Mnemos recorded.
-	codexAnswerPart struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		Annotations []any  `json:"annotations"`
-	}
-	codexAnswerMessage struct {
-		Type    string            `json:"type"`
-		Role    string            `json:"role"`
-		Content []codexAnswerPart `json:"content"`
-	}
 	codexCall struct {
 		Type      string `json:"type"`
 		CallID    string `json:"call_id"`
@@ -75,17 +57,10 @@ func codexJSON(v any) []byte {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
-// codexSays is a message item of role (user, developer) of one
-// input_text part.
-func codexSays(role, text string) []byte {
-	return codexJSON(codexMessage{Type: "message", Role: role, Content: []codexPart{{Type: "input_text", Text: text}}})
-}
-
-// codexAnswered is the assistant's message of text as the client sends it
-// back.
-func codexAnswered(text string) []byte {
-	return codexJSON(codexAnswerMessage{Type: "message", Role: "assistant",
-		Content: []codexAnswerPart{{Type: "output_text", Text: text, Annotations: []any{}}}})
+// codexSays is a message item of one part: role's text, of type part
+// (input_text, output_text).
+func codexSays(role, part, text string) []byte {
+	return codexJSON(codexMessage{Type: "message", Role: role, Content: []codexPart{{Type: part, Text: text}}})
 }
 
 // codexConversation is a client's side of a session at the Responses
@@ -116,7 +91,7 @@ func newCodexConversation(id string) (*codexConversation, int64) {
 		Instructions string          `json:"instructions"`
 	}{tools, codexInstructions})
 	tokens := codexTokens(measured)
-	c.items = append(c.items, codexSays("developer",
+	c.items = append(c.items, codexSays("developer", "input_text",
 		"<permissions instructions>\nFilesystem sandboxing: workspace-write. Network access is restricted. Approvals: on-request.\n</permissions instructions>"))
 	return c, tokens + codexTokens(c.items[0])
 }
@@ -175,9 +150,9 @@ type codexOut struct {
 	Arguments string      `json:"arguments"`
 }
 
-// answered adds the model's output to the history as the Codex CLI sends
-// it back, without the items' ids and statuses (codexAnswerPart says what
-// else), then the result of each of its function calls as result says it.
+// answered adds the model's output to the history as the client sends it
+// back (without the items' ids and statuses), then the result of each of
+// its function calls as result says it.
 func (c *codexConversation) answered(out []codexOut, result func(call codexOut) string) {
 	var calls []codexOut
 	for _, o := range out {
@@ -187,7 +162,7 @@ func (c *codexConversation) answered(out []codexOut, result func(call codexOut) 
 			for _, p := range o.Content {
 				text.WriteString(p.Text)
 			}
-			c.items = append(c.items, codexAnswered(text.String()))
+			c.items = append(c.items, codexSays("assistant", "output_text", text.String()))
 		case "function_call":
 			calls = append(calls, o)
 			c.items = append(c.items, codexJSON(codexCall{Type: "function_call", CallID: o.CallID, Name: o.Name, Arguments: o.Arguments}))
@@ -256,10 +231,10 @@ func (d *responsesDoor) build(id string, size int64) (doorSession, int) {
 	rounds := 0
 	for ; tokens < size; rounds++ {
 		call := fmt.Sprintf("call_%s_%d", strings.ReplaceAll(id, "-", "_"), rounds)
-		add(codexSays("user", builtRequest))
+		add(codexSays("user", "input_text", builtRequest))
 		add(codexJSON(codexCall{Type: "function_call", CallID: call, Name: "exec_command", Arguments: `{"cmd":"rg -n loadConfig src/"}`}))
 		add(codexJSON(codexCallOutput{Type: "function_call_output", CallID: call, Output: builtOutput(rounds)}))
-		add(codexAnswered(builtAnswer))
+		add(codexSays("assistant", "output_text", builtAnswer))
 	}
 	return &responsesSession{s: d.s, id: id, c: c}, rounds
 }
@@ -292,7 +267,7 @@ func (r *responsesSession) beforeAnswer(rounds int) ([]byte, error) {
 }
 
 func (r *responsesSession) ask(text string) {
-	r.c.items = append(r.c.items, codexSays("user", text))
+	r.c.items = append(r.c.items, codexSays("user", "input_text", text))
 }
 
 func (r *responsesSession) send(ctx context.Context, through bool, body []byte) (time.Duration, func(), error) {

@@ -33,13 +33,7 @@ func TestProxyBenchEndToEnd(t *testing.T) {
 		require.Equal(t, benchmark.Doors[i%2], p.Door, "the doors in turn at each size")
 		require.Len(t, p.Through, 12)
 		require.Len(t, p.Straight, 12)
-		if p.Door == benchmark.DoorMessages {
-			// At the Responses door the proxy sends the answers a client
-			// echoed as the upstream gave them, their ids and statuses
-			// with them, which the Codex CLI drops: every request reaches
-			// the upstream changed.
-			require.Zero(t, p.Differed, "the proxy passed every request on as the client sent it")
-		}
+		require.Zero(t, p.Differed, "the proxy passed every request on as the client sent it")
 		require.GreaterOrEqual(t, p.Sent[0], p.Tokens, "the sessions are as large as asked")
 		require.Less(t, p.Sent[1], p.Tokens+p.Tokens/4)
 	}

@@ -105,9 +105,9 @@ func (d *door) readConversation(req *messagesRequest) error {
 	}
 	in := &openaiInput{compaction: req.client != nil && codexCompaction(req.client)}
 	req.openai = in
-	if d == responsesDoor {
+	if trimmed := bytes.TrimSpace(raw); d == responsesDoor && len(trimmed) > 0 && trimmed[0] == '"' {
 		var text string
-		if json.Unmarshal(raw, &text) == nil {
+		if json.Unmarshal(trimmed, &text) == nil {
 			// A string input is one user message.
 			item, err := turn.Marshal(map[string]any{"type": "message", "role": "user", "content": text})
 			if err != nil {

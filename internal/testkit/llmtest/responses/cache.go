@@ -3,6 +3,8 @@ package responses
 import (
 	"crypto/sha256"
 	"encoding/json"
+
+	"github.com/mnemos-ai/mnemos/pkg/jsonwalk"
 )
 
 // The model of OpenAI's automatic prompt caching: a prompt of at least
@@ -60,17 +62,11 @@ func Measure(req *Request) Prompt {
 }
 
 // compact is raw without insignificant whitespace: the same item sent
-// indented or not is the same prefix.
+// indented or not is the same prefix. Its keys stay in their order: the
+// model reads the tokens of the JSON, so an item whose keys were
+// reordered is another prefix.
 func compact(raw json.RawMessage) []byte {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return raw
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return raw
-	}
-	return out
+	return jsonwalk.AppendCompact(nil, raw)
 }
 
 // Cache remembers the prefixes calls sent.

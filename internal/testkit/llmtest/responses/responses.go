@@ -15,6 +15,7 @@ package responses
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,6 +54,8 @@ type Upstream struct {
 	mu    sync.Mutex
 	cache Cache
 	calls []Call
+	// items are the items read so far, by their bytes' digest.
+	items map[[sha256.Size]byte]Item
 }
 
 // Call is the record of one call the upstream received.
@@ -127,7 +130,10 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, call.Status, "invalid_request_error", "", "no route "+r.Method+" "+r.URL.Path)
 		return
 	}
-	req, err := decodeRequest(body, r.Header)
+	if u.items == nil {
+		u.items = map[[sha256.Size]byte]Item{}
+	}
+	req, err := decodeRequest(body, r.Header, u.items)
 	if err != nil {
 		call.Status = http.StatusBadRequest
 		apiError(w, call.Status, "invalid_request_error", "", err.Error())

@@ -93,7 +93,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return runMeasure(ctx, stdout, fs.Arg(0), data, events, *session == "", replay.SendOptions{URL: *url, APIKey: *apiKey})
 	}
 	stats, err := replay.Send(ctx, events, replay.SendOptions{URL: *url, APIKey: *apiKey})
-	fmt.Fprintf(stderr, "sent %d of %d turn events to %s (%d retries)\n", stats.Sent, len(events), *url, stats.Retries)
+	fmt.Fprintln(stderr, sentLine(stats, len(events), *url))
 	if err != nil {
 		return err
 	}
@@ -169,4 +169,15 @@ func runMeasure(ctx context.Context, w io.Writer, name string, data []byte, even
 		err = perr
 	}
 	return err
+}
+
+// sentLine says what a replay sent: how many of the events the server
+// accepted, and how many of those it had accepted before (a duplicate
+// publishes nothing, so a session that lost them stays without them).
+func sentLine(stats replay.SendStats, events int, url string) string {
+	dups := ""
+	if stats.Duplicates > 0 {
+		dups = fmt.Sprintf(", %d duplicates of events already accepted", stats.Duplicates)
+	}
+	return fmt.Sprintf("sent %d of %d turn events to %s%s (%d retries)", stats.Sent, events, url, dups, stats.Retries)
 }

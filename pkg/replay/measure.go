@@ -315,7 +315,7 @@ func Measure(ctx context.Context, events []turn.Event, opts MeasureOptions) ([]M
 		if err != nil {
 			return out, fmt.Errorf("replay: preflight of session %s seq %d: %w", ev.SessionID, ev.Seq, err)
 		}
-		if _, err := s.send(ctx, ev); err != nil {
+		if _, _, err := s.send(ctx, ev); err != nil {
 			return out, err
 		}
 		if err := awaitApplied(ctx, mn, ev.SessionID, ev.Seq, wait); err != nil {

@@ -39,6 +39,11 @@ type SendOptions struct {
 type SendStats struct {
 	// Sent is the number of events the server accepted.
 	Sent int
+	// Duplicates is how many of the Sent the server answered were
+	// duplicates of events it had accepted already (its `duplicate`):
+	// nothing new was published for them, so a session that lost them
+	// does not get them back.
+	Duplicates int
 	// Retries is the number of requests repeated after a 429, a 5xx or a transport error.
 	Retries int
 }
@@ -81,12 +86,15 @@ func Send(ctx context.Context, events []turn.Event, opts SendOptions) (SendStats
 	}
 	s := newSender(opts, client.New(opts.URL, opts.APIKey, client.WithHTTPClient(hc)))
 	for i := range events {
-		retries, err := s.send(ctx, &events[i])
+		retries, duplicate, err := s.send(ctx, &events[i])
 		stats.Retries += retries
 		if err != nil {
 			return stats, err
 		}
 		stats.Sent++
+		if duplicate {
+			stats.Duplicates++
+		}
 	}
 	return stats, nil
 }
@@ -112,11 +120,12 @@ func newSender(opts SendOptions, mn *client.Client) sender {
 	return s
 }
 
-// send delivers one event and returns how many requests it repeated.
-func (s *sender) send(ctx context.Context, ev *turn.Event) (int, error) {
+// send delivers one event and returns how many requests it repeated and
+// whether the server called the event a duplicate of one it had accepted.
+func (s *sender) send(ctx context.Context, ev *turn.Event) (retries int, duplicate bool, err error) {
 	body, err := turn.Marshal(ev) // raw tool inputs reach the server byte for byte
 	if err != nil {
-		return 0, fmt.Errorf("replay: encode event %s: %w", ev.EventID, err)
+		return 0, false, fmt.Errorf("replay: encode event %s: %w", ev.EventID, err)
 	}
 	fail := func(status int, msg string) *SendError {
 		return &SendError{EventID: ev.EventID, Session: ev.SessionID, Seq: ev.Seq, Status: status, Message: msg}
@@ -126,18 +135,18 @@ func (s *sender) send(ctx context.Context, ev *turn.Event) (int, error) {
 		ans, err := s.post(ctx, body, ev.EventID)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return attempt - 1, fmt.Errorf("replay: event %s: %w", ev.EventID, ctx.Err())
+			return attempt - 1, false, fmt.Errorf("replay: event %s: %w", ev.EventID, ctx.Err())
 		case err == nil && ans.accepted:
-			return attempt - 1, nil
+			return attempt - 1, ans.duplicate, nil
 		case err == nil && !retryable(ans.status):
-			return attempt - 1, fail(ans.status, ans.message)
+			return attempt - 1, false, fail(ans.status, ans.message)
 		}
 		msg := ans.message
 		if err != nil {
 			msg = err.Error()
 		}
 		if attempt >= s.opts.MaxAttempts {
-			return attempt - 1, fail(ans.status, fmt.Sprintf("%s (gave up after %d attempts)", msg, attempt))
+			return attempt - 1, false, fail(ans.status, fmt.Sprintf("%s (gave up after %d attempts)", msg, attempt))
 		}
 		d := min(wait, s.opts.MaxBackoff)
 		if ans.retryAfter >= 0 {
@@ -148,7 +157,7 @@ func (s *sender) send(ctx context.Context, ev *turn.Event) (int, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return attempt - 1, fmt.Errorf("replay: event %s: %w", ev.EventID, ctx.Err())
+			return attempt - 1, false, fmt.Errorf("replay: event %s: %w", ev.EventID, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -163,6 +172,8 @@ type answer struct {
 	status int
 	// accepted: 202 with a body naming the event.
 	accepted bool
+	// duplicate: accepted, and the server had accepted the event before.
+	duplicate bool
 	// message is the server's reason when not accepted.
 	message string
 	// retryAfter is the server's Retry-After in seconds, −1 when absent.
@@ -191,7 +202,7 @@ func (s *sender) post(ctx context.Context, body []byte, eventID string) (answer,
 	case ack.EventID != eventID:
 		ans.message = fmt.Sprintf("answer names event %q", ack.EventID)
 	default:
-		ans.accepted = true
+		ans.accepted, ans.duplicate = true, ack.Duplicate
 	}
 	return ans, nil
 }

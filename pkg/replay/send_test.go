@@ -155,6 +155,23 @@ func TestSendRetries(t *testing.T) {
 	}
 }
 
+// TestSendCountsDuplicates: an event the server answers is a duplicate of
+// one it accepted before is counted as sent and as a duplicate, so the
+// replay can say that nothing new was published for it.
+func TestSendCountsDuplicates(t *testing.T) {
+	t.Parallel()
+
+	s := setupSend(t, func(call int, ev turn.Event) (int, string, http.Header) {
+		if call%2 == 0 {
+			return http.StatusAccepted, `{"event_id":"` + ev.EventID + `","subject":"s","duplicate":true}`, nil
+		}
+		return http.StatusAccepted, "", nil
+	})
+	stats, err := replay.Send(context.Background(), s.events[:5], s.opts)
+	require.NoError(t, err)
+	require.Equal(t, replay.SendStats{Sent: 5, Duplicates: 2}, stats)
+}
+
 func TestSendGivesUpAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 

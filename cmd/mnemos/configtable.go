@@ -101,7 +101,7 @@ var configTable = []configVar{
 	{env: "MNEMOS_NATS_URL", defDoc: "embedded (only in `all`)", secret: true, field: text(func(c *Config) *string { return &c.NATSURL }), check: natsURLRequired,
 		doc: "NATS with JetStream; required for single targets; a user and password go in the URL (`nats://mnemos:PASSWORD@nats:4222`)"},
 	{env: "MNEMOS_NATS_STORE_DIR", def: ".mnemos/nats", field: text(func(c *Config) *string { return &c.NATSStoreDir }), targets: []string{TargetAll},
-		doc: "embedded JetStream storage"},
+		doc: "embedded JetStream storage: each database's store in a directory of its own under it, `pg-<system identifier>-<database oid>` (see [operations](operations.md#running-on-one-machine)); empty: a temporary store, removed at shutdown"},
 	{env: "MNEMOS_NATS_SYNC", defDoc: "empty: the server's default, every 2 minutes", field: text(func(c *Config) *string { return &c.NATSSync }), check: natsSyncValid, targets: []string{TargetAll},
 		doc: "how the embedded JetStream fsyncs its files: `always` (after every write: an acknowledged turn survives the machine's crash, at a cost in ingest) or an interval such as `10s`"},
 	{env: "MNEMOS_NATS_LISTEN", defDoc: "empty: in-process only", field: text(func(c *Config) *string { return &c.NATSListen }), check: natsListenLoopback, targets: []string{TargetAll},

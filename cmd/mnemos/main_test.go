@@ -107,6 +107,18 @@ func start(t *testing.T, vars map[string]string, args ...string) *process {
 	}
 }
 
+// databaseID is store.DatabaseID of the database at url: what the
+// embedded NATS names its store for.
+func databaseID(t *testing.T, url string) string {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{URL: url, MaxConns: 1})
+	require.NoError(t, err)
+	defer st.Close()
+	id, err := st.DatabaseID(context.Background())
+	require.NoError(t, err)
+	return id
+}
+
 // getJSON GETs url with key and decodes the answer into out (when not
 // nil), the answer validated against api/openapi.yaml.
 func getJSON(t *testing.T, url, key string, out any) int {
@@ -170,7 +182,8 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 	ctx := context.Background()
 	_, err := apiOf(t, p, "").Readyz(ctx)
 	require.NoError(t, err)
-	require.Contains(t, p.banner, "nats          in-process (embedded, JetStream store "+vars["MNEMOS_NATS_STORE_DIR"]+")", "the embedded NATS opens no port")
+	require.Contains(t, p.banner, "nats          in-process (embedded, JetStream store "+filepath.Join(vars["MNEMOS_NATS_STORE_DIR"], databaseID(t, vars["MNEMOS_DATABASE_URL"]))+")",
+		"the embedded NATS opens no port, and keeps the database's store under MNEMOS_NATS_STORE_DIR")
 	var sessions []string
 
 	for _, name := range []string{"short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"} {

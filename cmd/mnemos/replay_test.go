@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -88,4 +89,58 @@ func TestReplayRefusesBadScopes(t *testing.T) {
 		err := run(context.Background(), append(args, path), env(nil), io.Discard, io.Discard)
 		require.ErrorContains(t, err, c.want, "%v", c.args)
 	}
+}
+
+// TestReplayAfterTheDatabaseIsNewIsApplied: the embedded NATS keeps one
+// JetStream store per database, so a transcript replayed into a new
+// database is applied even while the message ids of the same events sent
+// to another database, through the same MNEMOS_NATS_STORE_DIR, are within
+// the duplicate window. Sent again to the same database, the events are
+// accepted and the replay says each was a duplicate of one accepted
+// already: nothing new was published.
+func TestReplayAfterTheDatabaseIsNewIsApplied(t *testing.T) {
+	t.Parallel()
+	storeDir := t.TempDir()
+	serve := func() *process {
+		return start(t, map[string]string{
+			"MNEMOS_DATABASE_URL":   pgtest.URL(t),
+			"MNEMOS_HTTP_ADDR":      "127.0.0.1:0",
+			"MNEMOS_NATS_STORE_DIR": storeDir,
+			"MNEMOS_DEV_API_KEY":    "test-dev-key",
+		}, "-target=all")
+	}
+	replayed := func(p *process) string {
+		var stderr bytes.Buffer
+		require.NoError(t, run(context.Background(), []string{"replay", "--url", p.http, "--api-key", "test-dev-key", "--session", "again",
+			claudecodetest.Path(t, "short.jsonl")}, env(nil), io.Discard, &stderr))
+		return stderr.String()
+	}
+	applied := func(p *process) {
+		var session struct {
+			AppliedSeq int64 `json:"applied_seq"`
+		}
+		require.Eventually(t, func() bool {
+			return getJSON(t, p.http+"/v1/sessions/again", "test-dev-key", &session) == http.StatusOK && session.AppliedSeq == 4
+		}, 30*time.Second, 50*time.Millisecond)
+	}
+	storeOf := func(p *process) string {
+		for _, line := range p.banner {
+			if _, dir, ok := strings.Cut(line, "JetStream store "); ok {
+				return strings.TrimSuffix(dir, ")")
+			}
+		}
+		t.Fatalf("no JetStream store in the banner %q", p.banner)
+		return ""
+	}
+
+	first := serve()
+	require.Equal(t, "sent 4 of 4 turn events to "+first.http+" (0 retries)\n", replayed(first))
+	applied(first)
+	require.Equal(t, "sent 4 of 4 turn events to "+first.http+", 4 duplicates of events already accepted (0 retries)\n", replayed(first))
+
+	second := serve()
+	require.Equal(t, "sent 4 of 4 turn events to "+second.http+" (0 retries)\n", replayed(second))
+	applied(second)
+	require.NotEqual(t, storeOf(first), storeOf(second), "one store per database")
+	require.Equal(t, storeDir, filepath.Dir(storeOf(second)), "under MNEMOS_NATS_STORE_DIR")
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -114,7 +115,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if crash := faults.NewCrash(cfg.CrashAfterCommit, crashExit(log, "after commit")); crash != nil {
 		bcfg.AfterHandled = crash.Hit
 	}
-	b, closeBus, err := connectBus(ctx, cfg, bcfg, log, banner)
+	b, closeBus, err := connectBus(ctx, cfg, bcfg, st, log, banner)
 	if err != nil {
 		return err
 	}
@@ -227,12 +228,16 @@ func openStore(ctx context.Context, cfg Config, tracer pgx.QueryTracer, log *slo
 // connectBus connects to MNEMOS_NATS_URL, or to a NATS server embedded in
 // the process, and makes sure the streams exist. close closes the bus and
 // the embedded server.
-func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, log *slog.Logger, banner func(string, ...any)) (b *bus.Bus, closeAll func(), err error) {
+func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, st *store.Store, log *slog.Logger, banner func(string, ...any)) (b *bus.Bus, closeAll func(), err error) {
 	shutdown := func() {}
 	if cfg.NATSURL == "" {
+		storeDir, err := embeddedStoreDir(ctx, cfg.NATSStoreDir, st)
+		if err != nil {
+			return nil, nil, err
+		}
 		// The embedded server opens no port unless asked: a local process
 		// that could reach it would read and publish every tenant's turns.
-		nopts := natsembed.Options{StoreDir: cfg.NATSStoreDir}
+		nopts := natsembed.Options{StoreDir: storeDir}
 		if nopts.SyncInterval, nopts.SyncAlways, err = natsSync(cfg.NATSSync); err != nil {
 			return nil, nil, err
 		}
@@ -278,6 +283,23 @@ func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, log *slog.Logg
 		return nil, nil, err
 	}
 	return b, closeAll, nil
+}
+
+// embeddedStoreDir is where the embedded NATS keeps the JetStream store of
+// the database st serves: a directory under dir named for the database's
+// identity (store.DatabaseID). JetStream drops a publish whose message id
+// it saw within its duplicate window; a store shared with a database since
+// dropped would drop the new database's events as duplicates of the old's,
+// unapplied. An empty dir stays empty: a temporary store, new every start.
+func embeddedStoreDir(ctx context.Context, dir string, st *store.Store) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	id, err := st.DatabaseID(ctx)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, id), nil
 }
 
 // ensureDevTenant creates the development tenant and its key in -target=all.

@@ -61,18 +61,16 @@ func checkRoundTrip(t *testing.T, items []json.RawMessage, conv openaiwire.Conve
 }
 
 // checkSpans checks that the spans split the items as the whole mapping
-// folds them, and that each span maps to the same message alone.
+// folds them: after its instructions, one span a message, each mapping
+// alone to that message.
 func checkSpans(t *testing.T, items []json.RawMessage, conv openaiwire.Conversation,
 	spans func([]json.RawMessage) (int, []int), message func([]json.RawMessage) (turn.Message, error)) {
 	n, lens := spans(items)
-	if n != len(conv.Instructions) || len(lens) != len(conv.Items) {
-		t.Fatalf("spans: %d instructions and %d spans, the mapping %d and %d", n, len(lens), len(conv.Instructions), len(conv.Items))
+	if n != len(conv.Instructions) || len(lens) != len(conv.Messages) {
+		t.Fatalf("spans: %d instructions and %d spans, the mapping %d and %d messages", n, len(lens), len(conv.Instructions), len(conv.Messages))
 	}
 	at := n
 	for i, l := range lens {
-		if l != len(conv.Items[i]) {
-			t.Fatalf("span %d: %d items, the mapping folded %d", i, l, len(conv.Items[i]))
-		}
 		m, err := message(items[at : at+l])
 		if err != nil {
 			t.Fatalf("span %d: %v", i, err)
@@ -83,6 +81,9 @@ func checkSpans(t *testing.T, items []json.RawMessage, conv openaiwire.Conversat
 			t.Fatalf("span %d maps to\n%s\nthe whole mapping to\n%s", i, got, want)
 		}
 		at += l
+	}
+	if at != len(items) {
+		t.Fatalf("the spans cover %d of %d items", at, len(items))
 	}
 }
 

@@ -43,9 +43,6 @@ type Conversation struct {
 	Instructions []json.RawMessage
 	// Messages are the rest, folded into user and assistant messages.
 	Messages []turn.Message
-	// Items are the items (Chat: messages) each message was folded
-	// from, as sent: Items[i] made Messages[i].
-	Items [][]json.RawMessage
 }
 
 // note is what a block does not carry of the item or part it came from.
@@ -378,16 +375,10 @@ func (d dialect) input(items []json.RawMessage) (Conversation, error) {
 	}
 	for ; i < len(items); i++ {
 		role, pieces := d.item(items[i], "")
-		n := len(c.Messages)
 		var err error
 		if c.Messages, err = finish(c.Messages, role, pieces, d.joins); err != nil {
 			return Conversation{}, fmt.Errorf("%s %d: %w", d.what, i, err)
 		}
-		if len(c.Messages) > n {
-			c.Items = append(c.Items, nil)
-		}
-		last := len(c.Items) - 1
-		c.Items[last] = append(c.Items[last], items[i])
 	}
 	return c, nil
 }

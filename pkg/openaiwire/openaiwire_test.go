@@ -102,14 +102,9 @@ func TestResponsesCodexSession(t *testing.T) {
 		"user: text",
 	}, blockTypes(conv.Messages))
 
-	var folded []json.RawMessage
-	for i, its := range conv.Items {
-		require.NotEmpty(t, its, "message %d was folded from items", i)
-		folded = append(folded, its...)
-	}
-	require.Len(t, conv.Items, len(conv.Messages))
-	require.Equal(t, items[1:], folded, "the items of each message, as sent, are the input after the instructions, in order")
-	require.Len(t, conv.Items[0], 3, "the three user items are one message")
+	n, spans := openaiwire.ResponsesSpans(items)
+	require.Equal(t, 1, n)
+	require.Equal(t, []int{3, 2, 1, 2, 1, 1, 1}, spans, "the spans fold the items as the mapping does: the three user items are one message")
 
 	call := conv.Messages[1].Content[1]
 	require.Equal(t, "call_7Qm2x", call.ID)

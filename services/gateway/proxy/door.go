@@ -32,14 +32,15 @@ type door struct {
 	dialect  httpapi.Dialect
 	provider store.Provider
 	path     string // the upstream's
-	// field is the request's field that holds the conversation.
-	field string
+	// field is the request's field that holds the conversation, an
+	// array of elements ("messages" or "items").
+	field, elements string
 }
 
 var (
-	messagesDoor  = &door{name: "messages", dialect: httpapi.Anthropic, provider: store.ProviderAnthropic, path: "/v1/messages", field: "messages"}
-	responsesDoor = &door{name: "responses", dialect: httpapi.OpenAI, provider: store.ProviderOpenAI, path: "/v1/responses", field: "input"}
-	chatDoor      = &door{name: "chat", dialect: httpapi.OpenAI, provider: store.ProviderOpenAI, path: "/v1/chat/completions", field: "messages"}
+	messagesDoor  = &door{name: "messages", dialect: httpapi.Anthropic, provider: store.ProviderAnthropic, path: "/v1/messages", field: "messages", elements: "messages"}
+	responsesDoor = &door{name: "responses", dialect: httpapi.OpenAI, provider: store.ProviderOpenAI, path: "/v1/responses", field: "input", elements: "items"}
+	chatDoor      = &door{name: "chat", dialect: httpapi.OpenAI, provider: store.ProviderOpenAI, path: "/v1/chat/completions", field: "messages", elements: "messages"}
 )
 
 // openai reports whether the door is one of OpenAI's (a request read
@@ -118,7 +119,7 @@ func (d *door) readConversation(req *messagesRequest) error {
 	}
 	items, err := jsonwalk.SplitArray(raw)
 	if err != nil {
-		return fmt.Errorf("%s: want an array of %s", d.field, map[bool]string{true: "items", false: "messages"}[d == responsesDoor])
+		return fmt.Errorf("%s: want an array of %s", d.field, d.elements)
 	}
 	in.items = items
 	// Split as the mapping folds them, each message mapped only when it is

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -131,30 +132,60 @@ var ErrNotObject = errors.New("want an object")
 // map[string]json.RawMessage gives (the last of a repeated key), without
 // copying the values.
 func SplitObject(src []byte) (map[string]json.RawMessage, error) {
+	return splitObject(src, nil)
+}
+
+// Fields is SplitObject's answer with only the fields named: an item of
+// a long history is read for its type and role, and its other keys are
+// neither decoded nor kept.
+func Fields(src []byte, names ...string) (map[string]json.RawMessage, error) {
+	return splitObject(src, names)
+}
+
+// splitObject splits src's fields, all of them or, with names, only those.
+func splitObject(src []byte, names []string) (map[string]json.RawMessage, error) {
 	i := SkipSpace(src, 0)
 	if i >= len(src) || src[i] != '{' {
 		return nil, ErrNotObject
 	}
-	out := map[string]json.RawMessage{}
+	out := make(map[string]json.RawMessage, len(names))
 	i = SkipSpace(src, i+1)
 	for i < len(src) && src[i] == '"' {
 		end := StringEnd(src, i)
-		key, plain := PlainString(src[i:end])
-		if !plain {
-			if err := json.Unmarshal(src[i:end], &key); err != nil {
-				return nil, err
-			}
-		}
+		key, wanted := keyOf(src[i:end], names)
 		i = SkipSpace(src, end)
 		i = SkipSpace(src, i+1) // past ':'
 		end = ValueEnd(src, i)
-		out[key] = src[i:end:end]
+		if wanted {
+			out[key] = src[i:end:end]
+		}
 		i = SkipSpace(src, end)
 		if i < len(src) && src[i] == ',' {
 			i = SkipSpace(src, i+1)
 		}
 	}
 	return out, nil
+}
+
+// keyOf decodes the key src (its quotes included) when it is one of names,
+// or any key when names is nil.
+func keyOf(src []byte, names []string) (string, bool) {
+	inner := src[1 : len(src)-1]
+	if names != nil && bytes.IndexByte(inner, '\\') < 0 {
+		// Without an escape a name can only be its own bytes (invalid
+		// UTF-8 would decode to U+FFFD, which no name holds).
+		for _, name := range names {
+			if string(inner) == name {
+				return name, true
+			}
+		}
+		return "", false
+	}
+	key, plain := PlainString(src)
+	if !plain && json.Unmarshal(src, &key) != nil {
+		return "", false
+	}
+	return key, names == nil || slices.Contains(names, key)
 }
 
 // PlainString is the value of src, a JSON string (its quotes included),

@@ -60,10 +60,10 @@ func (d dialect) spans(items []json.RawMessage) (int, []int) {
 	return instructions, spans
 }
 
-// fields is an item's fields, split without decoding their values; none
-// when it is no object.
+// fields is the item's fields a span is told by, its type and role, split
+// without decoding their values; none when it is no object.
 func fields(raw json.RawMessage) obj {
-	o, err := jsonwalk.SplitObject(raw)
+	o, err := jsonwalk.Fields(raw, "type", "role")
 	if err != nil {
 		return nil
 	}

@@ -18,6 +18,7 @@ var jsonWalkSeeds = []string{
 	`{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":"hello"}]}`,
 	" {\n  \"messages\" : [ {\"role\": \"user\", \"content\": [ {\"type\": \"text\", \"text\": \"a \\\"quoted\\\" <b>&amp;</b> \\\\\"} ] } ,\n {\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"Edit\",\"input\":{\"b\": 1, \"a\" : [1, 2.5e3, -0, true, false, null]}}]} ],\t\"stream\" : false , \"system\":\"x\\u2028y\u2028z\" }\r\n",
 	`{"a\"b":1,"c\\":"\\\\","<&>":{"x":[]},"messages":null,"e\u00e9":"\\u00e9"}`,
+	`{"type":"message","role":"user","ty\u0070e":"function_call","role":"assistant","rol\u00e9":1}`,
 	`{"messages":[],"metadata":{"user_id":"{\"session_id\":\"s1\"}"},"k":"v","k":"w"}`,
 	`[1, "two" , {"three": [3]}, [], {}, null, true, -1.5E-7 ]`,
 	`[]`, `null`, `"just a string"`, `12`, `{}`,
@@ -51,6 +52,17 @@ func checkJSONWalk(t *testing.T, src []byte) {
 	for k, v := range obj {
 		require.Equal(t, string(v), string(fields[k]), "field %q of %q", k, src)
 	}
+	// The fields an item is read for, picked among the rest.
+	names := []string{"type", "role", "a\"b", "e\u00e9"}
+	picked, err := jsonwalk.Fields(src, names...)
+	require.NoError(t, err)
+	for _, name := range names {
+		v, ok := obj[name]
+		p, picks := picked[name]
+		require.Equal(t, ok, picks, "field %q of %q picked", name, src)
+		require.Equal(t, string(v), string(p), "field %q of %q", name, src)
+	}
+	require.LessOrEqual(t, len(picked), len(names))
 	// The body sent up, as it was encoded before encodeFields.
 	msgs, err := jsonwalk.SplitArray(obj["messages"])
 	if err != nil {

@@ -17,7 +17,10 @@ func encodeFields(fields map[string]json.RawMessage, field string, messages []js
 	size := 2
 	for k, v := range fields {
 		keys = append(keys, k)
-		size += len(k) + len(v) + 4
+		size += len(k) + 4
+		if k != field {
+			size += len(v) // the field's own value is not written: messages are
+		}
 	}
 	if _, ok := fields[field]; !ok {
 		keys = append(keys, field)

@@ -23,6 +23,7 @@ type Cache[V any] struct {
 	mu      sync.Mutex
 	entries map[string]entry[V]
 	loading map[string]*call[V]
+	gen     uint64 // counts Forget and ForgetAll: a load begun before one is not kept
 }
 
 type entry[V any] struct {
@@ -35,6 +36,7 @@ type call[V any] struct {
 	done  chan struct{}
 	value V
 	err   error
+	gen   uint64 // the cache's gen when the load began
 }
 
 // New returns a cache whose values live for ttl. When it holds max entries
@@ -68,7 +70,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 	}
 	cl, inflight := c.loading[key]
 	if !inflight {
-		cl = &call[V]{done: make(chan struct{})}
+		cl = &call[V]{done: make(chan struct{}), gen: c.gen}
 		c.loading[key] = cl
 	}
 	c.mu.Unlock()
@@ -94,10 +96,12 @@ func (c *Cache[V]) run(ctx context.Context, key string, cl *call[V], load func(c
 	cl.value, cl.err = safeLoad(ctx, key, load)
 	now := c.now()
 	c.mu.Lock()
-	delete(c.loading, key)
+	if c.loading[key] == cl {
+		delete(c.loading, key)
+	}
 	if e, ok := c.entries[key]; ok && cl.err != nil && now.Before(e.expires.Add(c.stale)) {
 		cl.value, cl.err = e.value, nil // stale, and still expired: the next Get loads again
-	} else if cl.err == nil {
+	} else if cl.err == nil && cl.gen == c.gen {
 		if len(c.entries) >= c.max {
 			clear(c.entries)
 		}
@@ -132,4 +136,23 @@ func (c *Cache[V]) Peek(key string) (V, bool) {
 		return zero, false
 	}
 	return e.value, true
+}
+
+// Forget drops key's value, and has a load of it already begun answer its
+// callers without being kept: the next Get loads anew.
+func (c *Cache[V]) Forget(key string) {
+	c.mu.Lock()
+	delete(c.entries, key)
+	delete(c.loading, key)
+	c.gen++
+	c.mu.Unlock()
+}
+
+// ForgetAll drops every value, as Forget does one.
+func (c *Cache[V]) ForgetAll() {
+	c.mu.Lock()
+	clear(c.entries)
+	clear(c.loading)
+	c.gen++
+	c.mu.Unlock()
 }

@@ -162,3 +162,38 @@ func TestStaleOnErrorStandsInForAFailedLoad(t *testing.T) {
 		require.Equal(t, "v5", v, "back: a fresh value")
 	}
 }
+
+// TestForgetOutrunsALoadInFlight: a value forgotten is loaded anew, and
+// a load that began before the forgetting answers its caller but is not
+// kept: a revoked key read just before its revocation is not trusted on.
+func TestForgetOutrunsALoadInFlight(t *testing.T) {
+	t.Parallel()
+	c := New[string](time.Hour, 10)
+	ctx := context.Background()
+	var version string
+	release := make(chan struct{})
+	started := make(chan struct{})
+	slow := func(context.Context, string) (string, error) {
+		close(started)
+		<-release
+		return "before", nil
+	}
+	done := make(chan string)
+	go func() {
+		v, _ := c.Get(ctx, "k", slow)
+		done <- v
+	}()
+	<-started
+	c.Forget("k") // the change lands while the old value is on its way
+	version = "after"
+	close(release)
+	require.Equal(t, "before", <-done, "the caller of the old load gets its answer")
+	v, err := c.Get(ctx, "k", func(context.Context, string) (string, error) { return version, nil })
+	require.NoError(t, err)
+	require.Equal(t, "after", v, "the old load was not kept")
+
+	c.ForgetAll()
+	v, err = c.Get(ctx, "k", func(context.Context, string) (string, error) { return "again", nil })
+	require.NoError(t, err)
+	require.Equal(t, "again", v)
+}

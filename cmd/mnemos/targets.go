@@ -18,6 +18,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/dreamer"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 	"github.com/mnemos-ai/mnemos/services/recallprefetch"
 	"github.com/mnemos-ai/mnemos/services/sessionmemory"
 	"github.com/mnemos-ai/mnemos/services/tokenaccounting"
@@ -232,25 +233,35 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	gw.RegisterAPI(d.mux)
 	con, err := console.New(console.Config{
 		Store: d.store, Settings: d.settings, Memories: cfg.Memories, Dreams: cfg.Dreams,
-		Keys: cfg.Keys.Tenant, Secret: []byte(d.cfg.ConsoleSecret), Log: d.logFor(TargetGateway).With("part", "console"),
+		Keys: cfg.Keys, Secret: []byte(d.cfg.ConsoleSecret), Log: d.logFor(TargetGateway).With("part", "console"),
 	})
 	if err != nil {
 		return nil, err
 	}
 	con.Register(d.mux)
-	return nil, nil
+	return listenKeys(cfg.Keys), nil
+}
+
+// listenKeys runs while the process serves: it hears of API keys revoked
+// anywhere (once a process, whichever of its targets asks first).
+func listenKeys(keys *httpapi.Keys) func(context.Context) error {
+	return func(ctx context.Context) error {
+		keys.Listen(ctx)
+		return nil
+	}
 }
 
 func startProxy(d *deps) (func(context.Context) error, error) {
-	gw, _, err := d.httpAPI(TargetProxy)
+	gw, cfg, err := d.httpAPI(TargetProxy)
 	if err != nil {
 		return nil, err
 	}
 	gw.RegisterProxy(d.mux)
+	listen := listenKeys(cfg.Keys)
 	// Stopped after the HTTP server (runUntilDone): the rounds the proxy
 	// answered are recorded before the process ends.
 	return func(ctx context.Context) error {
-		<-ctx.Done()
+		_ = listen(ctx)
 		gw.Drain()
 		return nil
 	}, nil

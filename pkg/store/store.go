@@ -169,7 +169,7 @@ func Redact(dbURL string) string {
 // 00009) shows a transaction only the rows of the tenant it names, and a
 // transaction that names none sees and writes nothing. Work across tenants
 // does not go through InTx but through the owner's narrow SECURITY DEFINER
-// functions (RelayOutbox, TenantForAPIKey, StalledSessions,
+// functions (RelayOutbox, LookupAPIKey, StalledSessions,
 // StaleNotesClaims), each returning only what its caller needs, after which
 // every tenant's part is handled in a transaction of that tenant.
 func (s *Store) InTx(ctx context.Context, tenant string, fn func(*Tx) error) (err error) {

@@ -79,22 +79,6 @@ func TestInsertTurnIsIdempotent(t *testing.T) {
 	}))
 }
 
-func TestAPIKeys(t *testing.T) {
-	t.Parallel()
-	st := pgtest.New(t)
-	ctx := context.Background()
-	require.NoError(t, st.EnsureTenant(ctx, "acme", "Acme"))
-	require.NoError(t, st.AddAPIKey(ctx, "acme", "dev", "secret-key"))
-	tenant, err := st.TenantForAPIKey(ctx, "secret-key")
-	require.NoError(t, err)
-	require.Equal(t, "acme", tenant)
-	_, err = st.TenantForAPIKey(ctx, "wrong")
-	require.ErrorIs(t, err, store.ErrNotFound)
-	var stored []byte
-	require.NoError(t, pgtest.Admin(t, st).QueryRow(ctx, "SELECT key_hash FROM api_keys").Scan(&stored))
-	require.NotContains(t, string(stored), "secret-key", "keys are stored hashed")
-}
-
 func TestOutboxRelayDeletesOnlyPublished(t *testing.T) {
 	t.Parallel()
 	st := pgtest.New(t)

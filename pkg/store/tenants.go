@@ -20,28 +20,6 @@ func (s *Store) EnsureTenant(ctx context.Context, tenant, name string) error {
 	})
 }
 
-// AddAPIKey stores the key's hash for tenant. Adding the same key twice is a no-op.
-func (s *Store) AddAPIKey(ctx context.Context, tenant, name, key string) error {
-	return s.InTx(ctx, tenant, func(tx *Tx) error {
-		err := tx.q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{KeyHash: HashAPIKey(key), TenantID: tenant, Name: name})
-		if err != nil {
-			return fmt.Errorf("store.AddAPIKey: %w", err)
-		}
-		return nil
-	})
-}
-
-// TenantForAPIKey returns the tenant an active key belongs to, or
-// ErrNotFound. No tenant is known yet, so it asks the owner's function,
-// which answers for this one key only.
-func (s *Store) TenantForAPIKey(ctx context.Context, key string) (string, error) {
-	tenant, err := dbsqlc.New(s.pool).APIKeyTenant(ctx, HashAPIKey(key))
-	if err != nil {
-		return "", notFound(err)
-	}
-	return tenant, nil
-}
-
 // TenantSettings returns the settings document a tenant stored ("{}" when it
 // changed nothing), or ErrUnknownTenant.
 func (s *Store) TenantSettings(ctx context.Context, tenant string) ([]byte, error) {

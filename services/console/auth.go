@@ -17,19 +17,22 @@ import (
 // pin it to a secure origin, which a plain-HTTP development server is not.
 const cookieName = "mnemos_console"
 
-// signedIn is a verified console session: the tenant its key named and
-// the nonce its CSRF tokens are derived from.
+// signedIn is a verified console session: the tenant its key named, the
+// key's hash (httpapi.KeyHash: a session ends when its key is revoked or
+// expires) and the nonce its CSRF tokens are derived from.
 type signedIn struct {
 	tenant  string
+	key     string
 	nonce   string
 	expires time.Time
 }
 
-// sign makes a cookie value: tenant, expiry and nonce, then an HMAC of them
-// under the console's secret, so a client can read but not forge it.
+// sign makes a cookie value: tenant, expiry, nonce and key hash, then an
+// HMAC of them under the console's secret, so a client can read but not
+// forge it.
 func (c *Console) sign(s signedIn) string {
 	payload := base64.RawURLEncoding.EncodeToString([]byte(s.tenant)) + "." +
-		strconv.FormatInt(s.expires.Unix(), 10) + "." + s.nonce
+		strconv.FormatInt(s.expires.Unix(), 10) + "." + s.nonce + "." + s.key
 	return payload + "." + c.mac("session", payload)
 }
 
@@ -46,11 +49,11 @@ var errBadCookie = errors.New("console: bad session cookie")
 // verify reads a cookie value back, refusing a forged, malformed or expired one.
 func (c *Console) verify(v string) (signedIn, error) {
 	parts := strings.Split(v, ".")
-	if len(parts) != 4 {
+	if len(parts) != 5 {
 		return signedIn{}, errBadCookie
 	}
-	payload := strings.Join(parts[:3], ".")
-	if !hmac.Equal([]byte(parts[3]), []byte(c.mac("session", payload))) {
+	payload := strings.Join(parts[:4], ".")
+	if !hmac.Equal([]byte(parts[4]), []byte(c.mac("session", payload))) {
 		return signedIn{}, errBadCookie
 	}
 	tenant, err := base64.RawURLEncoding.DecodeString(parts[0])
@@ -61,8 +64,8 @@ func (c *Console) verify(v string) (signedIn, error) {
 	if err != nil {
 		return signedIn{}, errBadCookie
 	}
-	s := signedIn{tenant: string(tenant), expires: time.Unix(unix, 0), nonce: parts[2]}
-	if !c.now().Before(s.expires) || s.tenant == "" {
+	s := signedIn{tenant: string(tenant), expires: time.Unix(unix, 0), nonce: parts[2], key: parts[3]}
+	if !c.now().Before(s.expires) || s.tenant == "" || s.key == "" {
 		return signedIn{}, errBadCookie
 	}
 	return s, nil

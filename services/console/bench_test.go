@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkSessionPage(b *testing.B) {
 	post(1, 600)
 	require.Equal(b, http.StatusOK, h.api(b, http.MethodPost, "/v1/sessions/"+session+"/compact", keyA, `{}`, nil))
 	post(601, turns)
-	cookie := &http.Cookie{Name: cookieName, Value: h.console.sign(signedIn{tenant: tenantA, nonce: newNonce(), expires: time.Now().Add(time.Hour)})}
+	cookie := &http.Cookie{Name: cookieName, Value: h.console.sign(signedIn{tenant: tenantA, key: httpapi.KeyHash(keyA), nonce: newNonce(), expires: time.Now().Add(time.Hour)})}
 
 	req := func() *http.Request {
 		r := httptest.NewRequest(http.MethodGet, "/console/sessions/"+session, nil)

@@ -9,8 +9,10 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -41,10 +43,14 @@ var staticFS embed.FS
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// KeyChecker resolves an API key to its tenant, or says why not (the
-// refusal's status and message); (*httpapi.Keys).Tenant, which the API's
-// routes check keys with, is one.
-type KeyChecker func(w http.ResponseWriter, r *http.Request, key string) (tenant string, refused *httpapi.Error)
+// KeyChecker checks API keys as the API's routes do; *httpapi.Keys is one.
+// Grant resolves a key at sign-in, or says why not (the refusal's status
+// and message); ByHash tells, at each request of a session, whether its
+// key still holds (store.ErrNotFound when it was revoked or expired).
+type KeyChecker interface {
+	Grant(w http.ResponseWriter, r *http.Request, key string) (store.KeyGrant, *httpapi.Error)
+	ByHash(ctx context.Context, hash string) (store.KeyGrant, error)
+}
 
 // Config is what the console reads and changes through.
 type Config struct {
@@ -207,6 +213,9 @@ func (c *Console) page(next func(http.ResponseWriter, *http.Request, signedIn)) 
 			http.Redirect(w, r, Prefix+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
+		if !c.keyHolds(w, r, s) {
+			return
+		}
 		next(w, r, s)
 	}))
 }
@@ -225,8 +234,29 @@ func (c *Console) post(next func(http.ResponseWriter, *http.Request, signedIn)) 
 			c.fail(w, r, s, http.StatusForbidden, "The form's CSRF token is missing or not this session's; reload the page and try again.")
 			return
 		}
+		if !c.keyHolds(w, r, s) {
+			return
+		}
 		next(w, r, s)
 	}))
+}
+
+// keyHolds reports whether the session's key is still active, else ends
+// the session and sends the browser to sign in again (or answers 503 when
+// the key cannot be checked).
+func (c *Console) keyHolds(w http.ResponseWriter, r *http.Request, s signedIn) bool {
+	_, err := c.cfg.Keys.ByHash(r.Context(), s.key)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, store.ErrNotFound):
+		clearSession(w, r)
+		http.Redirect(w, r, Prefix+"login?ended=key", http.StatusSeeOther)
+	default:
+		c.cfg.Log.Error("console: checking a session's API key", "err", err)
+		c.fail(w, r, signedIn{}, http.StatusServiceUnavailable, "Could not check this session's API key; try again.")
+	}
+	return false
 }
 
 // view is what every page template gets.
@@ -301,12 +331,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusUnauthorized, "login", view{Title: "Sign in", Data: loginData{Next: next, Error: "Enter an API key."}})
 		return
 	}
-	tenant, refused := c.cfg.Keys(w, r, key)
+	grant, refused := c.cfg.Keys.Grant(w, r, key)
+	if refused == nil {
+		refused = httpapi.MissingScope(grant, store.ScopeRead)
+	}
 	if refused != nil {
 		c.render(w, refused.Status, "login", view{Title: "Sign in", Data: loginData{Next: next, Error: "Not signed in: " + refused.Message + "."}})
 		return
 	}
-	c.setSession(w, r, signedIn{tenant: tenant, nonce: newNonce(), expires: c.now().Add(c.cfg.SessionTTL)})
+	c.setSession(w, r, signedIn{tenant: grant.Tenant, key: httpapi.KeyHash(key), nonce: newNonce(), expires: c.now().Add(c.cfg.SessionTTL)})
 	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // safeNext keeps it a path under /console/
 }
 

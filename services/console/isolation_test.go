@@ -177,7 +177,7 @@ func TestSignIn(t *testing.T) {
 	anon := &browserless{h: h, client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	status, body := anon.post(t, "/console/login", url.Values{"key": {"not-a-key"}})
 	require.Equal(t, http.StatusUnauthorized, status)
-	require.Contains(t, body, "unknown or revoked API key")
+	require.Contains(t, body, "unknown, revoked or expired API key")
 
 	resp, err := anon.client.Get(h.srv.URL + "/console/sessions")
 	require.NoError(t, err)
@@ -231,16 +231,17 @@ func TestSharedSecret(t *testing.T) {
 	require.NoError(t, err)
 	other, err := New(Config{})
 	require.NoError(t, err)
-	s := signedIn{tenant: tenantA, nonce: newNonce(), expires: time.Now().Add(time.Hour)}
+	s := signedIn{tenant: tenantA, key: "ab12", nonce: newNonce(), expires: time.Now().Add(time.Hour)}
 	got, err := two.verify(one.sign(s))
 	require.NoError(t, err)
 	require.Equal(t, tenantA, got.tenant)
+	require.Equal(t, "ab12", got.key, "the session names its key")
 	require.Equal(t, one.csrfToken(s), two.csrfToken(got))
 	_, err = other.verify(one.sign(s))
 	require.Error(t, err)
 	require.NotEqual(t, one.csrfToken(s), other.csrfToken(s))
 	// An expired session counts for nothing.
-	_, err = one.verify(one.sign(signedIn{tenant: tenantA, nonce: newNonce(), expires: time.Now().Add(-time.Second)}))
+	_, err = one.verify(one.sign(signedIn{tenant: tenantA, key: "ab12", nonce: newNonce(), expires: time.Now().Add(-time.Second)}))
 	require.Error(t, err)
 	_, err = New(Config{Secret: []byte("short")})
 	require.Error(t, err)

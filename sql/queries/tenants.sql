@@ -5,14 +5,46 @@ ON CONFLICT (tenant_id) DO NOTHING;
 -- name: TenantGet :one
 SELECT * FROM tenants WHERE tenant_id = @tenant_id;
 
--- name: APIKeyInsert :exec
-INSERT INTO api_keys (key_hash, tenant_id, name) VALUES (@key_hash, @tenant_id, @name)
-ON CONFLICT (key_hash) DO NOTHING;
+-- name: APIKeyInsert :one
+INSERT INTO api_keys (key_hash, tenant_id, name, key_id, prefix, scopes, expires_at)
+VALUES (@key_hash, @tenant_id, @name, @key_id, @prefix, @scopes::text[], sqlc.narg(expires_at))
+ON CONFLICT (key_hash) DO NOTHING
+RETURNING *;
 
--- name: APIKeyTenant :one
--- The tenant of an active key, before any tenant is known: through the
--- owner's function.
-SELECT tenant_id::text FROM mnemos_api_key_tenant(@key_hash::bytea) AS tenant_id;
+-- name: APIKeyLookup :one
+-- An active key, before any tenant is known: through the owner's
+-- function.
+SELECT k.tenant_id::text AS tenant_id, k.key_id::text AS key_id, k.scopes::text[] AS scopes, k.expires_at::timestamptz AS expires_at
+FROM mnemos_api_key(@key_hash::bytea) AS k (tenant_id, key_id, scopes, expires_at);
+
+-- name: APIKeyList :many
+SELECT * FROM api_keys WHERE tenant_id = @tenant_id ORDER BY created_at, key_id;
+
+-- name: APIKeyGet :one
+SELECT * FROM api_keys WHERE tenant_id = @tenant_id AND key_id = @key_id;
+
+-- name: APIKeyRevoke :one
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+WHERE tenant_id = @tenant_id AND key_id = @key_id
+RETURNING *;
+
+-- name: APIKeyExpireBy :one
+-- The key expires at @expires_at, or sooner if it was to already.
+UPDATE api_keys SET expires_at = least(coalesce(expires_at, @expires_at), @expires_at)
+WHERE tenant_id = @tenant_id AND key_id = @key_id
+RETURNING *;
+
+-- name: APIKeyTouch :exec
+-- At most one write a minute for a key in use.
+UPDATE api_keys SET last_used_at = now()
+WHERE tenant_id = @tenant_id AND key_id = @key_id
+  AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute');
+
+-- name: AuditInsert :exec
+INSERT INTO audit_log (tenant_id, actor, action, target, detail) VALUES (@tenant_id, @actor, @action, @target, @detail);
+
+-- name: AuditList :many
+SELECT * FROM audit_log WHERE tenant_id = @tenant_id AND id < @before ORDER BY id DESC LIMIT @max_rows;
 
 -- name: TenantSetSettings :execrows
 UPDATE tenants SET settings = @settings WHERE tenant_id = @tenant_id;

@@ -226,7 +226,7 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 	requireChildOf(t, consume, pubTurn)
 	require.True(t, consume.Parent.IsRemote(), "the link crossed NATS in the message headers")
 	all.batchedUnder(t, consume, "SessionsLockFree") // the accountant's queries (its group commit's, the lock with its reads) are in its span
-	all.childNamed(t, ingest, "APIKeyTenant")        // and the gateway's in the request's
+	all.childNamed(t, ingest, "APIKeyLookup")        // and the gateway's in the request's
 
 	// accountant → outbox → NATS → compactor
 	pubRequest := all.named(t, "publish compact.requested")

@@ -94,17 +94,17 @@ func (h *Handler) UseExactCounts(c ExactCounter) { h.exact = c }
 // Register adds the context routes to mux; the expensive ones are admitted
 // (httpapi.Admission) before any body is read.
 func (h *Handler) Register(mux httpapi.Mux) {
-	expensive := func(next httpapi.Handler) http.Handler {
-		return h.Auth(h.admission.Expensive(httpapi.Mnemos, next))
+	expensive := func(scope string, next httpapi.Handler) http.Handler {
+		return h.Auth(scope, h.admission.Expensive(httpapi.Mnemos, next))
 	}
 	preflightBody := func() int64 { return h.cfg.MaxPreflightBytes }
-	mux.Handle("POST /v1/sessions/{id}/preflight", expensive(h.admission.WithBody(httpapi.Mnemos, preflightBody, h.preflight)))
-	mux.Handle("GET /v1/sessions/{id}/context", expensive(h.getContext))
-	mux.Handle("POST /v1/sessions/{id}/context", expensive(h.postContext))
-	mux.Handle("POST /v1/sessions/{id}/compact", expensive(h.postCompact))
-	mux.Handle("GET /v1/sessions/{id}/compactions", h.Auth(h.listCompactions))
-	mux.Handle("GET /v1/compactions/{id}", h.Auth(h.getCompaction))
-	mux.Handle("POST /v1/sessions/{id}/recall", expensive(h.postRecall))
+	mux.Handle("POST /v1/sessions/{id}/preflight", expensive(store.ScopeRead, h.admission.WithBody(httpapi.Mnemos, preflightBody, h.preflight)))
+	mux.Handle("GET /v1/sessions/{id}/context", expensive(store.ScopeRead, h.getContext))
+	mux.Handle("POST /v1/sessions/{id}/context", expensive(store.ScopeRead, h.postContext))
+	mux.Handle("POST /v1/sessions/{id}/compact", expensive(store.ScopeIngest, h.postCompact))
+	mux.Handle("GET /v1/sessions/{id}/compactions", h.Auth(store.ScopeRead, h.listCompactions))
+	mux.Handle("GET /v1/compactions/{id}", h.Auth(store.ScopeRead, h.getCompaction))
+	mux.Handle("POST /v1/sessions/{id}/recall", expensive(store.ScopeRead, h.postRecall))
 }
 
 type contextMetrics struct {

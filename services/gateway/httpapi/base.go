@@ -18,9 +18,10 @@ type Base struct {
 	Log  *slog.Logger
 }
 
-// Auth resolves the request's bearer key to its tenant before next runs.
-func (b Base) Auth(next Handler) http.Handler {
-	return b.Keys.Auth(Mnemos, BearerKey, next)
+// Auth resolves the request's bearer key to its tenant before next runs,
+// refusing a key without scope (a store.Scope*).
+func (b Base) Auth(scope string, next Handler) http.Handler {
+	return b.Keys.Auth(Mnemos, BearerKey, scope, next)
 }
 
 // Internal answers 500 for what failed with err.
@@ -43,6 +44,7 @@ const (
 	CompactionIDs IDKind = "compaction"
 	ToolResultIDs IDKind = "tool result"
 	DreamIDs      IDKind = "dream"
+	KeyIDs        IDKind = "key"
 )
 
 // PathID reads the route's {id} and checks it: every id the API takes in a

@@ -2,12 +2,16 @@ package httpapi
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -48,31 +52,82 @@ type KeysConfig struct {
 	Now func() time.Time
 }
 
-// Keys resolves API keys to their tenants for every front door: the API,
-// the model proxy, MCP and the console's sign-in.
+// Keys resolves API keys to what they grant (their tenant and scopes) for
+// every front door: the API, the model proxy, MCP and the console. A key
+// verified is kept for CacheTTL, and forgotten at once when Postgres
+// announces it changed (Listen); while no announcement can be heard, for
+// at most unheardTTL.
 type Keys struct {
-	cfg     KeysConfig
-	lookup  func(ctx context.Context, key string) (string, error)
-	limits  *limits.Limiter
-	log     *slog.Logger
-	cache   *ttlcache.Cache[string] // key → tenant
-	guard   *keyGuard
-	refused metric.Int64Counter
+	cfg       KeysConfig
+	st        *store.Store
+	limits    *limits.Limiter
+	log       *slog.Logger
+	cache     *ttlcache.Cache[store.KeyGrant] // hex of the key's hash → grant, while listening
+	unheard   *ttlcache.Cache[store.KeyGrant] // the same, while not
+	guard     *keyGuard
+	refused   metric.Int64Counter
+	started   atomic.Bool
+	listening atomic.Bool
+	touched   sync.Map // key id → time.Time of the last use recorded
 }
 
-// NewKeys checks keys with st (TenantForAPIKey), recording an address
-// blocked for its failures on lim (which may be nil) and counting refused
-// requests on meter (mnemos.requests.refused).
+// unheardTTL bounds how long a process that hears no announcement of keys
+// revoked trusts a key it verified: a revocation holds within it.
+const unheardTTL = time.Second
+
+// NewKeys checks keys with st, recording an address blocked for its
+// failures on lim (which may be nil) and counting refused requests on meter
+// (mnemos.requests.refused).
 func NewKeys(cfg KeysConfig, st *store.Store, lim *limits.Limiter, log *slog.Logger, meter metric.Meter) (*Keys, error) {
 	refused, err := meter.Int64Counter("mnemos.requests.refused", metric.WithDescription("Requests the gateway refused for a bad id, header or credential, by error code."))
 	if err != nil {
 		return nil, fmt.Errorf("httpapi.NewKeys: %w", err)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Keys{
-		cfg: cfg, lookup: st.TenantForAPIKey, limits: lim, log: log, refused: refused,
-		cache: ttlcache.New[string](cfg.CacheTTL, 10_000),
-		guard: newKeyGuard(cfg.Failures, cfg.FailureWindow, cfg.CacheTTL, cfg.Now),
+		cfg: cfg, st: st, limits: lim, log: log, refused: refused,
+		cache:   ttlcache.New[store.KeyGrant](cfg.CacheTTL, 10_000),
+		unheard: ttlcache.New[store.KeyGrant](min(cfg.CacheTTL, unheardTTL), 10_000),
+		guard:   newKeyGuard(cfg.Failures, cfg.FailureWindow, cfg.CacheTTL, cfg.Now),
 	}, nil
+}
+
+// Listen keeps the process hearing of keys revoked, expiring sooner,
+// rescoped or deleted anywhere (store.ListenKeys), and forgets each, until
+// ctx ends. When its connection fails it forgets every key, trusts a key
+// for at most unheardTTL meanwhile, and listens again a second later. A
+// process listens once: a second call waits for ctx.
+func (k *Keys) Listen(ctx context.Context) {
+	if !k.started.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return
+	}
+	for ctx.Err() == nil {
+		err := k.st.ListenKeys(ctx, func() {
+			k.cache.ForgetAll() // what was announced before this was not heard
+			k.listening.Store(true)
+		}, func(hash string) {
+			k.cache.Forget(hash)
+			k.unheard.Forget(hash)
+		})
+		k.listening.Store(false)
+		if err != nil && ctx.Err() == nil {
+			k.log.Warn("not hearing of revoked API keys; checking every request in Postgres meanwhile", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Forget drops every key verified: a key this process revoked or rotated
+// is refused by it at once, before Postgres's announcement comes back.
+func (k *Keys) Forget() {
+	k.cache.ForgetAll()
+	k.unheard.ForgetAll()
 }
 
 // Refused counts a request refused before any route logic ran (a bad id, an
@@ -88,15 +143,20 @@ type Handler func(w http.ResponseWriter, r *http.Request, tenant string)
 // KeyOf reads a request's API key, or refuses the request.
 type KeyOf func(r *http.Request) (string, *Error)
 
-// Auth resolves the request's API key (keyOf) to its tenant and calls next,
-// or answers why not in d: 401 for no key or an unknown one, 400 (counted)
-// for an ambiguous one, 429 (counted) for an address past its failures.
-func (k *Keys) Auth(d Dialect, keyOf KeyOf, next Handler) http.Handler {
+// Auth resolves the request's API key (keyOf) to what it grants and calls
+// next with its tenant and the grant in the request's context (GrantOf),
+// or answers why not in d: 401 for no key or an unknown, revoked or
+// expired one, 403 (counted) for a key without scope, 400 (counted) for an
+// ambiguous one, 429 (counted) for an address past its failures.
+func (k *Keys) Auth(d Dialect, keyOf KeyOf, scope string, next Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, e := keyOf(r)
-		var tenant string
+		var grant store.KeyGrant
 		if e == nil {
-			tenant, e = k.Tenant(w, r, key)
+			grant, e = k.Grant(w, r, key)
+		}
+		if e == nil {
+			e = MissingScope(grant, scope)
 		}
 		switch {
 		case e == nil:
@@ -107,40 +167,129 @@ func (k *Keys) Auth(d Dialect, keyOf KeyOf, next Handler) http.Handler {
 			k.Refused(w, r, d, e)
 			return
 		}
-		next(w, r, tenant)
+		next(w, r.WithContext(context.WithValue(r.Context(), grantKey{}, grant)), grant.Tenant)
 	})
 }
 
-// Tenant resolves key to its tenant: from the cache of verified keys, else
-// from Postgres, unless the client's address failed too many checks lately
-// (429, with Retry-After set on w) or the key failed recently (401).
+// MissingScope is the 403 for a request grant lacks scope for, or nil.
+func MissingScope(grant store.KeyGrant, scope string) *Error {
+	if grant.Has(scope) {
+		return nil
+	}
+	return &Error{Status: http.StatusForbidden, Code: "missing_scope",
+		Message: fmt.Sprintf("this API key (%s) lacks the scope %q; it holds %s", grant.KeyID, scope, strings.Join(grant.Scopes, ", "))}
+}
+
+type grantKey struct{}
+
+// GrantOf is what the request's key grants, as Auth found it.
+func GrantOf(ctx context.Context) (store.KeyGrant, bool) {
+	g, ok := ctx.Value(grantKey{}).(store.KeyGrant)
+	return g, ok
+}
+
+// Actor names who made a request for the audit log: its key.
+func Actor(ctx context.Context) string {
+	if g, ok := GrantOf(ctx); ok {
+		return "key:" + g.KeyID
+	}
+	return "api"
+}
+
+// Tenant resolves key to its tenant, as Grant does.
 func (k *Keys) Tenant(w http.ResponseWriter, r *http.Request, key string) (string, *Error) {
-	if tenant, ok := k.cache.Peek(key); ok {
-		return tenant, nil
+	g, e := k.Grant(w, r, key)
+	return g.Tenant, e
+}
+
+// Grant resolves key to what it grants: from the cache of verified keys,
+// else from Postgres, unless the client's address failed too many checks
+// lately (429, with Retry-After set on w) or the key failed recently (401).
+func (k *Keys) Grant(w http.ResponseWriter, r *http.Request, key string) (store.KeyGrant, *Error) {
+	hash := KeyHash(key)
+	if g, ok := k.cached().Peek(hash); ok && k.live(g) {
+		k.touch(g)
+		return g, nil
 	}
 	addr := clientAddr(r)
 	if wait, blocked := k.guard.blocked(addr); blocked {
 		k.limits.Record(r.Context(), limits.LimitKeyFailures)
 		retry := strconv.Itoa(int(math.Ceil(wait.Seconds())))
 		w.Header().Set("Retry-After", retry)
-		return "", &Error{Status: http.StatusTooManyRequests, Code: "too_many_key_failures", RetryAfter: retry,
+		return store.KeyGrant{}, &Error{Status: http.StatusTooManyRequests, Code: "too_many_key_failures", RetryAfter: retry,
 			Message: fmt.Sprintf("more than %d failed API key checks from this address within %s; retry later", k.cfg.Failures, k.cfg.FailureWindow)}
 	}
-	unknown := &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "unknown or revoked API key"}
-	if k.guard.knownMiss(key) {
-		k.guard.miss(addr, key)
-		return "", unknown
+	unknown := &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "unknown, revoked or expired API key"}
+	if k.guard.knownMiss(hash) {
+		k.guard.miss(addr, hash)
+		return store.KeyGrant{}, unknown
 	}
-	tenant, err := k.cache.Get(r.Context(), key, k.lookup)
+	g, err := k.ByHash(r.Context(), hash)
 	if errors.Is(err, store.ErrNotFound) {
-		k.guard.miss(addr, key)
-		return "", unknown
+		k.guard.miss(addr, hash)
+		return store.KeyGrant{}, unknown
 	}
 	if err != nil {
 		k.log.Error("api key lookup failed", "err", err)
-		return "", &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "could not verify the API key; retry"}
+		return store.KeyGrant{}, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "could not verify the API key; retry"}
 	}
-	return tenant, nil
+	k.touch(g)
+	return g, nil
+}
+
+// ByHash is what the key of that hash (KeyHash) grants, or
+// store.ErrNotFound when it is unknown, revoked or expired: how a console
+// session checks, at each request, that its key still holds.
+func (k *Keys) ByHash(ctx context.Context, hash string) (store.KeyGrant, error) {
+	load := func(ctx context.Context, hash string) (store.KeyGrant, error) {
+		raw, err := hex.DecodeString(hash)
+		if err != nil {
+			return store.KeyGrant{}, store.ErrNotFound
+		}
+		return k.st.LookupAPIKeyHash(ctx, raw)
+	}
+	g, err := k.cached().Get(ctx, hash, load)
+	if err == nil && !k.live(g) {
+		return store.KeyGrant{}, store.ErrNotFound
+	}
+	return g, err
+}
+
+// cached is the cache of verified keys for now: the long one while
+// revocations are heard, else the brief one.
+func (k *Keys) cached() *ttlcache.Cache[store.KeyGrant] {
+	if k.listening.Load() {
+		return k.cache
+	}
+	return k.unheard
+}
+
+// KeyHash is the hex of a key's hash, as keys are cached and announced.
+func KeyHash(key string) string { return hex.EncodeToString(store.HashAPIKey(key)) }
+
+// live reports whether a grant has not expired.
+func (k *Keys) live(g store.KeyGrant) bool {
+	return g.ExpiresAt == nil || k.cfg.Now().Before(*g.ExpiresAt)
+}
+
+// touchEvery is how often a process records that a key is in use.
+const touchEvery = time.Minute
+
+// touch records, in the background and at most once a touchEvery, that the
+// key of g was used.
+func (k *Keys) touch(g store.KeyGrant) {
+	now := k.cfg.Now()
+	if last, ok := k.touched.Load(g.KeyID); ok && now.Sub(last.(time.Time)) < touchEvery {
+		return
+	}
+	k.touched.Store(g.KeyID, now)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := k.st.TouchAPIKey(ctx, g.Tenant, g.KeyID); err != nil {
+			k.log.Warn("recording an API key's use", "key", g.KeyID, "err", err)
+		}
+	}()
 }
 
 // BearerKey reads the API key of 'Authorization: Bearer <key>'.

@@ -58,7 +58,7 @@ func New(cfg Config, base httpapi.Base, admission *httpapi.Admission, st *store.
 
 // Register adds POST /v1/turns to mux, admitted before its body is read.
 func (h *Handler) Register(mux httpapi.Mux) {
-	mux.Handle("POST /v1/turns", h.Auth(h.admission.Expensive(httpapi.Mnemos, h.admission.WithBody(httpapi.Mnemos, h.eventLimit, h.postTurn))))
+	mux.Handle("POST /v1/turns", h.Auth(store.ScopeIngest, h.admission.Expensive(httpapi.Mnemos, h.admission.WithBody(httpapi.Mnemos, h.eventLimit, h.postTurn))))
 }
 
 func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request, tenant string) {

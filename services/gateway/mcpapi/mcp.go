@@ -67,7 +67,7 @@ const (
 // Register adds /mcp to mux: POST for requests, GET answered 405 by the
 // stateless transport.
 func (h *Handler) Register(mux httpapi.Mux) {
-	serve := h.Keys.Auth(httpapi.Mnemos, httpapi.AgentKey, h.serveMCP)
+	serve := h.Keys.Auth(httpapi.Mnemos, httpapi.AgentKey, store.ScopeRead, h.serveMCP)
 	mux.Handle("POST /mcp", serve)
 	// GET would open a stream for messages the server starts; a stateless
 	// server starts none, and the transport answers 405 with Allow: POST.
@@ -79,7 +79,8 @@ func (h *Handler) Register(mux httpapi.Mux) {
 // every request stands alone, so no session can be taken over with
 // another tenant's key.
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request, tenant string) {
-	srv := h.mcpServer(mcpCall{h: h, tenant: tenant, header: r.Header})
+	grant, _ := httpapi.GrantOf(r.Context())
+	srv := h.mcpServer(mcpCall{h: h, tenant: tenant, header: r.Header, grant: grant})
 	mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: h.Log}).ServeHTTP(w, r)
 }
@@ -114,6 +115,7 @@ type mcpCall struct {
 	h      *Handler
 	tenant string
 	header http.Header
+	grant  store.KeyGrant // what the request's key holds
 }
 
 // toolError is the tool result of a caller's mistake: the client shows it
@@ -191,6 +193,9 @@ func (c mcpCall) memoryScope(ctx context.Context, session string) (map[string]st
 // extraction.write_scope order), as the session's agent when the headers
 // name a session, else as the API.
 func (c mcpCall) memory(ctx context.Context, _ *mcp.CallToolRequest, in memtools.FileCommand) (*mcp.CallToolResult, any, error) {
+	if in.Command != "view" && !c.grant.Has(store.ScopeMemoryWrite) {
+		return toolError("%s: %s", in.Command, httpapi.MissingScope(c.grant, store.ScopeMemoryWrite).Message), nil, nil
+	}
 	session, bad := c.session()
 	if bad != nil {
 		return bad, nil, nil

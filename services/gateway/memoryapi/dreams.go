@@ -9,15 +9,16 @@ import (
 	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
 func (h *Handler) registerDreams(mux httpapi.Mux) {
-	mux.Handle("POST /v1/scopes/{scope}/dream", h.Auth(h.postDream))
-	mux.Handle("GET /v1/scopes/{scope}/dreams", h.Auth(h.listDreams))
-	mux.Handle("GET /v1/dreams/{id}", h.Auth(h.getDream))
-	mux.Handle("POST /v1/dreams/{id}/kill", h.Auth(h.killDream))
-	mux.Handle("POST /v1/dreams/{id}/approve", h.Auth(h.approveDream))
+	mux.Handle("POST /v1/scopes/{scope}/dream", h.Auth(store.ScopeMemoryWrite, h.postDream))
+	mux.Handle("GET /v1/scopes/{scope}/dreams", h.Auth(store.ScopeRead, h.listDreams))
+	mux.Handle("GET /v1/dreams/{id}", h.Auth(store.ScopeRead, h.getDream))
+	mux.Handle("POST /v1/dreams/{id}/kill", h.Auth(store.ScopeMemoryWrite, h.killDream))
+	mux.Handle("POST /v1/dreams/{id}/approve", h.Auth(store.ScopeMemoryWrite, h.approveDream))
 }
 
 // dreamBody is dream d as the API answers it; whole with its proposal.

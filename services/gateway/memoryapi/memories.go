@@ -11,6 +11,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
@@ -36,16 +37,16 @@ const (
 )
 
 func (h *Handler) registerMemories(mux httpapi.Mux) {
-	mux.Handle("GET /v1/scopes/{scope}/memories", h.Auth(h.listMemories))
-	mux.Handle("GET /v1/scopes/{scope}/memories/{name}", h.Auth(h.getMemory))
-	mux.Handle("PUT /v1/scopes/{scope}/memories/{name}", h.Auth(h.putMemory))
-	mux.Handle("DELETE /v1/scopes/{scope}/memories/{name}", h.Auth(h.deleteMemory))
-	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/revisions", h.Auth(h.listRevisions))
-	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/revisions/{rev}", h.Auth(h.getRevision))
-	mux.Handle("POST /v1/scopes/{scope}/memories/{name}/revisions/{rev}/restore", h.Auth(h.restoreRevision))
-	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/diff", h.Auth(h.diffRevisions))
-	mux.Handle("GET /v1/scopes/{scope}/index", h.Auth(h.getIndex))
-	mux.Handle("PUT /v1/scopes/{scope}/index", h.Auth(h.putIndex))
+	mux.Handle("GET /v1/scopes/{scope}/memories", h.Auth(store.ScopeRead, h.listMemories))
+	mux.Handle("GET /v1/scopes/{scope}/memories/{name}", h.Auth(store.ScopeRead, h.getMemory))
+	mux.Handle("PUT /v1/scopes/{scope}/memories/{name}", h.Auth(store.ScopeMemoryWrite, h.putMemory))
+	mux.Handle("DELETE /v1/scopes/{scope}/memories/{name}", h.Auth(store.ScopeMemoryWrite, h.deleteMemory))
+	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/revisions", h.Auth(store.ScopeRead, h.listRevisions))
+	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/revisions/{rev}", h.Auth(store.ScopeRead, h.getRevision))
+	mux.Handle("POST /v1/scopes/{scope}/memories/{name}/revisions/{rev}/restore", h.Auth(store.ScopeMemoryWrite, h.restoreRevision))
+	mux.Handle("GET /v1/scopes/{scope}/memories/{name}/diff", h.Auth(store.ScopeRead, h.diffRevisions))
+	mux.Handle("GET /v1/scopes/{scope}/index", h.Auth(store.ScopeRead, h.getIndex))
+	mux.Handle("PUT /v1/scopes/{scope}/index", h.Auth(store.ScopeMemoryWrite, h.putIndex))
 }
 
 // memoryBody is memory m as the API answers it; whole with its body and

@@ -106,11 +106,11 @@ func New(cfg Config, base httpapi.Base, admission *httpapi.Admission, st *store.
 // dialect: the Messages API's, and OpenAI's Responses, Chat Completions
 // and model list.
 func (h *Handler) Register(mux httpapi.Mux) {
-	mux.Handle("POST /v1/messages", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, h.proxied(messagesDoor)))
-	mux.Handle("POST /v1/responses", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, h.proxied(responsesDoor)))
-	mux.Handle("POST /v1/chat/completions", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, h.proxied(chatDoor)))
-	mux.Handle("POST /v1/messages/count_tokens", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, h.countTokens))
-	mux.Handle("GET /v1/models", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, h.listModels))
+	mux.Handle("POST /v1/messages", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, store.ScopeProxy, h.proxied(messagesDoor)))
+	mux.Handle("POST /v1/responses", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, store.ScopeProxy, h.proxied(responsesDoor)))
+	mux.Handle("POST /v1/chat/completions", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, store.ScopeProxy, h.proxied(chatDoor)))
+	mux.Handle("POST /v1/messages/count_tokens", h.Keys.Auth(httpapi.Anthropic, httpapi.AgentKey, store.ScopeProxy, h.countTokens))
+	mux.Handle("GET /v1/models", h.Keys.Auth(httpapi.OpenAI, httpapi.AgentKey, store.ScopeProxy, h.listModels))
 }
 
 type proxyMetrics struct {

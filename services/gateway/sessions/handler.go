@@ -29,13 +29,13 @@ func New(base httpapi.Base, st *store.Store, settings *tenantcfg.Cache, now func
 
 // Register adds the session routes to mux.
 func (h *Handler) Register(mux httpapi.Mux) {
-	mux.Handle("GET /v1/sessions", h.Auth(h.listSessions))
-	mux.Handle("GET /v1/scopes", h.Auth(h.listScopes))
-	mux.Handle("GET /v1/usage", h.Auth(h.getUsage))
-	mux.Handle("GET /v1/sessions/{id}", h.Auth(h.getSession))
-	mux.Handle("PATCH /v1/sessions/{id}", h.Auth(h.patchSession))
-	mux.Handle("GET /v1/sessions/{id}/pins", h.Auth(h.getPins))
-	mux.Handle("PUT /v1/sessions/{id}/pins", h.Auth(h.putPins))
-	mux.Handle("GET /v1/tool-results/{id}", h.Auth(h.getToolResult))
-	mux.Handle("GET /v1/sessions/{id}/notes", h.Auth(h.getNotes))
+	mux.Handle("GET /v1/sessions", h.Auth(store.ScopeRead, h.listSessions))
+	mux.Handle("GET /v1/scopes", h.Auth(store.ScopeRead, h.listScopes))
+	mux.Handle("GET /v1/usage", h.Auth(store.ScopeRead, h.getUsage))
+	mux.Handle("GET /v1/sessions/{id}", h.Auth(store.ScopeRead, h.getSession))
+	mux.Handle("PATCH /v1/sessions/{id}", h.Auth(store.ScopeIngest, h.patchSession))
+	mux.Handle("GET /v1/sessions/{id}/pins", h.Auth(store.ScopeRead, h.getPins))
+	mux.Handle("PUT /v1/sessions/{id}/pins", h.Auth(store.ScopeIngest, h.putPins))
+	mux.Handle("GET /v1/tool-results/{id}", h.Auth(store.ScopeRead, h.getToolResult))
+	mux.Handle("GET /v1/sessions/{id}/notes", h.Auth(store.ScopeRead, h.getNotes))
 }

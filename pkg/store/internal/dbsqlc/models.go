@@ -43,11 +43,26 @@ type AgentRequestPiece struct {
 }
 
 type ApiKey struct {
-	KeyHash   []byte
-	TenantID  string
-	Name      string
-	CreatedAt pgtype.Timestamptz
-	RevokedAt pgtype.Timestamptz
+	KeyHash    []byte
+	TenantID   string
+	Name       string
+	CreatedAt  pgtype.Timestamptz
+	RevokedAt  pgtype.Timestamptz
+	KeyID      string
+	Prefix     string
+	Scopes     []string
+	ExpiresAt  pgtype.Timestamptz
+	LastUsedAt pgtype.Timestamptz
+}
+
+type AuditLog struct {
+	ID       int64
+	TenantID string
+	At       pgtype.Timestamptz
+	Actor    string
+	Action   string
+	Target   string
+	Detail   []byte
 }
 
 type Compaction struct {

@@ -7,35 +7,277 @@ package dbsqlc
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const aPIKeyInsert = `-- name: APIKeyInsert :exec
-INSERT INTO api_keys (key_hash, tenant_id, name) VALUES ($1, $2, $3)
+const aPIKeyExpireBy = `-- name: APIKeyExpireBy :one
+UPDATE api_keys SET expires_at = least(coalesce(expires_at, $1), $1)
+WHERE tenant_id = $2 AND key_id = $3
+RETURNING key_hash, tenant_id, name, created_at, revoked_at, key_id, prefix, scopes, expires_at, last_used_at
+`
+
+type APIKeyExpireByParams struct {
+	ExpiresAt pgtype.Timestamptz
+	TenantID  string
+	KeyID     string
+}
+
+// The key expires at @expires_at, or sooner if it was to already.
+func (q *Queries) APIKeyExpireBy(ctx context.Context, arg APIKeyExpireByParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, aPIKeyExpireBy, arg.ExpiresAt, arg.TenantID, arg.KeyID)
+	var i ApiKey
+	err := row.Scan(
+		&i.KeyHash,
+		&i.TenantID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.RevokedAt,
+		&i.KeyID,
+		&i.Prefix,
+		&i.Scopes,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
+	)
+	return i, err
+}
+
+const aPIKeyGet = `-- name: APIKeyGet :one
+SELECT key_hash, tenant_id, name, created_at, revoked_at, key_id, prefix, scopes, expires_at, last_used_at FROM api_keys WHERE tenant_id = $1 AND key_id = $2
+`
+
+type APIKeyGetParams struct {
+	TenantID string
+	KeyID    string
+}
+
+func (q *Queries) APIKeyGet(ctx context.Context, arg APIKeyGetParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, aPIKeyGet, arg.TenantID, arg.KeyID)
+	var i ApiKey
+	err := row.Scan(
+		&i.KeyHash,
+		&i.TenantID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.RevokedAt,
+		&i.KeyID,
+		&i.Prefix,
+		&i.Scopes,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
+	)
+	return i, err
+}
+
+const aPIKeyInsert = `-- name: APIKeyInsert :one
+INSERT INTO api_keys (key_hash, tenant_id, name, key_id, prefix, scopes, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6::text[], $7)
 ON CONFLICT (key_hash) DO NOTHING
+RETURNING key_hash, tenant_id, name, created_at, revoked_at, key_id, prefix, scopes, expires_at, last_used_at
 `
 
 type APIKeyInsertParams struct {
-	KeyHash  []byte
-	TenantID string
-	Name     string
+	KeyHash   []byte
+	TenantID  string
+	Name      string
+	KeyID     string
+	Prefix    string
+	Scopes    []string
+	ExpiresAt pgtype.Timestamptz
 }
 
-func (q *Queries) APIKeyInsert(ctx context.Context, arg APIKeyInsertParams) error {
-	_, err := q.db.Exec(ctx, aPIKeyInsert, arg.KeyHash, arg.TenantID, arg.Name)
+func (q *Queries) APIKeyInsert(ctx context.Context, arg APIKeyInsertParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, aPIKeyInsert,
+		arg.KeyHash,
+		arg.TenantID,
+		arg.Name,
+		arg.KeyID,
+		arg.Prefix,
+		arg.Scopes,
+		arg.ExpiresAt,
+	)
+	var i ApiKey
+	err := row.Scan(
+		&i.KeyHash,
+		&i.TenantID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.RevokedAt,
+		&i.KeyID,
+		&i.Prefix,
+		&i.Scopes,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
+	)
+	return i, err
+}
+
+const aPIKeyList = `-- name: APIKeyList :many
+SELECT key_hash, tenant_id, name, created_at, revoked_at, key_id, prefix, scopes, expires_at, last_used_at FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, key_id
+`
+
+func (q *Queries) APIKeyList(ctx context.Context, tenantID string) ([]ApiKey, error) {
+	rows, err := q.db.Query(ctx, aPIKeyList, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ApiKey{}
+	for rows.Next() {
+		var i ApiKey
+		if err := rows.Scan(
+			&i.KeyHash,
+			&i.TenantID,
+			&i.Name,
+			&i.CreatedAt,
+			&i.RevokedAt,
+			&i.KeyID,
+			&i.Prefix,
+			&i.Scopes,
+			&i.ExpiresAt,
+			&i.LastUsedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const aPIKeyLookup = `-- name: APIKeyLookup :one
+SELECT k.tenant_id::text AS tenant_id, k.key_id::text AS key_id, k.scopes::text[] AS scopes, k.expires_at::timestamptz AS expires_at
+FROM mnemos_api_key($1::bytea) AS k (tenant_id, key_id, scopes, expires_at)
+`
+
+type APIKeyLookupRow struct {
+	TenantID  string
+	KeyID     string
+	Scopes    []string
+	ExpiresAt pgtype.Timestamptz
+}
+
+// An active key, before any tenant is known: through the owner's
+// function.
+func (q *Queries) APIKeyLookup(ctx context.Context, keyHash []byte) (APIKeyLookupRow, error) {
+	row := q.db.QueryRow(ctx, aPIKeyLookup, keyHash)
+	var i APIKeyLookupRow
+	err := row.Scan(
+		&i.TenantID,
+		&i.KeyID,
+		&i.Scopes,
+		&i.ExpiresAt,
+	)
+	return i, err
+}
+
+const aPIKeyRevoke = `-- name: APIKeyRevoke :one
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+WHERE tenant_id = $1 AND key_id = $2
+RETURNING key_hash, tenant_id, name, created_at, revoked_at, key_id, prefix, scopes, expires_at, last_used_at
+`
+
+type APIKeyRevokeParams struct {
+	TenantID string
+	KeyID    string
+}
+
+func (q *Queries) APIKeyRevoke(ctx context.Context, arg APIKeyRevokeParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, aPIKeyRevoke, arg.TenantID, arg.KeyID)
+	var i ApiKey
+	err := row.Scan(
+		&i.KeyHash,
+		&i.TenantID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.RevokedAt,
+		&i.KeyID,
+		&i.Prefix,
+		&i.Scopes,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
+	)
+	return i, err
+}
+
+const aPIKeyTouch = `-- name: APIKeyTouch :exec
+UPDATE api_keys SET last_used_at = now()
+WHERE tenant_id = $1 AND key_id = $2
+  AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+`
+
+type APIKeyTouchParams struct {
+	TenantID string
+	KeyID    string
+}
+
+// At most one write a minute for a key in use.
+func (q *Queries) APIKeyTouch(ctx context.Context, arg APIKeyTouchParams) error {
+	_, err := q.db.Exec(ctx, aPIKeyTouch, arg.TenantID, arg.KeyID)
 	return err
 }
 
-const aPIKeyTenant = `-- name: APIKeyTenant :one
-SELECT tenant_id::text FROM mnemos_api_key_tenant($1::bytea) AS tenant_id
+const auditInsert = `-- name: AuditInsert :exec
+INSERT INTO audit_log (tenant_id, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)
 `
 
-// The tenant of an active key, before any tenant is known: through the
-// owner's function.
-func (q *Queries) APIKeyTenant(ctx context.Context, keyHash []byte) (string, error) {
-	row := q.db.QueryRow(ctx, aPIKeyTenant, keyHash)
-	var tenant_id string
-	err := row.Scan(&tenant_id)
-	return tenant_id, err
+type AuditInsertParams struct {
+	TenantID string
+	Actor    string
+	Action   string
+	Target   string
+	Detail   []byte
+}
+
+func (q *Queries) AuditInsert(ctx context.Context, arg AuditInsertParams) error {
+	_, err := q.db.Exec(ctx, auditInsert,
+		arg.TenantID,
+		arg.Actor,
+		arg.Action,
+		arg.Target,
+		arg.Detail,
+	)
+	return err
+}
+
+const auditList = `-- name: AuditList :many
+SELECT id, tenant_id, at, actor, action, target, detail FROM audit_log WHERE tenant_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3
+`
+
+type AuditListParams struct {
+	TenantID string
+	Before   int64
+	MaxRows  int32
+}
+
+func (q *Queries) AuditList(ctx context.Context, arg AuditListParams) ([]AuditLog, error) {
+	rows, err := q.db.Query(ctx, auditList, arg.TenantID, arg.Before, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AuditLog{}
+	for rows.Next() {
+		var i AuditLog
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.At,
+			&i.Actor,
+			&i.Action,
+			&i.Target,
+			&i.Detail,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const tenantGet = `-- name: TenantGet :one

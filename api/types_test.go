@@ -74,6 +74,13 @@ var bodies = []apitest.Body{
 	{Schemas: schema("Dream"), Type: reflect.TypeFor[api.Dream]()},
 	{Schemas: schema("Proposal"), Type: reflect.TypeFor[api.Proposal]()},
 	{Schemas: schema("DreamList"), Type: reflect.TypeFor[api.DreamList]()},
+	{Schemas: schema("APIKey"), Type: reflect.TypeFor[api.Key]()},
+	{Schemas: schema("APIKeyList"), Type: reflect.TypeFor[api.KeyList]()},
+	{Schemas: schema("APIKeyRequest"), Type: reflect.TypeFor[api.KeyRequest]()},
+	{Schemas: schema("RotateRequest"), Type: reflect.TypeFor[api.RotateRequest]()},
+	{Schemas: schema("APIKeySecret"), Type: reflect.TypeFor[api.KeySecret]()},
+	{Schemas: schema("AuditRecord"), Type: reflect.TypeFor[api.AuditRecord]()},
+	{Schemas: schema("AuditLog"), Type: reflect.TypeFor[api.AuditLog]()},
 }
 
 // untyped are the schemas of components/schemas no Go type stands for,

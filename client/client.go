@@ -593,6 +593,68 @@ func (c *Client) ApproveDream(ctx context.Context, id string) (api.Dream, error)
 	return out, err
 }
 
+// ListKeys lists the tenant's API keys (a key with the admin scope).
+func (c *Client) ListKeys(ctx context.Context) (api.KeyList, error) {
+	var out api.KeyList
+	_, _, err := c.call(ctx, get("/v1/keys"), &out)
+	return out, err
+}
+
+// CreateKey makes an API key and answers its secret, shown this once.
+func (c *Client) CreateKey(ctx context.Context, req api.KeyRequest) (api.KeySecret, error) {
+	var out api.KeySecret
+	r, err := send(http.MethodPost, "/v1/keys", req, http.StatusCreated)
+	if err != nil {
+		return out, err
+	}
+	_, _, err = c.call(ctx, r, &out)
+	return out, err
+}
+
+// GetKey reads one API key.
+func (c *Client) GetKey(ctx context.Context, id string) (api.Key, error) {
+	var out api.Key
+	_, _, err := c.call(ctx, get("/v1/keys/"+segment(id)), &out)
+	return out, err
+}
+
+// RevokeKey revokes an API key: every gateway refuses it within a second.
+func (c *Client) RevokeKey(ctx context.Context, id string) (api.Key, error) {
+	var out api.Key
+	_, _, err := c.call(ctx, request{method: http.MethodDelete, path: "/v1/keys/" + segment(id), ok: []int{http.StatusOK}}, &out)
+	return out, err
+}
+
+// RotateKey makes a new key in place of id, which stays good for overlap.
+func (c *Client) RotateKey(ctx context.Context, id string, overlap time.Duration) (api.KeySecret, error) {
+	var out api.KeySecret
+	r, err := send(http.MethodPost, "/v1/keys/"+segment(id)+"/rotate", api.RotateRequest{OverlapSeconds: int64(overlap / time.Second)}, http.StatusCreated)
+	if err != nil {
+		return out, err
+	}
+	_, _, err = c.call(ctx, r, &out)
+	return out, err
+}
+
+// GetAuditLog reads a page of the tenant's audit log, newest first: before
+// 0 starts at the newest, limit 0 asks for the server's 100.
+func (c *Client) GetAuditLog(ctx context.Context, before int64, limit int) (api.AuditLog, error) {
+	var out api.AuditLog
+	r := get("/v1/audit")
+	q := url.Values{}
+	if before > 0 {
+		q.Set("before", strconv.FormatInt(before, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if len(q) > 0 {
+		r.query = q
+	}
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
 // Healthz reports whether the process is alive and what its targets do.
 func (c *Client) Healthz(ctx context.Context) (api.Health, error) {
 	var out api.Health

@@ -30,6 +30,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/gateway/contextapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/ingest"
+	"github.com/mnemos-ai/mnemos/services/gateway/keysapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/mcpapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/memoryapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/proxy"
@@ -139,6 +140,7 @@ type Gateway struct {
 	memories  *memoryapi.Handler
 	mcp       *mcpapi.Handler
 	proxy     *proxy.Handler
+	keys      *keysapi.Handler
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
@@ -157,6 +159,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		sessions: sessions.New(base, st, settings, cfg.Now),
 		memories: memoryapi.New(base, cfg.Memories, cfg.Dreams, settings),
 		mcp:      mcpapi.New(base, st, settings, cfg.Memories, cfg.Recall),
+		keys:     keysapi.New(base, st, cfg.Now),
 	}
 	if g.ingest, err = ingest.New(ingest.Config{MaxEventBytes: cfg.MaxEventBytes, Limits: cfg.Limits}, base, g.admission, st, b, settings, meter); err != nil {
 		return fail(err)
@@ -222,6 +225,7 @@ func (g *Gateway) RegisterAPI(mux httpapi.Mux) {
 	g.contexts.Register(mux)
 	g.memories.Register(mux)
 	g.mcp.Register(mux)
+	g.keys.Register(mux)
 	mux.Handle("GET /openapi.json", api.Handler())
 }
 

@@ -102,6 +102,112 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's API keys
+         * @description Every key of the tenant, oldest first, revoked and expired ones too; never a secret. Needs `admin`.
+         */
+        get: operations["listKeys"];
+        put?: never;
+        /**
+         * Make an API key
+         * @description Makes a key of the tenant with a name, its scopes and optionally an
+         *     expiry, and answers its secret: the only time it is shown. The
+         *     secret opens with `mnm_`, so secret scanners find a leaked one.
+         *     Needs `admin`. Bad input is 400 `bad_request` (no scope, an unknown
+         *     one, a name over 200 characters, an expiry in the past).
+         */
+        post: operations["createKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the key's id (`key_` and 16 hex digits) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * One API key
+         * @description Needs `admin`.
+         */
+        get: operations["getKey"];
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key
+         * @description Revokes the key: within a second every gateway process refuses it,
+         *     console sessions signed in with it end and MCP calls made with it are
+         *     refused. The key stays listed, with `revoked_at`. Revoking it again
+         *     changes nothing. Needs `admin`.
+         */
+        delete: operations["revokeKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{id}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the key's id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an API key
+         * @description Makes a new key with the old one's name and scopes and answers its
+         *     secret; the old key stays good for `overlap_seconds` (at most 30
+         *     days; 0: it stops at once), or less if it was to expire sooner. A
+         *     revoked or expired key cannot be rotated (409 `key_inactive`). Needs
+         *     `admin`.
+         */
+        post: operations["rotateKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's audit log
+         * @description What was done to the tenant's keys and data, newest first, a page at
+         *     a time: `next` is the `before` of the next page. Needs `admin`.
+         */
+        get: operations["getAuditLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}": {
         parameters: {
             query?: never;
@@ -1428,6 +1534,64 @@ export interface components {
         };
         /** @enum {string} */
         DreamStatus: "requested" | "running" | "completed" | "failed" | "killed" | "proposed" | "approved" | "superseded";
+        APIKey: {
+            /** @description `key_` and the first 16 hex digits of the SHA-256 of its secret */
+            id: string;
+            name: string;
+            /** @description the secret's first 12 characters (empty for a key stored before keys had one) */
+            prefix: string;
+            scopes: components["schemas"]["Scope"][];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at?: string;
+            /**
+             * Format: date-time
+             * @description recorded at most once a minute
+             */
+            last_used_at?: string;
+            /** Format: date-time */
+            revoked_at?: string;
+            /** @description neither revoked nor expired */
+            active: boolean;
+        };
+        /** @enum {string} */
+        Scope: "ingest" | "proxy" | "read" | "memory:write" | "admin";
+        APIKeyList: {
+            keys: components["schemas"]["APIKey"][];
+        };
+        APIKeyRequest: {
+            name: string;
+            scopes: components["schemas"]["Scope"][];
+            /** Format: date-time */
+            expires_at?: string;
+        };
+        RotateRequest: {
+            overlap_seconds: number;
+        };
+        APIKeySecret: {
+            key: components["schemas"]["APIKey"];
+            /** @description the key itself, shown this once */
+            secret: string;
+            previous?: components["schemas"]["APIKey"];
+        };
+        AuditRecord: {
+            id: number;
+            /** Format: date-time */
+            at: string;
+            /** @description `key:<id>` for a request made with that key, `cli` for the command line, `system` */
+            actor: string;
+            /** @description what was done: `key.create`, `key.revoke`, `key.rotate`, ... */
+            action: string;
+            /** @description what it was done to (a key id */
+            target: string;
+            /** @description how many rows and of what */
+            detail: Record<string, never>;
+        };
+        AuditLog: {
+            records: components["schemas"]["AuditRecord"][];
+            next?: number;
+        };
         Dream: {
             id: string;
             scope: string;
@@ -1507,7 +1671,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The body names another tenant than the key's (`tenant_mismatch`). */
+        /** @description The key lacks the route's scope (`missing_scope`, naming it), or the body names another tenant than the key's (`tenant_mismatch`). */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -1774,6 +1938,187 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKeyList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["APIKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The key and its secret. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKeySecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the key's id (`key_` and 16 hex digits) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the key's id (`key_` and 16 hex digits) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key, revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    rotateKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the key's id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RotateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new key and its secret, and the old key as it is now. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKeySecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getAuditLog: {
+        parameters: {
+            query?: {
+                /** @description records before this id (default: from the newest) */
+                before?: number;
+                /** @description at most this many (default 100, at most 1000) */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the log. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditLog"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

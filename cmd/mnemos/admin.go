@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -48,7 +46,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 
 // tenantUsage are the tenant command's lines of mnemos's usage.
 var tenantUsage = [][2]string{
-	{"tenant create [-name NAME] [-key KEY] ID", "create a tenant and print a new API key"},
+	{"tenant create [-name NAME] [-key KEY] ID", "create a tenant and print a new API key with every scope"},
 	{"tenant settings ID [JSON]", "print a tenant's stored and effective settings; with JSON, replace them first"},
 	{"tenant upstream [-provider anthropic|openai] [-url URL -key-file FILE | -clear] ID", "set or clear the tenant's own upstream for a provider (default anthropic); print its URL"},
 }
@@ -56,29 +54,38 @@ var tenantUsage = [][2]string{
 // runTenant manages tenants: `create` makes one and prints a fresh API key;
 // `settings` prints or replaces the settings that override the defaults.
 func runTenant(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runSubcommand(ctx, "tenant", tenantUsage, map[string]subcommand{
+		"create": runTenantCreate, "settings": runTenantSettings, "upstream": runTenantUpstream,
+	}, args, getenv, stdout, stderr)
+}
+
+// subcommand is a command's subcommand: what runs for `mnemos COMMAND SUB`.
+type subcommand func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// runSubcommand runs the subcommand of command named by args[0], or prints
+// the command's usage and says what it wants.
+func runSubcommand(ctx context.Context, command string, usage [][2]string, subs map[string]subcommand, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	sub := ""
 	if len(args) > 0 {
 		sub = args[0]
 	}
-	switch sub {
-	case "create":
-		return runTenantCreate(ctx, args[1:], getenv, stdout, stderr)
-	case "settings":
-		return runTenantSettings(ctx, args[1:], getenv, stdout, stderr)
-	case "upstream":
-		return runTenantUpstream(ctx, args[1:], getenv, stdout, stderr)
+	if run := subs[sub]; run != nil {
+		return run(ctx, args[1:], getenv, stdout, stderr)
 	}
 	fmt.Fprintln(stderr, "Usage:")
-	for _, line := range tenantUsage {
+	var names []string
+	for _, line := range usage {
 		fmt.Fprintf(stderr, "  mnemos %s\n      %s\n", line[0], line[1])
+		names = append(names, strings.Fields(line[0])[1])
 	}
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 	switch sub {
 	case "-h", "-help", "--help":
 		return flag.ErrHelp
 	case "":
-		return errors.New("tenant: want create, settings or upstream")
+		return fmt.Errorf("%s: want %s", command, want)
 	}
-	return fmt.Errorf("unknown tenant command %q: want create, settings or upstream", sub)
+	return fmt.Errorf("unknown %s command %q: want %s", command, sub, want)
 }
 
 // tenantID is a tenant command's ID argument.
@@ -123,18 +130,11 @@ func runTenantCreate(ctx context.Context, args []string, getenv func(string) str
 	if err := st.EnsureTenant(ctx, id, cmp.Or(*name, id)); err != nil {
 		return err
 	}
-	key := *given
-	if key == "" {
-		secret := make([]byte, 32)
-		if _, err := rand.Read(secret); err != nil {
-			return err
-		}
-		key = "mnm_" + base64.RawURLEncoding.EncodeToString(secret)
-	}
-	if err := st.AddAPIKey(ctx, id, "created by mnemos tenant create", key); err != nil {
+	key, secret, err := st.CreateAPIKey(ctx, id, store.NewAPIKey{Name: "created by mnemos tenant create", Scopes: store.Scopes, Secret: *given}, cliActor)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "tenant %s\napi key %s\n", id, key)
+	fmt.Fprintf(stdout, "tenant %s\napi key %s\nkey id %s (every scope: the tenant's administrator)\n", id, secret, key.ID)
 	return nil
 }
 

@@ -158,6 +158,19 @@ type DreamScope struct {
 	LeaseExpiresAt     pgtype.Timestamptz
 }
 
+type Erasure struct {
+	ID          int64
+	TenantID    string
+	Kind        string
+	Target      string
+	Actor       string
+	Sessions    []string
+	Deleted     []byte
+	RequestedAt pgtype.Timestamptz
+	WorkedAt    pgtype.Timestamptz
+	FinishedAt  pgtype.Timestamptz
+}
+
 type ExtractorCursor struct {
 	TenantID     string
 	SessionID    string

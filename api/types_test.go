@@ -81,6 +81,8 @@ var bodies = []apitest.Body{
 	{Schemas: schema("APIKeySecret"), Type: reflect.TypeFor[api.KeySecret]()},
 	{Schemas: schema("AuditRecord"), Type: reflect.TypeFor[api.AuditRecord]()},
 	{Schemas: schema("AuditLog"), Type: reflect.TypeFor[api.AuditLog]()},
+	{Schemas: schema("Erasure"), Type: reflect.TypeFor[api.Erasure]()},
+	{Schemas: schema("ErasedTable"), Type: reflect.TypeFor[api.ErasedTable]()},
 }
 
 // untyped are the schemas of components/schemas no Go type stands for,

@@ -238,6 +238,24 @@ func (c *Client) GetSession(ctx context.Context, id string) (api.Session, error)
 	return out, err
 }
 
+// DeleteSession erases the session, every row of it, and returns what the
+// erasure removed; a session of which nothing exists is an *Error of status 404.
+func (c *Client) DeleteSession(ctx context.Context, id string) (api.Erasure, error) {
+	var out api.Erasure
+	r := request{method: http.MethodDelete, path: "/v1/sessions/" + segment(id), ok: []int{http.StatusOK}}
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
+// DeleteScope erases the memory scope ("project:repo-x"), every row of it,
+// and returns what the erasure removed.
+func (c *Client) DeleteScope(ctx context.Context, scope string) (api.Erasure, error) {
+	var out api.Erasure
+	r := request{method: http.MethodDelete, path: "/v1/scopes/" + segment(scope), ok: []int{http.StatusOK}}
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
 // ListSessions reads a page of the tenant's sessions, newest first.
 func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (api.SessionList, error) {
 	var out api.SessionList

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
@@ -239,7 +240,16 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 		return nil, err
 	}
 	con.Register(d.mux)
-	return listenKeys(cfg.Keys), nil
+	listen := listenKeys(cfg.Keys)
+	// The gateway finishes the erasures cut short (a crash mid-way).
+	return func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wg.Go(func() { _ = listen(ctx) })
+		return gw.RunErasures(ctx)
+	}, nil
 }
 
 // listenKeys runs while the process serves: it hears of API keys revoked

@@ -168,10 +168,33 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	_, err = c.KillDream(ctx, d.ID)
 	require.Equal(t, "dream_ended", code(err))
 
-	// Another tenant sees none of it.
+	// Another tenant sees none of it, and can erase none of it.
 	other := client.New(srv.URL, "key-globex", client.WithHTTPClient(h.client))
 	_, err = other.GetSession(ctx, "s1")
 	require.True(t, client.IsNotFound(err))
+	_, err = other.DeleteSession(ctx, "s1")
+	require.True(t, client.IsNotFound(err))
+	_, err = other.DeleteScope(ctx, scope)
+	require.True(t, client.IsNotFound(err))
+
+	// Erasures.
+	er, err := c.DeleteSession(ctx, "s1")
+	require.NoError(t, err)
+	require.Equal(t, "session", er.Kind)
+	require.Positive(t, er.Rows)
+	_, err = c.GetSession(ctx, "s1")
+	require.True(t, client.IsNotFound(err))
+	_, err = c.DeleteSession(ctx, "s1")
+	require.True(t, client.IsNotFound(err), "nothing of it is left")
+	_, err = c.DeleteSession(ctx, "not a session")
+	require.Equal(t, "bad_session_id", code(err))
+	er, err = c.DeleteScope(ctx, scope)
+	require.NoError(t, err)
+	require.Equal(t, scope, er.Target)
+	_, err = c.GetMemory(ctx, scope, "release")
+	require.True(t, client.IsNotFound(err))
+	_, err = c.DeleteScope(ctx, "planet:earth")
+	require.Equal(t, "bad_scope", code(err))
 	_, err = client.New(srv.URL, "nope", client.WithHTTPClient(h.client)).GetSession(ctx, "s1")
 	require.Equal(t, "unauthorized", code(err))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
+	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
@@ -28,6 +29,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway/contextapi"
+	"github.com/mnemos-ai/mnemos/services/gateway/erasureapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/ingest"
 	"github.com/mnemos-ai/mnemos/services/gateway/keysapi"
@@ -100,6 +102,9 @@ type Config struct {
 	// Recall answers recall (POST /v1/sessions/{id}/recall and MCP's tool);
 	// nil answers that this process serves none.
 	Recall *recall.Recaller
+	// Erasure configures the erasures of sessions and scopes and their
+	// sweep (RunErasures).
+	Erasure erasure.Config
 }
 
 // DefaultMaxInflightBytes is the default budget of bytes in flight.
@@ -141,6 +146,8 @@ type Gateway struct {
 	mcp       *mcpapi.Handler
 	proxy     *proxy.Handler
 	keys      *keysapi.Handler
+	erasures  *erasureapi.Handler
+	eraser    *erasure.Eraser
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
@@ -160,7 +167,9 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		memories: memoryapi.New(base, cfg.Memories, cfg.Dreams, settings),
 		mcp:      mcpapi.New(base, st, settings, cfg.Memories, cfg.Recall),
 		keys:     keysapi.New(base, st, cfg.Now),
+		eraser:   erasure.New(cfg.Erasure, st, log.With("part", "erasure")),
 	}
+	g.erasures = erasureapi.New(base, g.eraser)
 	if g.ingest, err = ingest.New(ingest.Config{MaxEventBytes: cfg.MaxEventBytes, Limits: cfg.Limits}, base, g.admission, st, b, settings, meter); err != nil {
 		return fail(err)
 	}
@@ -226,8 +235,14 @@ func (g *Gateway) RegisterAPI(mux httpapi.Mux) {
 	g.memories.Register(mux)
 	g.mcp.Register(mux)
 	g.keys.Register(mux)
+	g.erasures.Register(mux)
 	mux.Handle("GET /openapi.json", api.Handler())
 }
+
+// RunErasures finishes, until ctx ends, the erasures whose worker stopped
+// before they were done (a crash, a client gone): at start and then
+// periodically (erasure.Eraser.Run).
+func (g *Gateway) RunErasures(ctx context.Context) error { return g.eraser.Run(ctx) }
 
 // RegisterProxy adds the model proxy's routes to mux (the proxy target):
 // it renders the sessions it manages with the same context service.

@@ -60,7 +60,8 @@ func TestAWrongMethodIs405WithAllow(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	for _, c := range []struct{ method, path, allow string }{
-		{"DELETE", "/v1/sessions/x", "GET, HEAD, PATCH"},
+		{"PUT", "/v1/sessions/x", "GET, HEAD, PATCH, DELETE"},
+		{"GET", "/v1/scopes/user:u-42", "DELETE"},
 		{"GET", "/v1/turns", "POST"},
 		{"PUT", "/v1/sessions/x/compact", "POST"},
 		{"POST", "/v1/scopes/user:u-42/memories/a", "GET, HEAD, PUT, DELETE"},

@@ -222,7 +222,22 @@ export interface paths {
         get: operations["getSession"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Erase a session, every row of it
+         * @description Removes the session for good: its messages, turns, tool results,
+         *     compactions, notes, context snapshots, recall records, kept requests,
+         *     the proxy's threads of it (each a session of its own) and their
+         *     rows, and events not yet relayed; revisions of memories it wrote keep
+         *     the memory (its scope's) and forget the session. The erasure is
+         *     recorded before any row goes and worked through in batches, each its
+         *     own short transaction; one cut short is finished by the gateway's
+         *     sweep. While it is unfinished, `POST /v1/turns` for the session
+         *     answers 409 `session_erasing`. A finished erasure leaves a record in
+         *     the tenant's audit log: who, what, when and how many rows from which
+         *     table, none of the content. Answers 404 when nothing of the session
+         *     exists (never existed, or erased already).
+         */
+        delete: operations["deleteSession"];
         options?: never;
         head?: never;
         /**
@@ -455,6 +470,37 @@ export interface paths {
          */
         post: operations["recall"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scopes/{scope}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description A memory scope, `<kind>:<id>` with kind `user`, `project`, `local` or `agent` (else 400 `bad_scope`).
+                 * @example project:repo-x
+                 */
+                scope: components["parameters"]["Scope"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Erase a memory scope, every row of it
+         * @description Removes the scope's memories with every revision, its index, its
+         *     dreams and dream state, what recall surfaced of it, the memory
+         *     sections rendered from it (rendered again without it) and the
+         *     reminders prefetched beside a user message that showed one of its
+         *     memories. Recorded, batched, resumed and audited like a session's
+         *     erasure. Answers 404 when nothing of the scope exists.
+         */
+        delete: operations["deleteScope"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1194,6 +1240,26 @@ export interface components {
                 reason?: string;
             };
         };
+        Erasure: {
+            /** @description the erasure's record */
+            id: number;
+            /** @enum {string} */
+            kind: "session" | "scope";
+            /** @description the session id or the scope */
+            target: string;
+            /** @description rows removed or cleared in all */
+            rows: number;
+            tables: components["schemas"]["ErasedTable"][];
+            /** Format: date-time */
+            requested_at: string;
+            /** Format: date-time */
+            finished_at: string;
+        };
+        ErasedTable: {
+            /** @description a table; with a suffix (`memory_revisions:detached`, `recall_prefetches:cleared`) rows of something else that had the erased data cleared */
+            table: string;
+            rows: number;
+        };
         ScopeList: {
             items: {
                 scope: string;
@@ -1840,6 +1906,15 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            /** @description An erasure of the session is unfinished (`session_erasing`); send the turn after it finishes, as a new session. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
@@ -2143,6 +2218,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, 1 to 128 ASCII letters, digits, `_` and `-`, starting with a letter or a digit (else 400 `bad_session_id`). */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session is erased; what went. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Erasure"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2548,6 +2652,38 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteScope: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description A memory scope, `<kind>:<id>` with kind `user`, `project`, `local` or `agent` (else 400 `bad_scope`).
+                 * @example project:repo-x
+                 */
+                scope: components["parameters"]["Scope"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The scope is erased; what went. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Erasure"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
     };

@@ -107,3 +107,18 @@ test("usage and the session list answer their shapes", async () => {
   assert.ok(Array.isArray(sessions.items));
   assert.equal(typeof sessions.next_cursor, "string");
 });
+
+test("a scope's erasure removes its memories, and a second finds nothing", async () => {
+  const scope = "project:ts-erased";
+  await client.put("/v1/scopes/{scope}/memories/{name}", {
+    path: { scope, name: "to-forget" },
+    markdown: "---\nname: to-forget\ndescription: Erased by the test\ntype: project\n---\nNothing to keep.\n",
+  });
+  const erased: Schemas["Erasure"] = await client.delete("/v1/scopes/{scope}", { path: { scope } });
+  assert.equal(erased.kind, "scope");
+  assert.equal(erased.target, scope);
+  assert.ok(erased.tables.some((t) => t.table === "memories" && t.rows === 1));
+  await rejects(client.get("/v1/scopes/{scope}/memories/{name}", { path: { scope, name: "to-forget" } }), 404, "not_found");
+  await rejects(client.delete("/v1/scopes/{scope}", { path: { scope } }), 404, "not_found");
+  await rejects(client.delete("/v1/sessions/{id}", { path: { id: "never-was" } }), 404, "not_found");
+});

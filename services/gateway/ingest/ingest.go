@@ -94,6 +94,20 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 		h.refuse(ctx, w, ie)
 		return
 	}
+	// A session being erased takes no turn until the erasure is done, so
+	// that none of it comes back; the turn then starts a new session.
+	erasing, err := h.store.SessionErasing(ctx, tenant, ev.SessionID)
+	if err != nil {
+		h.Log.Error("checking for the session's erasure failed", "tenant", tenant, "session", ev.SessionID, "err", err)
+		w.Header().Set("Retry-After", "1")
+		httpapi.Fail(w, http.StatusServiceUnavailable, "unavailable", "could not check the session; retry with the same event_id")
+		return
+	}
+	if erasing {
+		w.Header().Set("Retry-After", "5")
+		httpapi.Fail(w, http.StatusConflict, "session_erasing", "session "+ev.SessionID+" is being erased; send its turns after the erasure is done")
+		return
+	}
 	if err := h.checkBounds(ctx, tenant, set.Limits, ev); err != nil {
 		if _, ok := turn.AsInputError(err); ok {
 			h.refuse(ctx, w, err)

@@ -114,13 +114,15 @@ func (t *Tx) SessionErasing(ctx context.Context, session string) (bool, error) {
 }
 
 // SessionErasing reports whether an erasure of the tenant's session is
-// unfinished, in a transaction of its own.
-func (s *Store) SessionErasing(ctx context.Context, tenant, session string) (pending bool, err error) {
-	err = s.InTx(ctx, tenant, func(tx *Tx) error {
-		pending, err = tx.SessionErasing(ctx, session)
-		return err
-	})
-	return pending, err
+// unfinished: one read by key, in one round trip (POST /v1/turns asks it
+// for every turn).
+func (s *Store) SessionErasing(ctx context.Context, tenant, session string) (bool, error) {
+	reads := NewReads(tenant)
+	pending := Queue(reads, func(tx *Tx) (bool, error) { return tx.SessionErasing(ctx, session) })
+	if err := s.Read(ctx, reads); err != nil {
+		return false, fmt.Errorf("store.SessionErasing: %w", err)
+	}
+	return pending.Get()
 }
 
 // SessionThreadIDs lists the Mnemos sessions the proxy keeps as threads of

@@ -434,3 +434,56 @@ func TestConcurrentErasuresOfOneSessionAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestErasureOfASessionThatKeepsGrowing: rows written while the erasure
+// runs go in its next pass; when every pass finds new ones, the request
+// answers 503 and the erasure stays recorded for the sweep, which
+// finishes it once they stop.
+func TestErasureOfASessionThatKeepsGrowing(t *testing.T) {
+	t.Parallel()
+	var admin atomic.Pointer[pgxpool.Pool]
+	var growing atomic.Bool
+	growing.Store(true)
+	h, _, pool := erasureHarness(t, func(cfg *gateway.Config) {
+		cfg.Erasure.MaxPasses = 3
+		cfg.Erasure.Lease = time.Millisecond
+		cfg.Erasure.AfterBatch = func(step string, _ int64) error {
+			if step == "active_sessions" && growing.Load() {
+				// As the limiter does for a turn that arrives meanwhile.
+				_, err := admin.Load().Exec(context.Background(),
+					`INSERT INTO active_sessions (tenant_id, session_id, active_at) VALUES ('acme', $1, now())`, erased)
+				return err
+			}
+			return nil
+		}
+	})
+	admin.Store(pool)
+	ctx := context.Background()
+
+	status, body := h.do(t, "DELETE", "/v1/sessions/"+erased, "key-acme", nil)
+	require.Equal(t, http.StatusServiceUnavailable, status, body)
+	pending, err := h.store.SessionErasing(ctx, "acme", erased)
+	require.NoError(t, err)
+	require.True(t, pending, "the erasure stays recorded")
+	require.Equal(t, int64(1), naming(t, pool, "active_sessions", "acme", erased), "the row written during the last pass")
+
+	growing.Store(false)
+	time.Sleep(5 * time.Millisecond)
+	ctxRun, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.gw.RunErasures(ctxRun) }()
+	require.Eventually(t, func() bool {
+		p, err := h.store.SessionErasing(ctx, "acme", erased)
+		return err == nil && !p
+	}, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	for _, tb := range tenantTables(t, pool) {
+		if _, ok := afterSessionErasure[tb]; !ok {
+			require.Zero(t, naming(t, pool, tb, "acme", erased, erasedThr), tb)
+		}
+	}
+	var rows int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (deleted ->> 'active_sessions')::bigint FROM erasures WHERE tenant_id = 'acme'`).Scan(&rows))
+	require.Equal(t, int64(4), rows, "the seeded row and the three written during the passes")
+}

@@ -212,6 +212,35 @@ func seedSession(t *testing.T, h *harness, c *client.Client, admin *pgxpool.Pool
 	exec(`INSERT INTO llm_usage (tenant_id, day, task, provider, model, calls) VALUES ($1, current_date, 'compaction', 'builtin', 'builtin', 1) ON CONFLICT DO NOTHING`, tenant)
 }
 
+// sweepUntilErased runs the gateway's sweep of erasures until acme's
+// erasure of the erased session is finished; the erasure's lease must be
+// short.
+func sweepUntilErased(t *testing.T, h *harness) {
+	t.Helper()
+	ctx := context.Background()
+	time.Sleep(5 * time.Millisecond)
+	ctxRun, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.gw.RunErasures(ctxRun) }()
+	require.Eventually(t, func() bool {
+		p, err := h.store.SessionErasing(ctx, "acme", erased)
+		return err == nil && !p
+	}, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// requireErased fails unless no row of acme names the erased session or
+// its thread, but the erasure's records.
+func requireErased(t *testing.T, admin *pgxpool.Pool) {
+	t.Helper()
+	for _, tb := range tenantTables(t, admin) {
+		if _, ok := afterSessionErasure[tb]; !ok {
+			require.Zero(t, naming(t, admin, tb, "acme", erased, erasedThr), tb)
+		}
+	}
+}
+
 // erasureHarness is the gateway's harness with two sessions of acme (one
 // with a thread) and one of globex under the erased session's id, each in
 // a scope of its own but globex's, which has acme's erased scope's name.
@@ -374,21 +403,8 @@ func TestErasureCutShortIsResumed(t *testing.T) {
 
 	// The sweep finishes it, counting every row once.
 	crash.Store(false)
-	time.Sleep(5 * time.Millisecond)
-	ctxRun, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- h.gw.RunErasures(ctxRun) }()
-	require.Eventually(t, func() bool {
-		p, err := h.store.SessionErasing(ctx, "acme", erased)
-		return err == nil && !p
-	}, 20*time.Second, 20*time.Millisecond)
-	cancel()
-	require.NoError(t, <-done)
-	for _, tb := range tenantTables(t, admin) {
-		if _, ok := afterSessionErasure[tb]; !ok {
-			require.Zero(t, naming(t, admin, tb, "acme", erased, erasedThr), tb)
-		}
-	}
+	sweepUntilErased(t, h)
+	requireErased(t, admin)
 	var log []store.AuditEntry
 	require.NoError(t, h.store.InTx(ctx, "acme", func(tx *store.Tx) (err error) {
 		log, err = tx.AuditLog(ctx)
@@ -428,11 +444,7 @@ func TestConcurrentErasuresOfOneSessionAgree(t *testing.T) {
 	var sessions int64
 	require.NoError(t, admin.QueryRow(ctx, `SELECT sum(coalesce((deleted ->> 'sessions')::bigint, 0)) FROM erasures WHERE tenant_id = 'acme'`).Scan(&sessions))
 	require.Equal(t, int64(2), sessions)
-	for _, tb := range tenantTables(t, admin) {
-		if _, ok := afterSessionErasure[tb]; !ok {
-			require.Zero(t, naming(t, admin, tb, "acme", erased, erasedThr), tb)
-		}
-	}
+	requireErased(t, admin)
 }
 
 // TestErasureOfASessionThatKeepsGrowing: rows written while the erasure
@@ -468,21 +480,8 @@ func TestErasureOfASessionThatKeepsGrowing(t *testing.T) {
 	require.Equal(t, int64(1), naming(t, pool, "active_sessions", "acme", erased), "the row written during the last pass")
 
 	growing.Store(false)
-	time.Sleep(5 * time.Millisecond)
-	ctxRun, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- h.gw.RunErasures(ctxRun) }()
-	require.Eventually(t, func() bool {
-		p, err := h.store.SessionErasing(ctx, "acme", erased)
-		return err == nil && !p
-	}, 20*time.Second, 20*time.Millisecond)
-	cancel()
-	require.NoError(t, <-done)
-	for _, tb := range tenantTables(t, pool) {
-		if _, ok := afterSessionErasure[tb]; !ok {
-			require.Zero(t, naming(t, pool, tb, "acme", erased, erasedThr), tb)
-		}
-	}
+	sweepUntilErased(t, h)
+	requireErased(t, pool)
 	var rows int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT (deleted ->> 'active_sessions')::bigint FROM erasures WHERE tenant_id = 'acme'`).Scan(&rows))
 	require.Equal(t, int64(4), rows, "the seeded row and the three written during the passes")

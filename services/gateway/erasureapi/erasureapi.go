@@ -16,7 +16,6 @@ import (
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
-
 // Handler serves the erasure routes.
 type Handler struct {
 	httpapi.Base

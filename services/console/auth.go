@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 // cookieName is the console's session cookie. The __Host- prefix would
@@ -25,6 +27,7 @@ type signedIn struct {
 	key     string
 	nonce   string
 	expires time.Time
+	grant   store.KeyGrant // what the key holds now: read at each request, never kept in the cookie
 }
 
 // sign makes a cookie value: tenant, expiry, nonce and key hash, then an

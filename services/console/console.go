@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -59,6 +60,8 @@ type Config struct {
 	Memories *memory.Store
 	Dreams   *dream.Dreams
 	Keys     KeyChecker
+	// Eraser erases a session or a scope for a tenant administrator.
+	Eraser *erasure.Eraser
 	// Secret signs session cookies and CSRF tokens (at least
 	// MinSecretBytes); empty makes a random one, so sessions end when the
 	// process does and are not shared between replicas.
@@ -121,7 +124,7 @@ func New(cfg Config) (*Console, error) {
 }
 
 // pageNames are the templates that are whole pages (each with layout.html).
-var pageNames = []string{"login", "sessions", "session", "scopes", "scope", "memory", "dreams", "dream", "usage", "error"}
+var pageNames = []string{"login", "sessions", "session", "scopes", "scope", "memory", "dreams", "dream", "usage", "keys", "error"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -186,6 +189,12 @@ func (c *Console) routes() []route {
 		{"POST /console/dreams/{id}/approve", true, c.approve},
 		{"POST /console/dreams/{id}/reject", true, c.reject},
 		{"GET /console/usage", false, c.usage},
+		{"GET /console/keys", false, c.keys},
+		{"POST /console/keys", true, c.makeKey},
+		{"POST /console/keys/{id}/revoke", true, c.revokeKey},
+		{"POST /console/keys/{id}/rotate", true, c.rotateKey},
+		{"POST /console/sessions/{id}/erase", true, c.eraseSession},
+		{"POST /console/memories/{scope}/erase", true, c.eraseScope},
 	}
 }
 
@@ -213,7 +222,7 @@ func (c *Console) page(next func(http.ResponseWriter, *http.Request, signedIn)) 
 			http.Redirect(w, r, Prefix+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		if !c.keyHolds(w, r, s) {
+		if s.grant, ok = c.keyHolds(w, r, s); !ok {
 			return
 		}
 		next(w, r, s)
@@ -234,7 +243,7 @@ func (c *Console) post(next func(http.ResponseWriter, *http.Request, signedIn)) 
 			c.fail(w, r, s, http.StatusForbidden, "The form's CSRF token is missing or not this session's; reload the page and try again.")
 			return
 		}
-		if !c.keyHolds(w, r, s) {
+		if s.grant, ok = c.keyHolds(w, r, s); !ok {
 			return
 		}
 		next(w, r, s)
@@ -244,11 +253,11 @@ func (c *Console) post(next func(http.ResponseWriter, *http.Request, signedIn)) 
 // keyHolds reports whether the session's key is still active, else ends
 // the session and sends the browser to sign in again (or answers 503 when
 // the key cannot be checked).
-func (c *Console) keyHolds(w http.ResponseWriter, r *http.Request, s signedIn) bool {
-	_, err := c.cfg.Keys.ByHash(r.Context(), s.key)
+func (c *Console) keyHolds(w http.ResponseWriter, r *http.Request, s signedIn) (store.KeyGrant, bool) {
+	grant, err := c.cfg.Keys.ByHash(r.Context(), s.key)
 	switch {
 	case err == nil:
-		return true
+		return grant, true
 	case errors.Is(err, store.ErrNotFound):
 		clearSession(w, r)
 		http.Redirect(w, r, Prefix+"login?ended=key", http.StatusSeeOther)
@@ -256,7 +265,7 @@ func (c *Console) keyHolds(w http.ResponseWriter, r *http.Request, s signedIn) b
 		c.cfg.Log.Error("console: checking a session's API key", "err", err)
 		c.fail(w, r, signedIn{}, http.StatusServiceUnavailable, "Could not check this session's API key; try again.")
 	}
-	return false
+	return store.KeyGrant{}, false
 }
 
 // view is what every page template gets.
@@ -266,6 +275,7 @@ type view struct {
 	Tenant string
 	CSRF   string
 	Flash  string
+	Admin  bool // the session's key holds the admin scope
 	Data   any
 }
 
@@ -285,7 +295,7 @@ func (c *Console) render(w http.ResponseWriter, status int, name string, v view)
 
 // signedView is a page's view for a signed-in tenant.
 func (c *Console) signedView(s signedIn, nav, title string, data any) view {
-	return view{Title: title, Nav: nav, Tenant: s.tenant, CSRF: c.csrfToken(s), Data: data}
+	return view{Title: title, Nav: nav, Tenant: s.tenant, CSRF: c.csrfToken(s), Admin: s.grant.Has(store.ScopeAdmin), Data: data}
 }
 
 // fail renders the error page with a message for people.

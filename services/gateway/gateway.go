@@ -244,6 +244,9 @@ func (g *Gateway) RegisterAPI(mux httpapi.Mux) {
 // periodically (erasure.Eraser.Run).
 func (g *Gateway) RunErasures(ctx context.Context) error { return g.eraser.Run(ctx) }
 
+// Eraser is the gateway's eraser, for the console's erasures.
+func (g *Gateway) Eraser() *erasure.Eraser { return g.eraser }
+
 // RegisterProxy adds the model proxy's routes to mux (the proxy target):
 // it renders the sessions it manages with the same context service.
 func (g *Gateway) RegisterProxy(mux httpapi.Mux) { g.proxy.Register(mux) }

@@ -8,11 +8,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	neturl "net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
@@ -49,13 +52,14 @@ var tenantUsage = [][2]string{
 	{"tenant create [-name NAME] [-key KEY] ID", "create a tenant and print a new API key with every scope"},
 	{"tenant settings ID [JSON]", "print a tenant's stored and effective settings; with JSON, replace them first"},
 	{"tenant upstream [-provider anthropic|openai] [-url URL -key-file FILE | -clear] ID", "set or clear the tenant's own upstream for a provider (default anthropic); print its URL"},
+	{"tenant delete -yes ID", "erase the tenant for good: every row of it, its keys first; the audit log keeps the record"},
 }
 
 // runTenant manages tenants: `create` makes one and prints a fresh API key;
 // `settings` prints or replaces the settings that override the defaults.
 func runTenant(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return runSubcommand(ctx, "tenant", tenantUsage, map[string]subcommand{
-		"create": runTenantCreate, "settings": runTenantSettings, "upstream": runTenantUpstream,
+		"create": runTenantCreate, "settings": runTenantSettings, "upstream": runTenantUpstream, "delete": runTenantDelete,
 	}, args, getenv, stdout, stderr)
 }
 
@@ -271,4 +275,39 @@ func readUpstream(rawURL, keyFile string, stdin io.Reader) (store.Upstream, erro
 		return store.Upstream{}, errors.New("tenant upstream: the key file must hold one key")
 	}
 	return store.Upstream{URL: strings.TrimSuffix(u.String(), "/"), Key: k}, nil
+}
+
+// runTenantDelete erases a tenant for good (erasure.EraseTenant): in
+// batches, resumable (a gateway's sweep finishes an erasure cut short),
+// audited with cli as the actor.
+func runTenantDelete(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := commandFlags("tenant delete", tenantUsage[3][0],
+		"Erases the tenant ID and every row of it, for good: its API keys first (its requests stop), then\n"+
+			"every table that holds its rows, in batches, then the tenant. The audit log keeps the record.", stderr)
+	yes := fs.Bool("yes", false, "erase it: nothing is erased without")
+	if err := parseArgs(fs, args, 1); err != nil {
+		return err
+	}
+	id, err := tenantID(fs)
+	if err != nil {
+		return err
+	}
+	if !*yes {
+		return fmt.Errorf("tenant delete: this erases every row of tenant %s for good; give -yes to do it", id)
+	}
+	st, err := tenantStore(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	er, err := erasure.New(erasure.DefaultConfig(), st, nil).EraseTenant(ctx, id, cliActor)
+	if err != nil {
+		return fmt.Errorf("tenant delete: %w", err)
+	}
+	fmt.Fprintf(stdout, "tenant %s erased: %d rows\n", id, er.Rows())
+	tables := slices.Sorted(maps.Keys(er.Deleted))
+	for _, tb := range tables {
+		fmt.Fprintf(stdout, "  %-24s %d\n", tb, er.Deleted[tb])
+	}
+	return nil
 }

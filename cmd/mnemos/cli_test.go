@@ -110,7 +110,7 @@ func TestUsageListsEveryCommandAndTarget(t *testing.T) {
 	var out bytes.Buffer
 	require.ErrorIs(t, run(context.Background(), []string{"-h"}, env(nil), &out, &out), flag.ErrHelp)
 	usage := out.String()
-	names := []string{"tenant create", "tenant settings", "tenant upstream"}
+	names := []string{"tenant create", "tenant settings", "tenant upstream", "tenant delete"}
 	for _, c := range commands {
 		if c.name != "tenant" {
 			names = append(names, c.name)
@@ -200,7 +200,8 @@ func TestHelpExitsZeroFromTheBinary(t *testing.T) {
 	storeDir := filepath.Join(t.TempDir(), "nats")
 	for _, args := range [][]string{
 		{"-h"}, {"--help"}, {"migrate", "--help"}, {"healthcheck", "--help"}, {"tenant", "--help"},
-		{"tenant", "create", "--help"}, {"tenant", "settings", "--help"}, {"tenant", "upstream", "--help"}, {"replay", "--help"},
+		{"tenant", "create", "--help"}, {"tenant", "settings", "--help"}, {"tenant", "upstream", "--help"}, {"tenant", "delete", "--help"}, {"replay", "--help"},
+		{"key", "--help"}, {"key", "create", "--help"}, {"key", "list", "--help"}, {"key", "revoke", "--help"}, {"key", "rotate", "--help"},
 		{"bench", "--help"}, {"bench", "render", "--help"}, {"config", "--help"}, {"version", "--help"}, {"version"},
 	} {
 		cmd := exec.Command(bin, args...)

@@ -31,6 +31,7 @@ import (
 const (
 	ActionEraseSession = "erase_session"
 	ActionEraseScope   = "erase_scope"
+	ActionEraseTenant  = "erase_tenant"
 )
 
 // Config of an Eraser.
@@ -85,6 +86,16 @@ func (e *Eraser) EraseSession(ctx context.Context, tenant, session, actor string
 // EraseScope erases the tenant's memory scope.
 func (e *Eraser) EraseScope(ctx context.Context, tenant string, scope memory.Scope, actor string) (store.Erasure, error) {
 	return e.erase(ctx, tenant, store.ErasureScope, scope.String(), actor)
+}
+
+// EraseTenant erases every row of the tenant, its API keys first, then
+// the tenant itself; the audit log keeps the record of it. A tenant that
+// does not exist is store.ErrUnknownTenant.
+func (e *Eraser) EraseTenant(ctx context.Context, tenant, actor string) (store.Erasure, error) {
+	if _, err := e.store.TenantSettings(ctx, tenant); err != nil {
+		return store.Erasure{}, err
+	}
+	return e.erase(ctx, tenant, store.ErasureTenant, tenant, actor)
 }
 
 func (e *Eraser) erase(ctx context.Context, tenant, kind, target, actor string) (store.Erasure, error) {
@@ -156,12 +167,28 @@ func (e *Eraser) pass(ctx context.Context, tenant string, er store.Erasure) (int
 			return 0, err
 		}
 	}
+	steps := store.ErasureSteps(er.Kind)
+	batch := func(tx *store.Tx, step string) (int64, error) {
+		return tx.EraseBatch(ctx, er.ID, er.Kind, step, target, e.cfg.Batch)
+	}
+	if er.Kind == store.ErasureTenant {
+		err := e.store.InTx(ctx, tenant, func(tx *store.Tx) (err error) {
+			steps, err = tx.TenantErasureSteps(ctx)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("erasure %d: %w", er.ID, err)
+		}
+		batch = func(tx *store.Tx, table string) (int64, error) {
+			return tx.EraseTenantBatch(ctx, er.ID, table, e.cfg.Batch)
+		}
+	}
 	var total int64
-	for _, step := range store.ErasureSteps(er.Kind) {
+	for _, step := range steps {
 		for {
 			var n int64
 			err := e.store.InTx(ctx, tenant, func(tx *store.Tx) (err error) {
-				n, err = tx.EraseBatch(ctx, er.ID, er.Kind, step, target, e.cfg.Batch)
+				n, err = batch(tx, step)
 				return err
 			})
 			if err != nil {
@@ -182,13 +209,16 @@ func (e *Eraser) pass(ctx context.Context, tenant string, er store.Erasure) (int
 }
 
 func (e *Eraser) finish(ctx context.Context, tenant string, er store.Erasure) (store.Erasure, error) {
-	action := ActionEraseSession
-	if er.Kind == store.ErasureScope {
-		action = ActionEraseScope
-	}
 	var done store.Erasure
 	err := e.store.InTx(ctx, tenant, func(tx *store.Tx) (err error) {
-		done, err = tx.FinishErasure(ctx, er.ID, action)
+		switch er.Kind {
+		case store.ErasureTenant:
+			done, err = tx.FinishTenantErasure(ctx, er.ID, ActionEraseTenant)
+		case store.ErasureScope:
+			done, err = tx.FinishErasure(ctx, er.ID, ActionEraseScope)
+		default:
+			done, err = tx.FinishErasure(ctx, er.ID, ActionEraseSession)
+		}
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {

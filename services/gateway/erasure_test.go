@@ -363,17 +363,7 @@ func TestErasureCutShortIsResumed(t *testing.T) {
 	t.Parallel()
 	var crash atomic.Bool
 	crash.Store(true)
-	errCrash := errors.New("the worker stopped")
-	h, _, admin := erasureHarness(t, func(cfg *gateway.Config) {
-		cfg.Erasure.Batch = 5
-		cfg.Erasure.Lease = time.Millisecond
-		cfg.Erasure.AfterBatch = func(string, int64) error {
-			if crash.Load() {
-				return errCrash
-			}
-			return nil
-		}
-	})
+	h, _, admin := crashingHarness(t, &crash)
 	ctx := context.Background()
 
 	// The worker stops after its first batch: the request fails, the
@@ -488,4 +478,86 @@ func erasureRecords(t *testing.T, h *harness, tenant string) []store.AuditRecord
 		}
 	}
 	return out
+}
+
+// TestTenantErasureLeavesNoRowOfTheTenant: a tenant's erasure, cut short
+// after its first batch as by a crash and finished by the sweep, leaves no
+// row of the tenant in any table the catalog lists (its audit records
+// only, which hold no content), stops its keys first, and changes no row of
+// another tenant.
+func TestTenantErasureLeavesNoRowOfTheTenant(t *testing.T) {
+	t.Parallel()
+	var crash atomic.Bool
+	h, _, admin := crashingHarness(t, &crash)
+	ctx := context.Background()
+	tables := tenantTables(t, admin)
+	globexBefore := digests(t, admin, tables, "globex", "", nil)
+	for _, tb := range tables {
+		if _, leaves := notTiedToASession[tb]; !leaves {
+			var n int64
+			require.NoError(t, admin.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %q WHERE tenant_id = 'acme'`, tb)).Scan(&n))
+			require.Positive(t, n, "acme has rows in %s before its erasure", tb)
+		}
+	}
+
+	crash.Store(true)
+	_, err := h.gw.Eraser().EraseTenant(ctx, "acme", "operator")
+	require.ErrorIs(t, err, errCrash)
+	var deleted string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT deleted::text FROM erasures WHERE tenant_id = 'acme' AND kind = 'tenant' AND finished_at IS NULL`).Scan(&deleted))
+	require.Regexp(t, `^\{"api_keys": 1\}$`, deleted, "the keys go first, and nothing after the first batch ran")
+	require.Eventually(t, func() bool {
+		status, _ := h.do(t, "GET", "/v1/sessions", "key-acme", nil)
+		return status == http.StatusUnauthorized
+	}, 5*time.Second, 50*time.Millisecond, "the tenant's key is refused once its erasure began")
+
+	crash.Store(false)
+	ctxRun, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.gw.RunErasures(ctxRun) }()
+	require.Eventually(t, func() bool {
+		var n int64
+		return admin.QueryRow(ctx, `SELECT count(*) FROM tenants WHERE tenant_id = 'acme'`).Scan(&n) == nil && n == 0
+	}, 30*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	for _, tb := range tables {
+		var n int64
+		require.NoError(t, admin.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %q WHERE tenant_id = 'acme'`, tb)).Scan(&n))
+		if tb == "audit_log" {
+			require.Zero(t, naming(t, admin, tb, "acme", goneBody, "run the build", "build log line"), "the audit log holds no content")
+			continue
+		}
+		require.Zero(t, n, "a row of acme is left in %s", tb)
+	}
+	require.Equal(t, globexBefore, digests(t, admin, tables, "globex", "", nil), "the other tenant is untouched")
+
+	var action, actor, detail string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT action, actor, detail::text FROM audit_log WHERE tenant_id = 'acme' ORDER BY id DESC LIMIT 1`).Scan(&action, &actor, &detail))
+	require.Equal(t, erasure.ActionEraseTenant, action)
+	require.Equal(t, "operator", actor)
+	require.Contains(t, detail, `"messages":`, "the record counts the rows, by table")
+
+	_, err = h.gw.Eraser().EraseTenant(ctx, "acme", "operator")
+	require.ErrorIs(t, err, store.ErrUnknownTenant, "erasing it again finds no tenant")
+}
+
+// errCrash is what a worker that stops after a batch fails with.
+var errCrash = errors.New("the worker stopped")
+
+// crashingHarness is the erasure harness with batches of 5, a short lease,
+// and workers that stop after their first batch while crash is set.
+func crashingHarness(t *testing.T, crash *atomic.Bool) (*harness, *client.Client, *pgxpool.Pool) {
+	t.Helper()
+	return erasureHarness(t, func(cfg *gateway.Config) {
+		cfg.Erasure.Batch = 5
+		cfg.Erasure.Lease = time.Millisecond
+		cfg.Erasure.AfterBatch = func(string, int64) error {
+			if crash.Load() {
+				return errCrash
+			}
+			return nil
+		}
+	})
 }

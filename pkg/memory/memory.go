@@ -56,12 +56,14 @@ const (
 	ActorDreamer Actor = "dreamer"
 	// ActorAPI: anyone else through the API (an operator, a platform's UI).
 	ActorAPI Actor = "api"
+	// ActorImport: an import of a scope's archive (Store.Import).
+	ActorImport Actor = "import"
 )
 
 // Valid reports whether a is one of the actors.
 func (a Actor) Valid() bool {
 	switch a {
-	case ActorAgent, ActorExtractor, ActorDreamer, ActorAPI:
+	case ActorAgent, ActorExtractor, ActorDreamer, ActorAPI, ActorImport:
 		return true
 	}
 	return false

@@ -62,7 +62,7 @@ type Change struct {
 func (c Change) check() error {
 	switch {
 	case !c.Actor.Valid():
-		return Refuse(ReasonBadChange, "actor %q is not one of agent, extractor, dreamer, api", clip(string(c.Actor)))
+		return Refuse(ReasonBadChange, "actor %q is not one of agent, extractor, dreamer, api, import", clip(string(c.Actor)))
 	case c.Actor == ActorAgent && c.SessionID == "":
 		return Refuse(ReasonBadChange, "a write of the agent names its session")
 	}

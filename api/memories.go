@@ -166,3 +166,18 @@ type RecalledMemory struct {
 	// Text is the reminder to show the agent (a <system-reminder> block).
 	Text string `json:"text"`
 }
+
+// ScopeImport answers an import of a scope's archive: the memories it
+// created, updated and left unchanged (by name), and the index after it.
+type ScopeImport struct {
+	Scope     string   `json:"scope"`
+	Created   []string `json:"created"`
+	Updated   []string `json:"updated"`
+	Unchanged []string `json:"unchanged"`
+	// IndexFrom is "archive" when the archive's MEMORY.md became the index,
+	// "memories" when the index was kept in step with the writes instead;
+	// IndexProblem then says what was wrong with the archive's.
+	IndexFrom    string `json:"index_from"`
+	IndexProblem string `json:"index_problem,omitempty"`
+	Index        Index  `json:"index"`
+}

@@ -71,6 +71,7 @@ var bodies = []apitest.Body{
 	{Schemas: schema("RevisionList"), Type: reflect.TypeFor[api.RevisionList]()},
 	{Schemas: schema("Diff"), Type: reflect.TypeFor[api.Diff]()},
 	{Schemas: schema("Index"), Type: reflect.TypeFor[api.Index]()},
+	{Schemas: schema("ScopeImport"), Type: reflect.TypeFor[api.ScopeImport]()},
 	{Schemas: schema("Dream"), Type: reflect.TypeFor[api.Dream]()},
 	{Schemas: schema("Proposal"), Type: reflect.TypeFor[api.Proposal]()},
 	{Schemas: schema("DreamList"), Type: reflect.TypeFor[api.DreamList]()},

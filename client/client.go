@@ -571,6 +571,23 @@ func (c *Client) PutIndex(ctx context.Context, scope, content string, opts Write
 	return out, err
 }
 
+// ExportScope reads a scope as a gzipped tar of memory/MEMORY.md and
+// memory/<name>.md (read with pkg/memory/archive, or tar xzf).
+func (c *Client) ExportScope(ctx context.Context, scope string) ([]byte, error) {
+	_, _, data, err := c.do(ctx, get("/v1/scopes/"+segment(scope)+"/export"))
+	return data, err
+}
+
+// ImportScope writes an archive as ExportScope reads it into a scope, all
+// or nothing, and says what it created, updated and left unchanged.
+func (c *Client) ImportScope(ctx context.Context, scope string, archive []byte) (api.ScopeImport, error) {
+	var out api.ScopeImport
+	r := request{method: http.MethodPost, path: "/v1/scopes/" + segment(scope) + "/import",
+		body: archive, contentType: "application/gzip", ok: []int{http.StatusOK}}
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
 // StartDream starts a consolidation of the scope now.
 func (c *Client) StartDream(ctx context.Context, scope string) (api.Dream, error) {
 	var out api.Dream

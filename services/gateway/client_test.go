@@ -150,6 +150,12 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, ix.Changed)
 	require.Contains(t, ix.Appended, "release", "an edit that leaves a memory out gets it appended")
+	tgz, err := c.ExportScope(ctx, scope)
+	require.NoError(t, err)
+	imported, err := c.ImportScope(ctx, "project:p-copy", tgz)
+	require.NoError(t, err)
+	require.Equal(t, []string{"release"}, imported.Created)
+	require.Equal(t, "archive", imported.IndexFrom)
 
 	// Dreams.
 	d, err := c.StartDream(ctx, scope)

@@ -699,6 +699,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/scopes/{scope}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description A memory scope, `<kind>:<id>` with kind `user`, `project`, `local` or `agent` (else 400 `bad_scope`).
+                 * @example project:repo-x
+                 */
+                scope: components["parameters"]["Scope"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The scope as a gzipped tar in Claude Code's memory layout
+         * @description A gzipped tar of a directory `memory/` holding `MEMORY.md` (the
+         *     index as stored) and one `<name>.md` per live memory, its markdown
+         *     as a GET of the memory answers it. A scope without memories answers
+         *     an archive of its index alone. Recorded in the audit log
+         *     (`scope.export`).
+         */
+        get: operations["exportScope"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scopes/{scope}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description A memory scope, `<kind>:<id>` with kind `user`, `project`, `local` or `agent` (else 400 `bad_scope`).
+                 * @example project:repo-x
+                 */
+                scope: components["parameters"]["Scope"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write a scope's archive into the scope, all or nothing
+         * @description The body is an archive as exportScope answers it (or the same files
+         *     without the `memory/` prefix). Each `<name>.md` is written as a
+         *     revision by the actor `import`; memories of the scope the archive
+         *     does not name are left alone. The archive's `MEMORY.md` becomes the
+         *     index when every line of it is valid against the scope after the
+         *     writes (`index_from: archive`); otherwise the index keeps its lines
+         *     and gains a default line per new memory (`index_from: memories`,
+         *     `index_problem` says why). Any bad file refuses the whole archive
+         *     and writes nothing: 400 `bad_archive`, `bad_path`, `bad_entry`,
+         *     `too_many_files`, `bad_frontmatter`, `bad_name`, `out_of_scope`,
+         *     `name_mismatch`… naming the file; 413 `too_large` for a file, or
+         *     the archive, over its bound. Recorded in the audit log
+         *     (`scope.import`).
+         */
+        post: operations["importScope"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/scopes/{scope}/dream": {
         parameters: {
             query?: never;
@@ -1516,7 +1584,7 @@ export interface components {
         /** @enum {string} */
         MemoryType: "user" | "feedback" | "project" | "reference";
         /** @enum {string} */
-        Actor: "agent" | "extractor" | "dreamer" | "api";
+        Actor: "agent" | "extractor" | "dreamer" | "api" | "import";
         Memory: {
             scope: string;
             name: string;
@@ -1575,6 +1643,19 @@ export interface components {
             to: number;
             /** @description A unified diff of the two revisions' markdown. */
             diff: string;
+        };
+        ScopeImport: {
+            scope: string;
+            /** @description Names of the memories the import created. */
+            created: string[];
+            updated: string[];
+            /** @description Names whose archive file equals the memory; no revision was made. */
+            unchanged: string[];
+            /** @enum {string} */
+            index_from: "archive" | "memories";
+            /** @description Why the archive's MEMORY.md was not used. */
+            index_problem?: string;
+            index: components["schemas"]["Index"];
         };
         Index: {
             scope: string;
@@ -3158,6 +3239,78 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    exportScope: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description A memory scope, `<kind>:<id>` with kind `user`, `project`, `local` or `agent` (else 400 `bad_scope`).
+                 * @example project:repo-x
+                 */
+                scope: components["parameters"]["Scope"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archive. */
+            200: {
+                headers: {
+                    /** @description attachment; filename="memory-<kind>-<id>.tar.gz" */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/gzip": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    importScope: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description A memory scope, `<kind>:<id>` with kind `user`, `project`, `local` or `agent` (else 400 `bad_scope`).
+                 * @example project:repo-x
+                 */
+                scope: components["parameters"]["Scope"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/gzip": string;
+            };
+        };
+        responses: {
+            /** @description What the import did. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScopeImport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];

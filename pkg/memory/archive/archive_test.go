@@ -12,43 +12,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/archivetest"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/archive"
 )
 
 func doc(name, desc, body string) memory.Document {
 	return memory.Document{Name: memory.Name(name), Description: desc, Type: memory.TypeProject, Body: body}
-}
-
-// entry is one tar entry a test writes as it likes.
-type entry struct {
-	name     string
-	typeflag byte
-	body     string
-	link     string
-}
-
-func tgz(t *testing.T, entries ...entry) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	gz := gzip.NewWriter(&b)
-	tw := tar.NewWriter(gz)
-	for _, e := range entries {
-		tf := e.typeflag
-		if tf == 0 {
-			tf = tar.TypeReg
-		}
-		h := &tar.Header{Name: e.name, Typeflag: tf, Mode: 0o644, Linkname: e.link}
-		if tf == tar.TypeReg {
-			h.Size = int64(len(e.body))
-		}
-		require.NoError(t, tw.WriteHeader(h))
-		_, err := tw.Write([]byte(e.body))
-		require.NoError(t, err)
-	}
-	require.NoError(t, tw.Close())
-	require.NoError(t, gz.Close())
-	return b.Bytes()
 }
 
 func TestWriteThenRead(t *testing.T) {
@@ -84,9 +54,9 @@ func must[T any](v T, err error) T {
 
 func TestReadWithoutThePrefix(t *testing.T) {
 	t.Parallel()
-	got, err := archive.Read(bytes.NewReader(tgz(t,
-		entry{name: "MEMORY.md", body: "- [a](a.md) — x\n"},
-		entry{name: "./a.md", body: doc("a", "A", "body").Markdown()},
+	got, err := archive.Read(bytes.NewReader(archivetest.Tgz(t,
+		archivetest.Entry{Name: "MEMORY.md", Body: "- [a](a.md) — x\n"},
+		archivetest.Entry{Name: "./a.md", Body: doc("a", "A", "body").Markdown()},
 	)), archive.DefaultLimits())
 	require.NoError(t, err)
 	require.Equal(t, "- [a](a.md) — x\n", got.Index)
@@ -98,7 +68,6 @@ func TestReadRefusesBadInput(t *testing.T) {
 	good := doc("a", "A", "body").Markdown()
 	small := archive.DefaultLimits()
 	small.MaxFiles, small.MaxTotalBytes = 3, 200_000
-	zeros := strings.Repeat("\x00", 10<<20)
 	cases := []struct {
 		name    string
 		raw     []byte
@@ -108,28 +77,28 @@ func TestReadRefusesBadInput(t *testing.T) {
 	}{
 		{"not gzip", []byte("PK\x03\x04 a zip"), archive.DefaultLimits(), archive.ReasonBadArchive, "gzip"},
 		{"gzip but not tar", gzipOf(t, "just text, no tar header here"+strings.Repeat(" ", 600)), archive.DefaultLimits(), archive.ReasonBadArchive, "corrupt"},
-		{"bad frontmatter", tgz(t, entry{name: "memory/a.md", body: "no frontmatter"}), archive.DefaultLimits(), memory.ReasonBadFrontmatter, "memory/a.md"},
-		{"bad type", tgz(t, entry{name: "memory/a.md", body: strings.Replace(good, "type: project", "type: gossip", 1)}), archive.DefaultLimits(), memory.ReasonBadType, "memory/a.md"},
-		{"bad name", tgz(t, entry{name: "memory/Bad Name.md", body: good}), archive.DefaultLimits(), memory.ReasonBadName, "Bad Name.md"},
-		{"name is not the file", tgz(t, entry{name: "memory/b.md", body: good}), archive.DefaultLimits(), memory.ReasonNameMismatch, "memory/b.md"},
-		{"too large", tgz(t, entry{name: "memory/a.md", body: good + strings.Repeat("x", 20<<10)}), archive.DefaultLimits(), memory.ReasonTooLarge, "memory/a.md"},
-		{"too many files", tgz(t, entry{name: "a.md", body: good}, entry{name: "b.md", body: strings.Replace(good, "name: a", "name: b", 1)},
-			entry{name: "c.md", body: strings.Replace(good, "name: a", "name: c", 1)}, entry{name: "d.md", body: strings.Replace(good, "name: a", "name: d", 1)}),
+		{"bad frontmatter", archivetest.Tgz(t, archivetest.Entry{Name: "memory/a.md", Body: "no frontmatter"}), archive.DefaultLimits(), memory.ReasonBadFrontmatter, "memory/a.md"},
+		{"bad type", archivetest.Tgz(t, archivetest.Entry{Name: "memory/a.md", Body: strings.Replace(good, "type: project", "type: gossip", 1)}), archive.DefaultLimits(), memory.ReasonBadType, "memory/a.md"},
+		{"bad name", archivetest.Tgz(t, archivetest.Entry{Name: "memory/Bad Name.md", Body: good}), archive.DefaultLimits(), memory.ReasonBadName, "Bad Name.md"},
+		{"name is not the file", archivetest.Tgz(t, archivetest.Entry{Name: "memory/b.md", Body: good}), archive.DefaultLimits(), memory.ReasonNameMismatch, "memory/b.md"},
+		{"too large", archivetest.Tgz(t, archivetest.Entry{Name: "memory/a.md", Body: good + strings.Repeat("x", 20<<10)}), archive.DefaultLimits(), memory.ReasonTooLarge, "memory/a.md"},
+		{"too many files", archivetest.Tgz(t, archivetest.Entry{Name: "a.md", Body: good}, archivetest.Entry{Name: "b.md", Body: strings.Replace(good, "name: a", "name: b", 1)},
+			archivetest.Entry{Name: "c.md", Body: strings.Replace(good, "name: a", "name: c", 1)}, archivetest.Entry{Name: "d.md", Body: strings.Replace(good, "name: a", "name: d", 1)}),
 			small, archive.ReasonTooManyFiles, "d.md"},
-		{"parent path", tgz(t, entry{name: "../x.md", body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "../x.md"},
-		{"parent inside", tgz(t, entry{name: "memory/../../x.md", body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "memory/../../x.md"},
-		{"absolute path", tgz(t, entry{name: "/etc/x.md", body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "/etc/x.md"},
-		{"subdirectory file", tgz(t, entry{name: "memory/sub/a.md", body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "memory/sub/a.md"},
-		{"other directory", tgz(t, entry{name: "memory/sub/", typeflag: tar.TypeDir}), archive.DefaultLimits(), archive.ReasonBadEntry, "memory/sub/"},
-		{"not markdown", tgz(t, entry{name: "memory/notes.txt", body: "x"}), archive.DefaultLimits(), archive.ReasonBadPath, "notes.txt"},
-		{"symlink", tgz(t, entry{name: "memory/a.md", typeflag: tar.TypeSymlink, link: "/etc/passwd"}), archive.DefaultLimits(), archive.ReasonBadEntry, "memory/a.md"},
-		{"hard link", tgz(t, entry{name: "memory/a.md", typeflag: tar.TypeLink, link: "memory/b.md"}), archive.DefaultLimits(), archive.ReasonBadEntry, "memory/a.md"},
-		{"fifo", tgz(t, entry{name: "memory/a.md", typeflag: tar.TypeFifo}), archive.DefaultLimits(), archive.ReasonBadEntry, "memory/a.md"},
-		{"twice", tgz(t, entry{name: "memory/a.md", body: good}, entry{name: "a.md", body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "twice"},
+		{"parent path", archivetest.Tgz(t, archivetest.Entry{Name: "../x.md", Body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "../x.md"},
+		{"parent inside", archivetest.Tgz(t, archivetest.Entry{Name: "memory/../../x.md", Body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "memory/../../x.md"},
+		{"absolute path", archivetest.Tgz(t, archivetest.Entry{Name: "/etc/x.md", Body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "/etc/x.md"},
+		{"subdirectory file", archivetest.Tgz(t, archivetest.Entry{Name: "memory/sub/a.md", Body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "memory/sub/a.md"},
+		{"other directory", archivetest.Tgz(t, archivetest.Entry{Name: "memory/sub/", Typeflag: tar.TypeDir}), archive.DefaultLimits(), archive.ReasonBadEntry, "memory/sub/"},
+		{"not markdown", archivetest.Tgz(t, archivetest.Entry{Name: "memory/notes.txt", Body: "x"}), archive.DefaultLimits(), archive.ReasonBadPath, "notes.txt"},
+		{"symlink", archivetest.Tgz(t, archivetest.Entry{Name: "memory/a.md", Typeflag: tar.TypeSymlink, Link: "/etc/passwd"}), archive.DefaultLimits(), archive.ReasonBadEntry, "memory/a.md"},
+		{"hard link", archivetest.Tgz(t, archivetest.Entry{Name: "memory/a.md", Typeflag: tar.TypeLink, Link: "memory/b.md"}), archive.DefaultLimits(), archive.ReasonBadEntry, "memory/a.md"},
+		{"fifo", archivetest.Tgz(t, archivetest.Entry{Name: "memory/a.md", Typeflag: tar.TypeFifo}), archive.DefaultLimits(), archive.ReasonBadEntry, "memory/a.md"},
+		{"twice", archivetest.Tgz(t, archivetest.Entry{Name: "memory/a.md", Body: good}, archivetest.Entry{Name: "a.md", Body: good}), archive.DefaultLimits(), archive.ReasonBadPath, "twice"},
 		// 10 MiB of zeros in a file the header says is small: the bomb
 		// is the gzip stream, bounded by MaxTotalBytes.
-		{"gzip bomb", gzipOf(t, string(tgz0(t, entry{name: "memory/a.md", body: good}))+zeros), small, memory.ReasonTooLarge, "decompresses"},
-		{"big index", tgz(t, entry{name: "memory/MEMORY.md", body: strings.Repeat("x", 2<<20)}), archive.DefaultLimits(), memory.ReasonTooLarge, "MEMORY.md"},
+		{"gzip bomb", archivetest.Bomb(t, 10, archivetest.Entry{Name: "memory/a.md", Body: good}), small, memory.ReasonTooLarge, "decompresses"},
+		{"big index", archivetest.Tgz(t, archivetest.Entry{Name: "memory/MEMORY.md", Body: strings.Repeat("x", 2<<20)}), archive.DefaultLimits(), memory.ReasonTooLarge, "MEMORY.md"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,15 +109,6 @@ func TestReadRefusesBadInput(t *testing.T) {
 			require.Contains(t, e.Detail, c.mention)
 		})
 	}
-}
-
-// tgz0 is tgz without the gzip: the bare tar.
-func tgz0(t *testing.T, entries ...entry) []byte {
-	zr := must(gzip.NewReader(bytes.NewReader(tgz(t, entries...))))
-	var b bytes.Buffer
-	_, err := b.ReadFrom(zr)
-	require.NoError(t, err)
-	return b.Bytes()
 }
 
 func gzipOf(t *testing.T, s string) []byte {

@@ -27,4 +27,5 @@ func New(base httpapi.Base, memories *memory.Store, dreams *dream.Dreams, settin
 func (h *Handler) Register(mux httpapi.Mux) {
 	h.registerMemories(mux)
 	h.registerDreams(mux)
+	h.registerArchive(mux)
 }

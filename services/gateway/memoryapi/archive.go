@@ -31,9 +31,7 @@ func (h *Handler) exportScope(w http.ResponseWriter, r *http.Request, tenant str
 		h.refuseMemory(w, r, memory.ActorAPI, err)
 		return
 	}
-	ix, docs, err := h.memories.Export(ctx, tenant, scope, func(tx *store.Tx, ix memory.Index, docs []memory.Document) error {
-		return tx.Audit(ctx, httpapi.Actor(ctx), "scope.export", scope.String(), map[string]any{"memories": len(docs), "index_revision": ix.Revision})
-	})
+	ix, docs, err := archive.Export(ctx, h.memories, tenant, scope, httpapi.Actor(ctx))
 	if err != nil {
 		h.memoryFailure(w, memoryRequest{scope: scope}, err)
 		return
@@ -95,21 +93,7 @@ func (h *Handler) importScope(w http.ResponseWriter, r *http.Request, tenant str
 		h.refuseMemory(w, r, memory.ActorImport, err)
 		return
 	}
-	docs := make([]memory.Document, len(a.Files))
-	for i, f := range a.Files {
-		docs[i] = f.Document
-	}
-	var index *string
-	if a.HasIndex {
-		index = &a.Index
-	}
-	actor := httpapi.Actor(ctx)
-	ch := memory.Change{Actor: memory.ActorImport, Reason: "import by " + actor}
-	res, err := h.memories.Import(ctx, tenant, scope, docs, index, ch, func(tx *store.Tx, res memory.ImportResult) error {
-		return tx.Audit(ctx, actor, "scope.import", scope.String(), map[string]any{
-			"created": len(res.Created), "updated": len(res.Updated), "unchanged": len(res.Unchanged), "index_from": res.IndexFrom,
-		})
-	})
+	res, err := archive.Import(ctx, h.memories, tenant, scope, a, httpapi.Actor(ctx))
 	if err != nil {
 		h.memoryFailure(w, memoryRequest{scope: scope}, err)
 		return

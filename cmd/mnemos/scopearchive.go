@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/memory/archive"
+	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
+)
+
+// The usage lines of export and import.
+var (
+	exportUsage = [][2]string{{"export -tenant T -scope SCOPE [-o FILE | -dir DIR]", "write a memory scope as Claude Code's memory directory (a .tar.gz, or files)"}}
+	importUsage = [][2]string{{"import -tenant T -scope SCOPE FILE|DIR", "write such an archive or directory into a memory scope, all or nothing"}}
+)
+
+// scopeFlags are the flags export and import share.
+type scopeFlags struct {
+	tenant, scope *string
+}
+
+func newScopeFlags(fs *flag.FlagSet) scopeFlags {
+	return scopeFlags{
+		tenant: fs.String("tenant", "", "the tenant ID"),
+		scope:  fs.String("scope", "", "the memory scope: user:<id>, project:<id>, local:<id> or agent:<type>"),
+	}
+}
+
+func (f scopeFlags) parse(fs *flag.FlagSet) (string, memory.Scope, error) {
+	if *f.tenant == "" || !bus.ValidToken(*f.tenant) {
+		fs.Usage()
+		return "", memory.Scope{}, fmt.Errorf("%s: -tenant: want a tenant ID of letters, digits, '_' and '-'", fs.Name())
+	}
+	scope, err := memory.ParseScope(*f.scope)
+	if err != nil {
+		fs.Usage()
+		return "", memory.Scope{}, fmt.Errorf("%s: -scope: %w", fs.Name(), err)
+	}
+	return *f.tenant, scope, nil
+}
+
+// memoryStore opens the database and the tenant's memories, with its
+// limits, for export and import; the tenant must exist.
+func memoryStore(ctx context.Context, getenv func(string) string, tenant string) (*store.Store, *memory.Store, error) {
+	st, err := tenantStore(ctx, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := st.TenantSettings(ctx, tenant); err != nil {
+		st.Close()
+		return nil, nil, err // an unknown tenant
+	}
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), st.TenantSettings, time.Minute)
+	if err == nil {
+		var mem *memory.Store
+		if mem, err = memory.NewStore(st, nil, memory.Options{Limits: settings.MemoryLimits}); err == nil {
+			return st, mem, nil
+		}
+	}
+	st.Close()
+	return nil, nil, err
+}
+
+// runExport writes a scope as GET /v1/scopes/{scope}/export does, to a
+// file, standard output, or a directory; the audit log names the command
+// line as the actor.
+func runExport(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := commandFlags("export", exportUsage[0][0], "Writes SCOPE of tenant T as a gzipped tar of memory/MEMORY.md and memory/<name>.md (to FILE, or\nstandard output), or as those files in DIR: extracted into ~/.claude/projects/<project>/memory/,\nthey are what Claude Code reads.", stderr)
+	sf := newScopeFlags(fs)
+	out := fs.String("o", "", "write the archive to this file (default: standard output)")
+	dir := fs.String("dir", "", "write MEMORY.md and <name>.md into this directory instead of an archive")
+	if err := parseArgs(fs, args, 0); err != nil {
+		return err
+	}
+	tenant, scope, err := sf.parse(fs)
+	if err != nil {
+		return err
+	}
+	if *out != "" && *dir != "" {
+		return errors.New("export: give -o or -dir, not both")
+	}
+	st, mem, err := memoryStore(ctx, getenv, tenant)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ix, docs, err := archive.Export(ctx, mem, tenant, scope, cliActor)
+	if err != nil {
+		return err
+	}
+	if *dir != "" {
+		if err := archive.WriteDir(*dir, ix.Content, docs); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "export: %d memories and MEMORY.md of %s written into %s\n", len(docs), scope, *dir)
+		return nil
+	}
+	modTime := ix.UpdatedAt
+	if modTime.IsZero() {
+		modTime = time.Now().UTC().Truncate(time.Second)
+	}
+	raw, err := archive.Bytes(ix.Content, docs, modTime)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err = stdout.Write(raw)
+		return err
+	}
+	if err := os.WriteFile(*out, raw, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "export: %d memories and MEMORY.md of %s written to %s\n", len(docs), scope, *out)
+	return nil
+}
+
+// runImport writes an archive (or a directory of the same files) into a
+// scope, as POST /v1/scopes/{scope}/import does.
+func runImport(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := commandFlags("import", importUsage[0][0], "Writes the memories of FILE (a gzipped tar as export writes it) or DIR (MEMORY.md and <name>.md,\nas Claude Code keeps them) into SCOPE of tenant T, each a revision by the actor import, all or\nnothing. The archive's MEMORY.md becomes the index when every line of it is valid.", stderr)
+	sf := newScopeFlags(fs)
+	if err := parseArgs(fs, args, 1); err != nil {
+		return err
+	}
+	tenant, scope, err := sf.parse(fs)
+	if err != nil {
+		return err
+	}
+	src := fs.Arg(0)
+	if src == "" {
+		fs.Usage()
+		return errors.New("import: name the FILE or DIR to import")
+	}
+	a, err := readArchive(src)
+	if err != nil {
+		return fmt.Errorf("import %s: %w", src, err)
+	}
+	st, mem, err := memoryStore(ctx, getenv, tenant)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	res, err := archive.Import(ctx, mem, tenant, scope, a, cliActor)
+	if err != nil {
+		return fmt.Errorf("import %s: %w", src, err)
+	}
+	fmt.Fprintf(stdout, "import into %s: %d created, %d updated, %d unchanged; index from the %s\n",
+		scope, len(res.Created), len(res.Updated), len(res.Unchanged), res.IndexFrom)
+	if res.IndexProblem != "" {
+		fmt.Fprintf(stdout, "the archive's MEMORY.md was not used: %s\n", res.IndexProblem)
+	}
+	return nil
+}
+
+// readArchive reads a directory with archive.ReadDir, a file with
+// archive.Read.
+func readArchive(src string) (archive.Scope, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return archive.Scope{}, err
+	}
+	if fi.IsDir() {
+		return archive.ReadDir(src, archive.DefaultLimits())
+	}
+	if fi.Size() > archive.DefaultLimits().MaxTotalBytes {
+		return archive.Scope{}, memory.Refuse(memory.ReasonTooLarge, "%d bytes, more than %d", fi.Size(), archive.DefaultLimits().MaxTotalBytes)
+	}
+	raw, err := os.ReadFile(src) //nolint:gosec // the operator names the file to import
+	if err != nil {
+		return archive.Scope{}, err
+	}
+	return archive.Read(bytes.NewReader(raw), archive.DefaultLimits())
+}

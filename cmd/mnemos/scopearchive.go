@@ -140,15 +140,19 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 		fs.Usage()
 		return errors.New("import: name the FILE or DIR to import")
 	}
-	a, err := readArchive(src)
-	if err != nil {
-		return fmt.Errorf("import %s: %w", src, err)
-	}
 	st, mem, err := memoryStore(ctx, getenv, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	l, err := mem.Limits(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	a, err := readArchive(src, archive.LimitsFor(l))
+	if err != nil {
+		return fmt.Errorf("import %s: %w", src, err)
+	}
 	res, err := archive.Import(ctx, mem, tenant, scope, a, cliActor)
 	if err != nil {
 		return fmt.Errorf("import %s: %w", src, err)
@@ -163,20 +167,20 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 
 // readArchive reads a directory with archive.ReadDir, a file with
 // archive.Read.
-func readArchive(src string) (archive.Scope, error) {
+func readArchive(src string, l archive.Limits) (archive.Scope, error) {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return archive.Scope{}, err
 	}
 	if fi.IsDir() {
-		return archive.ReadDir(src, archive.DefaultLimits())
+		return archive.ReadDir(src, l)
 	}
-	if fi.Size() > archive.DefaultLimits().MaxTotalBytes {
-		return archive.Scope{}, memory.Refuse(memory.ReasonTooLarge, "%d bytes, more than %d", fi.Size(), archive.DefaultLimits().MaxTotalBytes)
+	if fi.Size() > l.MaxTotalBytes {
+		return archive.Scope{}, memory.Refuse(memory.ReasonTooLarge, "%d bytes, more than %d", fi.Size(), l.MaxTotalBytes)
 	}
 	raw, err := os.ReadFile(src) //nolint:gosec // the operator names the file to import
 	if err != nil {
 		return archive.Scope{}, err
 	}
-	return archive.Read(bytes.NewReader(raw), archive.DefaultLimits())
+	return archive.Read(bytes.NewReader(raw), l)
 }

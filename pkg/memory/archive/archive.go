@@ -68,6 +68,14 @@ func DefaultLimits() Limits {
 	return Limits{MaxFiles: 2_000, MaxFileBytes: 16 << 10, MaxIndexBytes: 1 << 20, MaxTotalBytes: 64 << 20}
 }
 
+// LimitsFor are DefaultLimits with a memory file bounded by the tenant's
+// memory limits (max_bytes) instead.
+func LimitsFor(l memory.Limits) Limits {
+	out := DefaultLimits()
+	out.MaxFileBytes = int64(l.MaxBytes)
+	return out
+}
+
 // File is one memory of an archive.
 type File struct {
 	// Path is the entry's name in the archive, as errors name it.

@@ -76,7 +76,12 @@ func (h *Handler) importScope(w http.ResponseWriter, r *http.Request, tenant str
 		h.refuseMemory(w, r, memory.ActorImport, memory.Refuse(archive.ReasonBadArchive, "Content-Type %q: send the archive as application/gzip", httpapi.Describe(ct)))
 		return
 	}
-	limits := archive.DefaultLimits()
+	l, err := h.memories.Limits(ctx, tenant)
+	if err != nil {
+		h.Internal(w, "reading tenant settings", err)
+		return
+	}
+	limits := archive.LimitsFor(l)
 	var buf bytes.Buffer
 	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limits.MaxTotalBytes))
 	var tooLarge *http.MaxBytesError
@@ -96,11 +101,6 @@ func (h *Handler) importScope(w http.ResponseWriter, r *http.Request, tenant str
 	res, err := archive.Import(ctx, h.memories, tenant, scope, a, httpapi.Actor(ctx))
 	if err != nil {
 		h.memoryFailure(w, memoryRequest{scope: scope}, err)
-		return
-	}
-	l, err := h.memories.Limits(ctx, tenant)
-	if err != nil {
-		h.Internal(w, "reading tenant settings", err)
 		return
 	}
 	httpapi.WriteStableJSON(w, http.StatusOK, ImportBody(scope, res, l))

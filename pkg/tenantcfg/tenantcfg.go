@@ -42,6 +42,9 @@ type Settings struct {
 	Limits limits.Config `json:"limits"`
 	// Proxy is how the Messages API proxy treats the tenant's requests.
 	Proxy Proxy `json:"proxy"`
+	// Retention is how long the tenant's sessions, tool results and memory
+	// revisions are kept; all off by default.
+	Retention Retention `json:"retention"`
 }
 
 // Defaults are the design's numbers, which a tenant's settings override.
@@ -65,7 +68,8 @@ func Defaults() Settings {
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	return errors.Join(s.Tokens.Validate(), s.Offload.Validate(), s.Micro.Validate(), s.Compaction.Validate(), s.LLM.Validate(),
-		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate(), s.Dreaming.Validate(), s.Limits.Validate(), s.Proxy.Validate())
+		s.SessionMemory.Validate(), s.Memory.Validate(), s.Extraction.Validate(), s.Recall.Validate(), s.Dreaming.Validate(), s.Limits.Validate(), s.Proxy.Validate(),
+		s.Retention.Validate())
 }
 
 // Overlay applies a tenant's stored settings (JSON naming only what the

@@ -253,3 +253,24 @@ func TestDreamingSettings(t *testing.T) {
 		require.ErrorContains(t, err, want, doc)
 	}
 }
+
+func TestRetentionSettings(t *testing.T) {
+	t.Parallel()
+	require.False(t, defaults.Retention.On(), "retention is off by default")
+	s, err := tenantcfg.Overlay(defaults, []byte(`{"retention": {"sessions_idle_days": 30, "memory_revisions_days": 90, "memory_revisions_keep": 5}}`))
+	require.NoError(t, err)
+	require.Equal(t, tenantcfg.Retention{SessionsIdleDays: 30, MemoryRevisionsDays: 90, MemoryRevisionsKeep: 5}, s.Retention)
+	require.True(t, s.Retention.On())
+
+	for doc, want := range map[string]string{
+		`{"retention": {"sessions_idle_days": -1}}`:                                "sessions_idle_days must be 0 (off) to 36500 days, got -1",
+		`{"retention": {"tool_results_days": 40000}}`:                              "tool_results_days must be 0 (off) to 36500 days, got 40000",
+		`{"retention": {"memory_revisions_days": 7, "memory_revisions_keep": -2}}`: "memory_revisions_keep must be 0 to 10000, got -2",
+		`{"retention": {"memory_revisions_keep": 3}}`:                              "memory_revisions_keep (3) needs memory_revisions_days",
+		`{"retention": {"session_idle_days": 3}}`:                                  `unknown field "session_idle_days"`,
+		`{"retention": {"tool_results_days": "30d"}}`:                              "cannot unmarshal",
+	} {
+		_, err := tenantcfg.Overlay(defaults, []byte(doc))
+		require.ErrorContains(t, err, want, doc)
+	}
+}

@@ -125,6 +125,10 @@ type Config struct {
 	// pending. MNEMOS_GAUGE_INTERVAL.
 	GaugeInterval time.Duration
 
+	// RetentionInterval (MNEMOS_RETENTION_INTERVAL) is how often the
+	// gateway sweeps what the tenants' retention settings say is due.
+	RetentionInterval time.Duration
+
 	// Tracing, from the OpenTelemetry SDK's standard variables
 	// (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, …; see
 	// telemetry.ReadTraceConfig). Off unless configured.
@@ -275,6 +279,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("openai_base_url", c.LLM.OpenAI.BaseURL),
 		slog.Duration("context_wait", c.ContextWait),
 		slog.Duration("gauge_interval", c.GaugeInterval),
+		slog.Duration("retention_interval", c.RetentionInterval),
 		slog.String("tracing", c.Trace.String()),
 		slog.Duration("compaction_lease", c.CompactionLease),
 		slog.Duration("session_memory_lease", c.SessionMemoryLease),

@@ -209,6 +209,7 @@ func (d *deps) httpAPI(target string) (*gateway.Gateway, gateway.Config, error) 
 	cfg.UpstreamOpenAI = d.cfg.UpstreamOpenAI
 	cfg.Heavy = d.heavy
 	cfg.Recall = d.recaller
+	cfg.Retention.Interval = d.cfg.RetentionInterval
 	log := d.logFor(target)
 	meter := d.metrics.Meter(target)
 	// The console shares the gateway's domain services: its restores count
@@ -241,13 +242,16 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	}
 	con.Register(d.mux)
 	listen := listenKeys(cfg.Keys)
-	// The gateway finishes the erasures cut short (a crash mid-way).
+	// The gateway finishes the erasures cut short (a crash mid-way), and
+	// enforces retention: its idle sessions go through the same erasures,
+	// which the erasure sweep beside it finishes when cut short.
 	return func(ctx context.Context) error {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		wg.Go(func() { _ = listen(ctx) })
+		wg.Go(func() { _ = gw.RunRetention(ctx) })
 		return gw.RunErasures(ctx)
 	}, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
+	"github.com/mnemos-ai/mnemos/pkg/retain"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -105,6 +106,9 @@ type Config struct {
 	// Erasure configures the erasures of sessions and scopes and their
 	// sweep (RunErasures).
 	Erasure erasure.Config
+	// Retention configures the sweep that enforces the tenants' retention
+	// settings (RunRetention).
+	Retention retain.Config
 }
 
 // DefaultMaxInflightBytes is the default budget of bytes in flight.
@@ -148,6 +152,7 @@ type Gateway struct {
 	keys      *keysapi.Handler
 	erasures  *erasureapi.Handler
 	eraser    *erasure.Eraser
+	retention *retain.Sweeper
 }
 
 // New builds the gateway; settings gives each tenant's thresholds. meter may be nil.
@@ -170,6 +175,9 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		eraser:   erasure.New(cfg.Erasure, st, log.With("part", "erasure")),
 	}
 	g.erasures = erasureapi.New(base, g.eraser)
+	if g.retention, err = retain.New(cfg.Retention, st, settings, g.eraser, log.With("part", "retention"), meter); err != nil {
+		return fail(err)
+	}
 	if g.ingest, err = ingest.New(ingest.Config{MaxEventBytes: cfg.MaxEventBytes, Limits: cfg.Limits}, base, g.admission, st, b, settings, meter); err != nil {
 		return fail(err)
 	}
@@ -246,6 +254,15 @@ func (g *Gateway) RunErasures(ctx context.Context) error { return g.eraser.Run(c
 
 // Eraser is the gateway's eraser, for the console's erasures.
 func (g *Gateway) Eraser() *erasure.Eraser { return g.eraser }
+
+// RunRetention enforces, until ctx ends, the tenants' retention settings:
+// a sweep every Config.Retention.Interval (retain.Sweeper.Run).
+func (g *Gateway) RunRetention(ctx context.Context) error { return g.retention.Run(ctx) }
+
+// SweepRetention runs one retention sweep now.
+func (g *Gateway) SweepRetention(ctx context.Context) (retain.Result, error) {
+	return g.retention.Sweep(ctx)
+}
 
 // RegisterProxy adds the model proxy's routes to mux (the proxy target):
 // it renders the sessions it manages with the same context service.

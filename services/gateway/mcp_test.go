@@ -248,12 +248,12 @@ func round(tenant, session string, seq int64, text, result string) turn.Event {
 
 var toolResultID = regexp.MustCompile(`stored as tool result ([A-Za-z0-9_-]+)`)
 
-func TestMCPReadsAnOffloadedToolResult(t *testing.T) {
-	t.Parallel()
-	h := setup(t)
+// offloaded has acc apply two rounds of acme's session s1, the second
+// with output as the tool result, large enough to be offloaded, and
+// returns the id the preview names.
+func (h *harness) offloaded(t *testing.T, acc *tokenaccounting.Service, output string) string {
+	t.Helper()
 	ctx := context.Background()
-	acc := h.accountant(t)
-	output := strings.Repeat("0123456789", 6_000) + "THE END é"
 	require.NoError(t, acc.Apply(ctx, round("acme", "s1", 1, "run the build", "")))
 	require.NoError(t, acc.Apply(ctx, round("acme", "s1", 2, "what did it say?", output)))
 	var stored string
@@ -266,7 +266,13 @@ func TestMCPReadsAnOffloadedToolResult(t *testing.T) {
 	}))
 	m := toolResultID.FindStringSubmatch(stored)
 	require.NotNil(t, m, "the accountant offloaded the large result and its preview names it")
-	id := m[1]
+	return m[1]
+}
+
+func TestMCPReadsAnOffloadedToolResult(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	id := h.offloaded(t, h.accountant(t), strings.Repeat("0123456789", 6_000)+"THE END é")
 
 	cs := h.mcpClient(t, "X-Api-Key", "key-acme")
 	text := okTool(t, cs, "read_tool_result", map[string]any{"id": id, "offset": 60_000, "limit": 100})

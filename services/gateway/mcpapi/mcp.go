@@ -252,11 +252,20 @@ func (c mcpCall) toolResult(ctx context.Context, _ *mcp.CallToolRequest, in api.
 		limit = defaultToolResultChars
 	}
 	var tr store.ToolResult
+	var expired bool
 	err := c.h.store.InTx(ctx, c.tenant, func(tx *store.Tx) error {
 		var err error
 		tr, err = tx.ToolResult(ctx, in.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			if expired, err = tx.ToolResultOffloaded(ctx, in.ID); err == nil {
+				err = store.ErrNotFound
+			}
+		}
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) && expired {
+		return toolError("tool result %s has expired (the tenant's retention deleted it); the preview in context is what remains", in.ID), nil, nil
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return toolError("no tool result %s", in.ID), nil, nil
 	}

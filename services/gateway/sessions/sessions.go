@@ -132,11 +132,21 @@ func (h *Handler) getToolResult(w http.ResponseWriter, r *http.Request, tenant s
 		return
 	}
 	var tr store.ToolResult
+	var expired bool
 	err := h.store.InTx(r.Context(), tenant, func(tx *store.Tx) error {
 		var err error
 		tr, err = tx.ToolResult(r.Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			if expired, err = tx.ToolResultOffloaded(r.Context(), id); err == nil {
+				err = store.ErrNotFound
+			}
+		}
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) && expired {
+		httpapi.Fail(w, http.StatusNotFound, "tool_result_expired", "tool result "+id+" has expired: the tenant's retention (retention.tool_results_days) deleted it; the preview in context is what remains")
+		return
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		httpapi.Fail(w, http.StatusNotFound, "not_found", "no tool result "+id)
 		return

@@ -314,3 +314,51 @@ func TestSweepWithNothingDue(t *testing.T) {
 	require.EqualValues(t, 20000, e.count(t, `SELECT count(*) FROM sessions`))
 	require.EqualValues(t, 20000, e.count(t, `SELECT count(*) FROM memory_revisions`))
 }
+
+// TestSweepPassesByATenantAnotherHolds: a tenant whose retention lock
+// another sweeper holds is passed by, untouched, and swept once free.
+func TestSweepPassesByATenantAnotherHolds(t *testing.T) {
+	t.Parallel()
+	e := setup(t, map[string]string{"acme": `{"retention": {"tool_results_days": 1}}`})
+	e.session(t, "acme", "s1", e.now.Add(-10*day), e.now)
+	e.toolResult(t, "acme", "s1", "old", e.now.Add(-10*day))
+	ctx := context.Background()
+	unlock, ok, err := e.st.LockRetention(ctx, "acme")
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = e.st.LockRetention(ctx, "acme")
+	require.NoError(t, err)
+	require.False(t, ok, "one holder at a time")
+
+	s := e.sweeper(t, 1000)
+	res, err := s.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Busy)
+	require.Empty(t, res.Deleted)
+	require.EqualValues(t, 1, e.count(t, `SELECT count(*) FROM tool_results`))
+
+	unlock()
+	res, err = s.Sweep(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Busy)
+	require.Equal(t, map[string]int64{retain.KindToolResults: 1}, res.Deleted)
+}
+
+// TestSweepCountsAFailureAndGoesOn: a tenant whose stored settings no
+// longer validate is counted as a failure and logged; the other tenants
+// are swept all the same.
+func TestSweepCountsAFailureAndGoesOn(t *testing.T) {
+	t.Parallel()
+	e := setup(t, map[string]string{"acme": `{"retention": {"tool_results_days": 1}}`, "broken": `{"retention": {"tool_results_days": 1}}`})
+	e.exec(t, `UPDATE tenants SET settings = '{"retention": {"tool_results_days": -3}}' WHERE tenant_id = 'broken'`)
+	for _, tenant := range []string{"acme", "broken"} {
+		e.session(t, tenant, "s1", e.now.Add(-10*day), e.now)
+		e.toolResult(t, tenant, "s1", "old", e.now.Add(-10*day))
+	}
+	res, err := e.sweeper(t, 1000).Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Failed)
+	require.EqualValues(t, 1, e.metrics.Sum("mnemos.retention.failures", "kind", "settings"))
+	require.Equal(t, map[string]int64{retain.KindToolResults: 1}, res.Deleted)
+	require.EqualValues(t, 1, e.count(t, `SELECT count(*) FROM tool_results WHERE tenant_id = 'broken'`))
+}

@@ -49,6 +49,10 @@ type Config struct {
 	// error stops the erasure there, unfinished (tests use it to stop a
 	// worker midway, as a crash would).
 	AfterBatch func(step string, rows int64) error
+	// Finished, when set, runs once per erasure, in the worker whose
+	// transaction finished it (after the commit): whoever works on an
+	// erasure, at once or later, it is told of it once.
+	Finished func(ctx context.Context, er store.Erasure)
 }
 
 // DefaultConfig holds the defaults.
@@ -228,6 +232,9 @@ func (e *Eraser) finish(ctx context.Context, tenant string, er store.Erasure) (s
 		return store.Erasure{}, fmt.Errorf("erasure %d: finishing: %w", er.ID, err)
 	}
 	e.log.Info("erasure finished", "tenant", tenant, "erasure", done.ID, "kind", done.Kind, "rows", done.Rows())
+	if e.cfg.Finished != nil {
+		e.cfg.Finished(ctx, done)
+	}
 	return done, nil
 }
 

@@ -106,8 +106,8 @@ type Result struct {
 	// Tenants are the tenants with a rule on; Busy those another sweeper
 	// was working on, passed by.
 	Tenants, Busy int
-	// Deleted counts what was deleted by kind: sessions erased, tool
-	// results and memory revisions deleted.
+	// Deleted counts what was deleted by kind: sessions whose erasure
+	// finished in this sweep, tool results and memory revisions deleted.
 	Deleted map[string]int64
 	// Failed counts the failures, each logged.
 	Failed int
@@ -226,6 +226,8 @@ func (s *Sweeper) sessions(ctx context.Context, res *Result, tenant string, befo
 		if er.ID == 0 {
 			continue // active again
 		}
+		// The metric counts the session when its erasure finishes
+		// (Finished), here or in whichever worker finishes it.
 		done, err := s.eraser.Work(ctx, tenant, er.ID)
 		if errors.Is(err, erasure.ErrBusy) {
 			s.log.Info("a session erased by retention keeps receiving rows; the erasure sweep finishes it", "tenant", tenant, "session", id, "erasure", er.ID)
@@ -235,10 +237,20 @@ func (s *Sweeper) sessions(ctx context.Context, res *Result, tenant string, befo
 			s.fail(ctx, res, KindSessions, tenant, fmt.Errorf("session %s: %w", id, err))
 			continue
 		}
-		// An erasure someone else asked for and this one joined is theirs.
 		if done.Actor == Actor {
-			s.count(ctx, res, KindSessions, 1)
+			res.Deleted[KindSessions]++
 		}
+	}
+}
+
+// Finished counts a session erased by retention: the process's Eraser
+// calls it (erasure.Config.Finished) once per erasure it finished, so a
+// session is counted once, by the process that finished its erasure,
+// whether retention's sweep or the erasure sweep after a crash. An
+// erasure someone else asked for, which retention joined, is theirs.
+func (s *Sweeper) Finished(ctx context.Context, er store.Erasure) {
+	if er.Kind == store.ErasureSession && er.Actor == Actor {
+		s.count(ctx, nil, KindSessions, 1)
 	}
 }
 
@@ -246,7 +258,9 @@ func (s *Sweeper) count(ctx context.Context, res *Result, kind string, n int64) 
 	if n == 0 {
 		return
 	}
-	res.Deleted[kind] += n
+	if res != nil { // nil: counted in the metric alone (Finished)
+		res.Deleted[kind] += n
+	}
 	s.deleted.Add(context.WithoutCancel(ctx), n, metric.WithAttributes(attribute.String("kind", kind)))
 }
 

@@ -2,6 +2,7 @@ package retain_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -47,13 +48,24 @@ func setup(t *testing.T, tenants map[string]string) *env {
 // sweeper is a sweeper of its own (its own settings cache), on e's clock.
 func (e *env) sweeper(t *testing.T, batch int) *retain.Sweeper {
 	t.Helper()
+	s, _ := e.sweeperWith(t, erasure.Config{Batch: batch})
+	return s
+}
+
+// sweeperWith is sweeper with its eraser configured by ecfg, and the
+// eraser, which tells the sweeper of the erasures it finishes as the
+// gateway's does.
+func (e *env) sweeperWith(t *testing.T, ecfg erasure.Config) (*retain.Sweeper, *erasure.Eraser) {
+	t.Helper()
 	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), e.st.TenantSettings, time.Minute)
 	require.NoError(t, err)
 	log := bustest.Logger(t)
-	s, err := retain.New(retain.Config{Batch: batch, Now: func() time.Time { return e.now }}, e.st, settings,
-		erasure.New(erasure.Config{Batch: batch}, e.st, log), log, e.metrics.Meter())
+	var s *retain.Sweeper
+	ecfg.Finished = func(ctx context.Context, er store.Erasure) { s.Finished(ctx, er) }
+	eraser := erasure.New(ecfg, e.st, log)
+	s, err = retain.New(retain.Config{Batch: ecfg.Batch, Now: func() time.Time { return e.now }}, e.st, settings, eraser, log, e.metrics.Meter())
 	require.NoError(t, err)
-	return s
+	return s, eraser
 }
 
 func (e *env) exec(t *testing.T, sql string, args ...any) {
@@ -361,4 +373,28 @@ func TestSweepCountsAFailureAndGoesOn(t *testing.T) {
 	require.EqualValues(t, 1, e.metrics.Sum("mnemos.retention.failures", "kind", "settings"))
 	require.Equal(t, map[string]int64{retain.KindToolResults: 1}, res.Deleted)
 	require.EqualValues(t, 1, e.count(t, `SELECT count(*) FROM tool_results WHERE tenant_id = 'broken'`))
+}
+
+// TestRetentionErasureCutShort: a session's erasure that retention
+// started and a crash cut short is finished by the erasure sweep,
+// audited as retention's, and counted once.
+func TestRetentionErasureCutShort(t *testing.T) {
+	t.Parallel()
+	e := setup(t, map[string]string{"acme": `{"retention": {"sessions_idle_days": 1}}`})
+	e.session(t, "acme", "idle", e.now.Add(-10*day), e.now.Add(-10*day))
+	crash := errors.New("the worker stops")
+	s, _ := e.sweeperWith(t, erasure.Config{Batch: 1000, AfterBatch: func(string, int64) error { return crash }})
+	res, err := s.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Failed, "the cut-short erasure is a failure of this sweep")
+	require.Empty(t, res.Deleted)
+	require.EqualValues(t, 1, e.count(t, `SELECT count(*) FROM erasures WHERE actor = 'retention' AND finished_at IS NULL`))
+
+	_, eraser := e.sweeperWith(t, erasure.Config{Batch: 1000, Lease: time.Nanosecond})
+	done, err := eraser.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, done)
+	require.Zero(t, e.count(t, `SELECT count(*) FROM sessions`))
+	require.EqualValues(t, 1, e.count(t, `SELECT count(*) FROM audit_log WHERE actor = 'retention' AND target = 'idle'`))
+	require.EqualValues(t, 1, e.metrics.Sum("mnemos.retention.deleted", "kind", retain.KindSessions))
 }

@@ -172,8 +172,18 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		memories: memoryapi.New(base, cfg.Memories, cfg.Dreams, settings),
 		mcp:      mcpapi.New(base, st, settings, cfg.Memories, cfg.Recall),
 		keys:     keysapi.New(base, st, cfg.Now),
-		eraser:   erasure.New(cfg.Erasure, st, log.With("part", "erasure")),
 	}
+	// The eraser tells the retention sweep of every erasure it finishes,
+	// so that a session retention erased is counted once, by the process
+	// that finished it.
+	erasureCfg, finished := cfg.Erasure, cfg.Erasure.Finished
+	erasureCfg.Finished = func(ctx context.Context, er store.Erasure) {
+		if finished != nil {
+			finished(ctx, er)
+		}
+		g.retention.Finished(ctx, er)
+	}
+	g.eraser = erasure.New(erasureCfg, st, log.With("part", "erasure"))
 	g.erasures = erasureapi.New(base, g.eraser)
 	if g.retention, err = retain.New(cfg.Retention, st, settings, g.eraser, log.With("part", "retention"), meter); err != nil {
 		return fail(err)

@@ -229,7 +229,7 @@ var configTable = []configVar{
 	{env: "MNEMOS_GAUGE_INTERVAL", def: "15s", field: duration(func(c *Config) *time.Duration { return &c.GaugeInterval }, time.Nanosecond, "15s"),
 		doc: "how often the gauges read from Postgres and JetStream are refreshed (sessions by state, outbox backlog, consumer pending)"},
 	{env: "MNEMOS_RETENTION_INTERVAL", def: durationText(retain.DefaultConfig().Interval), field: duration(func(c *Config) *time.Duration { return &c.RetentionInterval }, time.Second, "5m"), targets: []string{TargetGateway},
-		doc: "how often the gateway sweeps what the tenants' retention settings say is due: idle sessions, old tool results and memory revisions (see [Retention](operations.md#retention))"},
+		doc: "how often the gateway sweeps what the tenants' retention settings say is due: idle sessions, old tool results and memory revisions (see [Retention](tenants.md#retention))"},
 	{env: "GOMEMLIMIT", defDoc: "90% of the container's memory limit (cgroup v2 `memory.max` or v1 `memory.limit_in_bytes`), logged at start",
 		doc: "the Go runtime's soft memory limit; set it to override"},
 	{env: "GOGC", def: strconv.Itoa(defaultGCPercent),

@@ -1,5 +1,5 @@
 // Package retain enforces each tenant's retention settings (tenantcfg
-// Retention; docs/operations.md, Retention): a sweep erases the sessions
+// Retention; docs/tenants.md, Retention): a sweep erases the sessions
 // idle past sessions_idle_days, deletes the offloaded tool results older
 // than tool_results_days and the memory revisions older than
 // memory_revisions_days beyond each memory's last memory_revisions_keep.

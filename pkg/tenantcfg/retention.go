@@ -12,7 +12,7 @@ const MaxRetentionDays = 36_500
 // MaxRevisionsKeep bounds memory_revisions_keep.
 const MaxRevisionsKeep = 10_000
 
-// Retention is how long the tenant's data is kept (see docs/operations.md,
+// Retention is how long the tenant's data is kept (see docs/tenants.md,
 // Retention). Every period is off (0) by default: nothing is removed for
 // its age unless the tenant asks.
 type Retention struct {

@@ -267,26 +267,23 @@ const KeysChannel = "mnemos_api_keys"
 // listening is lost, so a caller forgets every key then. It returns the
 // error that ended its connection, or nil when ctx ended.
 func (s *Store) ListenKeys(ctx context.Context, ready func(), changed func(hash string)) error {
-	conn, err := s.pool.Acquire(ctx)
+	// A connection of its own, outside the pool: listening must not take
+	// a connection from the requests, which may need every one of them.
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
+	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing: nothing to do with its error
 	if _, err := conn.Exec(ctx, "LISTEN "+KeysChannel); err != nil {
 		return err
 	}
-	defer func() {
-		// The connection goes back to the pool: it must listen no more.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
-	}()
 	ready()
 	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // it failed already: nothing to do with a second error
 			return err
 		}
 		changed(n.Payload)

@@ -74,6 +74,7 @@ FUZZ_TARGETS := \
 	./pkg/turn:FuzzIDRules \
 	./pkg/claudecode:FuzzParse \
 	./pkg/tokens:FuzzEstimate \
+	./pkg/tokens:FuzzTextKindAgreesWithBranches \
 	./pkg/memory:FuzzParseName \
 	./pkg/memory:FuzzScopePath \
 	./pkg/memory:FuzzParseDocument \

@@ -150,32 +150,33 @@ func TextKind(s string) string {
 	if len(s) < classifyMin {
 		return KindProse
 	}
-	var symbols, spaces, b64 int
-	var lower, upper, digit bool
+	// Every byte of every tool result is looked at whenever a context is
+	// rendered: the bytes are counted first, without a branch a byte, then
+	// each byte value's count is added to its classes.
+	var counts [256]int
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z':
-			b64++
-			lower = true
-		case c >= 'A' && c <= 'Z':
-			b64++
-			upper = true
-		case c >= '0' && c <= '9':
-			b64++
-			symbols++
-			digit = true
-		case c == '+' || c == '/' || c == '=':
-			b64++
-			symbols++
-		case c == ' ' || c == '\t':
-			spaces++
-		case c == '\n' || c == '\r':
-		case c < 0x80:
-			symbols++
+		counts[s[i]]++
+	}
+	var symbols, spaces, b64 int
+	var seen byte
+	for c, n := range counts {
+		if n == 0 {
+			continue
+		}
+		class := byteClasses[c]
+		seen |= class
+		if class&classB64 != 0 {
+			b64 += n
+		}
+		if class&classSymbol != 0 {
+			symbols += n
+		}
+		if class&classSpace != 0 {
+			spaces += n
 		}
 	}
-	if spaces == 0 && lower && upper && digit && b64*100 >= len(s)*97 {
+	mixed := seen&(classLower|classUpper|classDigit) == classLower|classUpper|classDigit
+	if spaces == 0 && mixed && b64*100 >= len(s)*97 {
 		return KindBase64
 	}
 	if symbols*100 >= len(s)*12 {
@@ -183,6 +184,37 @@ func TextKind(s string) string {
 	}
 	return KindProse
 }
+
+// The classes of a byte TextKind counts, as bits of byteClasses.
+const (
+	classB64    = 1 << iota // of base64's alphabet: letters, digits, + / =
+	classSymbol             // punctuation or a digit (ASCII)
+	classSpace              // a space or a tab
+	classLower
+	classUpper
+	classDigit
+)
+
+var byteClasses = func() (t [256]byte) {
+	for c := range 256 {
+		switch {
+		case c >= 'a' && c <= 'z':
+			t[c] = classB64 | classLower
+		case c >= 'A' && c <= 'Z':
+			t[c] = classB64 | classUpper
+		case c >= '0' && c <= '9':
+			t[c] = classB64 | classSymbol | classDigit
+		case c == '+' || c == '/' || c == '=':
+			t[c] = classB64 | classSymbol
+		case c == ' ' || c == '\t':
+			t[c] = classSpace
+		case c == '\n' || c == '\r':
+		case c < 0x80:
+			t[c] = classSymbol
+		}
+	}
+	return t
+}()
 
 // textTwelfths is a text's estimate in twelfths of a token, by its kind.
 func textTwelfths(s string) int64 {

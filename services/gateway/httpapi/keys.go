@@ -196,12 +196,6 @@ func Actor(ctx context.Context) string {
 	return "api"
 }
 
-// Tenant resolves key to its tenant, as Grant does.
-func (k *Keys) Tenant(w http.ResponseWriter, r *http.Request, key string) (string, *Error) {
-	g, e := k.Grant(w, r, key)
-	return g.Tenant, e
-}
-
 // Grant resolves key to what it grants: from the cache of verified keys,
 // else from Postgres, unless the client's address failed too many checks
 // lately (429, with Retry-After set on w) or the key failed recently (401).

@@ -513,19 +513,30 @@ type TurnPoint struct {
 // TurnTimeline returns a session's applied turns in seq order, at most
 // limit of them: one point per turn of the console's token chart.
 func (t *Tx) TurnTimeline(ctx context.Context, sessionID string, limit int) ([]TurnPoint, error) {
-	rows, err := t.q.TurnTimeline(ctx, dbsqlc.TurnTimelineParams{TenantID: t.tenant, SessionID: sessionID, MaxRows: int32(max(limit, 0))})
+	return t.AppliedTurnsAfter(ctx, sessionID, 0, limit)
+}
+
+// AppliedTurnsAfter returns at most limit of a session's applied turns
+// after seq afterSeq, in seq order: its history a page at a time.
+func (t *Tx) AppliedTurnsAfter(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]TurnPoint, error) {
+	rows, err := t.q.TurnAppliedAfter(ctx, dbsqlc.TurnAppliedAfterParams{TenantID: t.tenant, SessionID: sessionID, AfterSeq: afterSeq, MaxRows: int32(max(limit, 0))})
 	if err != nil {
-		return nil, fmt.Errorf("store.TurnTimeline: %w", err)
+		return nil, fmt.Errorf("store.AppliedTurnsAfter: %w", err)
 	}
 	out := make([]TurnPoint, len(rows))
 	for i, r := range rows {
-		out[i] = TurnPoint{Seq: r.Seq, EventID: r.EventID, AppliedAt: r.AppliedAt.Time}
-		if r.TokenCount != nil {
-			out[i].TokenCount = *r.TokenCount
-		}
-		if r.State != nil {
-			out[i].State = *r.State
-		}
+		out[i] = toTurnPoint(r)
 	}
 	return out, nil
+}
+
+func toTurnPoint(r dbsqlc.TurnAppliedAfterRow) TurnPoint {
+	p := TurnPoint{Seq: r.Seq, EventID: r.EventID, AppliedAt: r.AppliedAt.Time}
+	if r.TokenCount != nil {
+		p.TokenCount = *r.TokenCount
+	}
+	if r.State != nil {
+		p.State = *r.State
+	}
+	return p
 }

@@ -39,9 +39,10 @@ WHERE tenant_id = @tenant_id AND event_id = @event_id;
 -- timeout, across tenants: through the owner's function.
 SELECT tenant_id::text, session_id::text FROM mnemos_stalled_sessions(@before::timestamptz, @max_rows::integer);
 
--- name: TurnTimeline :many
--- The applied turns of a session in seq order with the count each left:
--- the points of the console's token chart.
+-- name: TurnAppliedAfter :many
+-- At most max_rows of a session's applied turns after a seq, in seq order,
+-- with the count each left: a session's history read a page at a time, and
+-- (after seq 0) the points of the console's token chart.
 SELECT seq, event_id, token_count, state, applied_at FROM turns
-WHERE tenant_id = @tenant_id AND session_id = @session_id AND status = 'applied'
+WHERE tenant_id = @tenant_id AND session_id = @session_id AND status = 'applied' AND seq > @after_seq
 ORDER BY seq LIMIT @max_rows;

@@ -11,6 +11,61 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const turnAppliedAfter = `-- name: TurnAppliedAfter :many
+SELECT seq, event_id, token_count, state, applied_at FROM turns
+WHERE tenant_id = $1 AND session_id = $2 AND status = 'applied' AND seq > $3
+ORDER BY seq LIMIT $4
+`
+
+type TurnAppliedAfterParams struct {
+	TenantID  string
+	SessionID string
+	AfterSeq  int64
+	MaxRows   int32
+}
+
+type TurnAppliedAfterRow struct {
+	Seq        int64
+	EventID    string
+	TokenCount *int64
+	State      *string
+	AppliedAt  pgtype.Timestamptz
+}
+
+// At most max_rows of a session's applied turns after a seq, in seq order,
+// with the count each left: a session's history read a page at a time, and
+// (after seq 0) the points of the console's token chart.
+func (q *Queries) TurnAppliedAfter(ctx context.Context, arg TurnAppliedAfterParams) ([]TurnAppliedAfterRow, error) {
+	rows, err := q.db.Query(ctx, turnAppliedAfter,
+		arg.TenantID,
+		arg.SessionID,
+		arg.AfterSeq,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TurnAppliedAfterRow{}
+	for rows.Next() {
+		var i TurnAppliedAfterRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.EventID,
+			&i.TokenCount,
+			&i.State,
+			&i.AppliedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const turnFinish = `-- name: TurnFinish :exec
 UPDATE turns SET status = $1, reason = $2, payload = NULL,
     token_count = $3, state = $4, applied_at = now()
@@ -245,54 +300,6 @@ func (q *Queries) TurnStalledSessions(ctx context.Context, arg TurnStalledSessio
 	for rows.Next() {
 		var i TurnStalledSessionsRow
 		if err := rows.Scan(&i.TenantID, &i.SessionID); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const turnTimeline = `-- name: TurnTimeline :many
-SELECT seq, event_id, token_count, state, applied_at FROM turns
-WHERE tenant_id = $1 AND session_id = $2 AND status = 'applied'
-ORDER BY seq LIMIT $3
-`
-
-type TurnTimelineParams struct {
-	TenantID  string
-	SessionID string
-	MaxRows   int32
-}
-
-type TurnTimelineRow struct {
-	Seq        int64
-	EventID    string
-	TokenCount *int64
-	State      *string
-	AppliedAt  pgtype.Timestamptz
-}
-
-// The applied turns of a session in seq order with the count each left:
-// the points of the console's token chart.
-func (q *Queries) TurnTimeline(ctx context.Context, arg TurnTimelineParams) ([]TurnTimelineRow, error) {
-	rows, err := q.db.Query(ctx, turnTimeline, arg.TenantID, arg.SessionID, arg.MaxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []TurnTimelineRow{}
-	for rows.Next() {
-		var i TurnTimelineRow
-		if err := rows.Scan(
-			&i.Seq,
-			&i.EventID,
-			&i.TokenCount,
-			&i.State,
-			&i.AppliedAt,
-		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -106,7 +106,7 @@ func (a *Admission) TenantSlot(ctx context.Context, tenant string, limit int) (r
 		n.Add(-1)
 		a.limits.Record(ctx, limits.LimitConcurrentRequests)
 		return nil, &Error{Status: http.StatusTooManyRequests, Code: limits.ReasonTooManyRequests, RetryAfter: "1", Message: fmt.Sprintf(
-			"tenant %s has %d expensive requests (context, pre-flight, recall, compaction, turns, Messages API requests being managed) in flight in this process, its limit concurrent_requests; retry when one has been answered",
+			"tenant %s has %d expensive requests (context, pre-flight, recall, compaction, turns, exports and imports, Messages API requests being managed) in flight in this process, its limit concurrent_requests; retry when one has been answered",
 			tenant, limit)}
 	}
 	return func() { n.Add(-1) }, nil

@@ -16,9 +16,14 @@ import (
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 )
 
+// registerArchive adds a scope's export and import, each expensive: it
+// holds a whole archive, up to 64 MiB, and writes or reads every memory.
 func (h *Handler) registerArchive(mux httpapi.Mux) {
-	mux.Handle("GET /v1/scopes/{scope}/export", h.Auth(store.ScopeRead, h.exportScope))
-	mux.Handle("POST /v1/scopes/{scope}/import", h.Auth(store.ScopeMemoryWrite, h.importScope))
+	expensive := func(scope string, next httpapi.Handler) http.Handler {
+		return h.Auth(scope, h.admission.Expensive(httpapi.Mnemos, next))
+	}
+	mux.Handle("GET /v1/scopes/{scope}/export", expensive(store.ScopeRead, h.exportScope))
+	mux.Handle("POST /v1/scopes/{scope}/import", expensive(store.ScopeMemoryWrite, h.importScope))
 }
 
 // exportScope answers the scope's index and live memories as a gzipped tar

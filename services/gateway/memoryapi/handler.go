@@ -13,14 +13,16 @@ import (
 // Handler serves the memory routes.
 type Handler struct {
 	httpapi.Base
-	memories *memory.Store
-	dreams   *dream.Dreams
-	settings *tenantcfg.Cache
+	admission *httpapi.Admission
+	memories  *memory.Store
+	dreams    *dream.Dreams
+	settings  *tenantcfg.Cache
 }
 
 // New serves memories and dreams; settings tells whether a tenant dreams.
-func New(base httpapi.Base, memories *memory.Store, dreams *dream.Dreams, settings *tenantcfg.Cache) *Handler {
-	return &Handler{Base: base, memories: memories, dreams: dreams, settings: settings}
+// A scope's export and import are admitted as expensive by admission.
+func New(base httpapi.Base, admission *httpapi.Admission, memories *memory.Store, dreams *dream.Dreams, settings *tenantcfg.Cache) *Handler {
+	return &Handler{Base: base, admission: admission, memories: memories, dreams: dreams, settings: settings}
 }
 
 // Register adds the memory and dream routes to mux.

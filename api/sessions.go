@@ -6,6 +6,23 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
+// SessionImport answers POST /v1/sessions/{id}/import: the events
+// published for the accountant, which applies them in seq order as it
+// applies any turn event.
+type SessionImport struct {
+	SessionID string `json:"session_id"`
+	// Events is how many events were published, Duplicates how many of
+	// them JetStream held already (an import sent again).
+	Events     int `json:"events"`
+	Duplicates int `json:"duplicates"`
+	// Messages is how many messages the events carry.
+	Messages int `json:"messages"`
+	// FirstSeq and LastSeq are the seqs of the first and last event: the
+	// import is applied when the session's applied_seq reaches LastSeq.
+	FirstSeq int64 `json:"first_seq"`
+	LastSeq  int64 `json:"last_seq"`
+}
+
 // TurnAccepted is the answer to POST /v1/turns.
 type TurnAccepted struct {
 	EventID string `json:"event_id"`

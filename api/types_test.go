@@ -72,6 +72,7 @@ var bodies = []apitest.Body{
 	{Schemas: schema("Diff"), Type: reflect.TypeFor[api.Diff]()},
 	{Schemas: schema("Index"), Type: reflect.TypeFor[api.Index]()},
 	{Schemas: schema("ScopeImport"), Type: reflect.TypeFor[api.ScopeImport]()},
+	{Schemas: schema("SessionImport"), Type: reflect.TypeFor[api.SessionImport]()},
 	{Schemas: schema("Dream"), Type: reflect.TypeFor[api.Dream]()},
 	{Schemas: schema("Proposal"), Type: reflect.TypeFor[api.Proposal]()},
 	{Schemas: schema("DreamList"), Type: reflect.TypeFor[api.DreamList]()},

@@ -119,6 +119,21 @@ const maxError = 64 << 10
 
 // do sends r and returns the success answer's status, headers and body.
 func (c *Client) do(ctx context.Context, r request) (int, http.Header, []byte, error) {
+	resp, err := c.open(ctx, r)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }() // read whole
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("mnemos: %s %s: read the answer: %w", r.method, r.path, err)
+	}
+	return resp.StatusCode, resp.Header, data, nil
+}
+
+// open sends r and returns a success answer with its body unread, for the
+// caller to read and close; another status is an *Error.
+func (c *Client) open(ctx context.Context, r request) (*http.Response, error) {
 	u := c.base + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
@@ -129,7 +144,7 @@ func (c *Client) do(ctx context.Context, r request) (int, http.Header, []byte, e
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("mnemos: %s %s: %w", r.method, r.path, err)
+		return nil, fmt.Errorf("mnemos: %s %s: %w", r.method, r.path, err)
 	}
 	for k, vs := range r.header {
 		req.Header[k] = vs
@@ -142,23 +157,17 @@ func (c *Client) do(ctx context.Context, r request) (int, http.Header, []byte, e
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("mnemos: %s %s: %w", r.method, r.path, err)
+		return nil, fmt.Errorf("mnemos: %s %s: %w", r.method, r.path, err)
 	}
-	defer func() { _ = resp.Body.Close() }() // read whole or given up on
-	for _, s := range r.ok {
-		if resp.StatusCode == s {
-			data, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return 0, nil, nil, fmt.Errorf("mnemos: %s %s: read the answer: %w", r.method, r.path, err)
-			}
-			return resp.StatusCode, resp.Header, data, nil
-		}
+	if slices.Contains(r.ok, resp.StatusCode) {
+		return resp, nil
 	}
+	defer func() { _ = resp.Body.Close() }() // given up on
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxError))
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("mnemos: %s %s: read the %d answer: %w", r.method, r.path, resp.StatusCode, err)
+		return nil, fmt.Errorf("mnemos: %s %s: read the %d answer: %w", r.method, r.path, resp.StatusCode, err)
 	}
-	return 0, nil, nil, errorOf(resp, data)
+	return nil, errorOf(resp, data)
 }
 
 // errorOf makes the *Error of an error answer.
@@ -584,6 +593,36 @@ func (c *Client) ImportScope(ctx context.Context, scope string, archive []byte) 
 	var out api.ScopeImport
 	r := request{method: http.MethodPost, path: "/v1/scopes/" + segment(scope) + "/import",
 		body: archive, contentType: "application/gzip", ok: []int{http.StatusOK}}
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
+// ExportSession writes a session's history to w as turn events, one JSON
+// line each in seq order, as the server streams it, and returns the bytes
+// written. An answer cut short is an error (io.ErrUnexpectedEOF), never a
+// shorter history.
+func (c *Client) ExportSession(ctx context.Context, id string, w io.Writer) (int64, error) {
+	r := get("/v1/sessions/" + segment(id) + "/export")
+	resp, err := c.open(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }() // read whole or given up on
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("mnemos: %s %s: read the answer: %w", r.method, r.path, err)
+	}
+	return n, nil
+}
+
+// ImportSession publishes a history as ExportSession writes it (turn
+// events, one JSON line each) into a session: every line is checked before
+// any is published. The events apply when the session's applied_seq
+// reaches the answer's LastSeq.
+func (c *Client) ImportSession(ctx context.Context, id string, events []byte) (api.SessionImport, error) {
+	var out api.SessionImport
+	r := request{method: http.MethodPost, path: "/v1/sessions/" + segment(id) + "/import",
+		body: events, contentType: "application/x-ndjson", ok: []int{http.StatusAccepted}}
 	_, _, err := c.call(ctx, r, &out)
 	return out, err
 }

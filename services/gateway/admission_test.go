@@ -114,7 +114,7 @@ func TestExpensiveRequestsPastTheTenantsLimitAre429BeforeTheBodyIsRead(t *testin
 
 	// The third: its body never comes, so only an answer decided before
 	// reading it can arrive. Every expensive route shares the limit.
-	for _, path := range []string{"/v1/turns", "/v1/sessions/s1/preflight"} {
+	for _, path := range []string{"/v1/turns", "/v1/sessions/s1/preflight", "/v1/sessions/s1/import", "/v1/scopes/user:u-1/import"} {
 		a := h.unsent(t, http.MethodPost, path, "key-acme", 1000)
 		require.Equal(t, http.StatusTooManyRequests, a.status, path)
 		require.Equal(t, limits.ReasonTooManyRequests, a.code)
@@ -124,15 +124,15 @@ func TestExpensiveRequestsPastTheTenantsLimitAre429BeforeTheBodyIsRead(t *testin
 		require.NoError(t, err, "Retry-After is whole seconds: %q", a.retryAfter)
 		require.Positive(t, secs)
 	}
-	for _, path := range []string{"/v1/sessions/s1/context", "/v1/sessions/s1/recall", "/v1/sessions/s1/compact"} {
+	for _, path := range []string{"/v1/sessions/s1/context", "/v1/sessions/s1/recall", "/v1/sessions/s1/compact", "/v1/sessions/s1/export", "/v1/scopes/user:u-1/export"} {
 		method := http.MethodPost
-		if strings.HasSuffix(path, "context") {
+		if strings.HasSuffix(path, "context") || strings.HasSuffix(path, "export") {
 			method = http.MethodGet
 		}
 		a := h.send(t, method, path, "key-acme", nil, 0)
 		require.Equal(t, http.StatusTooManyRequests, a.status, path)
 	}
-	require.EqualValues(t, 5, h.metrics.Sum("mnemos.limits.exceeded", "limit", limits.LimitConcurrentRequests))
+	require.EqualValues(t, 9, h.metrics.Sum("mnemos.limits.exceeded", "limit", limits.LimitConcurrentRequests))
 
 	// Another tenant is not held back; cheap routes of the same tenant neither.
 	require.Equal(t, http.StatusAccepted, h.send(t, http.MethodPost, "/v1/turns", "key-globex", strings.NewReader(string(encode(t, event("g1", 1)))), -1).status)

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -156,6 +157,22 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"release"}, imported.Created)
 	require.Equal(t, "archive", imported.IndexFrom)
+
+	// A session's history (the gateway alone applies nothing: s1's row
+	// above has no turns, so its export is empty).
+	var history bytes.Buffer
+	n, err := c.ExportSession(ctx, "s1", &history)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, err = c.ExportSession(ctx, "nope", &history)
+	require.True(t, client.IsNotFound(err), "%v", err)
+	line, err := turn.Marshal(event("elsewhere", 1))
+	require.NoError(t, err)
+	im, err := c.ImportSession(ctx, "s9", append(line, '\n'))
+	require.NoError(t, err)
+	require.Equal(t, api.SessionImport{SessionID: "s9", Events: 1, Messages: 2, FirstSeq: 1, LastSeq: 1}, im)
+	_, err = c.ImportSession(ctx, "s9", []byte("{}\n"))
+	require.Equal(t, "unknown_schema", code(err))
 
 	// Dreams.
 	d, err := c.StartDream(ctx, scope)

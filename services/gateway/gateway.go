@@ -168,11 +168,11 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		admission: httpapi.NewAdmission(httpapi.AdmissionConfig{
 			MaxInflightBytes: cfg.MaxInflightBytes, HeavyRequests: cfg.HeavyRequests, HeavyBytes: cfg.HeavyBytes, HeavyWait: cfg.HeavyWait, Heavy: cfg.Heavy,
 		}, concurrentRequests(settings), cfg.Limits, log),
-		sessions: sessions.New(base, st, settings, cfg.Now),
-		mcp:      mcpapi.New(base, st, settings, cfg.Memories, cfg.Recall),
-		keys:     keysapi.New(base, st, cfg.Now),
+		mcp:  mcpapi.New(base, st, settings, cfg.Memories, cfg.Recall),
+		keys: keysapi.New(base, st, cfg.Now),
 	}
 	g.memories = memoryapi.New(base, g.admission, cfg.Memories, cfg.Dreams, settings)
+	g.sessions = sessions.New(sessions.Config{Now: cfg.Now, HeavyWork: cfg.HeavyWork, HeavyRest: cfg.HeavyRest}, base, g.admission, st, settings)
 	// The eraser tells the retention sweep of every erasure it finishes,
 	// so that a session retention erased is counted once, by the process
 	// that finished it.

@@ -1,5 +1,6 @@
-// Package ingest serves POST /v1/turns: a turn event is checked against
-// its tenant's limits and published on the bus for the accountant.
+// Package ingest serves POST /v1/turns, where a turn event is checked
+// against its tenant's limits and published on the bus for the accountant,
+// and a session's import, which does the same for a history of them.
 package ingest
 
 import (
@@ -28,6 +29,9 @@ type Config struct {
 	MaxEventBytes int
 	// Limits admits each event against its tenant's limits; nil admits everything.
 	Limits *limits.Limiter
+	// MaxImportBytes bounds the body of a session's import (0:
+	// DefaultMaxImportBytes).
+	MaxImportBytes int64
 }
 
 // Handler serves turn ingest.
@@ -56,9 +60,11 @@ func New(cfg Config, base httpapi.Base, admission *httpapi.Admission, st *store.
 	return h, nil
 }
 
-// Register adds POST /v1/turns to mux, admitted before its body is read.
+// Register adds POST /v1/turns and a session's import to mux, admitted
+// before their body is read.
 func (h *Handler) Register(mux httpapi.Mux) {
 	mux.Handle("POST /v1/turns", h.Auth(store.ScopeIngest, h.admission.Expensive(httpapi.Mnemos, h.admission.WithBody(httpapi.Mnemos, h.eventLimit, h.postTurn))))
+	mux.Handle("POST /v1/sessions/{id}/import", h.Auth(store.ScopeIngest, h.admission.Expensive(httpapi.Mnemos, h.importSession)))
 }
 
 func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -68,13 +74,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request, tenant string
 		h.Internal(w, "reading tenant settings", err)
 		return
 	}
-	limit, limitName := h.cfg.MaxEventBytes, "the server's limit"
-	if mp := int(h.bus.MaxPayload()); mp > 0 && mp < limit {
-		limit = mp // the bus cannot carry more than its server's max_payload
-	}
-	if tb := set.Limits.TurnBytes; tb > 0 && tb < limit {
-		limit, limitName = tb, "the tenant's turn_bytes limit"
-	}
+	limit, limitName := h.tenantEventLimit(set)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
@@ -202,6 +202,19 @@ func (h *Handler) refuse(ctx context.Context, w http.ResponseWriter, err error) 
 		status = http.StatusForbidden
 	}
 	httpapi.Fail(w, status, string(ie.Reason), ie.Detail)
+}
+
+// tenantEventLimit is the largest turn event the tenant may send, and
+// what sets it.
+func (h *Handler) tenantEventLimit(set tenantcfg.Settings) (int, string) {
+	limit, limitName := h.cfg.MaxEventBytes, "the server's limit"
+	if mp := int(h.bus.MaxPayload()); mp > 0 && mp < limit {
+		limit = mp // the bus cannot carry more than its server's max_payload
+	}
+	if tb := set.Limits.TurnBytes; tb > 0 && tb < limit {
+		limit, limitName = tb, "the tenant's turn_bytes limit"
+	}
+	return limit, limitName
 }
 
 // eventLimit is the largest turn event the gateway reads: its own limit, or

@@ -448,6 +448,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, 1 to 128 ASCII letters, digits, `_` and `-`, starting with a letter or a digit (else 400 `bad_session_id`). */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The session's history as turn events, one JSON line each
+         * @description JSON Lines: one turn event (the schema POST /v1/turns takes) per
+         *     applied round, in seq order, rebuilt from the stored messages and
+         *     turns: each event's `event_id` and `seq`, its messages (the
+         *     response the one stored as such), the session's `agent_id`,
+         *     `memory_scope`, `model`, `context_window` and `max_output_tokens`,
+         *     and the time the round was applied as `occurred_at`. A tool result
+         *     offloaded at ingest is written whole again (its preview when the
+         *     tenant's retention deleted the copy). Usage, request prefixes and
+         *     client compactions are not kept per round and are not written.
+         *     Streamed, a page of rows at a time, as far as the session's count
+         *     when the request began; an answer cut short by a failure ends
+         *     without its last chunk. Expensive: counts against
+         *     `concurrent_requests`.
+         */
+        get: operations["exportSession"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, 1 to 128 ASCII letters, digits, `_` and `-`, starting with a letter or a digit (else 400 `bad_session_id`). */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Publish a history of turn events into the session, all lines checked first
+         * @description The body is JSON Lines as exportSession answers it: one turn event
+         *     a line (blank lines skipped), seqs going up. Every line is read and
+         *     checked as POST /v1/turns checks an event before any is published;
+         *     a bad one refuses the whole body, publishing nothing, and the
+         *     message names its line: 400 with the turn event's codes
+         *     (`schema_violation`, `bad_json`, …), `seq_order`,
+         *     `duplicate_event_id`, `no_events`; 403 `tenant_mismatch`; 413
+         *     `too_large` (a line over the event limit, or the body over 64 MiB),
+         *     `too_many_messages`, `session_full`. A line naming another session
+         *     is imported into this one with the event id
+         *     `<session>:<event_id>`, so the same body imported twice makes the
+         *     same events (duplicates the second time). 409 `seq_conflict` when
+         *     the session holds another event at the first line's seq; 409
+         *     `session_erasing`. The events are then published in order, waiting
+         *     for the tenant's rate, and applied by the accountant as any turn
+         *     events: the import is done when the session's `applied_seq`
+         *     reaches `last_seq`. A failure after the first event was published
+         *     answers its error naming the last line published; the same body
+         *     sent again publishes the rest. Expensive: counts against
+         *     `concurrent_requests`.
+         */
+        post: operations["importSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/recall": {
         parameters: {
             query?: never;
@@ -1644,6 +1721,18 @@ export interface components {
             /** @description A unified diff of the two revisions' markdown. */
             diff: string;
         };
+        SessionImport: {
+            session_id: string;
+            /** @description Events published. */
+            events: number;
+            /** @description Of them */
+            duplicates: number;
+            /** @description Messages the events carry. */
+            messages: number;
+            first_seq: number;
+            /** @description The import is applied when the session's applied_seq reaches it. */
+            last_seq: number;
+        };
         ScopeImport: {
             scope: string;
             /** @description Names of the memories the import created. */
@@ -2720,6 +2809,81 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    exportSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, 1 to 128 ASCII letters, digits, `_` and `-`, starting with a letter or a digit (else 400 `bad_session_id`). */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events. */
+            200: {
+                headers: {
+                    /** @description attachment; filename="session-<id>.jsonl" */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": unknown;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    importSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, 1 to 128 ASCII letters, digits, `_` and `-`, starting with a letter or a digit (else 400 `bad_session_id`). */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-ndjson": string;
+            };
+        };
+        responses: {
+            /** @description Every event published. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionImport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description The session holds another event at the import's first seq (`seq_conflict`), or is being erased (`session_erasing`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -34,6 +35,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/replay"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -229,6 +231,39 @@ func TestAllInOneServesReplayedTranscripts(t *testing.T) {
 	body := metricsOf(t, p)
 	require.Regexp(t, `mnemos_turns_ingested_total\{[^}]*transport="http"[^}]*\} [1-9]`, body, "the gateway counted the ingested turns")
 	require.Regexp(t, `mnemos_turns_accounted_total\{[^}]*outcome="applied"[^}]*\} [1-9]`, body, "the accountant counted the applied turns")
+
+	// A replayed session's history, exported and imported into another
+	// session with the command line, gives the same history there.
+	src := sessions[len(sessions)-1]
+	file := filepath.Join(t.TempDir(), "history.jsonl")
+	cli := []string{"-session", src, "-url", p.http, "-api-key", "test-dev-key"}
+	require.NoError(t, run(ctx, append(append([]string{"export"}, cli...), "-o", file), env(nil), io.Discard, io.Discard))
+	cli[1] = "copied"
+	var said bytes.Buffer
+	require.NoError(t, run(ctx, append(append([]string{"import"}, cli...), file), env(nil), &said, io.Discard))
+	exported, err := os.ReadFile(file)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(exported)), "\n")
+	require.Contains(t, said.String(), fmt.Sprintf("import into session copied: %d events published", len(lines)))
+	var last turn.Event
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &last))
+	mn := apiOf(t, p, "test-dev-key")
+	require.Eventually(t, func() bool {
+		s, err := mn.GetSession(ctx, "copied")
+		return err == nil && s.AppliedSeq == last.Seq
+	}, 30*time.Second, 50*time.Millisecond)
+	var copied bytes.Buffer
+	require.NoError(t, run(ctx, []string{"export", "-session", "copied", "-url", p.http, "-api-key", "test-dev-key"}, env(nil), &copied, io.Discard))
+	again := strings.Split(strings.TrimSpace(copied.String()), "\n")
+	require.Len(t, again, len(lines))
+	for i := range lines {
+		var a, b turn.Event
+		require.NoError(t, json.Unmarshal([]byte(lines[i]), &a))
+		require.NoError(t, json.Unmarshal([]byte(again[i]), &b))
+		require.Equal(t, "copied:"+a.EventID, b.EventID)
+		b.EventID, b.SessionID, b.OccurredAt = a.EventID, a.SessionID, a.OccurredAt
+		require.Equal(t, a, b, "line %d", i+1)
+	}
 
 	// The gateway target serves the console: the dev key signs in, and the
 	// replayed sessions are listed.

@@ -214,6 +214,28 @@ func (c *Console) eraseSession(w http.ResponseWriter, r *http.Request, s signedI
 	c.erased(w, r, s, er, err, Prefix+"sessions")
 }
 
+// scopeHolds reports whether the tenant's scope has an index or a memory,
+// deleted ones too, else answers 404: the console knows no scope of
+// another tenant, nor one never written.
+func (c *Console) scopeHolds(w http.ResponseWriter, r *http.Request, s signedIn, sc memory.Scope) bool {
+	ctx := r.Context()
+	idx, err := c.cfg.Memories.Index(ctx, s.tenant, sc)
+	if err != nil {
+		c.internal(w, r, s, "reading the index", err)
+		return false
+	}
+	mems, err := c.cfg.Memories.List(ctx, s.tenant, sc, memory.ListOptions{IncludeDeleted: true})
+	if err != nil {
+		c.internal(w, r, s, "listing memories", err)
+		return false
+	}
+	if idx.Revision == 0 && len(mems) == 0 {
+		c.fail(w, r, s, http.StatusNotFound, "No such scope, or it holds no memories.")
+		return false
+	}
+	return true
+}
+
 // eraseScope erases the {scope} memory scope for good, once confirmed.
 func (c *Console) eraseScope(w http.ResponseWriter, r *http.Request, s signedIn) {
 	if !c.admin(w, r, s) {
@@ -224,18 +246,7 @@ func (c *Console) eraseScope(w http.ResponseWriter, r *http.Request, s signedIn)
 	if !ok {
 		return
 	}
-	idx, err := c.cfg.Memories.Index(ctx, s.tenant, sc)
-	if err != nil {
-		c.internal(w, r, s, "reading the index", err)
-		return
-	}
-	mems, err := c.cfg.Memories.List(ctx, s.tenant, sc, memory.ListOptions{IncludeDeleted: true})
-	if err != nil {
-		c.internal(w, r, s, "listing memories", err)
-		return
-	}
-	if idx.Revision == 0 && len(mems) == 0 {
-		c.fail(w, r, s, http.StatusNotFound, "No such scope, or it holds no memories.")
+	if !c.scopeHolds(w, r, s, sc) {
 		return
 	}
 	if !c.confirmed(w, r, s, sc.String()) {

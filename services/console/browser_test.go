@@ -6,13 +6,16 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/internal/testkit/archivetest"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -92,6 +95,18 @@ func text[S chromedp.Selectable](t *testing.T, ctx context.Context, sel S) strin
 	return s
 }
 
+// downloaded waits for the browser to have saved name in dir, and reads it.
+func downloaded(t *testing.T, dir, name string) string {
+	t.Helper()
+	var data []byte
+	require.Eventually(t, func() bool {
+		var err error
+		data, err = os.ReadFile(filepath.Join(dir, name))
+		return err == nil && len(data) > 0
+	}, 10*time.Second, 50*time.Millisecond, "the browser saves %s", name)
+	return string(data)
+}
+
 // TestBrowser drives the console in chromium as a tenant would: sign in,
 // find the session made through the API, see its chart drawn with the
 // compaction's mark, restore a memory revision, approve one dream proposal
@@ -148,6 +163,15 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, context, "compact-boundary", "the current context starts with the compaction's head")
 	require.Contains(t, context, "Done with step 9.")
 	shot(t, ctx, dir, "03-session")
+	// Its history downloads, and the scope's archive below: the browser
+	// saves each where downloads go.
+	downloads := t.TempDir()
+	_, err = chromedp.CallBrowser(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads})
+	require.NoError(t, err)
+	do(chromedp.Click(chromedp.ID("export-history")))
+	history := downloaded(t, downloads, "session-"+session+".jsonl")
+	require.Len(t, strings.Split(strings.TrimSpace(history), "\n"), 9, "one turn event a line")
+	require.Contains(t, history, `"session_id":"`+session+`"`)
 
 	// Memories: the scope, the memory and its diff; restore revision 1.
 	scopePath := "/console/memories/" + url.PathEscape(scope)
@@ -155,6 +179,9 @@ func TestBrowser(t *testing.T) {
 	shot(t, ctx, dir, "04-memories")
 	do(chromedp.Click(link(scopePath)), chromedp.WaitVisible(link(scopePath+"/"+name)))
 	shot(t, ctx, dir, "05-scope")
+	do(chromedp.Click(chromedp.ID("export-scope")))
+	names, _ := archivetest.Files(t, []byte(downloaded(t, downloads, "memory-project-console.tar.gz")))
+	require.Contains(t, names, "memory/"+name+".md")
 	do(chromedp.Click(link(scopePath+"/"+name)), chromedp.WaitVisible(chromedp.ID("diff")))
 	diff := text(t, ctx, chromedp.ID("diff"))
 	require.Contains(t, diff, "-Releases go out on Tuesdays.")

@@ -195,6 +195,8 @@ func (c *Console) routes() []route {
 		{"POST /console/keys/{id}/rotate", true, c.rotateKey},
 		{"POST /console/sessions/{id}/erase", true, c.eraseSession},
 		{"POST /console/memories/{scope}/erase", true, c.eraseScope},
+		{"GET /console/exports/memories/{scope}", false, c.exportScope},
+		{"GET /console/exports/sessions/{id}", false, c.exportSession},
 	}
 }
 

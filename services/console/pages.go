@@ -371,12 +371,7 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, s signedIn
 		}
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		c.fail(w, r, s, http.StatusNotFound, "No such session.")
-		return
-	}
-	if err != nil {
-		c.internal(w, r, s, "reading the session", err)
+	if c.sessionFailed(w, r, s, err) {
 		return
 	}
 	if len(d.Turns) > maxTimelineTurns {
@@ -453,6 +448,21 @@ func (c *Console) scopes(w http.ResponseWriter, r *http.Request, s signedIn) {
 		d.Next = Prefix + "memories?after=" + url.QueryEscape(d.Scopes[pageSize-1].Scope)
 	}
 	c.render(w, http.StatusOK, "scopes", c.signedView(s, "memories", "Memories", d))
+}
+
+// sessionFailed answers a read of a session that failed with err: 404
+// when the tenant has no such session, 500 otherwise. It reports whether
+// err was a failure.
+func (c *Console) sessionFailed(w http.ResponseWriter, r *http.Request, s signedIn, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, store.ErrNotFound):
+		c.fail(w, r, s, http.StatusNotFound, "No such session.")
+	default:
+		c.internal(w, r, s, "reading the session", err)
+	}
+	return true
 }
 
 // scopeOf reads the {scope} path value, or answers 404.

@@ -49,10 +49,13 @@ type KeySecret struct {
 }
 
 // AuditRecord is what was done to a tenant's keys or data, by whom and
-// when: Actor is "key:<id>" for a request made with that key, "cli" for the
-// command line; Detail names what was done, never content.
+// when: Actor is "key:<id>" for a request made with that key,
+// "operator:<id>" for one made with an operator key, "cli" for the command
+// line; Detail names what was done, never content. Tenant is set in the
+// operator API's answers, which span tenants.
 type AuditRecord struct {
 	ID     int64           `json:"id"`
+	Tenant string          `json:"tenant,omitempty"`
 	At     time.Time       `json:"at"`
 	Actor  string          `json:"actor"`
 	Action string          `json:"action"`

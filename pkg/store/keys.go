@@ -34,10 +34,6 @@ var Scopes = []string{ScopeIngest, ScopeProxy, ScopeRead, ScopeMemoryWrite, Scop
 // leaked one.
 const KeyPrefix = "mnm_"
 
-// prefixLen is how much of a secret is kept in the clear to tell keys
-// apart: KeyPrefix and eight characters of 43 random ones.
-const prefixLen = len(KeyPrefix) + 8
-
 // APIKey is a key as it is listed: everything but its secret.
 type APIKey struct {
 	ID         string
@@ -66,12 +62,13 @@ type NewAPIKey struct {
 }
 
 // KeyGrant is what an active key grants: its tenant, its id, its scopes,
-// until when.
+// until when. A key of a suspended tenant grants nothing while Suspended.
 type KeyGrant struct {
 	Tenant    string
 	KeyID     string
 	Scopes    []string
 	ExpiresAt *time.Time
+	Suspended bool
 }
 
 // Has reports whether the grant holds scope.
@@ -97,16 +94,28 @@ func CheckScopes(scopes []string) error {
 }
 
 // NewSecret makes a key's secret: KeyPrefix and 32 random bytes.
-func NewSecret() string {
+func NewSecret() string { return newSecret(KeyPrefix) }
+
+// newSecret makes a secret: prefix and 32 random bytes.
+func newSecret(prefix string) string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (it panics instead)
-	return KeyPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
 // KeyIDOf is the id of the key with that secret: "key_" and the first 16
 // hex digits of its hash, so a known key registered again is the same key.
-func KeyIDOf(secret string) string {
-	return "key_" + hex.EncodeToString(HashAPIKey(secret)[:8])
+func KeyIDOf(secret string) string { return idOf("key_", secret) }
+
+// idOf is the id of the secret: kind and the first 16 hex digits of its hash.
+func idOf(kind, secret string) string {
+	return kind + hex.EncodeToString(HashAPIKey(secret)[:8])
+}
+
+// visiblePrefix is what of a secret is kept in the clear: its prefix and
+// eight characters more.
+func visiblePrefix(prefix, secret string) string {
+	return secret[:min(len(prefix)+8, len(secret))]
 }
 
 // CreateAPIKey stores a new key of tenant and returns it with its secret,
@@ -133,7 +142,7 @@ func (tx *Tx) createAPIKey(ctx context.Context, k NewAPIKey, secret, actor strin
 	id := KeyIDOf(secret)
 	row, err := tx.q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{
 		KeyHash: HashAPIKey(secret), TenantID: tx.tenant, Name: k.Name, KeyID: id,
-		Prefix: secret[:min(prefixLen, len(secret))], Scopes: k.Scopes, ExpiresAt: optTimestamptz(k.ExpiresAt),
+		Prefix: visiblePrefix(KeyPrefix, secret), Scopes: k.Scopes, ExpiresAt: optTimestamptz(k.ExpiresAt),
 	})
 	if errors.Is(err, pgx.ErrNoRows) { // registered before
 		if row, err = tx.q.APIKeyGet(ctx, dbsqlc.APIKeyGetParams{TenantID: tx.tenant, KeyID: id}); err != nil {
@@ -247,7 +256,7 @@ func (s *Store) LookupAPIKeyHash(ctx context.Context, hash []byte) (KeyGrant, er
 	if err != nil {
 		return KeyGrant{}, notFound(err)
 	}
-	return KeyGrant{Tenant: row.TenantID, KeyID: row.KeyID, Scopes: row.Scopes, ExpiresAt: timeOf(row.ExpiresAt)}, nil
+	return KeyGrant{Tenant: row.TenantID, KeyID: row.KeyID, Scopes: row.Scopes, ExpiresAt: timeOf(row.ExpiresAt), Suspended: row.Suspended}, nil
 }
 
 // TouchAPIKey records that a key was used now, at most once a minute.
@@ -258,7 +267,8 @@ func (s *Store) TouchAPIKey(ctx context.Context, tenant, id string) error {
 }
 
 // KeysChannel is the channel on which a change to a key (revoked, expiring
-// sooner, rescoped, deleted) is announced, as the hex of its hash.
+// sooner, rescoped, deleted, its tenant suspended or resumed) is announced,
+// as the hex of its hash.
 const KeysChannel = "mnemos_api_keys"
 
 // ListenKeys calls changed with the hash (hex) of each key announced on
@@ -309,6 +319,7 @@ func (tx *Tx) Audit(ctx context.Context, actor, action, target string, detail ma
 // AuditRecord is a record of the audit log.
 type AuditRecord struct {
 	ID     int64
+	Tenant string
 	At     time.Time
 	Actor  string
 	Action string
@@ -328,13 +339,31 @@ func (s *Store) AuditLog(ctx context.Context, tenant string, before int64, limit
 		if err != nil {
 			return fmt.Errorf("store.AuditLog: %w", err)
 		}
-		out = make([]AuditRecord, len(rows))
-		for i, r := range rows {
-			out[i] = AuditRecord{ID: r.ID, At: r.At.Time, Actor: r.Actor, Action: r.Action, Target: r.Target, Detail: r.Detail}
-		}
+		out = auditRecordsOf(rows)
 		return nil
 	})
 	return out, err
+}
+
+// AuditLogAll is AuditLog of every tenant: the operator's read across
+// tenants.
+func (s *Store) AuditLogAll(ctx context.Context, before int64, limit int) ([]AuditRecord, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := dbsqlc.New(s.pool).AuditListAll(ctx, dbsqlc.AuditListAllParams{Before: before, MaxRows: int32(min(max(limit, 1), 1000))}) //nolint:gosec // bounded above
+	if err != nil {
+		return nil, fmt.Errorf("store.AuditLogAll: %w", err)
+	}
+	return auditRecordsOf(rows), nil
+}
+
+func auditRecordsOf(rows []dbsqlc.AuditLog) []AuditRecord {
+	out := make([]AuditRecord, len(rows))
+	for i, r := range rows {
+		out[i] = AuditRecord{ID: r.ID, Tenant: r.TenantID, At: r.At.Time, Actor: r.Actor, Action: r.Action, Target: r.Target, Detail: r.Detail}
+	}
+	return out
 }
 
 func apiKeyOf(r dbsqlc.ApiKey) APIKey {

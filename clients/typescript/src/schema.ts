@@ -1813,9 +1813,11 @@ export interface components {
         };
         AuditRecord: {
             id: number;
+            /** @description the tenant the record is of; set in the operator API's answers only */
+            tenant?: string;
             /** Format: date-time */
             at: string;
-            /** @description `key:<id>` for a request made with that key, `cli` for the command line, `system` */
+            /** @description `key:<id>` for a request made with that key, `operator:<id>` for one made with an operator key, `cli` for the command line, `system` */
             actor: string;
             /** @description what was done: `key.create`, `key.revoke`, `key.rotate`, ... */
             action: string;
@@ -1907,7 +1909,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The key lacks the route's scope (`missing_scope`, naming it), or the body names another tenant than the key's (`tenant_mismatch`). */
+        /** @description The key lacks the route's scope (`missing_scope`, naming it), its tenant is suspended by an operator (`tenant_suspended`), or the body names another tenant than the key's (`tenant_mismatch`). */
         Forbidden: {
             headers: {
                 [name: string]: unknown;

@@ -124,15 +124,24 @@ func (k *Keys) Listen(ctx context.Context) {
 }
 
 // Forget drops every key verified: a key this process revoked or rotated
-// is refused by it at once, before Postgres's announcement comes back.
+// is refused by it at once, before Postgres's announcement comes back. A
+// nil Keys (a process that checks no keys) has nothing to forget.
 func (k *Keys) Forget() {
+	if k == nil {
+		return
+	}
 	k.cache.ForgetAll()
 	k.unheard.ForgetAll()
 }
 
 // Refused counts a request refused before any route logic ran (a bad id, an
-// ambiguous or refused credential) by its code, and answers it in d.
+// ambiguous or refused credential) by its code, and answers it in d. A nil
+// Keys answers it uncounted.
 func (k *Keys) Refused(w http.ResponseWriter, r *http.Request, d Dialect, e *Error) {
+	if k == nil {
+		Refuse(w, d, e)
+		return
+	}
 	k.refused.Add(r.Context(), 1, metric.WithAttributes(attribute.String("code", e.Code)))
 	Refuse(w, d, e)
 }
@@ -188,8 +197,19 @@ func GrantOf(ctx context.Context) (store.KeyGrant, bool) {
 	return g, ok
 }
 
+type actorKey struct{}
+
+// WithActor names who makes the request for the audit log in place of a
+// tenant's key: the operator API's requests, made with an operator key.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
 // Actor names who made a request for the audit log: its key.
 func Actor(ctx context.Context) string {
+	if a, ok := ctx.Value(actorKey{}).(string); ok {
+		return a
+	}
 	if g, ok := GrantOf(ctx); ok {
 		return "key:" + g.KeyID
 	}
@@ -199,11 +219,11 @@ func Actor(ctx context.Context) string {
 // Grant resolves key to what it grants: from the cache of verified keys,
 // else from Postgres, unless the client's address failed too many checks
 // lately (429, with Retry-After set on w) or the key failed recently (401).
+// A key of a suspended tenant is refused with 403 tenant_suspended.
 func (k *Keys) Grant(w http.ResponseWriter, r *http.Request, key string) (store.KeyGrant, *Error) {
 	hash := KeyHash(key)
 	if g, ok := k.cached().Peek(hash); ok && k.live(g) {
-		k.touch(g)
-		return g, nil
+		return k.granted(g)
 	}
 	addr := clientAddr(r)
 	if wait, blocked := k.guard.blocked(addr); blocked {
@@ -218,7 +238,7 @@ func (k *Keys) Grant(w http.ResponseWriter, r *http.Request, key string) (store.
 		k.guard.miss(addr, hash)
 		return store.KeyGrant{}, unknown
 	}
-	g, err := k.ByHash(r.Context(), hash)
+	g, err := k.lookup(r.Context(), hash)
 	if errors.Is(err, store.ErrNotFound) {
 		k.guard.miss(addr, hash)
 		return store.KeyGrant{}, unknown
@@ -227,14 +247,41 @@ func (k *Keys) Grant(w http.ResponseWriter, r *http.Request, key string) (store.
 		k.log.Error("api key lookup failed", "err", err)
 		return store.KeyGrant{}, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "could not verify the API key; retry"}
 	}
+	return k.granted(g)
+}
+
+// granted answers a key verified: its grant, or 403 when its tenant is
+// suspended.
+func (k *Keys) granted(g store.KeyGrant) (store.KeyGrant, *Error) {
+	if g.Suspended {
+		return store.KeyGrant{}, &Error{Status: http.StatusForbidden, Code: "tenant_suspended", Message: "tenant " + g.Tenant + " is suspended: its API keys are refused until an operator resumes it"}
+	}
 	k.touch(g)
 	return g, nil
 }
 
+// ErrTenantSuspended is ByHash's error for a key of a suspended tenant:
+// it is store.ErrNotFound too, as the key grants nothing meanwhile.
+var ErrTenantSuspended = fmt.Errorf("the key's tenant is suspended: %w", store.ErrNotFound)
+
 // ByHash is what the key of that hash (KeyHash) grants, or
-// store.ErrNotFound when it is unknown, revoked or expired: how a console
-// session checks, at each request, that its key still holds.
+// store.ErrNotFound when it is unknown, revoked or expired, or
+// ErrTenantSuspended: how a console session checks, at each request, that
+// its key still holds.
 func (k *Keys) ByHash(ctx context.Context, hash string) (store.KeyGrant, error) {
+	g, err := k.lookup(ctx, hash)
+	switch {
+	case err != nil:
+		return store.KeyGrant{}, err
+	case g.Suspended:
+		return store.KeyGrant{}, ErrTenantSuspended
+	}
+	return g, nil
+}
+
+// lookup is what the key of that hash grants, its tenant suspended or not,
+// or store.ErrNotFound when it is unknown, revoked or expired.
+func (k *Keys) lookup(ctx context.Context, hash string) (store.KeyGrant, error) {
 	load := func(ctx context.Context, hash string) (store.KeyGrant, error) {
 		raw, err := hex.DecodeString(hash)
 		if err != nil {

@@ -278,6 +278,16 @@ type Message struct {
 	BytesThrough   int64
 }
 
+type OperatorKey struct {
+	ID         string
+	Name       string
+	Prefix     string
+	Hash       []byte
+	CreatedAt  pgtype.Timestamptz
+	LastUsedAt pgtype.Timestamptz
+	RevokedAt  pgtype.Timestamptz
+}
+
 type Outbox struct {
 	ID        int64
 	TenantID  string
@@ -423,10 +433,11 @@ type SessionNote struct {
 }
 
 type Tenant struct {
-	TenantID  string
-	Name      string
-	Settings  []byte
-	CreatedAt pgtype.Timestamptz
+	TenantID    string
+	Name        string
+	Settings    []byte
+	CreatedAt   pgtype.Timestamptz
+	SuspendedAt pgtype.Timestamptz
 }
 
 type TenantUpstream struct {

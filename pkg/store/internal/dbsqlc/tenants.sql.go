@@ -148,8 +148,9 @@ func (q *Queries) APIKeyList(ctx context.Context, tenantID string) ([]ApiKey, er
 }
 
 const aPIKeyLookup = `-- name: APIKeyLookup :one
-SELECT k.tenant_id::text AS tenant_id, k.key_id::text AS key_id, k.scopes::text[] AS scopes, k.expires_at::timestamptz AS expires_at
-FROM mnemos_api_key($1::bytea) AS k (tenant_id, key_id, scopes, expires_at)
+SELECT k.tenant_id::text AS tenant_id, k.key_id::text AS key_id, k.scopes::text[] AS scopes, k.expires_at::timestamptz AS expires_at,
+       k.suspended::boolean AS suspended
+FROM mnemos_api_key($1::bytea) AS k (tenant_id, key_id, scopes, expires_at, suspended)
 `
 
 type APIKeyLookupRow struct {
@@ -157,6 +158,7 @@ type APIKeyLookupRow struct {
 	KeyID     string
 	Scopes    []string
 	ExpiresAt pgtype.Timestamptz
+	Suspended bool
 }
 
 // An active key, before any tenant is known: through the owner's
@@ -169,6 +171,7 @@ func (q *Queries) APIKeyLookup(ctx context.Context, keyHash []byte) (APIKeyLooku
 		&i.KeyID,
 		&i.Scopes,
 		&i.ExpiresAt,
+		&i.Suspended,
 	)
 	return i, err
 }
@@ -280,8 +283,161 @@ func (q *Queries) AuditList(ctx context.Context, arg AuditListParams) ([]AuditLo
 	return items, nil
 }
 
+const auditListAll = `-- name: AuditListAll :many
+SELECT id, tenant_id, at, actor, action, target, detail FROM mnemos_audit_log($1::bigint, $2::integer)
+`
+
+type AuditListAllParams struct {
+	Before  int64
+	MaxRows int32
+}
+
+// Every tenant's audit records: through the owner's function.
+func (q *Queries) AuditListAll(ctx context.Context, arg AuditListAllParams) ([]AuditLog, error) {
+	rows, err := q.db.Query(ctx, auditListAll, arg.Before, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AuditLog{}
+	for rows.Next() {
+		var i AuditLog
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.At,
+			&i.Actor,
+			&i.Action,
+			&i.Target,
+			&i.Detail,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const operatorKeyInsert = `-- name: OperatorKeyInsert :one
+INSERT INTO operator_keys (id, name, prefix, hash) VALUES ($1, $2, $3, $4)
+RETURNING id, name, prefix, hash, created_at, last_used_at, revoked_at
+`
+
+type OperatorKeyInsertParams struct {
+	ID     string
+	Name   string
+	Prefix string
+	Hash   []byte
+}
+
+func (q *Queries) OperatorKeyInsert(ctx context.Context, arg OperatorKeyInsertParams) (OperatorKey, error) {
+	row := q.db.QueryRow(ctx, operatorKeyInsert,
+		arg.ID,
+		arg.Name,
+		arg.Prefix,
+		arg.Hash,
+	)
+	var i OperatorKey
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Prefix,
+		&i.Hash,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
+const operatorKeyList = `-- name: OperatorKeyList :many
+SELECT id, name, prefix, hash, created_at, last_used_at, revoked_at FROM operator_keys ORDER BY created_at, id
+`
+
+func (q *Queries) OperatorKeyList(ctx context.Context) ([]OperatorKey, error) {
+	rows, err := q.db.Query(ctx, operatorKeyList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OperatorKey{}
+	for rows.Next() {
+		var i OperatorKey
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Prefix,
+			&i.Hash,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.RevokedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const operatorKeyLookup = `-- name: OperatorKeyLookup :one
+SELECT id, name, prefix, hash, created_at, last_used_at, revoked_at FROM operator_keys WHERE hash = $1 AND revoked_at IS NULL
+`
+
+// An active operator key by its hash.
+func (q *Queries) OperatorKeyLookup(ctx context.Context, hash []byte) (OperatorKey, error) {
+	row := q.db.QueryRow(ctx, operatorKeyLookup, hash)
+	var i OperatorKey
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Prefix,
+		&i.Hash,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
+const operatorKeyRevoke = `-- name: OperatorKeyRevoke :one
+UPDATE operator_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1
+RETURNING id, name, prefix, hash, created_at, last_used_at, revoked_at
+`
+
+func (q *Queries) OperatorKeyRevoke(ctx context.Context, id string) (OperatorKey, error) {
+	row := q.db.QueryRow(ctx, operatorKeyRevoke, id)
+	var i OperatorKey
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Prefix,
+		&i.Hash,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
+const operatorKeyTouch = `-- name: OperatorKeyTouch :exec
+UPDATE operator_keys SET last_used_at = now()
+WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+`
+
+// At most one write a minute for a key in use.
+func (q *Queries) OperatorKeyTouch(ctx context.Context, id string) error {
+	_, err := q.db.Exec(ctx, operatorKeyTouch, id)
+	return err
+}
+
 const tenantGet = `-- name: TenantGet :one
-SELECT tenant_id, name, settings, created_at FROM tenants WHERE tenant_id = $1
+SELECT tenant_id, name, settings, created_at, suspended_at FROM tenants WHERE tenant_id = $1
 `
 
 func (q *Queries) TenantGet(ctx context.Context, tenantID string) (Tenant, error) {
@@ -292,8 +448,65 @@ func (q *Queries) TenantGet(ctx context.Context, tenantID string) (Tenant, error
 		&i.Name,
 		&i.Settings,
 		&i.CreatedAt,
+		&i.SuspendedAt,
 	)
 	return i, err
+}
+
+const tenantInsert = `-- name: TenantInsert :execrows
+INSERT INTO tenants (tenant_id, name) VALUES ($1, $2)
+ON CONFLICT (tenant_id) DO NOTHING
+`
+
+type TenantInsertParams struct {
+	TenantID string
+	Name     string
+}
+
+func (q *Queries) TenantInsert(ctx context.Context, arg TenantInsertParams) (int64, error) {
+	result, err := q.db.Exec(ctx, tenantInsert, arg.TenantID, arg.Name)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const tenantList = `-- name: TenantList :many
+SELECT t.tenant_id::text AS tenant_id, t.name::text AS name, t.created_at::timestamptz AS created_at, t.suspended_at::timestamptz AS suspended_at
+FROM mnemos_tenants() AS t (tenant_id, name, created_at, suspended_at)
+`
+
+type TenantListRow struct {
+	TenantID    string
+	Name        string
+	CreatedAt   pgtype.Timestamptz
+	SuspendedAt pgtype.Timestamptz
+}
+
+// Every tenant, across tenants: through the owner's function.
+func (q *Queries) TenantList(ctx context.Context) ([]TenantListRow, error) {
+	rows, err := q.db.Query(ctx, tenantList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TenantListRow{}
+	for rows.Next() {
+		var i TenantListRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.Name,
+			&i.CreatedAt,
+			&i.SuspendedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const tenantSetSettings = `-- name: TenantSetSettings :execrows
@@ -311,6 +524,32 @@ func (q *Queries) TenantSetSettings(ctx context.Context, arg TenantSetSettingsPa
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const tenantSetSuspended = `-- name: TenantSetSuspended :one
+UPDATE tenants SET suspended_at = CASE WHEN $1::boolean THEN coalesce(suspended_at, now()) END
+WHERE tenant_id = $2
+RETURNING tenant_id, name, settings, created_at, suspended_at
+`
+
+type TenantSetSuspendedParams struct {
+	Suspend  bool
+	TenantID string
+}
+
+// Suspends the tenant (@suspend) as of now, or resumes it; suspending a
+// suspended tenant keeps its time.
+func (q *Queries) TenantSetSuspended(ctx context.Context, arg TenantSetSuspendedParams) (Tenant, error) {
+	row := q.db.QueryRow(ctx, tenantSetSuspended, arg.Suspend, arg.TenantID)
+	var i Tenant
+	err := row.Scan(
+		&i.TenantID,
+		&i.Name,
+		&i.Settings,
+		&i.CreatedAt,
+		&i.SuspendedAt,
+	)
+	return i, err
 }
 
 const tenantUpsert = `-- name: TenantUpsert :exec

@@ -4,6 +4,9 @@
 // events Mnemos publishes on the bus (events/*.schema.json). The turn
 // event's schema lives with its decoder, in pkg/turn.
 //
+// The operator API has a document of its own, admin-openapi.yaml, held to
+// its routes and client the same way.
+//
 // The document is the published contract; the types are the one Go
 // rendering of it, which the gateway answers with and the Go client
 // (package client) reads, so neither keeps a copy of its own.
@@ -32,6 +35,9 @@ import (
 //go:embed openapi.yaml
 var openapiYAML []byte
 
+//go:embed admin-openapi.yaml
+var adminYAML []byte
+
 //go:embed events/*.schema.json
 var eventFiles embed.FS
 
@@ -44,6 +50,19 @@ var openapiJSON = sync.OnceValues(func() ([]byte, error) { return YAMLToJSON(ope
 // OpenAPIJSON is the OpenAPI document as JSON, as GET /openapi.json serves it.
 func OpenAPIJSON() ([]byte, error) {
 	b, err := openapiJSON()
+	return bytes.Clone(b), err
+}
+
+// AdminOpenAPIYAML is the operator API's document (/admin/v1 on the admin
+// listener) as written: a document of its own, as its routes, keys and
+// clients are the operator's, not a tenant's.
+func AdminOpenAPIYAML() []byte { return bytes.Clone(adminYAML) }
+
+var adminJSON = sync.OnceValues(func() ([]byte, error) { return YAMLToJSON(adminYAML) })
+
+// AdminOpenAPIJSON is the operator API's document as JSON.
+func AdminOpenAPIJSON() ([]byte, error) {
+	b, err := adminJSON()
 	return bytes.Clone(b), err
 }
 

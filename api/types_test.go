@@ -29,7 +29,7 @@ func answer(path, method, status string) string {
 // bodies are the Go types of the document's bodies. A type reached from
 // one of them (a field's) is checked where it is reached; a schema of
 // components/schemas with properties is either here or in untyped.
-var bodies = []apitest.Body{
+var bodies = append([]apitest.Body{
 	{Schemas: schema("Error"), Type: reflect.TypeFor[api.ErrorBody]()},
 	{Schemas: schema("AnthropicError"), Type: reflect.TypeFor[api.AnthropicErrorBody]()},
 	{Schemas: schema("OpenAIError"), Type: reflect.TypeFor[api.OpenAIErrorBody]()},
@@ -76,6 +76,25 @@ var bodies = []apitest.Body{
 	{Schemas: schema("Dream"), Type: reflect.TypeFor[api.Dream]()},
 	{Schemas: schema("Proposal"), Type: reflect.TypeFor[api.Proposal]()},
 	{Schemas: schema("DreamList"), Type: reflect.TypeFor[api.DreamList]()},
+}, sharedBodies...)
+
+// adminBodies are the Go types of the operator API's document
+// (admin-openapi.yaml): its own bodies, and the tenants' API's types it
+// answers with too.
+var adminBodies = append([]apitest.Body{
+	{Schemas: schema("Error"), Type: reflect.TypeFor[api.ErrorBody]()},
+	{Schemas: schema("Tenant"), Type: reflect.TypeFor[api.Tenant]()},
+	{Schemas: schema("TenantList"), Type: reflect.TypeFor[api.TenantList]()},
+	{Schemas: schema("TenantRequest"), Type: reflect.TypeFor[api.TenantRequest]()},
+	{Schemas: schema("TenantCreated"), Type: reflect.TypeFor[api.TenantCreated]()},
+	{Schemas: schema("TenantSettings"), Type: reflect.TypeFor[api.TenantSettings]()},
+	{Schemas: schema("Upstream"), Type: reflect.TypeFor[api.Upstream]()},
+	{Schemas: schema("UpstreamRequest"), Type: reflect.TypeFor[api.UpstreamRequest]()},
+}, sharedBodies...)
+
+// sharedBodies are the schemas both documents hold: a tenant's keys, its
+// audit log and an erasure, which the operator API serves as /v1 does.
+var sharedBodies = []apitest.Body{
 	{Schemas: schema("APIKey"), Type: reflect.TypeFor[api.Key]()},
 	{Schemas: schema("APIKeyList"), Type: reflect.TypeFor[api.KeyList]()},
 	{Schemas: schema("APIKeyRequest"), Type: reflect.TypeFor[api.KeyRequest]()},
@@ -85,6 +104,16 @@ var bodies = []apitest.Body{
 	{Schemas: schema("AuditLog"), Type: reflect.TypeFor[api.AuditLog]()},
 	{Schemas: schema("Erasure"), Type: reflect.TypeFor[api.Erasure]()},
 	{Schemas: schema("ErasedTable"), Type: reflect.TypeFor[api.ErasedTable]()},
+}
+
+// documents are the two documents and the Go types of their bodies.
+var documents = []struct {
+	file   string
+	json   func() ([]byte, error)
+	bodies []apitest.Body
+}{
+	{"api/openapi.yaml", api.OpenAPIJSON, bodies},
+	{"api/admin-openapi.yaml", api.AdminOpenAPIJSON, adminBodies},
 }
 
 // untyped are the schemas of components/schemas no Go type stands for,
@@ -112,11 +141,13 @@ var notInTheDocument = map[string]string{
 // bodies.
 func TestTheTypesAreTheDocuments(t *testing.T) {
 	t.Parallel()
-	doc, err := api.OpenAPIJSON()
-	require.NoError(t, err)
-	problems, _, err := apitest.CheckBodies(doc, bodies)
-	require.NoError(t, err)
-	require.Empty(t, problems, "api/openapi.yaml and the Go types of its bodies disagree:\n%s", strings.Join(problems, "\n"))
+	for _, d := range documents {
+		doc, err := d.json()
+		require.NoError(t, err)
+		problems, _, err := apitest.CheckBodies(doc, d.bodies)
+		require.NoError(t, err)
+		require.Empty(t, problems, "%s and the Go types of its bodies disagree:\n%s", d.file, strings.Join(problems, "\n"))
+	}
 }
 
 // TestEverySchemaHasItsType: each object schema of components/schemas,
@@ -126,8 +157,33 @@ func TestTheTypesAreTheDocuments(t *testing.T) {
 // notInTheDocument): neither side can add a body the other does not have.
 func TestEverySchemaHasItsType(t *testing.T) {
 	t.Parallel()
-	raw, err := api.OpenAPIJSON()
-	require.NoError(t, err)
+	reached := map[string]bool{}
+	for _, d := range documents {
+		raw, err := d.json()
+		require.NoError(t, err)
+		require.Empty(t, untypedSchemas(t, raw, d.bodies), "schemas of %s without a Go type: add each to its bodies (api/types_test.go)", d.file)
+		_, checked, err := apitest.CheckBodies(raw, d.bodies)
+		require.NoError(t, err)
+		for typ := range checked {
+			if typ.PkgPath() == reflect.TypeFor[api.Session]().PkgPath() {
+				reached[typ.Name()] = true
+			}
+		}
+	}
+	var unreached []string
+	for _, name := range exportedStructs(t) {
+		if !reached[name] && notInTheDocument[name] == "" {
+			unreached = append(unreached, name)
+		}
+	}
+	require.Empty(t, unreached, "exported structs of package api no body of api/openapi.yaml or api/admin-openapi.yaml describes: describe them, or say why not in notInTheDocument")
+}
+
+// untypedSchemas are the object schemas of raw's components/schemas and
+// the inline schemas of its JSON answers that no body types (nor untyped
+// explains).
+func untypedSchemas(t *testing.T, raw []byte, bodies []apitest.Body) []string {
+	t.Helper()
 	var doc struct {
 		Paths      map[string]map[string]json.RawMessage `json:"paths"`
 		Components struct {
@@ -169,23 +225,7 @@ func TestEverySchemaHasItsType(t *testing.T) {
 		}
 	}
 	slices.Sort(missing)
-	require.Empty(t, missing, "schemas without a Go type: add each to bodies (api/types_test.go)")
-
-	_, checked, err := apitest.CheckBodies(raw, bodies)
-	require.NoError(t, err)
-	reached := map[string]bool{}
-	for typ := range checked {
-		if typ.PkgPath() == reflect.TypeFor[api.Session]().PkgPath() {
-			reached[typ.Name()] = true
-		}
-	}
-	var unreached []string
-	for _, name := range exportedStructs(t) {
-		if !reached[name] && notInTheDocument[name] == "" {
-			unreached = append(unreached, name)
-		}
-	}
-	require.Empty(t, unreached, "exported structs of package api no body of api/openapi.yaml describes: describe them, or say why not in notInTheDocument")
+	return missing
 }
 
 // exportedStructs are the names of the exported struct types declared in

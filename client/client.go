@@ -715,6 +715,13 @@ func (c *Client) RotateKey(ctx context.Context, id string, overlap time.Duration
 func (c *Client) GetAuditLog(ctx context.Context, before int64, limit int) (api.AuditLog, error) {
 	var out api.AuditLog
 	r := get("/v1/audit")
+	r.query = auditQuery(before, limit)
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
+// auditQuery is the query of a page of an audit log.
+func auditQuery(before int64, limit int) url.Values {
 	q := url.Values{}
 	if before > 0 {
 		q.Set("before", strconv.FormatInt(before, 10))
@@ -722,11 +729,7 @@ func (c *Client) GetAuditLog(ctx context.Context, before int64, limit int) (api.
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	if len(q) > 0 {
-		r.query = q
-	}
-	_, _, err := c.call(ctx, r, &out)
-	return out, err
+	return q
 }
 
 // Healthz reports whether the process is alive and what its targets do.

@@ -80,6 +80,16 @@ func Operations() ([]Operation, error) {
 	return operationsOf(raw)
 }
 
+// AdminOperations lists the operations of the operator API's document
+// (api/admin-openapi.yaml), sorted.
+func AdminOperations() ([]Operation, error) {
+	raw, err := api.AdminOpenAPIJSON()
+	if err != nil {
+		return nil, err
+	}
+	return operationsOf(raw)
+}
+
 func operationsOf(raw []byte) ([]Operation, error) {
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
@@ -115,10 +125,22 @@ func CheckRoutes(patterns []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return compareRoutes(patterns, ops), nil
+	return compareRoutes(patterns, ops, "api/openapi.yaml"), nil
 }
 
-func compareRoutes(patterns []string, ops []Operation) []string {
+// CheckAdminRoutes is CheckRoutes for the operator API's routes and its
+// document, api/admin-openapi.yaml.
+func CheckAdminRoutes(patterns []string) ([]string, error) {
+	ops, err := AdminOperations()
+	if err != nil {
+		return nil, err
+	}
+	return compareRoutes(patterns, ops, "api/admin-openapi.yaml"), nil
+}
+
+// compareRoutes compares patterns with ops, the operations of the
+// document file.
+func compareRoutes(patterns []string, ops []Operation, file string) []string {
 	var problems []string
 	registered := map[Operation]bool{}
 	for _, p := range patterns {
@@ -166,7 +188,7 @@ func compareRoutes(patterns []string, ops []Operation) []string {
 	}
 	for op := range registered {
 		if !documented[op] && !documented[Operation{Method: AnyMethod, Path: op.Path}] {
-			problems = append(problems, fmt.Sprintf("%s is registered but not in api/openapi.yaml", op))
+			problems = append(problems, fmt.Sprintf("%s is registered but not in %s", op, file))
 		}
 	}
 	slices.Sort(problems)

@@ -9,7 +9,7 @@ import (
 func TestCompareRoutesNamesEachDisagreement(t *testing.T) {
 	t.Parallel()
 	ops := []Operation{{"GET", "/v1/sessions/{id}"}, {"POST", "/v1/turns"}, {"GET", "/v1/scopes"}}
-	require.Empty(t, compareRoutes([]string{"POST /v1/turns", "GET /v1/sessions/{id}", "GET /v1/scopes", "/v1/"}, ops),
+	require.Empty(t, compareRoutes([]string{"POST /v1/turns", "GET /v1/sessions/{id}", "GET /v1/scopes", "/v1/"}, ops, "api/openapi.yaml"),
 		"the same routes, and a fallback subtree, agree")
 	require.Equal(t, []string{
 		"\"/metrics\" has no method: only a fallback subtree (ending in /) may",
@@ -21,7 +21,7 @@ func TestCompareRoutesNamesEachDisagreement(t *testing.T) {
 	}, compareRoutes([]string{
 		"POST /v1/turns", "POST /v1/turns", "GET /v1/sessions/{id}", "DELETE /v1/sessions/{id}",
 		"/metrics", "GET /files/{path...}", "GET example.com/x",
-	}, ops))
+	}, ops, "api/openapi.yaml"))
 }
 
 // TestCompareRoutesTakesAProtocolPath: a path the document describes
@@ -30,10 +30,10 @@ func TestCompareRoutesNamesEachDisagreement(t *testing.T) {
 func TestCompareRoutesTakesAProtocolPath(t *testing.T) {
 	t.Parallel()
 	ops := []Operation{{"POST", "/v1/turns"}, {AnyMethod, "/mcp"}}
-	require.Empty(t, compareRoutes([]string{"POST /v1/turns", "POST /mcp", "GET /mcp"}, ops))
-	require.Equal(t, []string{"the document describes /mcp, which no route serves"}, compareRoutes([]string{"POST /v1/turns"}, ops))
+	require.Empty(t, compareRoutes([]string{"POST /v1/turns", "POST /mcp", "GET /mcp"}, ops, "api/openapi.yaml"))
+	require.Equal(t, []string{"the document describes /mcp, which no route serves"}, compareRoutes([]string{"POST /v1/turns"}, ops, "api/openapi.yaml"))
 	require.Equal(t, []string{"POST /v2/mcp is registered but not in api/openapi.yaml"},
-		compareRoutes([]string{"POST /v1/turns", "POST /mcp", "POST /v2/mcp"}, ops))
+		compareRoutes([]string{"POST /v1/turns", "POST /mcp", "POST /v2/mcp"}, ops, "api/openapi.yaml"))
 }
 
 func TestMatchTemplate(t *testing.T) {

@@ -21,8 +21,9 @@ import (
 
 // Validator checks HTTP answers against an OpenAPI document.
 type Validator struct {
-	v   validator.Validator
-	ops []Operation
+	v    validator.Validator
+	ops  []Operation
+	name string // the document's file, for messages
 }
 
 // NewValidator builds a Validator on doc (JSON or YAML). Formats
@@ -44,7 +45,7 @@ func NewValidator(doc []byte) (*Validator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Validator{v: v, ops: ops}, nil
+	return &Validator{v: v, ops: ops, name: "the document"}, nil
 }
 
 func toJSON(doc []byte) ([]byte, error) {
@@ -65,10 +66,26 @@ func (v *Validator) Document() error {
 
 // documented is the validator on the embedded document, built once, from
 // the YAML so that its errors name lines of api/openapi.yaml.
-var documented = sync.OnceValues(func() (*Validator, error) { return NewValidator(api.OpenAPIYAML()) })
+var documented = sync.OnceValues(func() (*Validator, error) { return named(api.OpenAPIYAML(), "api/openapi.yaml") })
 
 // Default is the Validator on the document this build serves.
 func Default() (*Validator, error) { return documented() }
+
+var adminDocumented = sync.OnceValues(func() (*Validator, error) {
+	return named(api.AdminOpenAPIYAML(), "api/admin-openapi.yaml")
+})
+
+// Admin is the Validator on the operator API's document.
+func Admin() (*Validator, error) { return adminDocumented() }
+
+func named(doc []byte, name string) (*Validator, error) {
+	v, err := NewValidator(doc)
+	if err != nil {
+		return nil, err
+	}
+	v.name = name
+	return v, nil
+}
 
 // Check validates one answer: its status, headers and body must be ones
 // the document allows for the request's operation. A method and path the
@@ -167,19 +184,29 @@ func joinValidation[E error](errs []E) error {
 // not allow (see Validator.Check). The answer's body is read whole and
 // handed on unread.
 func Transport(t testing.TB, base http.RoundTripper) http.RoundTripper {
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	v, err := Default()
-	if err != nil {
-		t.Fatalf("apitest: %v", err)
-	}
-	return &transport{t: t, base: base, v: v}
+	return transportOn(t, base, Default)
 }
 
 // Client is an http.Client whose answers are validated (see Transport).
 func Client(t testing.TB) *http.Client {
 	return &http.Client{Transport: Transport(t, nil)}
+}
+
+// AdminClient is an http.Client whose answers are validated against the
+// operator API's document.
+func AdminClient(t testing.TB) *http.Client {
+	return &http.Client{Transport: transportOn(t, nil, Admin)}
+}
+
+func transportOn(t testing.TB, base http.RoundTripper, doc func() (*Validator, error)) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	v, err := doc()
+	if err != nil {
+		t.Fatalf("apitest: %v", err)
+	}
+	return &transport{t: t, base: base, v: v}
 }
 
 type transport struct {
@@ -205,7 +232,7 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if len(shown) > most {
 			shown = shown[:most]
 		}
-		tr.t.Errorf("%s %s answered %d, which api/openapi.yaml does not allow:\n%v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode, err, shown)
+		tr.t.Errorf("%s %s answered %d, which %s does not allow:\n%v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode, tr.v.name, err, shown)
 	}
 	return resp, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/compaction"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
+	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/health"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
@@ -42,6 +43,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/console"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
+	"github.com/mnemos-ai/mnemos/services/operatorapi"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -168,11 +170,12 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 		},
 	}
 	health.Register(d.mux, checks, status)
+	operator := operatorAPI(d)
 	servers := []server{
-		{"admin", httpServer(adminMux(metrics.Handler(), checks, status)), lns[0]},
+		{"admin", httpServer(adminMux(metrics.Handler(), checks, status, operator)), lns[0]},
 		{"http", httpServer(telemetry.HTTPHandler(d.mux, tp, metrics.MeterProvider())), lns[1]},
 	}
-	banner("%-13s http://%s %s", "admin", displayAddr(lns[0].Addr()), "(/metrics, /debug/pprof/, /healthz, /readyz)")
+	banner("%-13s http://%s %s", "admin", displayAddr(lns[0].Addr()), "(/admin/v1/ with an operator key, /metrics, /debug/pprof/, /healthz, /readyz)")
 	if _, ok := status[TargetGateway]; ok { // before the API's line, which tests wait for
 		banner("%-13s http://%s%s %s", "console", displayAddr(lns[1].Addr()), console.Prefix, "(sign in with an API key)")
 	}
@@ -340,7 +343,7 @@ func newDeps(cfg Config, log *slog.Logger, metrics *telemetry.Metrics, st *store
 	if err != nil {
 		return nil, err
 	}
-	d := &deps{cfg: cfg, log: log, metrics: metrics, store: st, bus: b, settings: settings, limiter: limiter, mux: http.NewServeMux(), heavy: cpu.NewHeavy(gateway.DefaultConfig().HeavyRequests)}
+	d := &deps{cfg: cfg, log: log, metrics: metrics, store: st, bus: b, settings: settings, defaults: defaults, limiter: limiter, mux: http.NewServeMux(), heavy: cpu.NewHeavy(gateway.DefaultConfig().HeavyRequests)}
 	needsModel, needsRecall := false, false
 	for _, t := range selected {
 		needsModel, needsRecall = needsModel || t.needsModel, needsRecall || t.needsRecall
@@ -465,10 +468,26 @@ func runUntilDone(ctx context.Context, log *slog.Logger, runs []runner, servers 
 	return first
 }
 
-// adminMux is the operator listener's routes: the Prometheus page, the Go
-// profiler and the health probes.
-func adminMux(metrics http.Handler, checks map[string]health.Check, status map[string]string) *http.ServeMux {
+// operatorAPI is the operator API every target serves on its admin
+// listener. In a process that checks tenants' keys (the gateway, the
+// proxy), a key it revokes or rotates is refused by it at once; the
+// others hear of it from Postgres, as every process does.
+func operatorAPI(d *deps) *operatorapi.Handler {
+	var keys *httpapi.Keys
+	var eraser *erasure.Eraser
+	if d.api != nil {
+		keys, eraser = d.apiCfg.Keys, d.api.Eraser()
+	} else {
+		eraser = erasure.New(erasure.DefaultConfig(), d.store, d.log.With("part", "operator-api"))
+	}
+	return operatorapi.New(d.store, keys, eraser, d.defaults, d.log.With("part", "operator-api"))
+}
+
+// adminMux is the operator listener's routes: the operator API, the
+// Prometheus page, the Go profiler and the health probes.
+func adminMux(metrics http.Handler, checks map[string]health.Check, status map[string]string, operator *operatorapi.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
+	operator.Register(mux)
 	mux.Handle("GET /metrics", metrics)
 	// Registered on this mux, not http.DefaultServeMux, which nothing serves.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

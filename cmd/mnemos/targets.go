@@ -35,6 +35,8 @@ type deps struct {
 	store    *store.Store
 	bus      *bus.Bus
 	settings *tenantcfg.Cache
+	// defaults are the settings a tenant's stored ones overlay.
+	defaults tenantcfg.Settings
 	limiter  *limits.Limiter
 	// provider is the guarded model provider, llmName the raw one's name.
 	provider llm.Provider

@@ -11,8 +11,9 @@ import (
 )
 
 // Base is what every route group of Mnemos's own API starts from: the keys
-// that authenticate its requests and count their refusals, and the log its
-// failures go to. Its answers are in the Mnemos dialect.
+// that authenticate its requests and count their refusals (nil for routes
+// that check no tenant's key), and the log its failures go to. Its answers
+// are in the Mnemos dialect.
 type Base struct {
 	Keys *Keys
 	Log  *slog.Logger

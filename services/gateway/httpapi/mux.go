@@ -23,9 +23,13 @@ const CatchAll = "/v1/"
 // RegisterCatchAll answers, in Mnemos's dialect, every /v1 request that no
 // route of mux takes: 405 with Allow when another method of its path has a
 // route, else 404.
-func RegisterCatchAll(mux Mux) {
-	mux.HandleFunc(CatchAll, func(w http.ResponseWriter, r *http.Request) {
-		if allow := allowedMethods(mux, r); len(allow) > 0 {
+func RegisterCatchAll(mux Mux) { RegisterCatchAllAt(mux, CatchAll) }
+
+// RegisterCatchAllAt is RegisterCatchAll for the subtree prefix (ending in
+// "/"): the operator API's /admin/v1/.
+func RegisterCatchAllAt(mux Mux, prefix string) {
+	mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r, prefix); len(allow) > 0 {
 			list := strings.Join(allow, ", ")
 			w.Header().Set("Allow", list)
 			Mnemos.WriteError(w, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s: this path takes %s", r.Method, r.URL.Path, list)})
@@ -39,13 +43,14 @@ func RegisterCatchAll(mux Mux) {
 var probedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
 // allowedMethods lists the methods some route of mux other than the
-// catch-all takes for r's path: the catch-all matches every method, so the
-// mux never answers 405 itself. nil when no route has the path.
-func allowedMethods(mux Mux, r *http.Request) []string {
+// catch-all at prefix takes for r's path: the catch-all matches every
+// method, so the mux never answers 405 itself. nil when no route has the
+// path.
+func allowedMethods(mux Mux, r *http.Request, prefix string) []string {
 	var out []string
 	for _, m := range probedMethods {
 		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
-		if _, pattern := mux.Handler(probe); pattern != "" && pattern != CatchAll {
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != prefix {
 			out = append(out, m)
 		}
 	}

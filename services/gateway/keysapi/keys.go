@@ -1,6 +1,7 @@
 // Package keysapi serves a tenant's API keys and its audit log to a key
 // with the admin scope: a tenant administrator manages its own tenant's
 // keys, and row-level security keeps every other tenant's out of reach.
+// The operator API serves the same handlers for the tenant its path names.
 package keysapi
 
 import (
@@ -30,7 +31,9 @@ type Handler struct {
 }
 
 // New serves the keys of st's tenants; now is the clock expiries are
-// checked against (time.Now when nil).
+// checked against (time.Now when nil). base.Keys may be nil where no keys
+// are checked (the operator API of a process that runs no gateway): a
+// refusal is not counted then, and no cache is to be emptied.
 func New(base httpapi.Base, st *store.Store, now func() time.Time) *Handler {
 	if now == nil {
 		now = time.Now
@@ -40,15 +43,16 @@ func New(base httpapi.Base, st *store.Store, now func() time.Time) *Handler {
 
 // Register adds the routes to mux, each for a key with the admin scope.
 func (h *Handler) Register(mux httpapi.Mux) {
-	mux.Handle("GET /v1/keys", h.Auth(store.ScopeAdmin, h.list))
-	mux.Handle("POST /v1/keys", h.Auth(store.ScopeAdmin, h.create))
-	mux.Handle("GET /v1/keys/{id}", h.Auth(store.ScopeAdmin, h.get))
-	mux.Handle("DELETE /v1/keys/{id}", h.Auth(store.ScopeAdmin, h.revoke))
-	mux.Handle("POST /v1/keys/{id}/rotate", h.Auth(store.ScopeAdmin, h.rotate))
-	mux.Handle("GET /v1/audit", h.Auth(store.ScopeAdmin, h.audit))
+	mux.Handle("GET /v1/keys", h.Auth(store.ScopeAdmin, h.List))
+	mux.Handle("POST /v1/keys", h.Auth(store.ScopeAdmin, h.Create))
+	mux.Handle("GET /v1/keys/{id}", h.Auth(store.ScopeAdmin, h.Get))
+	mux.Handle("DELETE /v1/keys/{id}", h.Auth(store.ScopeAdmin, h.Revoke))
+	mux.Handle("POST /v1/keys/{id}/rotate", h.Auth(store.ScopeAdmin, h.Rotate))
+	mux.Handle("GET /v1/audit", h.Auth(store.ScopeAdmin, h.Audit))
 }
 
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenant string) {
+// List answers the tenant's keys.
+func (h *Handler) List(w http.ResponseWriter, r *http.Request, tenant string) {
 	keys, err := h.store.APIKeys(r.Context(), tenant)
 	if err != nil {
 		h.Internal(w, "listing keys", err)
@@ -61,7 +65,8 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenant string) {
 	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) {
+// Create makes a key of the tenant and answers its secret.
+func (h *Handler) Create(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req api.KeyRequest
 	if err := httpapi.DecodeBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), &req); err != nil {
 		httpapi.Fail(w, http.StatusBadRequest, httpapi.BodyErrorCode(err), "key: "+err.Error())
@@ -96,7 +101,8 @@ func (h *Handler) check(req api.KeyRequest) string {
 	return ""
 }
 
-func (h *Handler) get(w http.ResponseWriter, r *http.Request, tenant string) {
+// Get answers the tenant's key {id}.
+func (h *Handler) Get(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, ok := h.PathID(w, r, httpapi.KeyIDs)
 	if !ok {
 		return
@@ -108,7 +114,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, tenant string) {
 	httpapi.WriteJSON(w, http.StatusOK, Wire(key, h.now()))
 }
 
-func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, tenant string) {
+// Revoke revokes the tenant's key {id}.
+func (h *Handler) Revoke(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, ok := h.PathID(w, r, httpapi.KeyIDs)
 	if !ok {
 		return
@@ -121,7 +128,8 @@ func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, tenant string) 
 	httpapi.WriteJSON(w, http.StatusOK, Wire(key, h.now()))
 }
 
-func (h *Handler) rotate(w http.ResponseWriter, r *http.Request, tenant string) {
+// Rotate makes a key in place of the tenant's key {id}.
+func (h *Handler) Rotate(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, ok := h.PathID(w, r, httpapi.KeyIDs)
 	if !ok {
 		return
@@ -149,7 +157,17 @@ func (h *Handler) rotate(w http.ResponseWriter, r *http.Request, tenant string) 
 	httpapi.WriteJSON(w, http.StatusCreated, api.KeySecret{Key: Wire(rotated, h.now()), Secret: secret, Previous: &previous})
 }
 
-func (h *Handler) audit(w http.ResponseWriter, r *http.Request, tenant string) {
+// Audit answers a page of the tenant's audit log (?before=, ?limit=).
+func (h *Handler) Audit(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.AuditPage(w, r, func(before int64, limit int) ([]store.AuditRecord, error) {
+		return h.store.AuditLog(r.Context(), tenant, before, limit)
+	}, false)
+}
+
+// AuditPage answers the page of an audit log that read gives for the
+// request's ?before= and ?limit=; withTenant keeps each record's tenant
+// in the answer (the operator's, which spans tenants).
+func (h *Handler) AuditPage(w http.ResponseWriter, r *http.Request, read func(before int64, limit int) ([]store.AuditRecord, error), withTenant bool) {
 	q := r.URL.Query()
 	before, limit := int64(0), 100
 	var err error
@@ -165,7 +183,7 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, tenant string) {
 			return
 		}
 	}
-	records, err := h.store.AuditLog(r.Context(), tenant, before, limit)
+	records, err := read(before, limit)
 	if err != nil {
 		h.Internal(w, "reading the audit log", err)
 		return
@@ -173,6 +191,9 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, tenant string) {
 	out := api.AuditLog{Records: make([]api.AuditRecord, len(records))}
 	for i, rec := range records {
 		out.Records[i] = api.AuditRecord(rec)
+		if !withTenant {
+			out.Records[i].Tenant = ""
+		}
 	}
 	if len(records) == limit {
 		out.Next = records[len(records)-1].ID

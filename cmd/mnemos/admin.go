@@ -1,23 +1,19 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	neturl "net/url"
 	"os"
-	"slices"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
-	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/store"
-	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
 
 // runMigrate applies the migrations as the schema's owner and makes the
@@ -49,17 +45,21 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 
 // tenantUsage are the tenant command's lines of mnemos's usage.
 var tenantUsage = [][2]string{
-	{"tenant create [-name NAME] [-key KEY] ID", "create a tenant and print a new API key with every scope"},
-	{"tenant settings ID [JSON]", "print a tenant's stored and effective settings; with JSON, replace them first"},
-	{"tenant upstream [-provider anthropic|openai] [-url URL -key-file FILE | -clear] ID", "set or clear the tenant's own upstream for a provider (default anthropic); print its URL"},
-	{"tenant delete -yes ID", "erase the tenant for good: every row of it, its keys first; the audit log keeps the record"},
+	{"tenant create [-api URL] [-name NAME] [-key KEY] ID", "create a tenant and print a new API key with every scope"},
+	{"tenant list [-api URL]", "list the tenants, suspended ones marked"},
+	{"tenant settings [-api URL] ID [JSON]", "print a tenant's stored and effective settings; with JSON, replace them first"},
+	{"tenant upstream [-api URL] [-provider anthropic|openai] [-url URL -key-file FILE | -clear] ID", "set or clear the tenant's own upstream for a provider (default anthropic); print its URL"},
+	{"tenant suspend [-api URL] ID", "refuse every key of the tenant (403 tenant_suspended) until it is resumed; its data stays"},
+	{"tenant resume [-api URL] ID", "take the keys of a suspended tenant again"},
+	{"tenant delete [-api URL] -yes ID", "erase the tenant for good: every row of it, its keys first; the audit log keeps the record"},
 }
 
-// runTenant manages tenants: `create` makes one and prints a fresh API key;
-// `settings` prints or replaces the settings that override the defaults.
+// runTenant manages tenants, in the database or, with -api, through the
+// operator API of a running mnemos (tenantOps).
 func runTenant(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return runSubcommand(ctx, "tenant", tenantUsage, map[string]subcommand{
-		"create": runTenantCreate, "settings": runTenantSettings, "upstream": runTenantUpstream, "delete": runTenantDelete,
+		"create": runTenantCreate, "list": runTenantList, "settings": runTenantSettings, "upstream": runTenantUpstream,
+		"suspend": runTenantSuspend(true), "resume": runTenantSuspend(false), "delete": runTenantDelete,
 	}, args, getenv, stdout, stderr)
 }
 
@@ -115,67 +115,83 @@ func tenantStore(ctx context.Context, getenv func(string) string) (*store.Store,
 	return store.Open(ctx, store.Config{URL: dbs.app, MaxConns: 2})
 }
 
-func runTenantCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := commandFlags("tenant create", tenantUsage[0][0], "Creates the tenant ID and prints a new API key for it.", stderr)
-	name := fs.String("name", "", "display name (default: the id)")
-	given := fs.String("key", "", "register this API key instead of generating one (a known key for a development setup; creating again is a no-op)")
-	if err := parseArgs(fs, args, 1); err != nil {
-		return err
+// tenantCommand parses a tenant command's arguments (its ID first, at
+// most maxArgs) and opens its backend.
+func tenantCommand(ctx context.Context, fs *flag.FlagSet, apiURL *string, args []string, maxArgs int, getenv func(string) string) (string, tenantOps, error) {
+	if err := parseArgs(fs, args, maxArgs); err != nil {
+		return "", nil, err
 	}
 	id, err := tenantID(fs)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	st, err := tenantStore(ctx, getenv)
+	ops, err := openOps(ctx, *apiURL, getenv)
+	return id, ops, err
+}
+
+func runTenantCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := commandFlags("tenant create", tenantUsage[0][0], "Creates the tenant ID and prints a new API key for it.", stderr)
+	apiURL := apiFlag(fs)
+	name := fs.String("name", "", "display name (default: the id)")
+	given := fs.String("key", "", "register this API key instead of generating one (a known key for a development setup; creating again is a no-op)")
+	id, ops, err := tenantCommand(ctx, fs, apiURL, args, 1, getenv)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	if err := st.EnsureTenant(ctx, id, cmp.Or(*name, id)); err != nil {
-		return err
-	}
-	key, secret, err := st.CreateAPIKey(ctx, id, store.NewAPIKey{Name: "created by mnemos tenant create", Scopes: store.Scopes, Secret: *given}, cliActor)
+	defer ops.Close()
+	key, err := ops.CreateTenant(ctx, id, *name, *given)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "tenant %s\napi key %s\nkey id %s (every scope: the tenant's administrator)\n", id, secret, key.ID)
+	fmt.Fprintf(stdout, "tenant %s\napi key %s\nkey id %s (every scope: the tenant's administrator)\n", id, key.Secret, key.Key.ID)
 	return nil
 }
 
+func runTenantList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := commandFlags("tenant list", tenantUsage[1][0], "Lists every tenant by id: its name, when it was made, and since when it is suspended.", stderr)
+	apiURL := apiFlag(fs)
+	if err := parseArgs(fs, args, 0); err != nil {
+		return err
+	}
+	ops, err := openOps(ctx, *apiURL, getenv)
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+	tenants, err := ops.ListTenants(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSTATE")
+	for _, t := range tenants {
+		state := "active"
+		if t.SuspendedAt != nil {
+			state = "suspended " + t.SuspendedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), state)
+	}
+	return tw.Flush()
+}
+
 func runTenantSettings(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := commandFlags("tenant settings", tenantUsage[1][0],
+	fs := commandFlags("tenant settings", tenantUsage[2][0],
 		"Prints the settings the tenant ID stored and the effective ones (the defaults under them).\nWith JSON, checks it and stores it in place of the stored settings first.", stderr)
-	if err := parseArgs(fs, args, 2); err != nil {
-		return err
-	}
-	id, err := tenantID(fs)
+	apiURL := apiFlag(fs)
+	id, ops, err := tenantCommand(ctx, fs, apiURL, args, 2, getenv)
 	if err != nil {
 		return err
 	}
-	st, err := tenantStore(ctx, getenv)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	defaults := tenantcfg.Defaults()
+	defer ops.Close()
+	var doc []byte
 	if fs.NArg() == 2 {
-		doc := []byte(fs.Arg(1))
-		if _, err := tenantcfg.Overlay(defaults, doc); err != nil {
-			return err
-		}
-		if err := st.SetTenantSettings(ctx, id, doc); err != nil {
-			return err
-		}
+		doc = []byte(fs.Arg(1))
 	}
-	doc, err := st.TenantSettings(ctx, id)
+	settings, err := ops.Settings(ctx, id, doc)
 	if err != nil {
 		return err
 	}
-	effective, err := tenantcfg.Overlay(defaults, doc)
-	if err != nil {
-		return err
-	}
-	out, err := json.MarshalIndent(map[string]any{"stored": json.RawMessage(doc), "effective": effective}, "", "  ")
+	out, err := json.MarshalIndent(map[string]any{"stored": settings.Stored, "effective": settings.Effective}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -188,11 +204,12 @@ func runTenantSettings(ctx context.Context, args []string, getenv func(string) s
 // (or stdin), never from the command line, where other users of the machine
 // and shell histories would see it, and it is never printed.
 func runTenantUpstream(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := commandFlags("tenant upstream", tenantUsage[2][0],
+	fs := commandFlags("tenant upstream", tenantUsage[3][0],
 		"Sets the base URL and key the proxy sends the tenant ID's requests for a provider to: anthropic (the\n"+
 			"Messages API proxy, an Anthropic-compatible upstream) or openai (the OpenAI routes, an OpenAI-compatible\n"+
 			"upstream). With -clear it takes them away (the tenant uses MNEMOS_UPSTREAM_ANTHROPIC_URL or\n"+
 			"MNEMOS_UPSTREAM_OPENAI_URL again); then prints the URL in use. A tenant holds one upstream per provider.", stderr)
+	apiURL := apiFlag(fs)
 	providerName := fs.String("provider", string(store.ProviderAnthropic), "the upstream's provider: anthropic or openai")
 	url := fs.String("url", "", "the upstream's base URL, e.g. https://api.anthropic.com or https://api.openai.com")
 	keyFile := fs.String("key-file", "", "a file holding the upstream's API key ('-': standard input)")
@@ -215,36 +232,28 @@ func runTenantUpstream(ctx context.Context, args []string, getenv func(string) s
 	case set && (*url == "" || *keyFile == ""):
 		return errors.New("tenant upstream: give both -url and -key-file")
 	}
-	var up store.Upstream
+	var up *store.Upstream
 	if set {
-		if up, err = readUpstream(*url, *keyFile, os.Stdin); err != nil {
+		read, err := readUpstream(*url, *keyFile, os.Stdin)
+		if err != nil {
 			return err
 		}
+		up = &read
 	}
-	st, err := tenantStore(ctx, getenv)
+	ops, err := openOps(ctx, *apiURL, getenv)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer ops.Close()
+	current, own, err := ops.Upstream(ctx, id, provider, up, *clear)
 	switch {
-	case set:
-		if err := st.SetTenantUpstream(ctx, id, provider, up); err != nil {
-			return err
-		}
-	case *clear:
-		if _, err := st.DeleteTenantUpstream(ctx, id, provider); err != nil {
-			return err
-		}
-	}
-	current, err := st.TenantUpstream(ctx, id, provider)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		fmt.Fprintf(stdout, "tenant %s uses the process's %s upstream (%s)\n", id, provider, processUpstreamEnv[provider])
-		return nil
 	case err != nil:
 		return err
+	case !own:
+		fmt.Fprintf(stdout, "tenant %s uses the process's %s upstream (%s)\n", id, provider, processUpstreamEnv[provider])
+		return nil
 	}
-	fmt.Fprintf(stdout, "tenant %s %s upstream %s (key held, not shown)\n", id, provider, current.URL)
+	fmt.Fprintf(stdout, "tenant %s %s upstream %s (key held, not shown)\n", id, provider, current)
 	return nil
 }
 
@@ -254,14 +263,11 @@ var processUpstreamEnv = map[store.Provider]string{
 	store.ProviderOpenAI:    "MNEMOS_UPSTREAM_OPENAI_URL",
 }
 
-// readUpstream checks an upstream's URL and reads its key from keyFile
-// ("-": stdin).
+// readUpstream reads an upstream's key from keyFile ("-": stdin) and
+// checks it with its URL.
 func readUpstream(rawURL, keyFile string, stdin io.Reader) (store.Upstream, error) {
-	u, err := neturl.Parse(rawURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return store.Upstream{}, fmt.Errorf("tenant upstream: -url %q: want an http or https base URL", rawURL)
-	}
 	var key []byte
+	var err error
 	if keyFile == "-" {
 		key, err = io.ReadAll(io.LimitReader(stdin, 64<<10))
 	} else {
@@ -270,20 +276,45 @@ func readUpstream(rawURL, keyFile string, stdin io.Reader) (store.Upstream, erro
 	if err != nil {
 		return store.Upstream{}, fmt.Errorf("tenant upstream: reading the key: %w", err)
 	}
-	k := strings.TrimSpace(string(key))
-	if k == "" || strings.ContainsAny(k, " \t\r\n") {
-		return store.Upstream{}, errors.New("tenant upstream: the key file must hold one key")
+	up, err := store.NewUpstream(rawURL, string(key))
+	if err != nil {
+		return store.Upstream{}, fmt.Errorf("tenant upstream: %w", err)
 	}
-	return store.Upstream{URL: strings.TrimSuffix(u.String(), "/"), Key: k}, nil
+	return up, nil
+}
+
+// runTenantSuspend suspends (suspend) or resumes a tenant: while it is
+// suspended every gateway process refuses its keys within a second.
+func runTenantSuspend(suspend bool) subcommand {
+	line, about, done := tenantUsage[4], "Suspends the tenant ID: every gateway process refuses its API keys (403 tenant_suspended)\nwithin a second, on every route, until it is resumed. Its data stays.", "suspended"
+	if !suspend {
+		line, about, done = tenantUsage[5], "Resumes the tenant ID: its active API keys are taken again within a second.", "resumed"
+	}
+	return func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+		fs := commandFlags(strings.Fields(line[0])[0]+" "+strings.Fields(line[0])[1], line[0], about, stderr)
+		apiURL := apiFlag(fs)
+		id, ops, err := tenantCommand(ctx, fs, apiURL, args, 1, getenv)
+		if err != nil {
+			return err
+		}
+		defer ops.Close()
+		t, err := ops.SuspendTenant(ctx, id, suspend)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "tenant %s %s\n", t.ID, done)
+		return nil
+	}
 }
 
 // runTenantDelete erases a tenant for good (erasure.EraseTenant): in
 // batches, resumable (a gateway's sweep finishes an erasure cut short),
-// audited with cli as the actor.
+// audited with cli as the actor (or the operator key, with -api).
 func runTenantDelete(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := commandFlags("tenant delete", tenantUsage[3][0],
+	fs := commandFlags("tenant delete", tenantUsage[6][0],
 		"Erases the tenant ID and every row of it, for good: its API keys first (its requests stop), then\n"+
 			"every table that holds its rows, in batches, then the tenant. The audit log keeps the record.", stderr)
+	apiURL := apiFlag(fs)
 	yes := fs.Bool("yes", false, "erase it: nothing is erased without")
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
@@ -295,19 +326,18 @@ func runTenantDelete(ctx context.Context, args []string, getenv func(string) str
 	if !*yes {
 		return fmt.Errorf("tenant delete: this erases every row of tenant %s for good; give -yes to do it", id)
 	}
-	st, err := tenantStore(ctx, getenv)
+	ops, err := openOps(ctx, *apiURL, getenv)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	er, err := erasure.New(erasure.DefaultConfig(), st, nil).EraseTenant(ctx, id, cliActor)
+	defer ops.Close()
+	er, err := ops.DeleteTenant(ctx, id)
 	if err != nil {
 		return fmt.Errorf("tenant delete: %w", err)
 	}
-	fmt.Fprintf(stdout, "tenant %s erased: %d rows\n", id, er.Rows())
-	tables := slices.Sorted(maps.Keys(er.Deleted))
-	for _, tb := range tables {
-		fmt.Fprintf(stdout, "  %-24s %d\n", tb, er.Deleted[tb])
+	fmt.Fprintf(stdout, "tenant %s erased: %d rows\n", id, er.Rows)
+	for _, tb := range er.Tables {
+		fmt.Fprintf(stdout, "  %-24s %d\n", tb.Table, tb.Rows)
 	}
 	return nil
 }

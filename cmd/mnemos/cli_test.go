@@ -82,11 +82,11 @@ func TestTenantSubcommandsHaveTheirOwnHelp(t *testing.T) {
 		return out.String()
 	}
 	settings := help("tenant", "settings", "-h")
-	require.Contains(t, settings, "Usage: mnemos tenant settings ID [JSON]")
+	require.Contains(t, settings, "Usage: mnemos tenant settings [-api URL] ID [JSON]")
 	require.NotContains(t, settings, "-key", "create's flags are create's")
 	require.NotContains(t, settings, "-name")
 	create := help("tenant", "create", "--help")
-	require.Contains(t, create, "Usage: mnemos tenant create [-name NAME] [-key KEY] ID")
+	require.Contains(t, create, "Usage: mnemos tenant create [-api URL] [-name NAME] [-key KEY] ID")
 	require.Contains(t, create, "-key")
 	require.Contains(t, create, "-name")
 	tenant := help("tenant", "-h")

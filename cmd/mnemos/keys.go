@@ -10,20 +10,22 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/api"
+	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 // keyUsage are the key command's lines of mnemos's usage.
 var keyUsage = [][2]string{
-	{"key create [-name NAME] [-scopes LIST] [-expires DURATION] TENANT", "make an API key of TENANT and print its secret, once"},
-	{"key list TENANT", "list TENANT's API keys, without secrets"},
-	{"key revoke TENANT KEY_ID", "revoke a key: every gateway refuses it within a second"},
-	{"key rotate [-overlap DURATION] TENANT KEY_ID", "make a key in place of KEY_ID, which stays good for the overlap"},
+	{"key create [-api URL] [-name NAME] [-scopes LIST] [-expires DURATION] TENANT", "make an API key of TENANT and print its secret, once"},
+	{"key list [-api URL] TENANT", "list TENANT's API keys, without secrets"},
+	{"key revoke [-api URL] TENANT KEY_ID", "revoke a key: every gateway refuses it within a second"},
+	{"key rotate [-api URL] [-overlap DURATION] TENANT KEY_ID", "make a key in place of KEY_ID, which stays good for the overlap"},
 }
 
-// runKey manages a tenant's API keys in the database, as the API's
-// /v1/keys does for a tenant administrator; the audit log names the
-// command line as the actor.
+// runKey manages a tenant's API keys in the database, or with -api through
+// the operator API, as the API's /v1/keys does for a tenant administrator;
+// the audit log names the command line (or the operator key) as the actor.
 func runKey(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return runSubcommand(ctx, "key", keyUsage, map[string]subcommand{
 		"create": runKeyCreate, "list": runKeyList, "revoke": runKeyRevoke, "rotate": runKeyRotate,
@@ -35,6 +37,7 @@ const cliActor = "cli"
 
 func runKeyCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := commandFlags("key create", keyUsage[0][0], "Makes an API key of TENANT and prints it once: only its hash is stored.", stderr)
+	apiURL := apiFlag(fs)
 	name := fs.String("name", "", "what the key is for, shown when keys are listed")
 	scopes := fs.String("scopes", "ingest,proxy,read,memory:write", "its scopes, separated by commas: "+strings.Join(store.Scopes, ", "))
 	expires := fs.Duration("expires", 0, "how long the key is good for (0: until revoked)")
@@ -45,60 +48,50 @@ func runKeyCreate(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	k := store.NewAPIKey{Name: *name, Scopes: splitScopes(*scopes)}
+	req := api.KeyRequest{Name: *name, Scopes: splitScopes(*scopes)}
 	switch {
 	case *expires < 0:
 		return errors.New("key create: -expires must be positive")
 	case *expires > 0:
 		at := time.Now().Add(*expires)
-		k.ExpiresAt = &at
+		req.ExpiresAt = &at
 	}
-	if err := store.CheckScopes(k.Scopes); err != nil {
+	if err := store.CheckScopes(req.Scopes); err != nil {
 		return fmt.Errorf("key create: -scopes: %w", err)
 	}
-	st, err := tenantStore(ctx, getenv)
+	ops, err := openOps(ctx, *apiURL, getenv)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	if _, err := st.TenantSettings(ctx, tenant); err != nil {
-		return err // an unknown tenant
-	}
-	key, secret, err := st.CreateAPIKey(ctx, tenant, k, cliActor)
+	defer ops.Close()
+	key, err := ops.CreateKey(ctx, tenant, req)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "key %s of tenant %s, scopes %s%s\nsecret %s\n", key.ID, tenant, strings.Join(key.Scopes, ","), expiry(key), secret)
+	fmt.Fprintf(stdout, "key %s of tenant %s, scopes %s%s\nsecret %s\n", key.Key.ID, tenant, strings.Join(key.Key.Scopes, ","), expiry(key.Key), key.Secret)
 	return nil
 }
 
 func runKeyList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := commandFlags("key list", keyUsage[1][0], "Lists TENANT's API keys, oldest first, revoked and expired ones too.", stderr)
-	if err := parseArgs(fs, args, 1); err != nil {
-		return err
-	}
-	tenant, err := tenantID(fs)
+	apiURL := apiFlag(fs)
+	tenant, ops, err := tenantCommand(ctx, fs, apiURL, args, 1, getenv)
 	if err != nil {
 		return err
 	}
-	st, err := tenantStore(ctx, getenv)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	keys, err := st.APIKeys(ctx, tenant)
+	defer ops.Close()
+	keys, err := ops.ListKeys(ctx, tenant)
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tSCOPES\tCREATED\tLAST USED\tSTATE")
-	now := time.Now()
 	for _, k := range keys {
 		state := "active" + expiry(k)
 		switch {
 		case k.RevokedAt != nil:
 			state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
-		case !k.Active(now):
+		case !k.Active:
 			state = "expired " + k.ExpiresAt.UTC().Format(time.RFC3339)
 		}
 		used := "never"
@@ -112,16 +105,14 @@ func runKeyList(ctx context.Context, args []string, getenv func(string) string, 
 
 func runKeyRevoke(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := commandFlags("key revoke", keyUsage[2][0], "Revokes the key KEY_ID of TENANT: every gateway process refuses it within a second,\nand console sessions signed in with it end.", stderr)
-	if err := parseArgs(fs, args, 2); err != nil {
-		return err
-	}
-	tenant, id, st, err := keyOfTenant(ctx, fs, getenv)
+	apiURL := apiFlag(fs)
+	tenant, id, ops, err := keyOfTenant(ctx, fs, apiURL, args, getenv)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	key, err := st.RevokeAPIKey(ctx, tenant, id, cliActor)
-	if errors.Is(err, store.ErrNotFound) {
+	defer ops.Close()
+	key, err := ops.RevokeKey(ctx, tenant, id)
+	if isNotFound(err) {
 		return fmt.Errorf("key revoke: tenant %s has no key %s", tenant, id)
 	}
 	if err != nil {
@@ -133,29 +124,30 @@ func runKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 
 func runKeyRotate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := commandFlags("key rotate", keyUsage[3][0], "Makes a key with KEY_ID's name and scopes and prints it once; KEY_ID stays good for the overlap.", stderr)
+	apiURL := apiFlag(fs)
 	overlap := fs.Duration("overlap", 24*time.Hour, "how long the old key stays good (0: it stops at once)")
-	if err := parseArgs(fs, args, 2); err != nil {
-		return err
-	}
-	tenant, id, st, err := keyOfTenant(ctx, fs, getenv)
+	tenant, id, ops, err := keyOfTenant(ctx, fs, apiURL, args, getenv)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	old, key, secret, err := st.RotateAPIKey(ctx, tenant, id, *overlap, cliActor)
+	defer ops.Close()
+	key, err := ops.RotateKey(ctx, tenant, id, *overlap)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case isNotFound(err):
 		return fmt.Errorf("key rotate: tenant %s has no key %s", tenant, id)
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(stdout, "key %s of tenant %s, scopes %s, in place of %s%s\nsecret %s\n", key.ID, tenant, strings.Join(key.Scopes, ","), old.ID, expiry(old), secret)
+	fmt.Fprintf(stdout, "key %s of tenant %s, scopes %s, in place of %s%s\nsecret %s\n", key.Key.ID, tenant, strings.Join(key.Key.Scopes, ","), key.Previous.ID, expiry(*key.Previous), key.Secret)
 	return nil
 }
 
 // keyOfTenant reads a key command's TENANT and KEY_ID arguments and opens
-// the store.
-func keyOfTenant(ctx context.Context, fs *flag.FlagSet, getenv func(string) string) (tenant, id string, st *store.Store, err error) {
+// its backend.
+func keyOfTenant(ctx context.Context, fs *flag.FlagSet, apiURL *string, args []string, getenv func(string) string) (tenant, id string, ops tenantOps, err error) {
+	if err = parseArgs(fs, args, 2); err != nil {
+		return "", "", nil, err
+	}
 	if tenant, err = tenantID(fs); err != nil {
 		return "", "", nil, err
 	}
@@ -163,12 +155,18 @@ func keyOfTenant(ctx context.Context, fs *flag.FlagSet, getenv func(string) stri
 		fs.Usage()
 		return "", "", nil, fmt.Errorf("%s: want a KEY_ID (mnemos key list names them)", fs.Name())
 	}
-	st, err = tenantStore(ctx, getenv)
-	return tenant, id, st, err
+	ops, err = openOps(ctx, *apiURL, getenv)
+	return tenant, id, ops, err
+}
+
+// isNotFound reports whether err says a key was not found, by the
+// database or by the operator API.
+func isNotFound(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || client.IsNotFound(err)
 }
 
 // expiry says when a key expires, if it does.
-func expiry(k store.APIKey) string {
+func expiry(k api.Key) string {
 	if k.ExpiresAt == nil {
 		return ""
 	}

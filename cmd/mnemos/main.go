@@ -37,6 +37,7 @@ var commands = []command{
 		}},
 	{name: "tenant", usage: tenantUsage, run: runTenant},
 	{name: "key", usage: keyUsage, run: runKey},
+	{name: "operator-key", usage: operatorKeyUsage, run: runOperatorKey},
 	{name: "export", usage: exportUsage, run: runExport},
 	{name: "import", usage: importUsage, run: runImport},
 	{name: "healthcheck", usage: [][2]string{{"healthcheck [URL]", "exit 0 when this machine's mnemos is ready (container health checks)"}},

@@ -1,6 +1,6 @@
 // Package cpu shares a small machine's cores between tenants: slots for
 // CPU-heavy work (Heavy), a pacer that spreads one heavy job over time
-// (Pacer), and threads at the lowest priority for it (Background).
+// (Pacer), and threads of their own for it (Apart, Background).
 package cpu
 
 import (

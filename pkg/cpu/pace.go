@@ -15,23 +15,44 @@ import (
 // request finds one free. The job takes longer by as much; it is one
 // request of a large session, which was going to take long anyway.
 //
+// A stretch of work is counted in the CPU time the job's thread got, where
+// that can be read (Background's thread, on Linux), not in the time that
+// passed: on a busy machine a job waits for a core between slices, and
+// counted by the clock it would rest five times as long as it waited too.
+//
 // A nil *Pacer paces nothing, so code that may run paced calls Pause
 // without checking.
 type Pacer struct {
 	work, rest time.Duration
-	since      time.Time // when the current stretch of work began
+	since      time.Time     // when the current stretch of work began
+	ranSince   time.Duration // the thread's CPU time then (threadCPU), or -1
 	rested     time.Duration
 }
 
 // NewPacer paces work in stretches of work followed by rests of rest.
 func NewPacer(work, rest time.Duration) *Pacer {
-	return &Pacer{work: work, rest: rest, since: time.Now()}
+	return &Pacer{work: work, rest: rest, since: time.Now(), ranSince: threadCPU()}
 }
 
-// Pause rests when the current stretch of work has lasted its Work, then
+// worked is how long the current stretch has run: the CPU time its thread
+// got since it began, or the time that passed when that cannot be read or
+// makes no sense (the goroutine moved to another thread).
+func (p *Pacer) worked() time.Duration {
+	passed := time.Since(p.since)
+	if p.ranSince < 0 {
+		return passed
+	}
+	ran := threadCPU() - p.ranSince
+	if ran < 0 || ran > passed {
+		return passed
+	}
+	return ran
+}
+
+// Pause rests when the current stretch of work has run its Work, then
 // starts the next; it returns early, with ctx's error, when ctx ends.
 func (p *Pacer) Pause(ctx context.Context) error {
-	if p == nil || p.rest <= 0 || time.Since(p.since) < p.work {
+	if p == nil || p.rest <= 0 || p.worked() < p.work {
 		return nil
 	}
 	t := time.NewTimer(p.rest)
@@ -42,7 +63,7 @@ func (p *Pacer) Pause(ctx context.Context) error {
 	case <-t.C:
 	}
 	p.rested += p.rest
-	p.since = time.Now()
+	p.since, p.ranSince = time.Now(), threadCPU()
 	return nil
 }
 

@@ -466,7 +466,7 @@ func (h *Handler) assembleAdmitted(ctx context.Context, tenant, id string, set t
 		var err error
 		assemble := func() { body, parts, blocked, err = h.assemble(ctx, tenant, id, set, m, ahead, gate, leaveSnapshot) }
 		if gate.pacer() != nil {
-			cpu.Background(assemble) // a heavy render, paced, gets what others leave
+			cpu.Apart(assemble) // a heavy render, paced by the CPU it gets
 		} else {
 			assemble()
 		}

@@ -213,7 +213,7 @@ func (a *Admission) Expensive(d Dialect, next Handler) Handler {
 
 // WithBody wraps a route whose cost is its body: it admits the body's
 // length (limit's when the length is unknown or larger) times BodyFactor,
-// and runs a heavy one's work in the background (cpu.Background).
+// and runs a heavy one's work on a thread of its own (cpu.Apart).
 func (a *Admission) WithBody(d Dialect, limit func() int64, next Handler) Handler {
 	return func(w http.ResponseWriter, r *http.Request, tenant string) {
 		size := limit()
@@ -228,8 +228,9 @@ func (a *Admission) WithBody(d Dialect, limit func() int64, next Handler) Handle
 		defer release()
 		if a.IsHeavy(cost) {
 			// Reading, decoding and checking a large body takes a core for
-			// a while: it gets what other requests leave.
-			cpu.Background(func() { next(w, r, tenant) })
+			// a while, on a thread of its own; the heavy slot bounds how
+			// many do at once.
+			cpu.Apart(func() { next(w, r, tenant) })
 			return
 		}
 		next(w, r, tenant)

@@ -51,7 +51,7 @@ func (h *Handler) importSession(w http.ResponseWriter, r *http.Request, tenant s
 	}
 	defer release()
 	if h.admission.IsHeavy(cost) {
-		cpu.Background(func() { h.importEvents(w, r, tenant, id) })
+		cpu.Apart(func() { h.importEvents(w, r, tenant, id) })
 		return
 	}
 	h.importEvents(w, r, tenant, id)

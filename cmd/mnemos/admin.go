@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
@@ -309,11 +310,15 @@ func runTenantSuspend(suspend bool) subcommand {
 
 // runTenantDelete erases a tenant for good (erasure.EraseTenant): in
 // batches, resumable (a gateway's sweep finishes an erasure cut short),
-// audited with cli as the actor (or the operator key, with -api).
+// audited with cli as the actor (or the operator key, with -api). Against
+// the database it reaches no bus: the erasure waits for a gateway to purge
+// the tenant's events from the streams (erasure.ErrStreamsPending).
 func runTenantDelete(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := commandFlags("tenant delete", tenantUsage[6][0],
 		"Erases the tenant ID and every row of it, for good: its API keys first (its requests stop), then\n"+
-			"every table that holds its rows, in batches, then the tenant. The audit log keeps the record.", stderr)
+			"every table that holds its rows, in batches, then the tenant. The audit log keeps the record.\n"+
+			"Its events in the NATS streams are purged by a gateway's erasure sweep, which then removes the\n"+
+			"tenant; with -api, by the mnemos that answers, at once.", stderr)
 	apiURL := apiFlag(fs)
 	yes := fs.Bool("yes", false, "erase it: nothing is erased without")
 	if err := parseArgs(fs, args, 1); err != nil {
@@ -332,12 +337,17 @@ func runTenantDelete(ctx context.Context, args []string, getenv func(string) str
 	}
 	defer ops.Close()
 	er, err := ops.DeleteTenant(ctx, id)
-	if err != nil {
+	pending := errors.Is(err, erasure.ErrStreamsPending)
+	if err != nil && !pending {
 		return fmt.Errorf("tenant delete: %w", err)
 	}
 	fmt.Fprintf(stdout, "tenant %s erased: %d rows\n", id, er.Rows)
 	for _, tb := range er.Tables {
 		fmt.Fprintf(stdout, "  %-24s %d\n", tb.Table, tb.Rows)
+	}
+	if pending {
+		fmt.Fprint(stdout, "its events in the NATS streams are not purged yet: a gateway's erasure sweep purges them,\n"+
+			"then removes the tenant, within two minutes of a gateway running (with -api, a running mnemos does it at once)\n")
 	}
 	return nil
 }

@@ -478,7 +478,7 @@ func operatorAPI(d *deps) *operatorapi.Handler {
 	if d.api != nil {
 		keys, eraser = d.apiCfg.Keys, d.api.Eraser()
 	} else {
-		eraser = erasure.New(erasure.DefaultConfig(), d.store, d.log.With("part", "operator-api"))
+		eraser = erasure.New(erasure.DefaultConfig(), d.store, d.bus, d.log.With("part", "operator-api"))
 	}
 	return operatorapi.New(d.store, keys, eraser, d.defaults, d.log.With("part", "operator-api"))
 }

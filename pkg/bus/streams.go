@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -104,4 +105,48 @@ func transient(err error) bool {
 		return apiErr.Code >= 500
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// maxKindTokens bounds the tokens of an event kind PurgeTenant reaches: the
+// kinds are two ("turn.completed"), a dead letter adds one
+// ("deadletter.turn.completed"), and one more leaves room.
+const maxKindTokens = 4
+
+// tenantFilters are the subject filters of every event of tenant, without
+// namespace. An event's subject ends with its tenant and its session
+// (ParseSubject), so in a subject of n tokens the tenant is token n-1: one
+// filter per length of kind matches exactly the tenant's subjects of that
+// length.
+func tenantFilters(tenant string) []string {
+	filters := make([]string, 0, maxKindTokens)
+	for n := 1; n <= maxKindTokens; n++ {
+		filters = append(filters, strings.Repeat("*.", n)+tenant+".*")
+	}
+	return filters
+}
+
+// PurgeTenant removes every message of tenant from the streams
+// EnsureStreams declares: its turns, the events about it and its dead
+// letters. Other tenants' messages stay. A stream that does not exist
+// holds nothing to remove. Purging again removes what arrived since.
+func (b *Bus) PurgeTenant(ctx context.Context, tenant string) error {
+	if !ValidToken(tenant) {
+		return fmt.Errorf("bus.PurgeTenant: %q is not a subject token", tenant)
+	}
+	for _, spec := range streamSpecs() {
+		name := b.StreamName(spec.name)
+		stream, err := b.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("bus.PurgeTenant: jetstream.Stream %s: %w", name, err)
+		}
+		for _, filter := range tenantFilters(tenant) {
+			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(b.prefix(filter))); err != nil {
+				return fmt.Errorf("bus.PurgeTenant: purging %s of %s: %w", name, b.prefix(filter), err)
+			}
+		}
+	}
+	return nil
 }

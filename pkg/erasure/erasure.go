@@ -12,6 +12,14 @@
 // erased) go too. Finishing writes the audit record in the same
 // transaction. Working on an erasure twice, at once or one after the
 // other, is harmless: a batch removes what is there.
+//
+// A tenant's erasure also purges the tenant's events from the message
+// streams (Streams), after its last pass and before it finishes: finishing
+// removes the tenant's row and the erasure's record with it, so the purge
+// comes first, and a crash between the two purges again. An Eraser without
+// streams (the command line, acting on the database alone) erases the rows
+// and leaves the erasure unfinished, ErrStreamsPending: the sweep of a
+// process with streams (the gateway's) purges and finishes it.
 package erasure
 
 import (
@@ -60,25 +68,41 @@ func DefaultConfig() Config {
 	return Config{Batch: 1000, MaxPasses: 10, Lease: time.Minute, SweepInterval: 30 * time.Second}
 }
 
-// Eraser erases sessions and scopes.
-type Eraser struct {
-	cfg   Config
-	store *store.Store
-	log   *slog.Logger
+// Streams holds the events of tenants (bus.Bus): a tenant's erasure
+// purges them.
+type Streams interface {
+	// PurgeTenant removes every message of tenant from every stream.
+	PurgeTenant(ctx context.Context, tenant string) error
 }
 
-// New builds an Eraser over st.
-func New(cfg Config, st *store.Store, log *slog.Logger) *Eraser {
+// Eraser erases sessions, scopes and tenants.
+type Eraser struct {
+	cfg     Config
+	store   *store.Store
+	streams Streams
+	log     *slog.Logger
+}
+
+// New builds an Eraser over st. streams may be nil when the process has
+// none: its tenant erasures then stop short of finishing
+// (ErrStreamsPending).
+func New(cfg Config, st *store.Store, streams Streams, log *slog.Logger) *Eraser {
 	defaults.Fill(&cfg, DefaultConfig())
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Eraser{cfg: cfg, store: st, log: log}
+	return &Eraser{cfg: cfg, store: st, streams: streams, log: log}
 }
 
 // ErrBusy means an erasure did not finish within its passes because rows
 // kept arriving; it stays recorded and the sweep goes on with it.
 var ErrBusy = errors.New("erasure: rows kept arriving; the erasure stays recorded and goes on later")
+
+// ErrStreamsPending means a tenant's rows are erased but its events in the
+// streams are not, for want of streams: the erasure stays unfinished, and
+// the tenant's row with it, until the sweep of a process with streams
+// purges them and finishes it.
+var ErrStreamsPending = errors.New("erasure: the tenant's rows are erased; its events in the streams wait for a process with a bus (the gateway's erasure sweep) to purge them and finish the erasure")
 
 // EraseSession erases the tenant's session and the threads the proxy kept
 // under it, and returns the finished erasure. actor is who asked, for the
@@ -93,8 +117,10 @@ func (e *Eraser) EraseScope(ctx context.Context, tenant string, scope memory.Sco
 }
 
 // EraseTenant erases every row of the tenant, its API keys first, then
-// the tenant itself; the audit log keeps the record of it. A tenant that
-// does not exist is store.ErrUnknownTenant.
+// the tenant itself; the audit log keeps the record of it. Its events go
+// from the streams before the tenant's row; without streams the erasure
+// stops there and is returned as it stands, with ErrStreamsPending. A
+// tenant that does not exist is store.ErrUnknownTenant.
 func (e *Eraser) EraseTenant(ctx context.Context, tenant, actor string) (store.Erasure, error) {
 	if _, err := e.store.TenantSettings(ctx, tenant); err != nil {
 		return store.Erasure{}, err
@@ -129,6 +155,14 @@ func (e *Eraser) Work(ctx context.Context, tenant string, id int64) (store.Erasu
 			return store.Erasure{}, err
 		}
 		if removed == 0 {
+			if er.Kind == store.ErasureTenant {
+				if e.streams == nil {
+					return er, ErrStreamsPending
+				}
+				if err := e.streams.PurgeTenant(ctx, tenant); err != nil {
+					return store.Erasure{}, fmt.Errorf("erasure %d: purging the streams: %w", er.ID, err)
+				}
+			}
 			return e.finish(ctx, tenant, er)
 		}
 	}
@@ -259,6 +293,9 @@ func (e *Eraser) Sweep(ctx context.Context) (int, error) {
 		if _, err := e.Work(ctx, ref.TenantID, ref.ID); err != nil {
 			if ctx.Err() != nil {
 				return done, ctx.Err()
+			}
+			if errors.Is(err, ErrStreamsPending) {
+				continue // for a sweep with streams
 			}
 			e.log.Warn("resuming an erasure failed; the sweep tries again", "tenant", ref.TenantID, "erasure", ref.ID, "err", err)
 			continue

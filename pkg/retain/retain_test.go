@@ -62,7 +62,7 @@ func (e *env) sweeperWith(t *testing.T, ecfg erasure.Config) (*retain.Sweeper, *
 	log := bustest.Logger(t)
 	var s *retain.Sweeper
 	ecfg.Finished = func(ctx context.Context, er store.Erasure) { s.Finished(ctx, er) }
-	eraser := erasure.New(ecfg, e.st, log)
+	eraser := erasure.New(ecfg, e.st, nil, log)
 	s, err = retain.New(retain.Config{Batch: ecfg.Batch, Now: func() time.Time { return e.now }}, e.st, settings, eraser, log, e.metrics.Meter())
 	require.NoError(t, err)
 	return s, eraser

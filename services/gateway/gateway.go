@@ -183,7 +183,12 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		}
 		g.retention.Finished(ctx, er)
 	}
-	g.eraser = erasure.New(erasureCfg, st, log.With("part", "erasure"))
+	// A tenant's erasure purges its events from the bus's streams.
+	var streams erasure.Streams
+	if b != nil {
+		streams = b
+	}
+	g.eraser = erasure.New(erasureCfg, st, streams, log.With("part", "erasure"))
 	g.erasures = erasureapi.New(base, g.eraser)
 	if g.retention, err = retain.New(cfg.Retention, st, settings, g.eraser, log.With("part", "retention"), meter); err != nil {
 		return fail(err)

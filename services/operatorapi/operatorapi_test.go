@@ -17,6 +17,7 @@ import (
 	"github.com/mnemos-ai/mnemos/api"
 	"github.com/mnemos-ai/mnemos/api/apitest"
 	"github.com/mnemos-ai/mnemos/client"
+	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -40,7 +41,7 @@ func setup(t *testing.T) *harness {
 	key, secret, err := st.CreateOperatorKey(context.Background(), "test")
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	operatorapi.New(st, nil, erasure.New(erasure.DefaultConfig(), st, nil), tenantcfg.Defaults(), slog.New(slog.DiscardHandler)).Register(mux)
+	operatorapi.New(st, nil, erasure.New(erasure.DefaultConfig(), st, bustest.New(t), nil), tenantcfg.Defaults(), slog.New(slog.DiscardHandler)).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &harness{store: st, srv: srv, key: key, secret: secret,

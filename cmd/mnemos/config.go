@@ -82,6 +82,13 @@ type Config struct {
 	// NATSDuplicateWindow (MNEMOS_NATS_DUPLICATE_WINDOW) is how long the
 	// streams remember message ids.
 	NATSDuplicateWindow time.Duration
+	// NATSAuthCallout (MNEMOS_NATS_AUTH_CALLOUT) is the seed of the
+	// account key that signs the answers to NATS's authorization requests
+	// (services/natsauth): tenants' publishers connect with their API
+	// keys. Empty: off. NATSAuthAccount (MNEMOS_NATS_AUTH_ACCOUNT) is the
+	// account they are placed in.
+	NATSAuthCallout string
+	NATSAuthAccount string
 
 	DevTenant string // MNEMOS_DEV_TENANT
 	DevAPIKey string // MNEMOS_DEV_API_KEY; "off": no development tenant
@@ -267,6 +274,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("migrate_database_url", owner),
 		slog.Bool("migrate", c.Migrate),
 		slog.String("nats_url", natsURL),
+		slog.String("nats_auth_callout", mask(c.NATSAuthCallout)),
 		slog.String("namespace", c.Namespace),
 		slog.Int("stream_replicas", c.StreamReplicas),
 		slog.Int("max_event_bytes", c.MaxEventBytes),

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
@@ -107,6 +109,10 @@ var configTable = []configVar{
 		doc: "how the embedded JetStream fsyncs its files: `always` (after every write: an acknowledged turn survives the machine's crash, at a cost in ingest) or an interval such as `10s`"},
 	{env: "MNEMOS_NATS_LISTEN", defDoc: "empty: in-process only", field: text(func(c *Config) *string { return &c.NATSListen }), check: natsListenLoopback, targets: []string{TargetAll},
 		doc: "a loopback `host:port` where the embedded server also listens, with a user and password generated at start and never shown"},
+	{env: "MNEMOS_NATS_AUTH_CALLOUT", defDoc: "empty: off", secret: true, field: text(func(c *Config) *string { return &c.NATSAuthCallout }), check: natsAuthCalloutValid,
+		doc: "the seed (`SA…`) of an account nkey: the process answers NATS's authorization requests (auth callout) signed with it, letting a tenant's publishers in with an API key holding `ingest` as the password; the embedded server needs `MNEMOS_NATS_LISTEN`, an external one the account's public key as `auth_callout.issuer` (see [tenant isolation](tenant-isolation.md))"},
+	{env: "MNEMOS_NATS_AUTH_ACCOUNT", def: "$G", field: text(func(c *Config) *string { return &c.NATSAuthAccount }),
+		doc: "with `MNEMOS_NATS_AUTH_CALLOUT`, the NATS account the publishers it lets in are placed in: the one that holds the Mnemos streams (`$G` on a server without accounts)"},
 	{env: "MNEMOS_NAMESPACE", defDoc: "empty", field: text(func(c *Config) *string { return &c.Namespace }),
 		doc: "prefix for every subject and stream (several installs on one NATS)"},
 	{env: "MNEMOS_STREAM_REPLICAS", def: "1", field: positive(func(c *Config) *int { return &c.StreamReplicas }), check: replicasAtMost5,
@@ -544,6 +550,32 @@ func natsListenLoopback(c *Config) error {
 		return fmt.Errorf("MNEMOS_NATS_LISTEN=%q: %w", c.NATSListen, err)
 	}
 	return nil
+}
+
+func natsAuthCalloutValid(c *Config) error {
+	if c.NATSAuthCallout == "" {
+		return nil
+	}
+	if _, err := natsAuthIssuer(c.NATSAuthCallout); err != nil {
+		return fmt.Errorf("MNEMOS_NATS_AUTH_CALLOUT: %w", err)
+	}
+	if c.NATSURL == "" && c.NATSListen == "" {
+		return errors.New("MNEMOS_NATS_AUTH_CALLOUT lets publishers into NATS, and the embedded server has no port for them: set MNEMOS_NATS_LISTEN")
+	}
+	return nil
+}
+
+// natsAuthIssuer is the account key pair of seed.
+func natsAuthIssuer(seed string) (nkeys.KeyPair, error) {
+	kp, err := nkeys.FromSeed([]byte(seed))
+	if err != nil {
+		return nil, errors.New("not an nkey seed")
+	}
+	pub, err := kp.PublicKey()
+	if err != nil || !nkeys.IsValidPublicAccountKey(pub) {
+		return nil, errors.New("want the seed of an account key (SA…), as `nsc generate nkey --account` prints")
+	}
+	return kp, nil
 }
 
 func replicasAtMost5(c *Config) error {

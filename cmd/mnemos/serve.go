@@ -43,6 +43,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/console"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
+	"github.com/mnemos-ai/mnemos/services/natsauth"
 	"github.com/mnemos-ai/mnemos/services/operatorapi"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -117,7 +118,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if crash := faults.NewCrash(cfg.CrashAfterCommit, crashExit(log, "after commit")); crash != nil {
 		bcfg.AfterHandled = crash.Hit
 	}
-	b, closeBus, err := connectBus(ctx, cfg, bcfg, st, log, banner)
+	b, embedded, closeBus, err := connectBus(ctx, cfg, bcfg, st, log, banner)
 	if err != nil {
 		return err
 	}
@@ -153,6 +154,14 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	}
 	if d.api != nil {
 		httpapi.RegisterCatchAll(d.mux) // a /v1 path no target's route takes
+	}
+	if cfg.NATSAuthCallout != "" {
+		run, err := natsAuth(d, embedded)
+		if err != nil {
+			return fmt.Errorf("nats auth callout: %w", err)
+		}
+		runs = append(runs, runner{"nats-auth", run})
+		banner("nats auth     tenants' publishers connect with an API key holding ingest (auth callout, account %s)", cfg.NATSAuthAccount)
 	}
 
 	// =========================================================================
@@ -229,36 +238,45 @@ func openStore(ctx context.Context, cfg Config, tracer pgx.QueryTracer, log *slo
 }
 
 // connectBus connects to MNEMOS_NATS_URL, or to a NATS server embedded in
-// the process, and makes sure the streams exist. close closes the bus and
-// the embedded server.
-func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, st *store.Store, log *slog.Logger, banner func(string, ...any)) (b *bus.Bus, closeAll func(), err error) {
+// the process (embedded), and makes sure the streams exist. close closes
+// the bus and the embedded server.
+func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, st *store.Store, log *slog.Logger, banner func(string, ...any)) (b *bus.Bus, embedded *natsembed.Server, closeAll func(), err error) {
 	shutdown := func() {}
 	if cfg.NATSURL == "" {
 		storeDir, err := embeddedStoreDir(ctx, cfg.NATSStoreDir, st)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		// The embedded server opens no port unless asked: a local process
 		// that could reach it would read and publish every tenant's turns.
 		nopts := natsembed.Options{StoreDir: storeDir}
 		if nopts.SyncInterval, nopts.SyncAlways, err = natsSync(cfg.NATSSync); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if cfg.NATSListen != "" {
 			host, port, err := net.SplitHostPort(cfg.NATSListen)
 			if err != nil {
-				return nil, nil, fmt.Errorf("MNEMOS_NATS_LISTEN: %w", err)
+				return nil, nil, nil, fmt.Errorf("MNEMOS_NATS_LISTEN: %w", err)
 			}
 			nopts.Listen, nopts.Host = true, host
 			if nopts.Port, err = strconv.Atoi(port); err != nil {
-				return nil, nil, fmt.Errorf("MNEMOS_NATS_LISTEN: port %q: %w", port, err)
+				return nil, nil, nil, fmt.Errorf("MNEMOS_NATS_LISTEN: port %q: %w", port, err)
+			}
+		}
+		if cfg.NATSAuthCallout != "" {
+			issuer, err := natsAuthIssuer(cfg.NATSAuthCallout)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("MNEMOS_NATS_AUTH_CALLOUT: %w", err)
+			}
+			if nopts.AuthCalloutIssuer, err = issuer.PublicKey(); err != nil {
+				return nil, nil, nil, fmt.Errorf("MNEMOS_NATS_AUTH_CALLOUT: %w", err)
 			}
 		}
 		ns, err := natsembed.Start(nopts)
 		if err != nil {
-			return nil, nil, fmt.Errorf("natsembed.Start: %w", err)
+			return nil, nil, nil, fmt.Errorf("natsembed.Start: %w", err)
 		}
-		shutdown = ns.Shutdown
+		shutdown, embedded = ns.Shutdown, ns
 		bcfg.URL, bcfg.InProcess = ns.ClientURL(), ns
 		where := "in-process"
 		if ns.Addr() != "" {
@@ -271,7 +289,7 @@ func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, st *store.Stor
 	b, err = bus.Connect(ctx, bcfg)
 	if err != nil {
 		shutdown()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	closeAll = func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -283,9 +301,9 @@ func connectBus(ctx context.Context, cfg Config, bcfg bus.Config, st *store.Stor
 	}
 	if err := b.EnsureStreams(ctx); err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return b, closeAll, nil
+	return b, embedded, closeAll, nil
 }
 
 // embeddedStoreDir is where the embedded NATS keeps the JetStream store of
@@ -481,6 +499,43 @@ func operatorAPI(d *deps) *operatorapi.Handler {
 		eraser = erasure.New(erasure.DefaultConfig(), d.store, d.bus, d.log.With("part", "operator-api"))
 	}
 	return operatorapi.New(d.store, keys, eraser, d.defaults, d.log.With("part", "operator-api"))
+}
+
+// natsAuth answers NATS's authorization requests with the process's API
+// keys (the gateway's, when it runs here): tenants' publishers connect with
+// their keys. On the embedded server it also closes the connections of a
+// key revoked; an external server's stay until they reconnect.
+func natsAuth(d *deps, embedded *natsembed.Server) (func(context.Context) error, error) {
+	issuer, err := natsAuthIssuer(d.cfg.NATSAuthCallout)
+	if err != nil {
+		return nil, err
+	}
+	log, meter := d.log.With("service", "nats-auth"), d.metrics.Meter("nats-auth")
+	keys := d.apiCfg.Keys
+	if d.api == nil {
+		kcfg := gateway.DefaultConfig()
+		if keys, err = httpapi.NewKeys(httpapi.KeysConfig{CacheTTL: kcfg.KeyCacheTTL}, d.store, d.limiter, log, meter); err != nil {
+			return nil, err
+		}
+	}
+	var conns natsauth.Conns
+	if embedded != nil {
+		conns = embedded
+	}
+	cfg := natsauth.DefaultConfig()
+	cfg.Issuer, cfg.Account = issuer, d.cfg.NATSAuthAccount
+	svc, err := natsauth.New(cfg, keys, conns, d.bus, log, meter)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wg.Go(func() { keys.Listen(ctx) }) // once a process: a gateway here listens already
+		return svc.Run(ctx)
+	}, nil
 }
 
 // adminMux is the operator listener's routes: the operator API, the

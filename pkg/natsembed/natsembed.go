@@ -6,6 +6,8 @@
 // through Server.InProcessConn, so no other local process can read or publish
 // any tenant's turns. Options.Listen opens a TCP port as well, guarded by a
 // user and password generated at start (ClientURL carries them).
+// Options.AuthCalloutIssuer lets other clients on that port in as an
+// authorization service decides (nats-server's auth callout).
 package natsembed
 
 import (
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // DefaultMaxPayload is the largest message the server accepts unless
@@ -67,7 +70,23 @@ type Options struct {
 	// permissions. The fields above take precedence over what it says about
 	// listening, JetStream and payloads.
 	ConfigFile string
+	// AuthCalloutIssuer, with Listen, is the public key of an account
+	// ("A…") whose seed signs the answers to the server's authorization
+	// requests (nats-server's auth callout, on the subject
+	// AuthCalloutSubject): every client but the generated user is then
+	// let in, with the permissions the answer gives, or refused, as that
+	// service decides. The generated user connects without asking, and
+	// is the one that answers. Not with a ConfigFile's authorization.
+	AuthCalloutIssuer string
 }
+
+// AuthCalloutSubject is where the server asks who a client is, when
+// Options.AuthCalloutIssuer is set.
+const AuthCalloutSubject = server.AuthCalloutSubject
+
+// GlobalAccount is the account of the generated user and of every client
+// an auth callout lets in, the account whose JetStream the services use.
+const GlobalAccount = server.DEFAULT_GLOBAL_ACCOUNT
 
 // Server is a running embedded NATS server.
 type Server struct {
@@ -119,12 +138,21 @@ func Start(opts Options) (*Server, error) {
 	// Without a port only this process's in-process connections reach the
 	// server. The monitoring port stays closed either way (HTTPPort 0).
 	sopts.DontListen = !opts.Listen
+	if opts.AuthCalloutIssuer != "" {
+		if err := authCalloutValid(opts, sopts); err != nil {
+			s.removeTempDir()
+			return nil, fmt.Errorf("natsembed.Start: %w", err)
+		}
+	}
 	var user *url.Userinfo
 	if opts.Listen && !hasAuthorization(sopts) {
 		// A fresh password each start, never printed: a local process that
 		// finds the port still cannot connect.
 		sopts.Username, sopts.Password = generatedUser, rand.Text()
 		user = url.UserPassword(sopts.Username, sopts.Password)
+		if opts.AuthCalloutIssuer != "" {
+			sopts.AuthCallout = &server.AuthCallout{Issuer: opts.AuthCalloutIssuer, Account: GlobalAccount, AuthUsers: []string{generatedUser}}
+		}
 	}
 	sopts.MaxPayload = maxPayload
 	sopts.JetStream, sopts.StoreDir = true, storeDir
@@ -168,6 +196,19 @@ func Start(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// authCalloutValid checks Options.AuthCalloutIssuer against the rest.
+func authCalloutValid(opts Options, fromFile *server.Options) error {
+	switch {
+	case !opts.Listen:
+		return errors.New("an auth callout needs Listen: without a port no client asks to be let in")
+	case hasAuthorization(fromFile):
+		return errors.New("an auth callout with a configuration file's authorization: set it in the file (authorization { auth_callout { … } })")
+	case !nkeys.IsValidPublicAccountKey(opts.AuthCalloutIssuer):
+		return fmt.Errorf("auth callout issuer %q: want an account's public key (A…)", opts.AuthCalloutIssuer)
+	}
+	return nil
+}
+
 // hasAuthorization reports whether a configuration file set how clients
 // authenticate; then its users are the ones that connect.
 func hasAuthorization(o *server.Options) bool {
@@ -203,6 +244,24 @@ func (s *Server) InProcessConn() (net.Conn, error) {
 		return nil, fmt.Errorf("natsembed: InProcessConn: %w", err)
 	}
 	return conn, nil
+}
+
+// CloseUser closes every open client connection of user (the name an auth
+// callout gave it, or the one it connected with) and returns how many.
+func (s *Server) CloseUser(user string) (int, error) {
+	// One page: the connections of one user are far fewer than its limit.
+	conns, err := s.ns.Connz(&server.ConnzOptions{Username: true, User: user, State: server.ConnOpen, Limit: 1 << 16})
+	if err != nil {
+		return 0, fmt.Errorf("natsembed: Connz: %w", err)
+	}
+	closed := 0
+	for _, c := range conns.Conns {
+		// A connection that closed meanwhile is not an error.
+		if s.ns.DisconnectClientByID(c.Cid) == nil {
+			closed++
+		}
+	}
+	return closed, nil
 }
 
 // Shutdown stops the server, waits until it has stopped and removes the

@@ -3,10 +3,8 @@ package isolation_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,39 +26,22 @@ import (
 
 // publisher is a tenant's backend connected to NATS with that tenant's user.
 type publisher struct {
-	js   jetstream.JetStream
-	nc   *nats.Conn
-	mu   sync.Mutex
-	errs []error // asynchronous errors the server sent
+	js jetstream.JetStream
+	nc *nats.Conn
+	bustest.Refusals
 }
 
 func connectAs(t *testing.T, serverURL, user string) *publisher {
 	t.Helper()
 	p := &publisher{}
 	nc, err := nats.Connect(serverURL, nats.UserInfo(user, user+"-secret"), nats.CustomInboxPrefix("_INBOX_"+user),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.errs = append(p.errs, err)
-		}))
+		nats.ErrorHandler(p.Handler))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	p.nc = nc
 	p.js, err = jetstream.New(nc)
 	require.NoError(t, err)
 	return p
-}
-
-// refused reports whether the server sent a permissions violation naming subject.
-func (p *publisher) refused(subject string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, err := range p.errs {
-		if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), subject) {
-			return true
-		}
-	}
-	return false
 }
 
 func turnEvent(t *testing.T, tenant, session string, seq int64) []byte {
@@ -131,7 +112,7 @@ func TestTenantCredentialsKeepPublishersToTheirSubjects(t *testing.T) {
 	defer pcancel()
 	_, err = acme.js.Publish(pctx, "turn.completed.globex.s1", turnEvent(t, "globex", "s1", 1), jetstream.WithMsgID("globex:s1-1"))
 	require.Error(t, err, "no ack for a refused publish")
-	require.Eventually(t, func() bool { return acme.refused("turn.completed.globex.s1") }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return acme.Refused("turn.completed.globex.s1") }, 10*time.Second, 20*time.Millisecond,
 		"the server reports a permissions violation for globex's subject")
 	stream, err := b.JetStream().Stream(ctx, b.StreamName(bus.StreamTurns))
 	require.NoError(t, err)
@@ -145,7 +126,7 @@ func TestTenantCredentialsKeepPublishersToTheirSubjects(t *testing.T) {
 		sub, err := acme.nc.SubscribeSync(subject)
 		require.NoError(t, err) // the server answers asynchronously
 		require.NoError(t, acme.nc.Flush())
-		require.Eventually(t, func() bool { return acme.refused(subject) }, 10*time.Second, 20*time.Millisecond,
+		require.Eventually(t, func() bool { return acme.Refused(subject) }, 10*time.Second, 20*time.Millisecond,
 			"the server refuses acme's subscription to %s", subject)
 		_, err = sub.NextMsg(200 * time.Millisecond)
 		require.Error(t, err, "nothing reached acme on %s", subject)
@@ -181,7 +162,7 @@ func TestTenantCredentialsKeepPublishersToTheirSubjects(t *testing.T) {
 		err := read(rctx)
 		rcancel()
 		require.Error(t, err, "no answer to acme's %s", subject)
-		require.Eventually(t, func() bool { return acme.refused(subject) }, 10*time.Second, 20*time.Millisecond,
+		require.Eventually(t, func() bool { return acme.Refused(subject) }, 10*time.Second, 20*time.Millisecond,
 			"the server refuses acme's %s", subject)
 	}
 	consumers := stream.ListConsumers(ctx)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,9 @@ type Keys struct {
 	started   atomic.Bool
 	listening atomic.Bool
 	touched   sync.Map // key id → time.Time of the last use recorded
+
+	watchMu  sync.Mutex
+	watchers []func(hash string)
 }
 
 // unheardTTL bounds how long a process that hears no announcement of keys
@@ -108,18 +112,44 @@ func (k *Keys) Listen(ctx context.Context) {
 		err := k.st.ListenKeys(ctx, func() {
 			k.cache.ForgetAll() // what was announced before this was not heard
 			k.listening.Store(true)
+			k.announce("")
 		}, func(hash string) {
 			k.cache.Forget(hash)
 			k.unheard.Forget(hash)
+			k.announce(hash)
 		})
 		k.listening.Store(false)
 		if err != nil && ctx.Err() == nil {
 			k.log.Warn("not hearing of revoked API keys; checking every request in Postgres meanwhile", "err", err)
 		}
+		if ctx.Err() == nil {
+			k.announce("") // once a second while not hearing
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// Watch has f called with the hash (KeyHash) of every key Postgres
+// announces changed, once this process forgot it, and with "" when any
+// key may have changed unheard: as listening starts, and every second
+// while it cannot. f runs on the listening goroutine: it must return
+// quickly. For who holds on to what a key granted beyond one request (the
+// NATS connections an auth callout let in).
+func (k *Keys) Watch(f func(hash string)) {
+	k.watchMu.Lock()
+	defer k.watchMu.Unlock()
+	k.watchers = append(k.watchers, f)
+}
+
+func (k *Keys) announce(hash string) {
+	k.watchMu.Lock()
+	watchers := slices.Clone(k.watchers)
+	k.watchMu.Unlock()
+	for _, f := range watchers {
+		f(hash)
 	}
 }
 

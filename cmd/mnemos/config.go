@@ -89,6 +89,10 @@ type Config struct {
 	// account they are placed in.
 	NATSAuthCallout string
 	NATSAuthAccount string
+	// NATSSystemURL (MNEMOS_NATS_SYSTEM_URL) is a user of the system
+	// account of the server at NATSURL: the auth callout closes a revoked
+	// key's connections through it. Empty: it closes none there.
+	NATSSystemURL string
 
 	DevTenant string // MNEMOS_DEV_TENANT
 	DevAPIKey string // MNEMOS_DEV_API_KEY; "off": no development tenant
@@ -275,6 +279,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("migrate", c.Migrate),
 		slog.String("nats_url", natsURL),
 		slog.String("nats_auth_callout", mask(c.NATSAuthCallout)),
+		slog.String("nats_system_url", redactURL(c.NATSSystemURL)),
 		slog.String("namespace", c.Namespace),
 		slog.Int("stream_replicas", c.StreamReplicas),
 		slog.Int("max_event_bytes", c.MaxEventBytes),

@@ -113,6 +113,8 @@ var configTable = []configVar{
 		doc: "the seed (`SA…`) of an account nkey: the process answers NATS's authorization requests (auth callout) signed with it, letting a tenant's publishers in with an API key holding `ingest` as the password; the embedded server needs `MNEMOS_NATS_LISTEN`, an external one the account's public key as `auth_callout.issuer` (see [tenant isolation](tenant-isolation.md))"},
 	{env: "MNEMOS_NATS_AUTH_ACCOUNT", def: "$G", field: text(func(c *Config) *string { return &c.NATSAuthAccount }),
 		doc: "with `MNEMOS_NATS_AUTH_CALLOUT`, the NATS account the publishers it lets in are placed in: the one that holds the Mnemos streams (`$G` on a server without accounts)"},
+	{env: "MNEMOS_NATS_SYSTEM_URL", defDoc: "empty: none", secret: true, field: text(func(c *Config) *string { return &c.NATSSystemURL }), check: natsSystemURLValid,
+		doc: "with `MNEMOS_NATS_AUTH_CALLOUT` and `MNEMOS_NATS_URL`, a user of that server's system account (`nats://sys:PASSWORD@nats:4222`): the connections of a key revoked are closed through it, on every server of the cluster; without it they stay until they reconnect"},
 	{env: "MNEMOS_NAMESPACE", defDoc: "empty", field: text(func(c *Config) *string { return &c.Namespace }),
 		doc: "prefix for every subject and stream (several installs on one NATS)"},
 	{env: "MNEMOS_STREAM_REPLICAS", def: "1", field: positive(func(c *Config) *int { return &c.StreamReplicas }), check: replicasAtMost5,
@@ -561,6 +563,13 @@ func natsAuthCalloutValid(c *Config) error {
 	}
 	if c.NATSURL == "" && c.NATSListen == "" {
 		return errors.New("MNEMOS_NATS_AUTH_CALLOUT lets publishers into NATS, and the embedded server has no port for them: set MNEMOS_NATS_LISTEN")
+	}
+	return nil
+}
+
+func natsSystemURLValid(c *Config) error {
+	if c.NATSSystemURL != "" && (c.NATSURL == "" || c.NATSAuthCallout == "") {
+		return errors.New("MNEMOS_NATS_SYSTEM_URL closes connections for MNEMOS_NATS_AUTH_CALLOUT on the server of MNEMOS_NATS_URL: set both (the embedded server needs none)")
 	}
 	return nil
 }

@@ -90,6 +90,7 @@ func TestNATSAuthCalloutConfig(t *testing.T) {
 		{map[string]string{"MNEMOS_NATS_AUTH_CALLOUT": "SAnope", "MNEMOS_NATS_LISTEN": "127.0.0.1:4222"}, "not an nkey seed"},
 		{map[string]string{"MNEMOS_NATS_AUTH_CALLOUT": string(userSeed), "MNEMOS_NATS_LISTEN": "127.0.0.1:4222"}, "account key"},
 		{map[string]string{"MNEMOS_NATS_AUTH_CALLOUT": string(accountSeed)}, "MNEMOS_NATS_LISTEN"},
+		{map[string]string{"MNEMOS_NATS_SYSTEM_URL": "nats://sys:s@n:4222", "MNEMOS_NATS_URL": "nats://n:4222"}, "set both"},
 	} {
 		_, err := configFromEnv("all", env(tc.vars))
 		require.ErrorContains(t, err, tc.want, "%v", tc.vars)

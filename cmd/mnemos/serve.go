@@ -45,6 +45,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
 	"github.com/mnemos-ai/mnemos/services/natsauth"
 	"github.com/mnemos-ai/mnemos/services/operatorapi"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -503,8 +504,8 @@ func operatorAPI(d *deps) *operatorapi.Handler {
 
 // natsAuth answers NATS's authorization requests with the process's API
 // keys (the gateway's, when it runs here): tenants' publishers connect with
-// their keys. On the embedded server it also closes the connections of a
-// key revoked; an external server's stay until they reconnect.
+// their keys. It closes the connections of a key revoked on the embedded
+// server, or through MNEMOS_NATS_SYSTEM_URL on a server of its own.
 func natsAuth(d *deps, embedded *natsembed.Server) (func(context.Context) error, error) {
 	issuer, err := natsAuthIssuer(d.cfg.NATSAuthCallout)
 	if err != nil {
@@ -519,16 +520,29 @@ func natsAuth(d *deps, embedded *natsembed.Server) (func(context.Context) error,
 		}
 	}
 	var conns natsauth.Conns
-	if embedded != nil {
+	var system *nats.Conn
+	switch {
+	case embedded != nil:
 		conns = embedded
+	case d.cfg.NATSSystemURL != "":
+		if system, err = nats.Connect(d.cfg.NATSSystemURL, nats.Name("mnemos-nats-auth-system"), nats.MaxReconnects(-1)); err != nil {
+			return nil, fmt.Errorf("MNEMOS_NATS_SYSTEM_URL: %w", err)
+		}
+		conns = natsauth.NewSystemConns(system)
 	}
 	cfg := natsauth.DefaultConfig()
 	cfg.Issuer, cfg.Account = issuer, d.cfg.NATSAuthAccount
 	svc, err := natsauth.New(cfg, keys, conns, d.bus, log, meter)
 	if err != nil {
+		if system != nil {
+			system.Close()
+		}
 		return nil, err
 	}
 	return func(ctx context.Context) error {
+		if system != nil {
+			defer system.Close()
+		}
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		ctx, cancel := context.WithCancel(ctx)

@@ -56,8 +56,9 @@ type Keys interface {
 	Watch(f func(hash string))
 }
 
-// Conns closes connections on the NATS server: natsembed.Server. Without
-// it, the open connections of a revoked key stay until they reconnect.
+// Conns closes connections on the NATS server: natsembed.Server, or
+// SystemConns for a server of its own. Without it, the open connections of
+// a revoked key stay until they reconnect.
 type Conns interface {
 	// CloseUser closes the open connections named user and says how many.
 	CloseUser(user string) (int, error)

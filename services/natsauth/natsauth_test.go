@@ -41,10 +41,13 @@ const externalConfig = `authorization {
     { user: "mnemos", password: "mnemos-secret" }   # the services
   ]
   auth_callout {
-    issuer: "ISSUER"        # the public key of MNEMOS_NATS_AUTH_CALLOUT's seed
-    auth_users: [ "mnemos" ] # connect without asking: the services, which answer
+    issuer: "ISSUER"                  # the public key of MNEMOS_NATS_AUTH_CALLOUT's seed
+    auth_users: [ "mnemos", "sys" ]   # connect without asking: the services, which answer
   }
 }
+# Optional: a system account's user (MNEMOS_NATS_SYSTEM_URL) closes a revoked key's connections.
+accounts { SYS: { users: [ { user: "sys", password: "sys-secret" } ] } }
+system_account: SYS
 `
 
 func setup(t *testing.T) *harness { return setupWith(t, false) }
@@ -90,7 +93,10 @@ func setupWith(t *testing.T, external bool) *harness {
 	cfg.Issuer = issuer
 	var conns natsauth.Conns = ns
 	if external {
-		conns = nil
+		sys, err := nats.Connect("nats://sys:sys-secret@"+ns.Addr(), nats.Name("mnemos-test-system"))
+		require.NoError(t, err)
+		t.Cleanup(sys.Close)
+		conns = natsauth.NewSystemConns(sys)
 	}
 	svc, err := natsauth.New(cfg, keys, conns, b, bustest.Logger(t), h.metrics.Meter())
 	require.NoError(t, err)
@@ -257,14 +263,17 @@ func TestRevokedKeyIsRefusedAndItsConnectionsClosed(t *testing.T) {
 
 // TestExternalServerConfiguration: a nats-server configured as
 // docs/tenant-isolation.md says lets a key with ingest publish on its
-// tenant's subjects, and refuses a revoked key's next connection within a
-// second; it closes none (the service cannot reach a server of its own).
+// tenant's subjects; once the key is revoked its next connection is
+// refused and its open one closed, through the system account, within a
+// second.
 func TestExternalServerConfiguration(t *testing.T) {
 	t.Parallel()
 	h := setupWith(t, true)
 	ctx := context.Background()
 	id, secret := h.key(t, "acme", store.ScopeIngest)
 	acme := h.connect(t, "acme", secret)
+	_, other := h.key(t, "acme", store.ScopeIngest)
+	stays := h.connect(t, "acme", other)
 	_, err := acme.js.Publish(ctx, h.bus.Subject(bus.KindTurnCompleted, "acme", "s1"), []byte(`{}`), jetstream.WithMsgID("acme:s1-1"))
 	require.NoError(t, err)
 	require.Equal(t, 1, h.stored(t, "acme"))
@@ -272,7 +281,9 @@ func TestExternalServerConfiguration(t *testing.T) {
 
 	_, err = h.st.RevokeAPIKey(ctx, "acme", id, "test")
 	require.NoError(t, err)
+	deadline := time.Now().Add(time.Second)
 	require.Eventually(t, func() bool { return h.refused("acme", secret) }, time.Second, 10*time.Millisecond,
 		"the revoked key is refused within a second")
-	require.False(t, acme.nc.IsClosed(), "without Conns an open connection stays: the documented limit")
+	require.True(t, acme.closedBy(deadline), "the revoked key's open connection ends within a second")
+	require.False(t, stays.nc.IsClosed(), "another key's connection stays")
 }

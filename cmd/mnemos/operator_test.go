@@ -149,6 +149,14 @@ func TestTheCommandsActTheSameThroughTheOperatorAPI(t *testing.T) {
 	// The audit log is read before the tenants are erased.
 	db := mask(script("globex"))
 	api := mask(script("acme", "-api", p.admin))
+	// Against the database the delete leaves the streams' purge to a
+	// gateway's erasure sweep, and says so; through the API a running
+	// mnemos purges them at once.
+	const pending = "its_events_in_the_NATS_streams_are_not_purged_yet"
+	last := len(db) - 1
+	cut := strings.Index(db[last], pending)
+	require.Positive(t, cut, "the delete against the database says the streams are left to purge: %q", db[last])
+	db[last] = db[last][:cut]
 	require.Equal(t, db, api)
 
 	records, err := client.NewAdmin(p.admin, secret[1]).GetAuditLog(ctx, "acme", 0, 0)

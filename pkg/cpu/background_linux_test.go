@@ -73,24 +73,33 @@ func TestBackgroundAndApartRaiseAPanicInTheCaller(t *testing.T) {
 	})
 }
 
-// TestAPacedJobCountsTheCPUItGotNotTheTimeThatPassed: on Apart's
-// thread a stretch of work is the CPU time the thread ran. A job that
-// waited (as a starved one waits for a core) has not worked and does not
-// rest; one that ran its stretch rests.
+// TestAPacedJobCountsTheCPUItGotNotTheTimeThatPassed: on Apart's thread,
+// from the first rest on, a stretch of work is the CPU time the thread
+// ran. A job that waited (as a starved one waits for a core) has not
+// worked and does not rest; one that ran its stretch rests.
 func TestAPacedJobCountsTheCPUItGotNotTheTimeThatPassed(t *testing.T) {
-	var waited, ran time.Duration
-	cpu.Apart(func() {
-		p := cpu.NewPacer(20*time.Millisecond, time.Millisecond)
-		time.Sleep(60 * time.Millisecond) // three stretches by the clock, none by the CPU
-		require.NoError(t, p.Pause(context.Background()))
-		waited = p.Rested()
-
-		for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
+	var first, waited, ran time.Duration
+	spin := func(d time.Duration) {
+		for start := time.Now(); time.Since(start) < d; {
 			busy()
 		}
-		require.NoError(t, p.Pause(context.Background()))
-		ran = p.Rested() - waited
+	}
+	cpu.Apart(func() {
+		ctx := context.Background()
+		p := cpu.NewPacer(20*time.Millisecond, time.Millisecond)
+		spin(30 * time.Millisecond) // the first stretch, by the clock
+		require.NoError(t, p.Pause(ctx))
+		first = p.Rested()
+
+		time.Sleep(60 * time.Millisecond) // three stretches by the clock, none by the CPU
+		require.NoError(t, p.Pause(ctx))
+		waited = p.Rested() - first
+
+		spin(100 * time.Millisecond)
+		require.NoError(t, p.Pause(ctx))
+		ran = p.Rested() - first - waited
 	})
+	require.Equal(t, time.Millisecond, first, "the first stretch ran its work")
 	require.Zero(t, waited, "a stretch spent waiting is not work")
 	require.Equal(t, time.Millisecond, ran, "a stretch spent running is")
 }

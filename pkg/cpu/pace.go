@@ -16,27 +16,30 @@ import (
 // request of a large session, which was going to take long anyway.
 //
 // A stretch of work is counted in the CPU time the job's thread got, where
-// that can be read (Background's thread, on Linux), not in the time that
-// passed: on a busy machine a job waits for a core between slices, and
+// that can be read (Apart's and Background's threads, on Linux), not in
+// the time that passed: on a busy machine a job waits for a core between slices, and
 // counted by the clock it would rest five times as long as it waited too.
+// The first stretch is counted by the clock: a pacer is made before its
+// job reaches its thread, whose CPU time is read from the first rest on.
 //
 // A nil *Pacer paces nothing, so code that may run paced calls Pause
 // without checking.
 type Pacer struct {
 	work, rest time.Duration
 	since      time.Time     // when the current stretch of work began
-	ranSince   time.Duration // the thread's CPU time then (threadCPU), or -1
+	ranSince   time.Duration // the thread's CPU time then (threadCPU); -1 before the first rest
 	rested     time.Duration
 }
 
 // NewPacer paces work in stretches of work followed by rests of rest.
 func NewPacer(work, rest time.Duration) *Pacer {
-	return &Pacer{work: work, rest: rest, since: time.Now(), ranSince: threadCPU()}
+	return &Pacer{work: work, rest: rest, since: time.Now(), ranSince: -1}
 }
 
 // worked is how long the current stretch has run: the CPU time its thread
-// got since it began, or the time that passed when that cannot be read or
-// makes no sense (the goroutine moved to another thread).
+// got since it began, or the time that passed when that is not known (the
+// first stretch, a system without the clock) or makes no sense (the
+// goroutine moved to another thread).
 func (p *Pacer) worked() time.Duration {
 	passed := time.Since(p.since)
 	if p.ranSince < 0 {

@@ -37,9 +37,13 @@ func TestPublishersConnectWithTheirAPIKeys(t *testing.T) {
 	require.Contains(t, banner, "nats auth")
 	require.NotContains(t, banner, string(seed))
 
-	_, err = nats.Connect("nats://"+natsAddr, nats.UserInfo("dev", "not-a-key"), nats.NoReconnect())
+	// A connection waits for the callout's answer, a key checked in
+	// Postgres: the client's default 2 s is too short under the race
+	// detector on a busy machine (seen in CI as an i/o timeout).
+	wait := nats.Timeout(15 * time.Second)
+	_, err = nats.Connect("nats://"+natsAddr, nats.UserInfo("dev", "not-a-key"), nats.NoReconnect(), wait)
 	require.ErrorIs(t, err, nats.ErrAuthorization, "an unknown key is refused")
-	nc, err := nats.Connect("nats://"+natsAddr, nats.UserInfo("dev", "test-dev-key"), nats.CustomInboxPrefix(natsauth.InboxPrefix("dev")))
+	nc, err := nats.Connect("nats://"+natsAddr, nats.UserInfo("dev", "test-dev-key"), nats.CustomInboxPrefix(natsauth.InboxPrefix("dev")), wait)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

@@ -115,9 +115,9 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE SET
 
 -- name: LLMUsageAdd :exec
 INSERT INTO llm_usage (tenant_id, day, task, provider, model, calls, failed_calls,
-    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd)
+    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd, straight_nanousd)
 VALUES (@tenant_id, @day, @task, @provider, @model, 1, @failed,
-    @input_tokens, @output_tokens, @cache_read_tokens, @cache_write_tokens, @cost_nanousd)
+    @input_tokens, @output_tokens, @cache_read_tokens, @cache_write_tokens, @cost_nanousd, @straight_nanousd)
 ON CONFLICT (tenant_id, day, task, provider, model) DO UPDATE SET
     calls = llm_usage.calls + 1,
     failed_calls = llm_usage.failed_calls + excluded.failed_calls,
@@ -125,10 +125,14 @@ ON CONFLICT (tenant_id, day, task, provider, model) DO UPDATE SET
     output_tokens = llm_usage.output_tokens + excluded.output_tokens,
     cache_read_tokens = llm_usage.cache_read_tokens + excluded.cache_read_tokens,
     cache_write_tokens = llm_usage.cache_write_tokens + excluded.cache_write_tokens,
-    cost_nanousd = llm_usage.cost_nanousd + excluded.cost_nanousd;
+    cost_nanousd = llm_usage.cost_nanousd + excluded.cost_nanousd,
+    straight_nanousd = llm_usage.straight_nanousd + excluded.straight_nanousd;
 
 -- name: LLMUsageOnDay :one
-SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)::bigint AS tokens,
+-- The day's tokens of Mnemos's own calls (the agent's proxied rounds,
+-- task 'proxy', are not in the token budget) and the cost of every call,
+-- the agent's rounds included.
+SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens) FILTER (WHERE task <> 'proxy'), 0)::bigint AS tokens,
     coalesce(sum(cost_nanousd), 0)::bigint AS cost_nanousd
 FROM llm_usage WHERE tenant_id = @tenant_id AND day = @day;
 

@@ -157,6 +157,27 @@ LIMIT @max_rows;
 UPDATE sessions SET proxy_seq = @proxy_seq, proxy_messages = @proxy_messages, updated_at = now()
 WHERE tenant_id = @tenant_id AND session_id = @session_id;
 
+-- name: SessionProxyCostState :one
+-- What the straight run's last request of a thread held, and when it was
+-- priced, locking the thread's session for the round's price.
+SELECT proxy_straight_input, proxy_priced_at FROM sessions
+WHERE tenant_id = @tenant_id AND session_id = @session_id
+FOR UPDATE;
+
+-- name: SessionProxyCostAdd :exec
+-- Adds a priced round to its thread's session.
+UPDATE sessions SET proxy_priced_rounds = proxy_priced_rounds + 1,
+    proxy_cost_nanousd = proxy_cost_nanousd + @cost_nanousd,
+    proxy_straight_nanousd = proxy_straight_nanousd + @straight_nanousd,
+    proxy_straight_input = @straight_input, proxy_priced_at = @priced_at
+WHERE tenant_id = @tenant_id AND session_id = @session_id;
+
+-- name: SessionProxyCosts :many
+-- The proxied rounds priced of the sessions named.
+SELECT session_id, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_priced_at
+FROM sessions WHERE tenant_id = @tenant_id AND session_id = ANY(@session_ids::text[])
+ORDER BY session_id;
+
 -- name: SessionEstimatePrior :one
 -- The tenant's prior for a new session's calibration: the mean factors
 -- learnt among its 200 latest sessions, read from the sessions_created

@@ -591,9 +591,9 @@ func (q *Queries) ContextSnapshotPut(ctx context.Context, arg ContextSnapshotPut
 
 const lLMUsageAdd = `-- name: LLMUsageAdd :exec
 INSERT INTO llm_usage (tenant_id, day, task, provider, model, calls, failed_calls,
-    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd)
+    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd, straight_nanousd)
 VALUES ($1, $2, $3, $4, $5, 1, $6,
-    $7, $8, $9, $10, $11)
+    $7, $8, $9, $10, $11, $12)
 ON CONFLICT (tenant_id, day, task, provider, model) DO UPDATE SET
     calls = llm_usage.calls + 1,
     failed_calls = llm_usage.failed_calls + excluded.failed_calls,
@@ -601,7 +601,8 @@ ON CONFLICT (tenant_id, day, task, provider, model) DO UPDATE SET
     output_tokens = llm_usage.output_tokens + excluded.output_tokens,
     cache_read_tokens = llm_usage.cache_read_tokens + excluded.cache_read_tokens,
     cache_write_tokens = llm_usage.cache_write_tokens + excluded.cache_write_tokens,
-    cost_nanousd = llm_usage.cost_nanousd + excluded.cost_nanousd
+    cost_nanousd = llm_usage.cost_nanousd + excluded.cost_nanousd,
+    straight_nanousd = llm_usage.straight_nanousd + excluded.straight_nanousd
 `
 
 type LLMUsageAddParams struct {
@@ -616,6 +617,7 @@ type LLMUsageAddParams struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	CostNanousd      int64
+	StraightNanousd  int64
 }
 
 func (q *Queries) LLMUsageAdd(ctx context.Context, arg LLMUsageAddParams) error {
@@ -631,12 +633,13 @@ func (q *Queries) LLMUsageAdd(ctx context.Context, arg LLMUsageAddParams) error 
 		arg.CacheReadTokens,
 		arg.CacheWriteTokens,
 		arg.CostNanousd,
+		arg.StraightNanousd,
 	)
 	return err
 }
 
 const lLMUsageBetween = `-- name: LLMUsageBetween :many
-SELECT tenant_id, day, task, provider, model, calls, failed_calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd FROM llm_usage WHERE tenant_id = $1 AND day BETWEEN $2 AND $3
+SELECT tenant_id, day, task, provider, model, calls, failed_calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd, straight_nanousd FROM llm_usage WHERE tenant_id = $1 AND day BETWEEN $2 AND $3
 ORDER BY day, task, provider, model
 `
 
@@ -668,6 +671,7 @@ func (q *Queries) LLMUsageBetween(ctx context.Context, arg LLMUsageBetweenParams
 			&i.CacheReadTokens,
 			&i.CacheWriteTokens,
 			&i.CostNanousd,
+			&i.StraightNanousd,
 		); err != nil {
 			return nil, err
 		}
@@ -680,7 +684,7 @@ func (q *Queries) LLMUsageBetween(ctx context.Context, arg LLMUsageBetweenParams
 }
 
 const lLMUsageList = `-- name: LLMUsageList :many
-SELECT tenant_id, day, task, provider, model, calls, failed_calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd FROM llm_usage WHERE tenant_id = $1 ORDER BY day, task, provider, model
+SELECT tenant_id, day, task, provider, model, calls, failed_calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd, straight_nanousd FROM llm_usage WHERE tenant_id = $1 ORDER BY day, task, provider, model
 `
 
 func (q *Queries) LLMUsageList(ctx context.Context, tenantID string) ([]LlmUsage, error) {
@@ -705,6 +709,7 @@ func (q *Queries) LLMUsageList(ctx context.Context, tenantID string) ([]LlmUsage
 			&i.CacheReadTokens,
 			&i.CacheWriteTokens,
 			&i.CostNanousd,
+			&i.StraightNanousd,
 		); err != nil {
 			return nil, err
 		}
@@ -717,7 +722,7 @@ func (q *Queries) LLMUsageList(ctx context.Context, tenantID string) ([]LlmUsage
 }
 
 const lLMUsageOnDay = `-- name: LLMUsageOnDay :one
-SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)::bigint AS tokens,
+SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens) FILTER (WHERE task <> 'proxy'), 0)::bigint AS tokens,
     coalesce(sum(cost_nanousd), 0)::bigint AS cost_nanousd
 FROM llm_usage WHERE tenant_id = $1 AND day = $2
 `
@@ -732,6 +737,9 @@ type LLMUsageOnDayRow struct {
 	CostNanousd int64
 }
 
+// The day's tokens of Mnemos's own calls (the agent's proxied rounds,
+// task 'proxy', are not in the token budget) and the cost of every call,
+// the agent's rounds included.
 func (q *Queries) LLMUsageOnDay(ctx context.Context, arg LLMUsageOnDayParams) (LLMUsageOnDayRow, error) {
 	row := q.db.QueryRow(ctx, lLMUsageOnDay, arg.TenantID, arg.Day)
 	var i LLMUsageOnDayRow

@@ -211,6 +211,7 @@ type LlmUsage struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	CostNanousd      int64
+	StraightNanousd  int64
 }
 
 type Memory struct {
@@ -357,50 +358,55 @@ type RunLease struct {
 }
 
 type Session struct {
-	TenantID            string
-	SessionID           string
-	AgentID             string
-	Model               string
-	ContextWindow       int64
-	MaxOutputTokens     int64
-	MemoryScope         []byte
-	AppliedSeq          int64
-	WaitingTurns        int64
-	MessageCount        int64
-	BaselineTokens      int64
-	HasUsage            bool
-	PendingTokens       int64
-	TokenCount          int64
-	State               string
-	CompactionInFlight  bool
-	CompactRequests     int64
-	AutoCompactEnabled  bool
-	ToolCallsTotal      int64
-	RejectedTurns       int64
-	LastResponseAt      pgtype.Timestamptz
-	CreatedAt           pgtype.Timestamptz
-	UpdatedAt           pgtype.Timestamptz
-	CompactionID        *string
-	KeepFrom            int64
-	CompactFailures     int32
-	CompactCircuitOpen  bool
-	StaleUsageAbove     int64
-	ContextEpoch        int64
-	SkippedSeqs         int64
-	LastSkippedFrom     int64
-	LastSkippedTo       int64
-	CompactCircuitUntil pgtype.Timestamptz
-	AutoCompactSeqs     []int64
-	ThrashHeld          int64
-	Pins                []string
-	MessageBytes        int64
-	ProxySeq            int64
-	ProxyMessages       int64
-	EstimateFactor      float64
-	DenseFactor         float64
-	PendingDense        int64
-	PrefixTokens        int64
-	PrefixHash          string
+	TenantID             string
+	SessionID            string
+	AgentID              string
+	Model                string
+	ContextWindow        int64
+	MaxOutputTokens      int64
+	MemoryScope          []byte
+	AppliedSeq           int64
+	WaitingTurns         int64
+	MessageCount         int64
+	BaselineTokens       int64
+	HasUsage             bool
+	PendingTokens        int64
+	TokenCount           int64
+	State                string
+	CompactionInFlight   bool
+	CompactRequests      int64
+	AutoCompactEnabled   bool
+	ToolCallsTotal       int64
+	RejectedTurns        int64
+	LastResponseAt       pgtype.Timestamptz
+	CreatedAt            pgtype.Timestamptz
+	UpdatedAt            pgtype.Timestamptz
+	CompactionID         *string
+	KeepFrom             int64
+	CompactFailures      int32
+	CompactCircuitOpen   bool
+	StaleUsageAbove      int64
+	ContextEpoch         int64
+	SkippedSeqs          int64
+	LastSkippedFrom      int64
+	LastSkippedTo        int64
+	CompactCircuitUntil  pgtype.Timestamptz
+	AutoCompactSeqs      []int64
+	ThrashHeld           int64
+	Pins                 []string
+	MessageBytes         int64
+	ProxySeq             int64
+	ProxyMessages        int64
+	EstimateFactor       float64
+	DenseFactor          float64
+	PendingDense         int64
+	PrefixTokens         int64
+	PrefixHash           string
+	ProxyPricedRounds    int64
+	ProxyCostNanousd     int64
+	ProxyStraightNanousd int64
+	ProxyStraightInput   int64
+	ProxyPricedAt        pgtype.Timestamptz
 }
 
 type SessionNote struct {

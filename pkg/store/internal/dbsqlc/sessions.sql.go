@@ -72,7 +72,7 @@ func (q *Queries) SessionEstimatePrior(ctx context.Context, tenantID string) (Se
 }
 
 const sessionGet = `-- name: SessionGet :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions WHERE tenant_id = $1 AND session_id = $2
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at FROM sessions WHERE tenant_id = $1 AND session_id = $2
 `
 
 type SessionGetParams struct {
@@ -128,12 +128,17 @@ func (q *Queries) SessionGet(ctx context.Context, arg SessionGetParams) (Session
 		&i.PendingDense,
 		&i.PrefixTokens,
 		&i.PrefixHash,
+		&i.ProxyPricedRounds,
+		&i.ProxyCostNanousd,
+		&i.ProxyStraightNanousd,
+		&i.ProxyStraightInput,
+		&i.ProxyPricedAt,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at FROM sessions
 WHERE tenant_id = $1
   AND (created_at, session_id) < ($2::timestamptz, $3::text)
   AND (cardinality($4::text[]) = 0 OR state = ANY($4::text[]))
@@ -223,6 +228,11 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.PendingDense,
 			&i.PrefixTokens,
 			&i.PrefixHash,
+			&i.ProxyPricedRounds,
+			&i.ProxyCostNanousd,
+			&i.ProxyStraightNanousd,
+			&i.ProxyStraightInput,
+			&i.ProxyPricedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -235,7 +245,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 }
 
 const sessionListSorted = `-- name: SessionListSorted :many
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at FROM sessions
 WHERE tenant_id = $1
   AND CASE $2::text
         WHEN 'size' THEN (token_count, session_id) < ($3::bigint, $4::text)
@@ -334,6 +344,11 @@ func (q *Queries) SessionListSorted(ctx context.Context, arg SessionListSortedPa
 			&i.PendingDense,
 			&i.PrefixTokens,
 			&i.PrefixHash,
+			&i.ProxyPricedRounds,
+			&i.ProxyCostNanousd,
+			&i.ProxyStraightNanousd,
+			&i.ProxyStraightInput,
+			&i.ProxyPricedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -348,7 +363,7 @@ func (q *Queries) SessionListSorted(ctx context.Context, arg SessionListSortedPa
 const sessionLock = `-- name: SessionLock :one
 INSERT INTO sessions (tenant_id, session_id, agent_id) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash
+RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at
 `
 
 type SessionLockParams struct {
@@ -407,12 +422,17 @@ func (q *Queries) SessionLock(ctx context.Context, arg SessionLockParams) (Sessi
 		&i.PendingDense,
 		&i.PrefixTokens,
 		&i.PrefixHash,
+		&i.ProxyPricedRounds,
+		&i.ProxyCostNanousd,
+		&i.ProxyStraightNanousd,
+		&i.ProxyStraightInput,
+		&i.ProxyPricedAt,
 	)
 	return i, err
 }
 
 const sessionLockWithin = `-- name: SessionLockWithin :one
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at FROM mnemos_lock_session($1::text, $2::text, $3::text, $4::integer)
 `
 
 type SessionLockWithinParams struct {
@@ -477,6 +497,11 @@ func (q *Queries) SessionLockWithin(ctx context.Context, arg SessionLockWithinPa
 		&i.PendingDense,
 		&i.PrefixTokens,
 		&i.PrefixHash,
+		&i.ProxyPricedRounds,
+		&i.ProxyCostNanousd,
+		&i.ProxyStraightNanousd,
+		&i.ProxyStraightInput,
+		&i.ProxyPricedAt,
 	)
 	return i, err
 }
@@ -501,6 +526,107 @@ func (q *Queries) SessionProgress(ctx context.Context, arg SessionProgressParams
 	var i SessionProgressRow
 	err := row.Scan(&i.AppliedSeq, &i.MessageCount)
 	return i, err
+}
+
+const sessionProxyCostAdd = `-- name: SessionProxyCostAdd :exec
+UPDATE sessions SET proxy_priced_rounds = proxy_priced_rounds + 1,
+    proxy_cost_nanousd = proxy_cost_nanousd + $1,
+    proxy_straight_nanousd = proxy_straight_nanousd + $2,
+    proxy_straight_input = $3, proxy_priced_at = $4
+WHERE tenant_id = $5 AND session_id = $6
+`
+
+type SessionProxyCostAddParams struct {
+	CostNanousd     int64
+	StraightNanousd int64
+	StraightInput   int64
+	PricedAt        pgtype.Timestamptz
+	TenantID        string
+	SessionID       string
+}
+
+// Adds a priced round to its thread's session.
+func (q *Queries) SessionProxyCostAdd(ctx context.Context, arg SessionProxyCostAddParams) error {
+	_, err := q.db.Exec(ctx, sessionProxyCostAdd,
+		arg.CostNanousd,
+		arg.StraightNanousd,
+		arg.StraightInput,
+		arg.PricedAt,
+		arg.TenantID,
+		arg.SessionID,
+	)
+	return err
+}
+
+const sessionProxyCostState = `-- name: SessionProxyCostState :one
+SELECT proxy_straight_input, proxy_priced_at FROM sessions
+WHERE tenant_id = $1 AND session_id = $2
+FOR UPDATE
+`
+
+type SessionProxyCostStateParams struct {
+	TenantID  string
+	SessionID string
+}
+
+type SessionProxyCostStateRow struct {
+	ProxyStraightInput int64
+	ProxyPricedAt      pgtype.Timestamptz
+}
+
+// What the straight run's last request of a thread held, and when it was
+// priced, locking the thread's session for the round's price.
+func (q *Queries) SessionProxyCostState(ctx context.Context, arg SessionProxyCostStateParams) (SessionProxyCostStateRow, error) {
+	row := q.db.QueryRow(ctx, sessionProxyCostState, arg.TenantID, arg.SessionID)
+	var i SessionProxyCostStateRow
+	err := row.Scan(&i.ProxyStraightInput, &i.ProxyPricedAt)
+	return i, err
+}
+
+const sessionProxyCosts = `-- name: SessionProxyCosts :many
+SELECT session_id, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_priced_at
+FROM sessions WHERE tenant_id = $1 AND session_id = ANY($2::text[])
+ORDER BY session_id
+`
+
+type SessionProxyCostsParams struct {
+	TenantID   string
+	SessionIds []string
+}
+
+type SessionProxyCostsRow struct {
+	SessionID            string
+	ProxyPricedRounds    int64
+	ProxyCostNanousd     int64
+	ProxyStraightNanousd int64
+	ProxyPricedAt        pgtype.Timestamptz
+}
+
+// The proxied rounds priced of the sessions named.
+func (q *Queries) SessionProxyCosts(ctx context.Context, arg SessionProxyCostsParams) ([]SessionProxyCostsRow, error) {
+	rows, err := q.db.Query(ctx, sessionProxyCosts, arg.TenantID, arg.SessionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SessionProxyCostsRow{}
+	for rows.Next() {
+		var i SessionProxyCostsRow
+		if err := rows.Scan(
+			&i.SessionID,
+			&i.ProxyPricedRounds,
+			&i.ProxyCostNanousd,
+			&i.ProxyStraightNanousd,
+			&i.ProxyPricedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const sessionProxyRound = `-- name: SessionProxyRound :exec
@@ -705,16 +831,16 @@ WITH created AS (
     WHERE u.creates
     ORDER BY 2
     ON CONFLICT (tenant_id, session_id) DO NOTHING
-    RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash
+    RETURNING tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at
 ), held AS (
-    SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM sessions
+    SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at FROM sessions
     WHERE tenant_id = $1 AND session_id = ANY($2::text[])
     ORDER BY session_id
     FOR UPDATE SKIP LOCKED
 )
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM created
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at FROM created
 UNION ALL
-SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash FROM held
+SELECT tenant_id, session_id, agent_id, model, context_window, max_output_tokens, memory_scope, applied_seq, waiting_turns, message_count, baseline_tokens, has_usage, pending_tokens, token_count, state, compaction_in_flight, compact_requests, auto_compact_enabled, tool_calls_total, rejected_turns, last_response_at, created_at, updated_at, compaction_id, keep_from, compact_failures, compact_circuit_open, stale_usage_above, context_epoch, skipped_seqs, last_skipped_from, last_skipped_to, compact_circuit_until, auto_compact_seqs, thrash_held, pins, message_bytes, proxy_seq, proxy_messages, estimate_factor, dense_factor, pending_dense, prefix_tokens, prefix_hash, proxy_priced_rounds, proxy_cost_nanousd, proxy_straight_nanousd, proxy_straight_input, proxy_priced_at FROM held
 `
 
 type SessionsLockFreeParams struct {
@@ -725,50 +851,55 @@ type SessionsLockFreeParams struct {
 }
 
 type SessionsLockFreeRow struct {
-	TenantID            string
-	SessionID           string
-	AgentID             string
-	Model               string
-	ContextWindow       int64
-	MaxOutputTokens     int64
-	MemoryScope         []byte
-	AppliedSeq          int64
-	WaitingTurns        int64
-	MessageCount        int64
-	BaselineTokens      int64
-	HasUsage            bool
-	PendingTokens       int64
-	TokenCount          int64
-	State               string
-	CompactionInFlight  bool
-	CompactRequests     int64
-	AutoCompactEnabled  bool
-	ToolCallsTotal      int64
-	RejectedTurns       int64
-	LastResponseAt      pgtype.Timestamptz
-	CreatedAt           pgtype.Timestamptz
-	UpdatedAt           pgtype.Timestamptz
-	CompactionID        *string
-	KeepFrom            int64
-	CompactFailures     int32
-	CompactCircuitOpen  bool
-	StaleUsageAbove     int64
-	ContextEpoch        int64
-	SkippedSeqs         int64
-	LastSkippedFrom     int64
-	LastSkippedTo       int64
-	CompactCircuitUntil pgtype.Timestamptz
-	AutoCompactSeqs     []int64
-	ThrashHeld          int64
-	Pins                []string
-	MessageBytes        int64
-	ProxySeq            int64
-	ProxyMessages       int64
-	EstimateFactor      float64
-	DenseFactor         float64
-	PendingDense        int64
-	PrefixTokens        int64
-	PrefixHash          string
+	TenantID             string
+	SessionID            string
+	AgentID              string
+	Model                string
+	ContextWindow        int64
+	MaxOutputTokens      int64
+	MemoryScope          []byte
+	AppliedSeq           int64
+	WaitingTurns         int64
+	MessageCount         int64
+	BaselineTokens       int64
+	HasUsage             bool
+	PendingTokens        int64
+	TokenCount           int64
+	State                string
+	CompactionInFlight   bool
+	CompactRequests      int64
+	AutoCompactEnabled   bool
+	ToolCallsTotal       int64
+	RejectedTurns        int64
+	LastResponseAt       pgtype.Timestamptz
+	CreatedAt            pgtype.Timestamptz
+	UpdatedAt            pgtype.Timestamptz
+	CompactionID         *string
+	KeepFrom             int64
+	CompactFailures      int32
+	CompactCircuitOpen   bool
+	StaleUsageAbove      int64
+	ContextEpoch         int64
+	SkippedSeqs          int64
+	LastSkippedFrom      int64
+	LastSkippedTo        int64
+	CompactCircuitUntil  pgtype.Timestamptz
+	AutoCompactSeqs      []int64
+	ThrashHeld           int64
+	Pins                 []string
+	MessageBytes         int64
+	ProxySeq             int64
+	ProxyMessages        int64
+	EstimateFactor       float64
+	DenseFactor          float64
+	PendingDense         int64
+	PrefixTokens         int64
+	PrefixHash           string
+	ProxyPricedRounds    int64
+	ProxyCostNanousd     int64
+	ProxyStraightNanousd int64
+	ProxyStraightInput   int64
+	ProxyPricedAt        pgtype.Timestamptz
 }
 
 // Creates those of a batch's sessions that do not exist yet and may be
@@ -837,6 +968,11 @@ func (q *Queries) SessionsLockFree(ctx context.Context, arg SessionsLockFreePara
 			&i.PendingDense,
 			&i.PrefixTokens,
 			&i.PrefixHash,
+			&i.ProxyPricedRounds,
+			&i.ProxyCostNanousd,
+			&i.ProxyStraightNanousd,
+			&i.ProxyStraightInput,
+			&i.ProxyPricedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -418,6 +418,14 @@ func (c *Client) GetNotes(ctx context.Context, id string) (api.Notes, error) {
 	return out, err
 }
 
+// GetSessionUsage reads what a session's proxied rounds cost, through
+// Mnemos and straight, over its threads and by thread.
+func (c *Client) GetSessionUsage(ctx context.Context, id string) (api.SessionUsage, error) {
+	var out api.SessionUsage
+	_, _, err := c.call(ctx, get("/v1/sessions/"+segment(id)+"/usage"), &out)
+	return out, err
+}
+
 // GetNotesMarkdown reads a session's notes document alone.
 func (c *Client) GetNotesMarkdown(ctx context.Context, id string) (string, error) {
 	r := get("/v1/sessions/" + segment(id) + "/notes")

@@ -226,7 +226,7 @@ var configTable = []configVar{
 		doc: "the model of dreams (consolidation)"},
 	{env: "MNEMOS_LLM_TIMEOUT", def: durationText(anthropic.DefaultTimeout), field: llmTimeoutField, targets: modelTargets(),
 		doc: "one model call"},
-	{env: "MNEMOS_LLM_PRICES", defDoc: "the list prices (`llm.DefaultPrices`)", field: llmPricesField, targets: modelTargets(),
+	{env: "MNEMOS_LLM_PRICES", defDoc: "the list prices (`llm.DefaultPrices`)", field: llmPricesField, targets: append(modelTargets(), TargetProxy),
 		doc: "prices of models over the list prices, as JSON: `{\"<model or family>\": {\"input\": 3, \"output\": 15, \"cache_write\": 3.75, \"cache_read\": 0.3}}` in dollars per million tokens, every kind named; a tenant's `llm.prices` win over them (see [token accounting](token-accounting.md#money))"},
 
 	// Logs, gauges, the runtime

@@ -209,6 +209,7 @@ func (d *deps) httpAPI(target string) (*gateway.Gateway, gateway.Config, error) 
 	cfg.ContextCacheBytes = d.cfg.ContextCacheBytes
 	cfg.Upstream = d.cfg.Upstream
 	cfg.UpstreamOpenAI = d.cfg.UpstreamOpenAI
+	cfg.Prices = d.cfg.LLMPrices
 	cfg.Heavy = d.heavy
 	cfg.Recall = d.recaller
 	cfg.Retention.Interval = d.cfg.RetentionInterval

@@ -87,6 +87,13 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	require.Equal(t, "0", usage.Total.CostUSD)
 	_, err = c.GetUsage(ctx, "last week", "")
 	require.Equal(t, "bad_day", code(err))
+	su, err := c.GetSessionUsage(ctx, "s1")
+	require.NoError(t, err)
+	require.Equal(t, api.SessionUsage{SessionID: "s1", ProxyAmounts: api.ProxyAmounts{CostUSD: "0", StraightCostUSD: "0", SavingsUSD: "0"},
+		Threads: []api.ThreadUsage{{Thread: "s1", ProxyAmounts: api.ProxyAmounts{CostUSD: "0", StraightCostUSD: "0", SavingsUSD: "0"}}}}, su,
+		"a session no proxied round priced costs nothing")
+	_, err = c.GetSessionUsage(ctx, "no-such-session")
+	require.True(t, client.IsNotFound(err))
 	_, err = c.GetNotesMarkdown(ctx, "s1")
 	require.True(t, client.IsNotFound(err))
 	_, err = c.Recall(ctx, "s1", api.RecallRequest{Query: "how do I release?"})

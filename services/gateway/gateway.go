@@ -22,6 +22,8 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/llmledger"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
@@ -93,6 +95,10 @@ type Config struct {
 	// UpstreamOpenAI is where the OpenAI routes go for tenants without an
 	// OpenAI upstream of their own.
 	UpstreamOpenAI proxy.Upstream
+	// Prices is the process's price table, beneath each tenant's own, by
+	// which the proxy prices the agent's rounds (llm.DefaultPrices when
+	// nil).
+	Prices llm.Prices
 
 	// Memories, Dreams and Keys are the domain services the gateway serves,
 	// shared with the console so that both count and check alike; New
@@ -206,7 +212,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 	g.contexts.UseRecall(cfg.Recall)
 	g.proxy, err = proxy.New(proxy.Config{
 		Upstream: cfg.Upstream, UpstreamClient: cfg.UpstreamClient, MaxMessagesBytes: cfg.MaxMessagesBytes, UpstreamOpenAI: cfg.UpstreamOpenAI,
-		ContextWait: cfg.ContextWait, UpstreamCacheTTL: cfg.KeyCacheTTL,
+		ContextWait: cfg.ContextWait, UpstreamCacheTTL: cfg.KeyCacheTTL, Ledger: ledgerOf(cfg, st, settings),
 	}, base, g.admission, st, settings, g.contexts, meter)
 	if err != nil {
 		return fail(err)
@@ -311,4 +317,13 @@ func (g *Gateway) observeInflight(m metric.Meter) error {
 			return nil
 		}))
 	return err
+}
+
+// ledgerOf is the ledger the proxy prices the agent's rounds in, at the
+// process's prices beneath each tenant's.
+func ledgerOf(cfg Config, st *store.Store, settings *tenantcfg.Cache) *llmledger.Ledger {
+	if cfg.Prices == nil {
+		return llmledger.New(st, settings)
+	}
+	return llmledger.New(st, settings, llmledger.WithPrices(cfg.Prices))
 }

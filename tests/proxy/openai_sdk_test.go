@@ -30,17 +30,26 @@ type sentBodies struct {
 }
 
 func (s *sentBodies) middleware(r *http.Request, next oaioption.MiddlewareNext) (*http.Response, error) {
-	if r.Body != nil {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		s.mu.Lock()
-		s.bodies = append(s.bodies, body)
-		s.mu.Unlock()
+	if err := s.keep(r); err != nil {
+		return nil, err
 	}
 	return next(r)
+}
+
+// keep keeps r's body, and leaves it to be read again.
+func (s *sentBodies) keep(r *http.Request) error {
+	if r.Body == nil {
+		return nil
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	s.mu.Lock()
+	s.bodies = append(s.bodies, body)
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *sentBodies) all() [][]byte {

@@ -82,16 +82,22 @@ export interface paths {
         /**
          * The tenant's model usage and its cost, by UTC day and service
          * @description Every model call the tenant's services made (compaction, notes,
-         *     extraction, recall, dreaming: the `task`), by UTC day, task, provider
+         *     extraction, recall, dreaming: the `task`) and every round of its
+         *     agents the proxy relayed (task `proxy`), by UTC day, task, provider
          *     and model, with sums by day and by task over the span and in all:
          *     calls, tokens by kind, and what they cost by the tenant's prices
          *     (`cost_usd`, an exact decimal string of dollars, and `cost_nanousd`,
-         *     the same in 10^-9 dollars). `budget` is today's spending against the
-         *     tenant's daily budgets (`llm.daily_token_budget`,
-         *     `llm.daily_budget_usd`; 0: none); when one is spent, `exhausted` is
-         *     true and `reason` says which and by how much: the services then make
-         *     no model calls until the next UTC day (compactions use the
-         *     extractive summary and say so in their `error`).
+         *     the same in 10^-9 dollars). A row that holds proxied rounds has
+         *     `proxy`: what they cost through Mnemos and straight, the savings, and
+         *     the net savings (Mnemos's own calls counted against them).
+         *     `budget` is today's spending against the tenant's daily budgets
+         *     (`llm.daily_token_budget`, Mnemos's own calls' tokens;
+         *     `llm.daily_budget_usd`, every call's cost, the agent's rounds
+         *     included; 0: none); when one is spent, `exhausted` is true and
+         *     `reason` says which and by how much: the services then make no model
+         *     calls until the next UTC day (compactions use the extractive summary
+         *     and say so in their `error`), and when the money budget is spent the
+         *     proxy refuses the agent's rounds too.
          */
         get: operations["getUsage"];
         put?: never;
@@ -440,6 +446,34 @@ export interface paths {
          *     are written.
          */
         get: operations["getNotes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, 1 to 128 ASCII letters, digits, `_` and `-`, starting with a letter or a digit (else 400 `bad_session_id`). */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What the session's proxied rounds cost, through Mnemos and straight
+         * @description The agent's rounds the proxy relayed for the session, priced by the
+         *     tenant's prices: what they cost through Mnemos, what the same rounds
+         *     would have cost sent straight (docs/proxy-cost.md), and the savings,
+         *     over every thread the proxy follows under the session's id, and by
+         *     thread. A session with no priced round answers zeros; 404 when the
+         *     tenant holds no such session.
+         */
+        get: operations["getSessionUsage"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1342,7 +1376,7 @@ export interface components {
         UsageRow: {
             /** Format: date */
             day?: string;
-            /** @description the service that made the calls: compaction, notes, extraction, recall or dreaming */
+            /** @description the service that made the calls: compaction, notes, extraction, recall or dreaming; `proxy` for the agent's own rounds the proxy relayed */
             task?: string;
             provider?: string;
             model?: string;
@@ -1355,6 +1389,72 @@ export interface components {
             tokens: number;
             cost_usd: string;
             cost_nanousd: number;
+            proxy?: components["schemas"]["ProxyUsage"];
+        };
+        /**
+         * @description The agent's proxied rounds among a usage row's calls (absent when it holds none), and the
+         *     row's net savings: the straight cost less everything the row's calls cost, Mnemos's own calls
+         *     among them.
+         */
+        ProxyUsage: {
+            rounds: number;
+            /** @description what the rounds cost through Mnemos */
+            cost_usd: string;
+            cost_nanousd: number;
+            /** @description what the same rounds would have cost sent straight (docs/proxy-cost.md) */
+            straight_cost_usd: string;
+            straight_cost_nanousd: number;
+            /** @description straight less through; negative when Mnemos cost more */
+            savings_usd: string;
+            savings_nanousd: number;
+            /** @description straight less everything the row's calls cost */
+            net_savings_usd: string;
+            net_savings_nanousd: number;
+        };
+        ProxyAmounts: {
+            rounds: number;
+            /** @description what the rounds cost through Mnemos */
+            cost_usd: string;
+            cost_nanousd: number;
+            /** @description what the same rounds would have cost sent straight (docs/proxy-cost.md) */
+            straight_cost_usd: string;
+            straight_cost_nanousd: number;
+            /** @description straight less through; negative when Mnemos cost more */
+            savings_usd: string;
+            savings_nanousd: number;
+        };
+        /**
+         * @description A session's proxied rounds priced, its threads' together, and each thread's. Mnemos's own calls
+         *     for the session are not in it: GET /v1/usage has them by day.
+         */
+        SessionUsage: {
+            session_id: components["schemas"]["Token"];
+            rounds: number;
+            /** @description what the rounds cost through Mnemos */
+            cost_usd: string;
+            cost_nanousd: number;
+            /** @description what the same rounds would have cost sent straight (docs/proxy-cost.md) */
+            straight_cost_usd: string;
+            straight_cost_nanousd: number;
+            /** @description straight less through; negative when Mnemos cost more */
+            savings_usd: string;
+            savings_nanousd: number;
+            /** Format: date-time */
+            last_round_at?: string;
+            /** @description each thread's rounds (GET /v1/sessions/{thread}), the session's own first */
+            threads: components["schemas"]["ThreadUsage"][];
+        };
+        ThreadUsage: {
+            thread: components["schemas"]["Token"];
+            rounds: number;
+            cost_usd: string;
+            cost_nanousd: number;
+            straight_cost_usd: string;
+            straight_cost_nanousd: number;
+            savings_usd: string;
+            savings_nanousd: number;
+            /** Format: date-time */
+            last_round_at?: string;
         };
         TenantUsage: {
             /** Format: date */
@@ -1371,9 +1471,9 @@ export interface components {
                  * @description today (UTC)
                  */
                 day: string;
-                /** @description tokens used today */
+                /** @description tokens Mnemos's own calls used today */
                 tokens: number;
-                /** @description what today's calls cost */
+                /** @description what today's calls cost, in dollars, the agent's proxied rounds included */
                 cost_usd: string;
                 /** @description 0: none */
                 daily_token_budget: number;
@@ -2805,6 +2905,36 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Notes"];
                     "text/markdown": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSessionUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, 1 to 128 ASCII letters, digits, `_` and `-`, starting with a letter or a digit (else 400 `bad_session_id`). */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session's proxied rounds priced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionUsage"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -82,10 +82,15 @@ var OpenAI Dialect = openAIDialect{}
 
 type openAIDialect struct{}
 
-// WriteError writes e with OpenAI's type for its status and Mnemos's code.
+// WriteError writes e with OpenAI's type for its status and Mnemos's code;
+// the code insufficient_quota (a spent budget) is its type too, as OpenAI
+// writes it.
 func (openAIDialect) WriteError(w http.ResponseWriter, e *Error) {
 	kind := "invalid_request_error"
-	if e.Status >= http.StatusInternalServerError {
+	switch {
+	case e.Code == "insufficient_quota":
+		kind = e.Code
+	case e.Status >= http.StatusInternalServerError:
 		kind = "server_error"
 	}
 	WriteJSON(w, e.Status, api.OpenAIErrorBody{Error: api.OpenAIDetail{Message: e.Message, Type: kind, Code: e.Code}})
@@ -94,7 +99,7 @@ func (openAIDialect) WriteError(w http.ResponseWriter, e *Error) {
 // anthropicKinds are the Messages API's error types.
 var anthropicKinds = map[string]bool{
 	"invalid_request_error": true, "authentication_error": true, "permission_error": true, "not_found_error": true,
-	"request_too_large": true, "rate_limit_error": true, "api_error": true, "overloaded_error": true,
+	"request_too_large": true, "rate_limit_error": true, "api_error": true, "overloaded_error": true, "billing_error": true,
 }
 
 // AnthropicKind is the Messages API's error type for a status.
@@ -104,6 +109,8 @@ func AnthropicKind(status int) string {
 		return "invalid_request_error"
 	case http.StatusUnauthorized:
 		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
 	case http.StatusForbidden:
 		return "permission_error"
 	case http.StatusNotFound:

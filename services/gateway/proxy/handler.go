@@ -44,6 +44,9 @@ type Config struct {
 	// UpstreamCacheTTL is how long a tenant's upstream is kept before it is
 	// read again.
 	UpstreamCacheTTL time.Duration
+	// Ledger, when set, prices every answered round and refuses the rounds
+	// of a tenant whose daily budget of money is spent (ledger.go).
+	Ledger Ledger
 }
 
 // Contexts renders the sessions the proxy manages (contextapi.Handler).
@@ -115,6 +118,8 @@ func (h *Handler) Register(mux httpapi.Mux) {
 
 type proxyMetrics struct {
 	proxyRequests  metric.Int64Counter
+	cost           metric.Int64Counter
+	unpriced       metric.Int64Counter
 	exactCounts    metric.Int64Counter
 	preflightExact metric.Int64Counter
 }
@@ -122,7 +127,13 @@ type proxyMetrics struct {
 func newMetrics(m metric.Meter) (proxyMetrics, error) {
 	var pm proxyMetrics
 	var err error
-	if pm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Proxied requests (Messages and OpenAI doors), by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), new_agent, branched, client_compacted, client_compaction (the client's own summarization call), retry, upstream_error, client_gone, unrecorded, invalid (refused for its body or session id).")); err != nil {
+	if pm.proxyRequests, err = m.Int64Counter("mnemos.proxy.requests", metric.WithDescription("Proxied requests (Messages and OpenAI doors), by outcome: managed, passthrough (no session), unmanaged (fail-open), refused (not fail-open), new_agent, branched, client_compacted, client_compaction (the client's own summarization call), retry, upstream_error, client_gone, unrecorded, invalid (refused for its body or session id), over_budget (the tenant's daily budget of money is spent).")); err != nil {
+		return pm, err
+	}
+	if pm.cost, err = m.Int64Counter("mnemos.proxy.cost", metric.WithUnit("{nanodollar}"), metric.WithDescription("What the agent's proxied rounds cost by the tenants' prices, in nano-dollars (10^-9 USD), by door and kind: through (as sent up through Mnemos) or straight (the client's own request, as docs/proxy-cost.md estimates it).")); err != nil {
+		return pm, err
+	}
+	if pm.unpriced, err = m.Int64Counter("mnemos.proxy.unpriced", metric.WithDescription("Answered proxied rounds the ledger could not record, by door.")); err != nil {
 		return pm, err
 	}
 	if pm.exactCounts, err = m.Int64Counter("mnemos.proxy.exact_counts", metric.WithDescription("count_tokens calls the proxy made near the auto-compact threshold (proxy.exact_count_within_percent), by outcome: over or under the estimate, failed (the estimate decided).")); err != nil {

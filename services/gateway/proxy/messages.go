@@ -51,6 +51,7 @@ const (
 	proxyClientGone  = "client_gone" // the client left before the answer was whole: not recorded
 	proxyUnrecorded  = "unrecorded"  // answered, but its round could not be published
 	proxyInvalid     = "invalid"     // refused for what it holds (400, 413): never sent up
+	proxyOverBudget  = "over_budget" // the tenant's daily money budget is spent: never sent up
 )
 
 // messagesRequest is a request as the proxy reads it, whatever its door:
@@ -89,8 +90,10 @@ type messagesRequest struct {
 	// recorded (flushSnapshot otherwise); nil when there is none.
 	snapshot *store.ContextSnapshot
 	// client is the request as the client sent it: its headers go up with
-	// every call made for it (forward).
-	client *http.Request
+	// every call made for it (forward); clientBody is its body, which the
+	// round's straight cost is reckoned from (priceRound).
+	client     *http.Request
+	clientBody []byte
 }
 
 // turnAt is message i decoded (door.decode), once.
@@ -160,7 +163,7 @@ func (h *Handler) readMessagesRequest(w http.ResponseWriter, r *http.Request, te
 		dialect.WriteError(w, &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "reading the body: " + err.Error()})
 		return nil, nil, false
 	}
-	req := &messagesRequest{door: d, client: r}
+	req := &messagesRequest{door: d, client: r, clientBody: body}
 	// Checked once; then split without encoding/json's scanner (messages_json.go).
 	if !jsonvalid.Valid(body) {
 		return invalid(&httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_request_error", Message: "the body is not a JSON object"})
@@ -232,6 +235,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant string, d 
 		return
 	}
 	defer release()
+	if h.overBudget(w, r, tenant, d) {
+		return
+	}
 	// A round not recorded leaves its render's context snapshot to write;
 	// a round handed to its record leaves it to the record.
 	recording := false
@@ -303,8 +309,10 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant string, d 
 		}
 		return
 	}
+	answered := time.Now()
 	if !recorded {
 		h.countProxy(ctx, outcome)
+		h.priceUnrecorded(context.WithoutCancel(ctx), tenant, req, body, reply, answered)
 		return
 	}
 	// The client has its answer; the round is recorded after the handler
@@ -313,12 +321,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant string, d 
 	// (the main agent and a subagent) do not wait on each other.
 	recording = true
 	bg := context.WithoutCancel(ctx)
-	h.records.run(tenant+"\x00"+req.place.thread.ThreadID, func() { h.record(bg, tenant, r, req, body, reply, outcome) })
+	h.records.run(tenant+"\x00"+req.place.thread.ThreadID, func() { h.record(bg, tenant, r, req, body, reply, outcome, answered) })
 }
 
 // record records a round whose answer the client has, off the handler,
-// and counts the request's outcome.
-func (h *Handler) record(bg context.Context, tenant string, r *http.Request, req *messagesRequest, body []byte, reply reply, outcome string) {
+// counts the request's outcome and prices the round (priceRound).
+func (h *Handler) record(bg context.Context, tenant string, r *http.Request, req *messagesRequest, body []byte, reply reply, outcome string, answered time.Time) {
 	name := req.door.name
 	defer func() {
 		// Off the handler, net/http no longer recovers a panic: it
@@ -355,6 +363,7 @@ func (h *Handler) record(bg context.Context, tenant string, r *http.Request, req
 		outcome = proxyUnrecorded
 	}
 	h.countProxy(bg, outcome)
+	h.priceRound(bg, tenant, req, body, reply, answered, err == nil && outcome == proxyManaged)
 }
 
 // openMessages admits a Messages API request (admitMessages) and reads it

@@ -50,5 +50,6 @@ func (h *Handler) Register(mux httpapi.Mux) {
 	mux.Handle("PUT /v1/sessions/{id}/pins", h.Auth(store.ScopeIngest, h.putPins))
 	mux.Handle("GET /v1/tool-results/{id}", h.Auth(store.ScopeRead, h.getToolResult))
 	mux.Handle("GET /v1/sessions/{id}/notes", h.Auth(store.ScopeRead, h.getNotes))
+	mux.Handle("GET /v1/sessions/{id}/usage", h.Auth(store.ScopeRead, h.getSessionUsage))
 	mux.Handle("GET /v1/sessions/{id}/export", h.Auth(store.ScopeRead, h.admission.Expensive(httpapi.Mnemos, h.exportSession)))
 }

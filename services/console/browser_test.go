@@ -16,7 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/archivetest"
+	"github.com/mnemos-ai/mnemos/pkg/llm"
+	"github.com/mnemos-ai/mnemos/pkg/llmledger"
 	"github.com/mnemos-ai/mnemos/pkg/store"
+	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 )
 
 // ChromiumVar names the chromium binary the browser tests drive; they skip
@@ -131,6 +134,17 @@ func TestBrowser(t *testing.T) {
 	require.NoError(t, h.store.AddLLMUsage(context.Background(), tenantA, store.LLMUsage{
 		Day: time.Now(), Task: "compaction", Provider: "anthropic", Model: "claude-haiku-4-5", InputTokens: 12_345, OutputTokens: 678,
 	}, false))
+	// An agent's round the proxy relayed, priced by the ledger: Mnemos
+	// sent up two thirds of the client's bytes.
+	settings, err := tenantcfg.NewCache(tenantcfg.Defaults(), h.store.TenantSettings, time.Second)
+	require.NoError(t, err)
+	priced, err := llmledger.New(h.store, settings).RecordRound(context.Background(), llmledger.Round{
+		Tenant: tenantA, Provider: "anthropic", Model: "claude-sonnet-4-5", Caches: true,
+		Usage:   llm.Usage{InputTokens: 3, CacheReadTokens: 40_000, CacheWriteTokens: 6_000, OutputTokens: 800},
+		Changed: true, SentBytes: 200_000, ClientBytes: 300_000,
+	})
+	require.NoError(t, err)
+	require.Positive(t, priced.Savings())
 	base := h.srv.URL
 	do := func(steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -229,6 +243,11 @@ func TestBrowser(t *testing.T) {
 	usage := text(t, ctx, chromedp.ID("usage"))
 	require.Contains(t, usage, "claude-haiku-4-5")
 	require.Contains(t, usage, "12345")
+	// The proxied round, through Mnemos and straight.
+	proxied := text(t, ctx, chromedp.ID("proxy-cost"))
+	for _, amount := range []llm.USD{priced.Through, priced.Straight, priced.Savings()} {
+		require.Contains(t, proxied, amount.String())
+	}
 
 	require.Empty(t, problems(), "the pages reported errors (a CSP violation is one)")
 }

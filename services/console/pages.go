@@ -717,10 +717,14 @@ func (c *Console) reject(w http.ResponseWriter, r *http.Request, s signedIn) {
 }
 
 // usageData is the usage page's: the LLM ledger's rows and their totals,
-// with what they cost in dollars.
+// with what they cost in dollars, and the agent's proxied rounds by day
+// beside what they would have cost straight.
 type usageData struct {
 	Rows   []usageRow
 	Totals usageRow
+	// Proxy is by day, oldest first; empty when no round was priced.
+	Proxy      []proxyDay
+	ProxyTotal proxyDay
 }
 
 // usageRow is a row of the ledger and its cost as exact dollars.
@@ -733,8 +737,25 @@ func costRow(u store.LLMUsage) usageRow {
 	return usageRow{LLMUsage: u, Cost: llm.USD(u.CostNanoUSD).String()}
 }
 
+// proxyDay is a day's proxied rounds (or all of them), in exact dollars:
+// through Mnemos, straight, saved (straight less through), and net saved
+// (straight less everything the day's calls cost, Mnemos's own among them).
+type proxyDay struct {
+	Day                           string
+	Rounds                        int64
+	Through, Straight, Saved, Net string
+}
+
+func proxyRow(day string, proxy, all store.LLMUsage) proxyDay {
+	return proxyDay{
+		Day: day, Rounds: proxy.Calls, Through: llm.USD(proxy.CostNanoUSD).String(), Straight: llm.USD(proxy.StraightNanoUSD).String(),
+		Saved: llm.USD(proxy.StraightNanoUSD - proxy.CostNanoUSD).String(), Net: llm.USD(proxy.StraightNanoUSD - all.CostNanoUSD).String(),
+	}
+}
+
 // usage shows the tenant's model calls, tokens and their cost by day,
-// service (task) and model: the LLM ledger the daily budgets are kept with.
+// service (task) and model: the LLM ledger the daily budgets are kept with;
+// and the agent's proxied rounds by day, through Mnemos and straight.
 func (c *Console) usage(w http.ResponseWriter, r *http.Request, s signedIn) {
 	rows, err := c.cfg.Store.LLMUsageOf(r.Context(), s.tenant)
 	if err != nil {
@@ -742,11 +763,28 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s signedIn) {
 		return
 	}
 	var d usageData
-	var total store.LLMUsage
+	var total, proxyTotal store.LLMUsage
+	var days []string
+	all, proxy := map[string]store.LLMUsage{}, map[string]store.LLMUsage{}
 	for _, u := range rows {
 		d.Rows = append(d.Rows, costRow(u))
 		total = total.Add(u)
+		day := u.Day.Format(time.DateOnly)
+		if _, seen := all[day]; !seen {
+			days = append(days, day)
+		}
+		all[day] = all[day].Add(u)
+		if u.Task == store.TaskProxy {
+			proxy[day] = proxy[day].Add(u)
+			proxyTotal = proxyTotal.Add(u)
+		}
 	}
 	d.Totals = costRow(total)
+	for _, day := range days {
+		if p, ok := proxy[day]; ok {
+			d.Proxy = append(d.Proxy, proxyRow(day, p, all[day]))
+		}
+	}
+	d.ProxyTotal = proxyRow("", proxyTotal, total)
 	c.render(w, http.StatusOK, "usage", c.signedView(s, "usage", "Usage", d))
 }

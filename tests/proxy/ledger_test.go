@@ -234,7 +234,8 @@ func TestTheMessagesDoorsRoundsArePricedThroughAndStraight(t *testing.T) {
 // list price from the upstream's usage (its cached tokens read at the
 // cache price), beside its straight run; then acme's money budget is spent
 // and its next round is refused with OpenAI's insufficient_quota, not
-// retried by the SDK, while globex's rounds go on.
+// retried by the SDK, and so is a round by Chat Completions, while
+// globex's rounds go on.
 func TestTheResponsesDoorsRoundsArePricedThroughAndStraight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -297,7 +298,13 @@ func TestTheResponsesDoorsRoundsArePricedThroughAndStraight(t *testing.T) {
 	require.Equal(t, "insufficient_quota", apiErr.Type)
 	require.Contains(t, apiErr.Message, "(llm.daily_budget_usd): budget exhausted")
 	proxyCount(t, m, "over_budget", 1)
-	require.Len(t, up.Calls(), 3, "the refused round never went up")
+	// Chat Completions, the other OpenAI door, refuses alike.
+	_, err = openaiAPIs[1].converse(m.api.URL, key, "priced-chat").round(ctx, "One more, by chat?")
+	chatErr := openaiError(t, err, http.StatusTooManyRequests)
+	require.Equal(t, "insufficient_quota", chatErr.Code)
+	require.Equal(t, "insufficient_quota", chatErr.Type)
+	proxyCount(t, m, "over_budget", 2)
+	require.Len(t, up.Calls(), 3, "the refused rounds never went up")
 
 	globexKey := addGlobex(t, m)
 	require.NoError(t, m.store.SetTenantUpstream(ctx, "globex", store.ProviderOpenAI, store.Upstream{URL: strings.TrimSuffix(up.URL, "/v1"), Key: "sk-globex-openai"}))

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -39,6 +41,14 @@ func (o Offload) Validate() error {
 		return fmt.Errorf("offload: preview_bytes (%d) must be below threshold_chars (%d)", o.PreviewBytes, o.ThresholdChars)
 	}
 	return nil
+}
+
+// ToolResultID names the stored copy of an offloaded tool result
+// deterministically: a retried transaction stores the same id, and the
+// proxy writes the preview of a round the accountant has not applied yet
+// byte for byte as the accountant will store it.
+func ToolResultID(tenant, session, toolUseID string) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("mnemos:tool-result:"+tenant+"/"+session+"/"+toolUseID)).String()
 }
 
 // Decision is one tool result taken out of the context.

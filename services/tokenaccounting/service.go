@@ -12,9 +12,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mnemos-ai/mnemos/pkg/accounting"
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
@@ -330,8 +330,7 @@ func updateSessionInfo(sess *sessionstate.Session, ev turn.Event) {
 	}
 }
 
-// toolResultID names a stored tool result deterministically, so a retried
-// transaction stores the same id.
+// toolResultID names a stored tool result (accounting.ToolResultID).
 func toolResultID(tenant, session, toolUseID string) string {
-	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("mnemos:tool-result:"+tenant+"/"+session+"/"+toolUseID)).String()
+	return accounting.ToolResultID(tenant, session, toolUseID)
 }

@@ -326,6 +326,15 @@ func renderBlock(b turn.Block, k cut) turn.Block {
 	return b
 }
 
+// RenderMessage encodes a message no decision cut as Render shows it once
+// stored: cache_control dropped. The proxy writes a message the session
+// has not stored yet, but whose stored form it knows (an offloaded tool
+// result), with it, so that the message's bytes do not change when the
+// session stores it.
+func RenderMessage(role string, content turn.Content) ([]byte, error) {
+	return Wire{Role: role, Content: renderContent(content, cut{})}.MarshalJSON()
+}
+
 // ClearedBlock is tool result b as a decision to clear it shows it.
 func ClearedBlock(b turn.Block) turn.Block { return clearedBlock(b) }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -196,25 +197,48 @@ type MicroConfig struct {
 	SizeKeep int `json:"size_keep"`
 	// SizeMinSaving is the fewest tokens clearing by size must save to happen.
 	SizeMinSaving int64 `json:"size_min_saving"`
-	// IdleMinutes is how long after the last response clearing by time starts.
+	// IdleMinutes is how long after the last response clearing by time
+	// starts at the latest; it starts sooner when the cache expires sooner.
 	IdleMinutes int `json:"idle_minutes"`
 	// IdleKeep is how many of the most recent results clearing by time keeps.
 	IdleKeep int `json:"idle_keep"`
+	// CostKeep is how many of the most recent results clearing by cost
+	// keeps; 0 turns clearing by cost off.
+	CostKeep int `json:"cost_keep"`
+	// CacheTTLMinutes is how long the provider keeps a prompt-cache entry
+	// that is not read: 5 (the API's default) or 60 (an hour's entries,
+	// written at twice the input price). It sets what a cache write costs
+	// in clearing by cost, and when clearing by time finds the cache gone.
+	CacheTTLMinutes int `json:"cache_ttl_minutes"`
 }
 
 // DefaultMicroConfig returns the defaults of docs/compaction.md.
 func DefaultMicroConfig() MicroConfig {
 	return MicroConfig{
-		Tools:         DefaultToolSet(),
-		SizeKeep:      3,
-		SizeMinSaving: 20_000,
-		IdleMinutes:   60,
-		IdleKeep:      5,
+		Tools:           DefaultToolSet(),
+		SizeKeep:        3,
+		SizeMinSaving:   20_000,
+		IdleMinutes:     60,
+		IdleKeep:        5,
+		CostKeep:        2,
+		CacheTTLMinutes: 5,
 	}
 }
 
-// Idle is IdleMinutes as a duration.
-func (c MicroConfig) Idle() time.Duration { return time.Duration(c.IdleMinutes) * time.Minute }
+// Idle is how long after the last response clearing by time starts: the
+// cache's time to live, or IdleMinutes when that is sooner.
+func (c MicroConfig) Idle() time.Duration {
+	return time.Duration(min(c.IdleMinutes, c.CacheTTLMinutes)) * time.Minute
+}
+
+// Prices are the prompt cache's prices relative to plain input: a read, and
+// a write of an entry of the tenant's time to live.
+func (c MicroConfig) Prices() CachePrices {
+	if c.CacheTTLMinutes >= 60 {
+		return CachePrices{Read: 0.1, Write: 2}
+	}
+	return CachePrices{Read: 0.1, Write: 1.25}
+}
 
 // Validate reports settings that cannot work.
 func (c MicroConfig) Validate() error {
@@ -231,6 +255,12 @@ func (c MicroConfig) Validate() error {
 	if c.IdleKeep < 0 {
 		errs = append(errs, fmt.Errorf("micro: idle_keep must be zero or more, got %d", c.IdleKeep))
 	}
+	if c.CostKeep < 0 {
+		errs = append(errs, fmt.Errorf("micro: cost_keep must be zero or more, got %d", c.CostKeep))
+	}
+	if c.CacheTTLMinutes != 5 && c.CacheTTLMinutes != 60 {
+		errs = append(errs, fmt.Errorf("micro: cache_ttl_minutes must be 5 or 60 (the provider's two times to live), got %d", c.CacheTTLMinutes))
+	}
 	for _, n := range c.Tools.Names() {
 		if strings.TrimSpace(n) == "" {
 			errs = append(errs, errors.New("micro: tools holds an empty name"))
@@ -240,30 +270,70 @@ func (c MicroConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Decide runs both rules over msgs (the messages after the latest
-// compaction's kept point): count and warning are the session's token count
-// and warning threshold, lastResponse the time of its last response. It
-// returns the tool_use ids to clear now, in conversation order, or nil; the
-// caller records them next to the ones already in cleared.
-func (c MicroConfig) Decide(msgs []view.Message, cleared map[string]bool, count, warning int64, lastResponse, now time.Time) []string {
-	results := Compactable(msgs, c.Tools, cleared)
-	byTime := ByTime(results, lastResponse, now, c.Idle(), c.IdleKeep)
-	bySize := BySize(results, count, warning, c.SizeKeep, c.SizeMinSaving)
-	if len(byTime) == 0 && len(bySize) == 0 {
+// MicroInput is what micro-compaction decides from.
+type MicroInput struct {
+	// Messages are the session's messages after the latest compaction's
+	// kept point; Cleared the tool_use ids already cleared.
+	Messages []view.Message
+	Cleared  map[string]bool
+	// Pending are the client's messages the session has not stored yet —
+	// its rounds the accountant has not applied, then the current one —
+	// when the decision is a proxied request's (nil otherwise: the next
+	// call brings nothing more). They are never cleared, but they count
+	// among the most recent results a rule keeps, so that a decision does
+	// not depend on how far the accountant has got.
+	Pending []turn.Message
+	// Count and Warning are the session's token count (or the count ahead)
+	// and its warning threshold; LastResponse the time of its last response.
+	Count, Warning    int64
+	LastResponse, Now time.Time
+}
+
+// Decide runs the three rules over in: by time, by size and by cost. It
+// returns the tool_use ids to clear now, in conversation order, or nil;
+// the caller records them next to the ones already in in.Cleared. One
+// rule's clearing can make another's due (clearing by time shrinks what
+// clearing by cost would rewrite): the rules run again over what they
+// cleared until none adds anything, so that deciding again on the same
+// state decides nothing.
+func (c MicroConfig) Decide(in MicroInput) []string {
+	cleared := in.Cleared
+	var chosen map[string]bool
+	for {
+		ids := c.decideOnce(in, cleared)
+		if len(ids) == 0 {
+			break
+		}
+		if chosen == nil {
+			chosen = map[string]bool{}
+			cleared = maps.Clone(in.Cleared)
+			if cleared == nil {
+				cleared = map[string]bool{}
+			}
+		}
+		for _, id := range ids {
+			chosen[id], cleared[id] = true, true
+		}
+	}
+	if len(chosen) == 0 {
 		return nil
 	}
-	chosen := make(map[string]bool, len(byTime)+len(bySize))
-	for _, id := range byTime {
-		chosen[id] = true
-	}
-	for _, id := range bySize {
-		chosen[id] = true
-	}
 	var out []string
-	for _, r := range results {
+	for _, r := range Compactable(in.Messages, c.Tools, in.Cleared) {
 		if chosen[r.ToolUseID] {
 			out = append(out, r.ToolUseID)
 		}
 	}
 	return out
+}
+
+// decideOnce runs each rule once over in, with cleared in place of
+// in.Cleared, and returns what they clear, in any order.
+func (c MicroConfig) decideOnce(in MicroInput, cleared map[string]bool) []string {
+	results := Compactable(in.Messages, c.Tools, cleared)
+	pending := pendingOf(in.Messages, in.Pending, c.Tools)
+	byTime := ByTime(results, in.LastResponse, in.Now, c.Idle(), max(c.IdleKeep-len(pending.Results), 0))
+	bySize := BySize(results, in.Count, in.Warning, max(c.SizeKeep-len(pending.Results), 0), c.SizeMinSaving)
+	byCost := ByCost(in.Messages, results, pending, c.CostKeep, c.Prices())
+	return slices.Concat(byTime, bySize, byCost)
 }

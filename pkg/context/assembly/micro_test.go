@@ -12,6 +12,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/context/assembly"
 	"github.com/mnemos-ai/mnemos/pkg/context/view"
+	"github.com/mnemos-ai/mnemos/pkg/tokens"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
@@ -186,6 +187,8 @@ func TestDecide(t *testing.T) {
 	t.Parallel()
 
 	cfg := assembly.DefaultMicroConfig()
+	cfg.CostKeep = 0 // clearing by cost apart (TestByCost…)
+	cfg.CacheTTLMinutes = 60
 	last := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	soon := last.Add(time.Minute)
 	late := last.Add(61 * time.Minute)
@@ -210,7 +213,7 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, cfg.Decide(msgs, tt.cleared, tt.count, 147_000, last, tt.now))
+			require.Equal(t, tt.want, cfg.Decide(assembly.MicroInput{Messages: msgs, Cleared: tt.cleared, Count: tt.count, Warning: 147_000, LastResponse: last, Now: tt.now}))
 		})
 	}
 }
@@ -222,7 +225,13 @@ func TestDefaultMicroConfig(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	require.Equal(t, 3, cfg.SizeKeep)
 	require.Equal(t, int64(20_000), cfg.SizeMinSaving)
-	require.Equal(t, 60*time.Minute, cfg.Idle())
+	require.Equal(t, 5*time.Minute, cfg.Idle(), "the cache's time to live, sooner than idle_minutes")
+	require.Equal(t, 2, cfg.CostKeep)
+	require.Equal(t, assembly.CachePrices{Read: 0.1, Write: 1.25}, cfg.Prices())
+	hour := cfg
+	hour.CacheTTLMinutes = 60
+	require.Equal(t, 60*time.Minute, hour.Idle())
+	require.Equal(t, assembly.CachePrices{Read: 0.1, Write: 2}, hour.Prices())
 	require.Equal(t, 5, cfg.IdleKeep)
 	require.Equal(t, []string{"Bash", "Edit", "Glob", "Grep", "MultiEdit", "NotebookEdit", "Read", "WebFetch", "WebSearch", "Write",
 		"apply_patch", "exec_command", "shell", "write_stdin"}, cfg.Tools.Names())
@@ -230,7 +239,7 @@ func TestDefaultMicroConfig(t *testing.T) {
 	data, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"tools":["Bash","Edit","Glob","Grep","MultiEdit","NotebookEdit","Read","WebFetch","WebSearch","Write","apply_patch","exec_command","shell","write_stdin"],
-		"size_keep":3,"size_min_saving":20000,"idle_minutes":60,"idle_keep":5}`, string(data))
+		"size_keep":3,"size_min_saving":20000,"idle_minutes":60,"idle_keep":5,"cost_keep":2,"cache_ttl_minutes":5}`, string(data))
 }
 
 // overlay decodes stored over defaults the way tenant settings are decoded.
@@ -249,7 +258,7 @@ func TestMicroConfigJSON(t *testing.T) {
 
 	defaults := assembly.DefaultMicroConfig()
 
-	got, err := overlay(defaults, `{"tools":["read_file","run"],"idle_minutes":30}`)
+	got, err := overlay(defaults, `{"tools":["read_file","run"],"idle_minutes":30,"cache_ttl_minutes":60}`)
 	require.NoError(t, err)
 	require.Equal(t, []string{"read_file", "run"}, got.Tools.Names())
 	require.Equal(t, 30*time.Minute, got.Idle())
@@ -290,6 +299,8 @@ func TestMicroConfigValidate(t *testing.T) {
 		{"negative size keep", func(c *assembly.MicroConfig) { c.SizeKeep = -1 }, "size_keep"},
 		{"negative min saving", func(c *assembly.MicroConfig) { c.SizeMinSaving = -1 }, "size_min_saving"},
 		{"zero idle", func(c *assembly.MicroConfig) { c.IdleMinutes = 0 }, "idle_minutes"},
+		{"negative cost keep", func(c *assembly.MicroConfig) { c.CostKeep = -1 }, "cost_keep"},
+		{"a time to live the provider has not", func(c *assembly.MicroConfig) { c.CacheTTLMinutes = 30 }, "cache_ttl_minutes"},
 		{"negative idle keep", func(c *assembly.MicroConfig) { c.IdleKeep = -1 }, "idle_keep"},
 		{"blank tool name", func(c *assembly.MicroConfig) { c.Tools = assembly.NewToolSet("Read", " ") }, "empty name"},
 	}
@@ -306,4 +317,59 @@ func TestMicroConfigValidate(t *testing.T) {
 			require.ErrorContains(t, err, tt.wantErr)
 		})
 	}
+}
+
+// reads builds n Read rounds, round i+1 bringing result t<i> of size
+// tokens, each message's estimate stored with it as the store keeps it.
+func reads(n int, size int64) []view.Message {
+	var msgs []view.Message
+	for i := range n {
+		id := fmt.Sprintf("t%d", i)
+		use := stored(fmt.Sprintf("a%d", i), int64(2*i), "assistant", toolUse(id, "Read"))
+		res := stored(fmt.Sprintf("u%d", i), int64(2*i+1), "user", toolResult(id, strings.Repeat("y", int(size)*4)))
+		use.Round, res.Round = int64(i+1), int64(i+2) // a call's answer, then the next call's result
+		use.Tokens, res.Tokens = tokens.EstimateContent(use.Content), tokens.EstimateContent(res.Content)
+		msgs = append(msgs, use, res)
+	}
+	return msgs
+}
+
+// TestByCostClearsOnceKeepingThemCostAsMuch: with 9,000-token results and
+// two kept, clearing waits until the reads of the clearable results since
+// they became clearable pay for rewriting what follows the first of them,
+// then clears them all; the arithmetic is the one docs/compaction.md shows.
+func TestByCostClearsOnceKeepingThemCostAsMuch(t *testing.T) {
+	t.Parallel()
+
+	prices := assembly.CachePrices{Read: 0.1, Write: 1.25}
+	decide := func(n int) []string {
+		msgs := reads(n, 9_000)
+		return assembly.ByCost(msgs, assembly.Compactable(msgs, assembly.DefaultToolSet(), nil), assembly.Pending{}, 2, prices)
+	}
+	// The next call reads t0..t(n-1); t(i) became clearable with the call
+	// that brought t(i+2), so it has been read n-i-1 times for nothing,
+	// this call included. Clearing rewrites the two kept results and the
+	// markers after u0: about 18,200 tokens, at 1.15 more each (20,900).
+	// Seven results have wasted 0.1 × 9,000 × (6+5+4+3+2) = 18,000;
+	// eight, 0.1 × 9,000 × (7+6+5+4+3+2) = 24,300.
+	for n := 3; n <= 7; n++ {
+		require.Nil(t, decide(n), "%d results: keeping them has not cost the rewrite yet", n)
+	}
+	require.Equal(t, []string{"t0", "t1", "t2", "t3", "t4", "t5"}, decide(8), "8 results: every one but the two most recent")
+
+	// Results the client sent that are not stored count among the most
+	// recent: with t6 and t7 pending, the stored t0..t5 decide the same.
+	msgs := reads(8, 9_000)
+	stored, pending := msgs[:12], msgs[12:]
+	var p []turn.Message
+	for _, m := range pending {
+		p = append(p, turn.Message{Role: m.Role, Content: m.Content})
+	}
+	cfg := assembly.DefaultMicroConfig()
+	got := cfg.Decide(assembly.MicroInput{Messages: stored, Pending: p, Count: 80_000, Warning: 147_000})
+	require.Equal(t, []string{"t0", "t1", "t2", "t3", "t4", "t5"}, got, "the same decision whether the last rounds are stored or not")
+
+	// Writes that cost twice the input (an hour's entries) wait longer.
+	require.Nil(t, assembly.ByCost(msgs, assembly.Compactable(msgs, assembly.DefaultToolSet(), nil), assembly.Pending{}, 2,
+		assembly.CachePrices{Read: 0.1, Write: 2}))
 }

@@ -552,11 +552,16 @@ func (b Rendered) encode(system, messages [][]byte, pacer *cpu.Pacer) (Encoded, 
 	return Encoded{System: system, Messages: messages, rest: rest, pacer: pacer}, nil
 }
 
-// Ahead is the count of the request a client is about to send in a
-// session as it is stored, when the client holds messages the session has
-// not stored yet (its rounds before not applied yet, and what it adds now);
-// nil for a request of the session's context alone.
-type Ahead func(sessionstate.Session) int64
+// Ahead is what a client is about to send in a session as it is stored,
+// when the client holds messages the session has not stored yet (its
+// rounds before not applied yet, and what it adds now); nil for a request
+// of the session's context alone.
+type Ahead interface {
+	// Count is the count of the request.
+	Count(sessionstate.Session) int64
+	// Pending are the client's messages the session has not stored.
+	Pending(sessionstate.Session) []turn.Message
+}
 
 // microDue lists the tool results micro-compaction would clear now: by the
 // session's count, or the count ahead when that is more. A client that sends
@@ -568,11 +573,12 @@ func (h *Handler) microDue(st sessionctx.State, set tenantcfg.Settings, ahead Ah
 	if h.cfg.Now != nil {
 		now = h.cfg.Now
 	}
-	count := st.Session.TokenCount
+	in := assembly.MicroInput{Messages: st.Messages, Cleared: st.Cleared, Count: st.Session.TokenCount, Warning: limits.Warning,
+		LastResponse: st.Session.LastResponseAt, Now: now()}
 	if ahead != nil {
-		count = max(count, ahead(st.Session))
+		in.Count, in.Pending = max(in.Count, ahead.Count(st.Session)), ahead.Pending(st.Session)
 	}
-	return set.Micro.Decide(st.Messages, st.Cleared, count, limits.Warning, st.Session.LastResponseAt, now())
+	return set.Micro.Decide(in)
 }
 
 // microCompact records the micro-compaction due, under the session's lock so

@@ -47,11 +47,11 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 	if err != nil {
 		return body, err
 	}
-	if pl.fresh {
-		return body, nil // a new thread: nothing stored to manage yet
-	}
 	session := pl.thread.ThreadID
 	set, err := h.settings.For(ctx, tenant)
+	if pl.fresh {
+		return freshBody(req, set, err, tenant, session, body)
+	}
 	if err != nil {
 		return body, err
 	}
@@ -62,14 +62,11 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 	ahead := h.aheadOf(set, req)
 	cb, parts, err := h.contexts.Render(ctx, tenant, session, set, ahead, gate)
 	req.snapshot = cb.Snapshot
-	if errors.Is(err, store.ErrNotFound) {
-		return body, nil // a new session: nothing stored to manage yet
+	if nothingStored(cb, err) {
+		return cacheAware(req, set.Offload, tenant, session, body)
 	}
 	if err != nil {
 		return body, err
-	}
-	if cb.Session.MessageCount == 0 {
-		return body, nil
 	}
 	tail, err := clientTail(req, cb.Session, pl)
 	if h.placeAgain(ctx, tenant, req, err) {
@@ -84,7 +81,7 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 		// after the offload it would apply. A raw estimate runs a fifth or
 		// more over for code and tool output, and the client's messages are
 		// many when its rounds before are not applied yet (sent back to back).
-		next := ahead(cb.Session)
+		next := ahead.Count(cb.Session)
 		if within := set.Proxy.ExactCountWithinPercent; within > 0 && req.client != nil && req.openai == nil && nearThreshold(next, cb.Tokens.AutoCompact, within) {
 			next = h.exactCount(ctx, tenant, req, parts, cb.Compaction != nil, tail, next)
 		}
@@ -110,19 +107,54 @@ func (h *Handler) manage(ctx context.Context, tenant string, req *messagesReques
 			}
 		}
 	}
-	if cb.Compaction != nil {
-		tail = withTheirCalls(req, cb.Session, tail)
+	tail, offloadNext, err := sentTail(req, set, tenant, cb, tail)
+	if err != nil {
+		return body, err
 	}
 	rendered, err := keepUnchanged(req, parts.Messages, cb.MessageUUIDs, cb.Session.KeepFrom, h.unchanged)
 	if err != nil {
 		return body, err
 	}
 	parts.Messages = withTheirTask(req, cb.Session, cb.Compaction != nil, rendered)
-	managed, err := managedBody(req, parts, cb.Compaction != nil, tail)
+	managed, err := managedBody(req, parts, cb.Compaction != nil, tail, offloadNext)
 	if err != nil {
 		return body, err
 	}
 	return managed, nil
+}
+
+// freshBody is the body of a request of a new thread, whose tenant's
+// settings read set (or failed to, with err): nothing stored to manage
+// yet, but the rounds before the current one go as the accountant will
+// store them, when its settings say how (cacheAware).
+func freshBody(req *messagesRequest, set tenantcfg.Settings, err error, tenant, thread string, body []byte) ([]byte, error) {
+	if err != nil {
+		return body, nil //nolint:nilerr // nothing to manage: the request goes as sent
+	}
+	return cacheAware(req, set.Offload, tenant, thread, body)
+}
+
+// nothingStored reports whether a render found the session without a
+// message stored yet (or without a row).
+func nothingStored(cb contextapi.Rendered, err error) bool {
+	return errors.Is(err, store.ErrNotFound) || (err == nil && cb.Session.MessageCount == 0)
+}
+
+// sentTail is the client's tail as it goes up: its rounds before the
+// current one as the accountant will store them (offloadRounds), and the
+// call its first results answer in front when a compaction summarized it
+// (withTheirCalls). next are the current round's results offloaded from
+// the next round on.
+func sentTail(req *messagesRequest, set tenantcfg.Settings, tenant string, cb contextapi.Rendered, tail []json.RawMessage) (out []json.RawMessage, next map[string]bool, err error) {
+	if req.openai == nil {
+		if tail, next, err = offloadRounds(set.Offload, tenant, cb.Session.SessionID, req, int(cb.Session.MessageCount), tail); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cb.Compaction != nil {
+		tail = withTheirCalls(req, cb.Session, tail)
+	}
+	return tail, next, nil
 }
 
 // placeAgain reports whether a request is to be placed again, and makes
@@ -200,20 +232,48 @@ func withTheirTask(req *messagesRequest, sess sessionstate.Session, compacted bo
 	return append([][]byte{req.messages[0]}, rendered...)
 }
 
-// aheadOf is contextapi.Ahead for req, worked out once for each state of the
-// session a request sees (micro-compaction and the compaction before the
-// call ask for the same one). Not for concurrent use: a request's own.
+// aheadOf is contextapi.Ahead for req, its count worked out once for each
+// state of the session a request sees (micro-compaction and the compaction
+// before the call ask for the same one). Not for concurrent use: a
+// request's own.
 func (h *Handler) aheadOf(set tenantcfg.Settings, req *messagesRequest) contextapi.Ahead {
-	var seen [4]int64
-	var count int64
-	known := false
-	return func(sess sessionstate.Session) int64 {
-		state := [4]int64{sess.MessageCount, sess.TokenCount, sess.AppliedSeq, sess.ContextEpoch}
-		if !known || state != seen {
-			seen, count, known = state, h.countAhead(set, req, sess), true
-		}
-		return count
+	return &ahead{h: h, set: set, req: req}
+}
+
+// ahead is aheadOf's contextapi.Ahead.
+type ahead struct {
+	h     *Handler
+	set   tenantcfg.Settings
+	req   *messagesRequest
+	seen  [4]int64
+	count int64
+	known bool
+}
+
+func (a *ahead) Count(sess sessionstate.Session) int64 {
+	state := [4]int64{sess.MessageCount, sess.TokenCount, sess.AppliedSeq, sess.ContextEpoch}
+	if !a.known || state != a.seen {
+		a.seen, a.count, a.known = state, a.h.countAhead(a.set, a.req, sess), true
 	}
+	return a.count
+}
+
+// Pending is the request's messages after those sess stored, decoded;
+// none when the request holds fewer, or one that cannot be read (manage
+// reports that).
+func (a *ahead) Pending(sess sessionstate.Session) []turn.Message {
+	if int64(len(a.req.messages)) < sess.MessageCount {
+		return nil
+	}
+	out := make([]turn.Message, 0, int64(len(a.req.messages))-sess.MessageCount)
+	for i := sess.MessageCount; i < int64(len(a.req.messages)); i++ {
+		m, err := a.req.turnAt(int(i))
+		if err != nil {
+			return nil
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // contextapi.Ahead is the count the session will have with the messages of req it
@@ -343,7 +403,7 @@ func canonicalJSON(data []byte) ([]byte, error) {
 // system prompt; every other field as the client sent it. When the context
 // starts with a compaction, the reminders at the front of the client's
 // first message are put at the front of the context's first.
-func managedBody(req *messagesRequest, parts contextapi.Encoded, compacted bool, tail []json.RawMessage) ([]byte, error) {
+func managedBody(req *messagesRequest, parts contextapi.Encoded, compacted bool, tail []json.RawMessage, offloadNext map[string]bool) ([]byte, error) {
 	msgs := make([]json.RawMessage, 0, len(parts.Messages)+len(tail))
 	for _, p := range parts.Messages {
 		msgs = append(msgs, p)
@@ -351,6 +411,10 @@ func managedBody(req *messagesRequest, parts contextapi.Encoded, compacted bool,
 	msgs = append(msgs, tail...)
 	if req.openai != nil {
 		return openaiBody(req.door, req, parts.System, msgs)
+	}
+	msgs, err := moveBreakpoint(msgs, offloadNext)
+	if err != nil {
+		return nil, err
 	}
 	if compacted && len(req.messages) > 0 && len(msgs) > 0 {
 		first, err := withReminders(msgs[0], req.messages[0])
@@ -448,7 +512,7 @@ func (h *Handler) exactCount(ctx context.Context, tenant string, req *messagesRe
 		h.metrics.exactCounts.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
 		return estimate
 	}
-	body, err := managedBody(req, parts, compacted, tail)
+	body, err := managedBody(req, parts, compacted, tail, nil)
 	if err != nil {
 		return fail(err)
 	}

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"testing"
 
@@ -34,4 +35,36 @@ func TestBenchCommandPrintsItsTables(t *testing.T) {
 	}
 	require.ErrorContains(t, run(context.Background(), []string{"bench", "--scale", "--scale-sessions", "5000,100"}, env(nil), io.Discard, io.Discard), "increasing order")
 	require.ErrorContains(t, run(context.Background(), []string{"bench", "--scale", "--only", "proxy"}, env(nil), io.Discard, io.Discard), "scale part alone")
+}
+
+// TestBenchCostThroughMnemos: in one `mnemos bench --json` run of the
+// proxy part, priced input through Mnemos is at most straight's on the
+// short session and at most 0.9 of it on both long ones, every request
+// through Mnemos under the auto-compact threshold.
+func TestBenchCostThroughMnemos(t *testing.T) {
+	t.Parallel()
+	var out, errs bytes.Buffer
+	dbURL := pgtest.URL(t)
+	err := run(context.Background(), []string{"bench", "--database-url", pgtest.OwnerURL(t, dbURL), "--services-database-url", dbURL,
+		"--only", "proxy", "--proxy-sizes", "3000", "--proxy-samples", "3", "--proxy-doors", "messages", "--json"},
+		env(nil), &out, &errs)
+	require.NoError(t, err, errs.String())
+	var rep struct {
+		Cost []struct {
+			Session   string  `json:"session"`
+			Ratio     float64 `json:"priced_input_ratio"`
+			Largest   int64   `json:"largest_request_through"`
+			Threshold int64   `json:"autocompact_threshold"`
+		} `json:"proxy_cost"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep), out.String())
+	most := map[string]float64{"short": 1.0, "long": 0.9, "large-reads": 0.9}
+	require.Len(t, rep.Cost, len(most))
+	for _, c := range rep.Cost {
+		t.Logf("%s: priced input through Mnemos %.3f of straight, largest request %d (threshold %d)", c.Session, c.Ratio, c.Largest, c.Threshold)
+		require.Contains(t, most, c.Session)
+		require.LessOrEqual(t, c.Ratio, most[c.Session], c.Session)
+		require.Positive(t, c.Threshold)
+		require.Less(t, c.Largest, c.Threshold, c.Session)
+	}
 }

@@ -597,7 +597,7 @@ func (s *System) converse(ctx context.Context, session string, files, lines int)
 	for n := 1; n <= files; n++ {
 		content[reportPath(n)] = report(n, lines)
 	}
-	up := upstream.New(upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens, Script: func(r *upstream.Request) (upstream.Reply, error) {
+	up := upstream.New(upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens, Latency: costLatency, Script: func(r *upstream.Request) (upstream.Reply, error) {
 		// From the last message only, so that it answers the same whatever
 		// Mnemos did to the history before it.
 		next := 1
@@ -644,6 +644,13 @@ func (s *System) converse(ctx context.Context, session string, files, lines int)
 		}
 	}
 }
+
+// costLatency is how long the cost sessions' model takes to answer: far
+// less than a real one (seconds), but enough for the accountant to apply a
+// round before the next one comes, as it does behind a real model. A model
+// that answered at once would measure how far behind the accountant runs
+// on a busy machine, not what the session costs.
+const costLatency = 300 * time.Millisecond
 
 func reportPath(n int) string { return fmt.Sprintf("/work/reports/r%02d.txt", n) }
 

@@ -280,7 +280,7 @@ func runPreflight(ctx context.Context, s *System, o Options, built map[int64]str
 var costSessions = []struct {
 	name         string
 	files, lines int
-}{{"short", 6, 100}, {"long", 18, 600}}
+}{{"short", 6, 100}, {"long", 18, 600}, {"large-reads", 16, 1070}}
 
 func runProxy(ctx context.Context, s *System, o Options, rep *Report) error {
 	for _, size := range o.ProxySizes {

@@ -94,6 +94,9 @@ func (rd reading) newSession(t *testing.T, baseURL string) *claudecli.Session {
 	return s
 }
 
+// modelLatency is how long the scripted model takes to answer a call.
+const modelLatency = 300 * time.Millisecond
+
 // comparison is one reading run twice, each against its own upstream that
 // models the prompt cache: straight, and through Mnemos.
 type comparison struct {
@@ -110,12 +113,14 @@ type comparison struct {
 func (rd reading) compare(t *testing.T) comparison {
 	t.Helper()
 	var c comparison
-	c.straight = upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
+	// The model takes its time, as a real one does: the accountant applies
+	// a round before the next one comes, both ways.
+	c.straight = upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens, Latency: modelLatency})
 	straight := rd.newSession(t, c.straight.URL)
 	c.straight.SetScript(rd.script(straight.Work))
 	runCLI(t, straight, claudecli.Run{Prompt: readingPrompt}, finalAnswer)
 
-	c.up = upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens})
+	c.up = upstream.Start(t, upstream.Config{MinCacheTokens: upstream.SonnetMinCacheTokens, Latency: modelLatency})
 	c.m = startMnemos(t, c.up.URL, claudecli.APIKey)
 	c.through = rd.newSession(t, c.m.api.URL)
 	c.up.SetScript(rd.script(c.through.Work))
@@ -226,10 +231,8 @@ func TestClaudeCodeThroughMnemos(t *testing.T) {
 	require.Contains(t, lastReq.Messages[0].Text(), claudeMDText, "CLAUDE.md is still at the front of the last request")
 
 	t.Logf("straight: %v", straight)
-	t.Logf("through Mnemos: %v (threshold %d); priced input %.2f of straight", through, threshold, through.priced()/straight.priced())
-	require.GreaterOrEqual(t, through.share(), 0.9*straight.share(),
-		"through Mnemos the cache reads at least 0.9 of the straight run's share")
-	require.Less(t, through.priced(), straight.priced(), "the long session costs less through Mnemos")
+	t.Logf("through Mnemos: %v (threshold %d); priced input %.3f of straight", through, threshold, through.priced()/straight.priced())
+	require.LessOrEqual(t, through.priced()/straight.priced(), 0.9, "the long session costs at most 0.9 of straight through Mnemos")
 
 	// A second process continues the conversation: the same Mnemos
 	// session. Now naming the project as its memory scope (left out of the
@@ -283,8 +286,8 @@ func TestClaudeCodeShortSessionThroughMnemos(t *testing.T) {
 	logCalls(t, calls)
 	t.Logf("through Mnemos: %d compactions, %d tool results micro-compacted", compactions, cleared)
 	t.Logf("straight: %v", straight)
-	t.Logf("through Mnemos: %v (threshold %d); priced input %.2f of straight", through, threshold, through.priced()/straight.priced())
+	t.Logf("through Mnemos: %v (threshold %d); priced input %.3f of straight", through, threshold, through.priced()/straight.priced())
 	require.GreaterOrEqual(t, through.share(), 0.9*straight.share(),
 		"through Mnemos the cache reads at least 0.9 of the straight run's share")
-	require.LessOrEqual(t, through.priced(), straight.priced(), "the short session costs no more through Mnemos")
+	require.LessOrEqual(t, through.priced()/straight.priced(), 1.0, "the short session costs no more through Mnemos")
 }

@@ -51,6 +51,9 @@ type Config struct {
 	// EventDelay is a pause after each streamed event, as a model takes
 	// its time.
 	EventDelay time.Duration
+	// Latency is a pause before each answer of the Messages API, streamed
+	// or not, as a model thinks before it writes.
+	Latency time.Duration
 }
 
 // Upstream is the scripted API, an http.Handler.
@@ -192,6 +195,9 @@ type answer struct {
 
 func (u *Upstream) messages(w http.ResponseWriter, call Call) {
 	a, failure := u.play(&call)
+	if u.cfg.Latency > 0 {
+		time.Sleep(u.cfg.Latency)
+	}
 	if failure != nil {
 		apiError(w, *failure)
 		return

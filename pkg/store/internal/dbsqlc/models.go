@@ -263,6 +263,16 @@ type MemorySection struct {
 	CreatedAt    pgtype.Timestamptz
 }
 
+type MemoryVector struct {
+	TenantID  string
+	Scope     string
+	Name      string
+	Revision  int64
+	Model     string
+	Vector    []byte
+	CreatedAt pgtype.Timestamptz
+}
+
 type Message struct {
 	TenantID       string
 	SessionID      string
@@ -277,6 +287,15 @@ type Message struct {
 	StopReason     string
 	CreatedAt      pgtype.Timestamptz
 	BytesThrough   int64
+}
+
+type MessageVector struct {
+	TenantID  string
+	SessionID string
+	Position  int64
+	Model     string
+	Vector    []byte
+	CreatedAt pgtype.Timestamptz
 }
 
 type OperatorKey struct {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mnemos-ai/mnemos/pkg/embed"
 	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -37,6 +38,9 @@ const (
 	// TargetRecall is the recall prefetch: memories chosen for each new
 	// user message as its turn is accounted.
 	TargetRecall = "recall"
+	// TargetEmbedder keeps the vectors of messages and memories, where an
+	// embeddings endpoint is configured (MNEMOS_EMBED_BASE_URL).
+	TargetEmbedder = "embedder"
 )
 
 // localDatabaseURL is where Postgres is looked for when none is configured:
@@ -115,6 +119,7 @@ type Config struct {
 	Extractor           Consumer
 	Recall              Consumer
 	Dreamer             Consumer
+	Embedder            Consumer
 	// MaxInflightBytes (MNEMOS_MAX_INFLIGHT_BYTES) is the gateway's budget
 	// of bytes its requests in flight may hold.
 	MaxInflightBytes int64
@@ -154,6 +159,10 @@ type Config struct {
 	// LLMPrices (MNEMOS_LLM_PRICES over llm.DefaultPrices) price every
 	// model call, beneath each tenant's own prices.
 	LLMPrices llm.Prices
+
+	// Embed is the embeddings endpoint (MNEMOS_EMBED_BASE_URL, _API_KEY,
+	// _MODEL, _DIMENSIONS, _TIMEOUT): off unless its base URL is set.
+	Embed embed.Config
 
 	ContextWait time.Duration // MNEMOS_CONTEXT_WAIT: a blocked context request waits this long for its compaction
 	// CompactionLease (MNEMOS_COMPACTION_LEASE) is how long a compaction's
@@ -290,6 +299,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("anthropic_api_key", maskOptional(c.LLM.Anthropic.APIKey)),
 		slog.String("openai_api_key", maskOptional(c.LLM.OpenAI.APIKey)),
 		slog.String("openai_base_url", c.LLM.OpenAI.BaseURL),
+		slog.String("embed_base_url", c.Embed.BaseURL),
+		slog.String("embed_model", c.Embed.Model),
 		slog.Duration("context_wait", c.ContextWait),
 		slog.Duration("gauge_interval", c.GaugeInterval),
 		slog.Duration("retention_interval", c.RetentionInterval),

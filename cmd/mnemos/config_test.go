@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mnemos-ai/mnemos/pkg/embed"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
@@ -125,6 +126,7 @@ var consumerVars = []string{
 	"MNEMOS_EXTRACTOR_WORKERS", "MNEMOS_EXTRACTOR_MAX_DELIVER",
 	"MNEMOS_RECALL_WORKERS", "MNEMOS_RECALL_MAX_DELIVER",
 	"MNEMOS_DREAMER_WORKERS", "MNEMOS_DREAMER_MAX_DELIVER",
+	"MNEMOS_EMBEDDER_WORKERS", "MNEMOS_EMBEDDER_MAX_DELIVER",
 }
 
 // TestConsumingTargetsTakeWorkersAndMaxDeliver: every target that
@@ -141,6 +143,7 @@ func TestConsumingTargetsTakeWorkersAndMaxDeliver(t *testing.T) {
 	require.NoError(t, err)
 	want := func(name string) int { n, _ := strconv.Atoi(vars[name]); return n }
 	ta, co, sm, ex, re, dr := tokenAccountingConfig(cfg), compactorConfig(cfg), sessionMemoryConfig(cfg), extractorConfig(cfg), recallConfig(cfg), dreamerConfig(cfg)
+	em := embedderConfig(cfg)
 	for name, got := range map[string]int{
 		"MNEMOS_WORKERS": ta.Workers, "MNEMOS_TOKEN_ACCOUNTING_MAX_DELIVER": ta.MaxDeliver,
 		"MNEMOS_COMPACTOR_WORKERS": co.Workers, "MNEMOS_COMPACTOR_MAX_DELIVER": co.MaxDeliver,
@@ -148,6 +151,7 @@ func TestConsumingTargetsTakeWorkersAndMaxDeliver(t *testing.T) {
 		"MNEMOS_EXTRACTOR_WORKERS": ex.Workers, "MNEMOS_EXTRACTOR_MAX_DELIVER": ex.MaxDeliver,
 		"MNEMOS_RECALL_WORKERS": re.Workers, "MNEMOS_RECALL_MAX_DELIVER": re.MaxDeliver,
 		"MNEMOS_DREAMER_WORKERS": dr.Workers, "MNEMOS_DREAMER_MAX_DELIVER": dr.MaxDeliver,
+		"MNEMOS_EMBEDDER_WORKERS": em.Workers, "MNEMOS_EMBEDDER_MAX_DELIVER": em.MaxDeliver,
 	} {
 		require.Equal(t, want(name), got, "%s reaches its service", name)
 	}
@@ -158,6 +162,39 @@ func TestConsumingTargetsTakeWorkersAndMaxDeliver(t *testing.T) {
 	_, err = configFromEnv(TargetAll, env(map[string]string{"MNEMOS_DREAMER_MAX_DELIVER": "0", "MNEMOS_RECALL_WORKERS": "many"}))
 	require.ErrorContains(t, err, `MNEMOS_DREAMER_MAX_DELIVER="0": want a positive integer`)
 	require.ErrorContains(t, err, `MNEMOS_RECALL_WORKERS="many": want a positive integer`)
+}
+
+// TestEmbeddingsAreOffUntilConfigured: -target=all runs the embedder only
+// with an endpoint, which the embedder's and the gateway's configuration
+// carry; a base URL that is not one is refused.
+func TestEmbeddingsAreOffUntilConfigured(t *testing.T) {
+	t.Parallel()
+	names := func(ts []target) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.name)
+		}
+		return out
+	}
+	cfg, err := configFromEnv(TargetAll, env(nil))
+	require.NoError(t, err)
+	require.False(t, cfg.Embed.Enabled())
+	require.NotContains(t, names(selectTargets(cfg)), TargetEmbedder)
+
+	cfg, err = configFromEnv(TargetAll, env(map[string]string{
+		"MNEMOS_EMBED_BASE_URL": "http://127.0.0.1:8091/v1", "MNEMOS_EMBED_MODEL": "scripted", "MNEMOS_EMBED_DIMENSIONS": "128", "MNEMOS_EMBED_API_KEY": "k",
+	}))
+	require.NoError(t, err)
+	require.Contains(t, names(selectTargets(cfg)), TargetEmbedder)
+	require.Equal(t, embed.Config{BaseURL: "http://127.0.0.1:8091/v1", Model: "scripted", Dimensions: 128, APIKey: "k", Timeout: embed.DefaultTimeout}, cfg.Embed)
+
+	cfg, err = configFromEnv(TargetEmbedder, env(map[string]string{"MNEMOS_NATS_URL": "nats://127.0.0.1:4222"}))
+	require.NoError(t, err, "the embedder target starts without an endpoint, and idles")
+	require.Equal(t, []string{TargetEmbedder}, names(selectTargets(cfg)))
+
+	_, err = configFromEnv(TargetAll, env(map[string]string{"MNEMOS_EMBED_BASE_URL": "localhost:8091", "MNEMOS_EMBED_DIMENSIONS": "0"}))
+	require.ErrorContains(t, err, `MNEMOS_EMBED_BASE_URL="localhost:8091": want an absolute URL`)
+	require.ErrorContains(t, err, `MNEMOS_EMBED_DIMENSIONS="0": want a positive integer`)
 }
 
 // configNames are the environment variables the configuration table reads.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
+	"github.com/mnemos-ai/mnemos/pkg/embed"
 	"github.com/mnemos-ai/mnemos/pkg/faults"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
@@ -25,6 +27,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/compactor"
 	"github.com/mnemos-ai/mnemos/services/console"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
+	"github.com/mnemos-ai/mnemos/services/embedder"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 	"github.com/mnemos-ai/mnemos/services/recallprefetch"
@@ -190,6 +193,10 @@ var configTable = []configVar{
 		doc: "scheduled dreams this process runs at once"},
 	{env: "MNEMOS_DREAMER_MAX_DELIVER", def: strconv.Itoa(dreamer.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.Dreamer }), targets: []string{TargetDreamer},
 		doc: "deliveries of a `dream.requested` that keeps failing, before it is dead-lettered"},
+	{env: "MNEMOS_EMBEDDER_WORKERS", def: strconv.Itoa(embedder.DefaultConfig().Workers), field: workers(func(c *Config) *Consumer { return &c.Embedder }), targets: []string{TargetEmbedder},
+		doc: "events the embedder handles at once, on each of its consumers (`turn.accounted`, `memory.saved`, `dream.completed`)"},
+	{env: "MNEMOS_EMBEDDER_MAX_DELIVER", def: strconv.Itoa(embedder.DefaultConfig().MaxDeliver), field: maxDeliver(func(c *Config) *Consumer { return &c.Embedder }), targets: []string{TargetEmbedder},
+		doc: "deliveries of an event whose embedding keeps failing (the endpoint down), before it is dead-lettered; the session's next turn embeds what it missed"},
 
 	// Every tenant's limits
 	{env: "MNEMOS_LIMIT_EVENTS_PER_SECOND", def: number(limits.DefaultConfig().EventsPerSecond), field: limit(func(c *Config) *float64 { return &c.Limits.EventsPerSecond }), check: limitsWork, targets: limitTargets,
@@ -228,6 +235,18 @@ var configTable = []configVar{
 		doc: "one model call"},
 	{env: "MNEMOS_LLM_PRICES", defDoc: "the list prices (`llm.DefaultPrices`)", field: llmPricesField, targets: append(modelTargets(), TargetProxy),
 		doc: "prices of models over the list prices, as JSON: `{\"<model or family>\": {\"input\": 3, \"output\": 15, \"cache_write\": 3.75, \"cache_read\": 0.3}}` in dollars per million tokens, every kind named; a tenant's `llm.prices` win over them (see [token accounting](token-accounting.md#money))"},
+
+	// Embeddings
+	{env: "MNEMOS_EMBED_BASE_URL", defDoc: "none: embeddings off, search lexical only", field: embedURLField, targets: embedTargets,
+		doc: "an OpenAI-compatible embeddings endpoint's `/v1` URL (OpenAI, or vLLM / Ollama / llama.cpp / LiteLLM): the `embedder` target stores vectors of messages and memories (without one it idles), `-target=all` runs it, and search fuses its vector ranking with the lexical one (see [memory](memory.md#embeddings))"},
+	{env: "MNEMOS_EMBED_API_KEY", defDoc: "none", secret: true, field: text(func(c *Config) *string { return &c.Embed.APIKey }), targets: embedTargets,
+		doc: "the endpoint's key (`Authorization: Bearer`); a local server may need none"},
+	{env: "MNEMOS_EMBED_MODEL", def: embed.DefaultModel, field: text(func(c *Config) *string { return &c.Embed.Model }), targets: embedTargets,
+		doc: "the embedding model; vectors of another model are not compared, and messages are embedded again under a new one as their sessions go on"},
+	{env: "MNEMOS_EMBED_DIMENSIONS", defDoc: "the model's", field: embedDimensionsField, targets: embedTargets,
+		doc: "the length of the vectors asked for (`dimensions`, which the text-embedding-3 models honour); shorter vectors are cheaper to store and to rank"},
+	{env: "MNEMOS_EMBED_TIMEOUT", def: durationText(embed.DefaultTimeout), field: duration(func(c *Config) *time.Duration { return &c.Embed.Timeout }, time.Nanosecond, "30s"), targets: embedTargets,
+		doc: "one embeddings request; a search whose query is not embedded in time answers lexically"},
 
 	// Logs, gauges, the runtime
 	{env: "MNEMOS_LOG_LEVEL", def: "info", field: logLevelField,
@@ -273,6 +292,10 @@ var configTable = []configVar{
 	{env: "MNEMOS_FAULT_CRASH_AFTER_PUBLISH", defDoc: "off", field: faultPoints(func(c *Config) *faults.Points { return &c.CrashAfterPublish }),
 		doc: "tests only: `outbox-relay:<n>` exits right after the n-th batch the outbox relay published, before its rows are deleted"},
 }
+
+// embedTargets are the targets that embed: the embedder, and the gateway,
+// which embeds search queries.
+var embedTargets = []string{TargetGateway, TargetEmbedder}
 
 // limitTargets are the targets that admit turn events against the limits.
 var limitTargets = []string{TargetGateway, TargetTokenAccounting}
@@ -443,6 +466,42 @@ var devKeyField = field{
 		return nil
 	},
 	show: func(c *Config) string { return cmp.Or(c.DevAPIKey, devKeyOff) },
+}
+
+// embedURLField reads the endpoint's base URL: empty, or an absolute URL.
+var embedURLField = field{
+	parse: func(c *Config, v string) error {
+		if v != "" {
+			if u, err := url.Parse(v); err != nil || u.Scheme == "" || u.Host == "" {
+				return errors.New("want an absolute URL such as https://api.openai.com/v1")
+			}
+		}
+		c.Embed.BaseURL = v
+		return nil
+	},
+	show: func(c *Config) string { return c.Embed.BaseURL },
+}
+
+// embedDimensionsField reads a positive length; empty takes the model's.
+var embedDimensionsField = field{
+	parse: func(c *Config, v string) error {
+		if v == "" {
+			c.Embed.Dimensions = 0
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 16384 {
+			return errors.New("want a positive integer up to 16384, or nothing for the model's")
+		}
+		c.Embed.Dimensions = n
+		return nil
+	},
+	show: func(c *Config) string {
+		if c.Embed.Dimensions == 0 {
+			return ""
+		}
+		return strconv.Itoa(c.Embed.Dimensions)
+	},
 }
 
 var logLevelField = field{

@@ -28,6 +28,7 @@ import (
 	"github.com/mnemos-ai/mnemos/client"
 	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/claudecodetest"
+	"github.com/mnemos-ai/mnemos/internal/testkit/embedtest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/llmtest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
 	"github.com/mnemos-ai/mnemos/pkg/claudecode"
@@ -331,14 +332,25 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
+	// The embedder, against a scripted endpoint: it embeds what the
+	// gateway target accepts and the accountant target applies.
+	emb := embedtest.Start(t, embedtest.Config{})
+	embedVars := maps.Clone(base)
+	embedVars["MNEMOS_EMBED_BASE_URL"], embedVars["MNEMOS_EMBED_MODEL"] = emb.URL+"/v1", "scripted"
+	wg.Go(func() {
+		p := start(t, embedVars, "-target=embedder")
+		health, err := apiOf(t, p, "").Healthz(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, "running", health.Targets["embedder"])
+	})
 	wg.Wait()
-	started := map[string]bool{"gateway": true, "proxy": true, "token-accounting": true, "compactor": true, "session-memory": true, "extractor": true, "recall": true, "dreamer": true}
+	started := map[string]bool{"gateway": true, "proxy": true, "token-accounting": true, "compactor": true, "session-memory": true, "extractor": true, "recall": true, "dreamer": true, "embedder": true}
 	for _, target := range servedTargets() {
 		require.True(t, started[target], "target %s is started by this test", target)
 	}
 
 	path := claudecodetest.Path(t, "tool_heavy.jsonl")
-	require.NoError(t, run(context.Background(), []string{"replay", "--url", gw.http, "--api-key", key[1], "--session", "split", path}, env(nil), io.Discard, io.Discard))
+	require.NoError(t, run(context.Background(), []string{"replay", "--url", gw.http, "--api-key", key[1], "--session", "split", "-scope", "project=split", path}, env(nil), io.Discard, io.Discard))
 	var want int64 // the count after the last response
 	for _, l := range dryRun(t, "--session", "split", path) {
 		if l.Type == "assistant" {
@@ -351,6 +363,7 @@ func TestTargetsRunAsSeparateProcesses(t *testing.T) {
 		state, err = apiOf(t, gw, key[1]).GetSession(context.Background(), "split")
 		return err == nil && state.Tokens.Count == want
 	}, 30*time.Second, 50*time.Millisecond, "the accountant target applied what the gateway target accepted (want %d, have %d)", want, state.Tokens.Count)
+	require.Eventually(t, func() bool { return len(emb.Inputs()) > 0 }, 30*time.Second, 50*time.Millisecond, "the embedder target embeds the replayed messages")
 
 	// The proxy target serves the Messages API and nothing else; the
 	// round it records is accounted and read from the gateway target.

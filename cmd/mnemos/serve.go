@@ -131,7 +131,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 	// =========================================================================
 	// Services
 
-	selected := selectTargets(cfg.Target)
+	selected := selectTargets(cfg)
 	d, err := newDeps(cfg, log, metrics, st, b, tp, selected, banner)
 	if err != nil {
 		return err
@@ -152,6 +152,9 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer) error {
 			runs = append(runs, runner{t.name, run})
 		}
 		status[t.name] = "running"
+	}
+	if cfg.Target == TargetAll && !cfg.Embed.Enabled() {
+		banner("embeddings    off: search ranks lexically (set MNEMOS_EMBED_BASE_URL to run the embedder)")
 	}
 	if d.api != nil {
 		httpapi.RegisterCatchAll(d.mux) // a /v1 path no target's route takes

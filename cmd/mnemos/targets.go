@@ -8,6 +8,7 @@ import (
 
 	"github.com/mnemos-ai/mnemos/pkg/bus"
 	"github.com/mnemos-ai/mnemos/pkg/cpu"
+	"github.com/mnemos-ai/mnemos/pkg/embed"
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
@@ -17,6 +18,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/compactor"
 	"github.com/mnemos-ai/mnemos/services/console"
 	"github.com/mnemos-ai/mnemos/services/dreamer"
+	"github.com/mnemos-ai/mnemos/services/embedder"
 	"github.com/mnemos-ai/mnemos/services/extractor"
 	"github.com/mnemos-ai/mnemos/services/gateway"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
@@ -51,6 +53,9 @@ type deps struct {
 	// built once by the first of them (httpAPI) with apiCfg.
 	api    *gateway.Gateway
 	apiCfg gateway.Config
+	// embedClient talks to the embeddings endpoint, built by the first
+	// target that embeds (embedder); nil while embeddings are off.
+	embedClient *embed.OpenAI
 }
 
 // target is one entry of the target table: its name, what it needs beyond
@@ -60,7 +65,10 @@ type target struct {
 	name        string
 	needsModel  bool
 	needsRecall bool
-	start       func(d *deps) (run func(context.Context) error, err error)
+	// configured, when set, says whether the deployment configured what
+	// the target needs; -target=all leaves it out when not.
+	configured func(c Config) bool
+	start      func(d *deps) (run func(context.Context) error, err error)
 }
 
 // targetTable lists every target in the order they start. -target=all runs
@@ -75,13 +83,18 @@ var targetTable = []target{
 	{name: TargetDreamer, needsModel: true, start: startDreamer},
 	{name: TargetGateway, needsModel: true, needsRecall: true, start: startGateway},
 	{name: TargetProxy, start: startProxy},
+	{name: TargetEmbedder, configured: func(c Config) bool { return c.Embed.Enabled() }, start: startEmbedder},
 }
 
-// selectTargets returns the table entries -target=name runs.
-func selectTargets(name string) []target {
+// selectTargets returns the table entries cfg.Target runs: -target=all
+// runs every target whose needs are configured.
+func selectTargets(cfg Config) []target {
 	var out []target
 	for _, t := range targetTable {
-		if name == TargetAll || name == t.name {
+		switch {
+		case cfg.Target == t.name:
+			out = append(out, t)
+		case cfg.Target == TargetAll && (t.configured == nil || t.configured(cfg)):
 			out = append(out, t)
 		}
 	}
@@ -139,6 +152,47 @@ func dreamerConfig(c Config) dreamer.Config {
 	cfg := dreamer.DefaultConfig()
 	cfg.Workers, cfg.MaxDeliver = c.Dreamer.Workers, c.Dreamer.MaxDeliver
 	return cfg
+}
+
+func embedderConfig(c Config) embedder.Config {
+	cfg := embedder.DefaultConfig()
+	cfg.Workers, cfg.MaxDeliver = c.Embedder.Workers, c.Embedder.MaxDeliver
+	return cfg
+}
+
+// embedderFor is the embeddings endpoint, its calls counted as purpose's
+// (embed.PurposeIndex, embed.PurposeQuery) under target's meter; nil while
+// embeddings are off.
+func (d *deps) embedderFor(target, purpose string) (embed.Embedder, error) {
+	if !d.cfg.Embed.Enabled() {
+		return nil, nil
+	}
+	if d.embedClient == nil {
+		c, err := embed.NewOpenAI(d.cfg.Embed)
+		if err != nil {
+			return nil, err
+		}
+		d.embedClient = c
+	}
+	return embed.Metered(d.embedClient, d.metrics.Meter(target), purpose)
+}
+
+// startEmbedder runs the embedder, or, without an endpoint, idles: a
+// deployment may run the target before it configures one.
+func startEmbedder(d *deps) (func(context.Context) error, error) {
+	e, err := d.embedderFor(TargetEmbedder, embed.PurposeIndex)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		d.logFor(TargetEmbedder).Warn("embeddings are off (MNEMOS_EMBED_BASE_URL is not set): the embedder has nothing to do")
+		return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
+	}
+	svc, err := embedder.New(embedderConfig(d.cfg), d.store, d.bus, e, d.logFor(TargetEmbedder), d.metrics.Meter(TargetEmbedder))
+	if err != nil {
+		return nil, err
+	}
+	return svc.Run, nil
 }
 
 func startTokenAccounting(d *deps) (func(context.Context) error, error) {

@@ -86,7 +86,8 @@ FUZZ_TARGETS := \
 	./pkg/jsonvalid:FuzzValid \
 	./pkg/openaiwire:FuzzResponsesRoundTrip \
 	./pkg/openaiwire:FuzzChatRoundTrip \
-	./pkg/retention:FuzzReportsError
+	./pkg/retention:FuzzReportsError \
+	./pkg/search:FuzzParse
 # A count of executions, not a duration: Go 1.26's fuzz coordinator can fail a
 # target with a bare "context deadline exceeded" when a -fuzztime duration runs
 # out on a busy machine (go.dev/issue/75804, fixed in Go 1.27); a count has no

@@ -14,8 +14,10 @@ type ToolResultInput struct {
 
 // SearchInput is search_past_context's input.
 type SearchInput struct {
-	Query string `json:"query" jsonschema:"the words or \"phrases\" to look for"`
-	Limit int    `json:"limit,omitempty" jsonschema:"the most hits to answer (default 10, at most 50)"`
+	Query   string `json:"query" jsonschema:"what to look for, in plain words; \"phrases\" must match, -word must not"`
+	Scope   string `json:"scope,omitempty" jsonschema:"the memory scope to search (project:<id>, user:<id>, local:<id>, agent:<type>); by default the one the headers or the session name"`
+	Session string `json:"session,omitempty" jsonschema:"search only this session's messages"`
+	Limit   int    `json:"limit,omitempty" jsonschema:"the most hits to answer (default 10, at most 50)"`
 }
 
 // RecallInput is recall's input.

@@ -80,6 +80,8 @@ var bodies = append([]apitest.Body{
 	{Schemas: schema("Dream"), Type: reflect.TypeFor[api.Dream]()},
 	{Schemas: schema("Proposal"), Type: reflect.TypeFor[api.Proposal]()},
 	{Schemas: schema("DreamList"), Type: reflect.TypeFor[api.DreamList]()},
+	{Schemas: schema("SearchResult"), Type: reflect.TypeFor[api.SearchResult]()},
+	{Schemas: schema("SearchHit"), Type: reflect.TypeFor[api.SearchHit]()},
 }, sharedBodies...)
 
 // adminBodies are the Go types of the operator API's document

@@ -653,6 +653,34 @@ func (c *Client) ListDreams(ctx context.Context, scope string, limit int) (api.D
 	return out, err
 }
 
+// SearchOptions narrow a search: Source "memory" or "message" for one
+// source only, Session for one session's messages, Limit the hits (0: the
+// server's 10).
+type SearchOptions struct {
+	Source  string
+	Session string
+	Limit   int
+}
+
+// SearchScope searches a scope's memories and the messages of its sessions
+// for query, best first.
+func (c *Client) SearchScope(ctx context.Context, scope, query string, opts SearchOptions) (api.SearchResult, error) {
+	var out api.SearchResult
+	r := get("/v1/scopes/" + segment(scope) + "/search")
+	r.query = url.Values{"q": {query}}
+	if opts.Source != "" {
+		r.query.Set("source", opts.Source)
+	}
+	if opts.Session != "" {
+		r.query.Set("session", opts.Session)
+	}
+	if opts.Limit > 0 {
+		r.query.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	_, _, err := c.call(ctx, r, &out)
+	return out, err
+}
+
 // GetDream reads one dream, with its proposal.
 func (c *Client) GetDream(ctx context.Context, id string) (api.Dream, error) {
 	var out api.Dream

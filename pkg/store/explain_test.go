@@ -23,7 +23,7 @@ import (
 
 // bigTables are the tables that grow with every session: a statement that
 // reads them must find its rows by an index.
-var bigTables = []string{"messages", "turns", "memories"}
+var bigTables = []string{"messages", "turns", "memories", "message_terms", "memory_terms"}
 
 // query is one statement sqlc generated, with its name.
 type query struct{ name, sql string }

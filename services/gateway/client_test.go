@@ -181,6 +181,15 @@ func TestClientCallsEveryRoute(t *testing.T) {
 	_, err = c.ImportSession(ctx, "s9", []byte("{}\n"))
 	require.Equal(t, "unknown_schema", code(err))
 
+	// Search: the restored memory, by its name and description first.
+	found, err := c.SearchScope(ctx, scope, "how do we release?", client.SearchOptions{Source: "memory", Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, found.Hits, 1)
+	require.Equal(t, "release", found.Hits[0].Memory)
+	require.Contains(t, found.Hits[0].Snippet, "«release»")
+	_, err = c.SearchScope(ctx, scope, "-release", client.SearchOptions{})
+	require.Equal(t, "empty_query", code(err))
+
 	// Dreams.
 	d, err := c.StartDream(ctx, scope)
 	require.NoError(t, err)

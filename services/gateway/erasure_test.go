@@ -47,6 +47,7 @@ var notTiedToASession = map[string]string{
 	"llm_usage":        "per-tenant, per-day totals of model calls: numbers, no session",
 	"memories":         "a scope's (DELETE /v1/scopes/{scope}); a session's revisions of it forget the session",
 	"memory_indexes":   "a scope's",
+	"memory_terms":     "the stems of a scope's memories, kept with them (migration 00043)",
 	"dreams":           "a scope's",
 	"dream_scopes":     "a scope's",
 	"run_leases":       "keyed by scope (the extractor's runs)",

@@ -2,7 +2,7 @@
 // are packages of their own: ingest (turn events), sessions (lists, state,
 // pins, usage, tool results, notes), contextapi (the context, its edits,
 // compactions, pre-flight counts, recall), memoryapi (memories and
-// dreams), mcpapi (the MCP server) and proxy (the model proxy), on what
+// dreams), searchapi (a scope's ranked search), mcpapi (the MCP server) and proxy (the model proxy), on what
 // httpapi gives them all (keys, admission, errors). The tenant of every
 // request comes from its API key.
 package gateway
@@ -28,6 +28,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 	"github.com/mnemos-ai/mnemos/pkg/retain"
+	"github.com/mnemos-ai/mnemos/pkg/search"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
@@ -39,6 +40,7 @@ import (
 	"github.com/mnemos-ai/mnemos/services/gateway/mcpapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/memoryapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/proxy"
+	"github.com/mnemos-ai/mnemos/services/gateway/searchapi"
 	"github.com/mnemos-ai/mnemos/services/gateway/sessions"
 )
 
@@ -106,6 +108,9 @@ type Config struct {
 	Memories *memory.Store
 	Dreams   *dream.Dreams
 	Keys     *httpapi.Keys
+	// Search ranks a scope's memories and messages for the search route,
+	// MCP's search_past_context and the console.
+	Search *search.Searcher
 	// Recall answers recall (POST /v1/sessions/{id}/recall and MCP's tool);
 	// nil answers that this process serves none.
 	Recall *recall.Recaller
@@ -154,6 +159,7 @@ type Gateway struct {
 	contexts  *contextapi.Handler
 	memories  *memoryapi.Handler
 	mcp       *mcpapi.Handler
+	search    *searchapi.Handler
 	proxy     *proxy.Handler
 	keys      *keysapi.Handler
 	erasures  *erasureapi.Handler
@@ -174,8 +180,9 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 		admission: httpapi.NewAdmission(httpapi.AdmissionConfig{
 			MaxInflightBytes: cfg.MaxInflightBytes, HeavyRequests: cfg.HeavyRequests, HeavyBytes: cfg.HeavyBytes, HeavyWait: cfg.HeavyWait, Heavy: cfg.Heavy,
 		}, concurrentRequests(settings), cfg.Limits, log),
-		mcp:  mcpapi.New(base, st, settings, cfg.Memories, cfg.Recall),
-		keys: keysapi.New(base, st, cfg.Now),
+		mcp:    mcpapi.New(base, st, settings, cfg.Memories, cfg.Recall, cfg.Search),
+		search: searchapi.New(base, cfg.Search),
+		keys:   keysapi.New(base, st, cfg.Now),
 	}
 	g.memories = memoryapi.New(base, g.admission, cfg.Memories, cfg.Dreams, settings)
 	g.sessions = sessions.New(sessions.Config{Now: cfg.Now, HeavyWork: cfg.HeavyWork, HeavyRest: cfg.HeavyRest}, base, g.admission, st, settings)
@@ -225,7 +232,7 @@ func New(cfg Config, st *store.Store, b *bus.Bus, settings *tenantcfg.Cache, log
 }
 
 // WithServices is cfg with the domain services it lacks built over st:
-// the memory store, the dreams, the API keys. A process builds them once
+// the memory store, the dreams, the search, the API keys. A process builds them once
 // and shares them with the console, so that both count and check alike.
 func WithServices(cfg Config, st *store.Store, settings *tenantcfg.Cache, log *slog.Logger, meter metric.Meter) (Config, error) {
 	meter = defaults.Meter(meter)
@@ -237,6 +244,11 @@ func WithServices(cfg Config, st *store.Store, settings *tenantcfg.Cache, log *s
 	}
 	if cfg.Dreams == nil {
 		cfg.Dreams = dream.New(st, cfg.Memories, cfg.Now)
+	}
+	if cfg.Search == nil {
+		if cfg.Search, err = search.New(st, meter); err != nil {
+			return cfg, err
+		}
 	}
 	if cfg.Keys == nil {
 		keys := httpapi.KeysConfig{CacheTTL: cfg.KeyCacheTTL, Failures: cfg.KeyFailures, FailureWindow: cfg.KeyFailureWindow, Now: cfg.Now}
@@ -263,6 +275,7 @@ func (g *Gateway) RegisterAPI(mux httpapi.Mux) {
 	g.contexts.Register(mux)
 	g.memories.Register(mux)
 	g.mcp.Register(mux)
+	g.search.Register(mux)
 	g.keys.Register(mux)
 	g.erasures.Register(mux)
 	mux.Handle("GET /openapi.json", api.Handler())

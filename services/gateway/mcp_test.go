@@ -318,20 +318,44 @@ func TestMCPSearchesPastTheCompaction(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "completed", body["status"], body)
 
+	// The scope is the session's (project:repo-x): every session of it
+	// is searched, this tenant's only.
 	cs := h.mcpClient(t, "Authorization", "Bearer key-acme", "X-Claude-Code-Session-Id", "s1")
-	text := okTool(t, cs, "search_past_context", map[string]any{"query": "TestQuokkaMigration"})
-	require.Contains(t, text, "1 messages of session s1")
-	require.Contains(t, text, "- position 0 (user, ")
-	require.Contains(t, text, "«TestQuokkaMigration»")
-	require.NotContains(t, text, "another")
-	require.Contains(t, okTool(t, cs, "search_past_context", map[string]any{"query": "nothing-like-this"}), "No stored message")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_past_context", Arguments: map[string]any{"query": "which test was flaky? TestQuokkaMigration"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	text := res.Content[0].(*mcp.TextContent).Text
+	require.Contains(t, text, "2 hits in scope project:repo-x")
+	require.Contains(t, text, "- session s1, position 0 (user, ")
+	require.Contains(t, text, "«flaky» «test» is «TestQuokkaMigration»")
+	require.NotContains(t, text, "of another tenant")
+	var found api.SearchResult
+	raw, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &found))
+	require.Equal(t, "project:repo-x", found.Scope)
+	require.Len(t, found.Hits, 2)
+	require.Equal(t, "s1", found.Hits[0].Session, "the message with both words first")
+	require.Equal(t, int64(0), *found.Hits[0].Position)
+	require.Equal(t, "s2", found.Hits[1].Session)
+
+	text = okTool(t, cs, "search_past_context", map[string]any{"query": "TestQuokkaMigration", "session": "s2"})
+	require.Contains(t, text, "1 hits in session s2 of scope project:repo-x")
+	require.Contains(t, okTool(t, cs, "search_past_context", map[string]any{"query": "nothing-like-this"}), "Nothing in scope project:repo-x matches")
+	require.Contains(t, okTool(t, cs, "search_past_context", map[string]any{"query": "TestQuokkaMigration", "scope": "project:elsewhere"}), "Nothing in scope project:elsewhere")
 
 	text, isErr := callTool(t, cs, "search_past_context", map[string]any{"query": "  "})
 	require.True(t, isErr, text)
-	noSession := h.mcpClient(t, "Authorization", "Bearer key-acme")
-	text, isErr = callTool(t, noSession, "search_past_context", map[string]any{"query": "TestQuokkaMigration"})
+	text, isErr = callTool(t, cs, "search_past_context", map[string]any{"query": "x", "scope": "galaxy:far"})
+	require.True(t, isErr, text)
+	require.Contains(t, text, "scope")
+	noScope := h.mcpClient(t, "Authorization", "Bearer key-acme")
+	text, isErr = callTool(t, noScope, "search_past_context", map[string]any{"query": "TestQuokkaMigration"})
 	require.True(t, isErr)
-	require.Contains(t, text, "X-Mnemos-Session")
+	require.Contains(t, text, "X-Mnemos-Project")
+	// The headers' scope serves without a session.
+	byHeader := h.mcpClient(t, "Authorization", "Bearer key-acme", "X-Mnemos-Project", "repo-x")
+	require.Contains(t, okTool(t, byHeader, "search_past_context", map[string]any{"query": "TestQuokkaMigration"}), "2 hits")
 }
 
 func TestMCPRecall(t *testing.T) {

@@ -928,6 +928,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/scopes/{scope}/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description A memory scope, `<kind>:<id>` with kind `user`, `project`, `local` or `agent` (else 400 `bad_scope`).
+                 * @example project:repo-x
+                 */
+                scope: components["parameters"]["Scope"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Search the scope's memories and the messages of its sessions, best first
+         * @description Ranks the scope's live memories (name, description and body) and the
+         *     messages of every session whose memory_scope names the scope, those a
+         *     compaction summarized included: any word of the query may match,
+         *     weighted by how rare it is (BM25 over English-stemmed words), a
+         *     memory's name and description above its body; recency breaks ties.
+         *     `"quoted phrases"` must match and `-word` (or `-"phrase"`) must not.
+         *     400 `empty_query` (no word: only excluded words, or none),
+         *     `query_too_long` (over 500 characters), `too_many_words` (over 32),
+         *     `bad_limit`, `bad_source`, `bad_scope`, `bad_session_id`.
+         */
+        get: operations["searchScope"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/dreams/{id}": {
         parameters: {
             query?: never;
@@ -1984,6 +2018,38 @@ export interface components {
             /** @description The index the run wrote, if it wrote one. */
             index?: string;
             index_revision?: number;
+        };
+        SearchResult: {
+            scope: string;
+            query: string;
+            hits: components["schemas"]["SearchHit"][];
+        };
+        SearchHit: {
+            /** @enum {string} */
+            source: "memory" | "message";
+            /** @description The message's session (messages only). */
+            session?: string;
+            /**
+             * Format: int64
+             * @description The message's position in its session (messages only).
+             */
+            position?: number;
+            /** @description The memory's name (memories only). */
+            memory?: string;
+            /** @description The message's role (messages only). */
+            role?: string;
+            /**
+             * Format: date-time
+             * @description When the message was stored, or the memory last updated.
+             */
+            time: string;
+            /**
+             * Format: double
+             * @description Relevance, higher is better; comparable within one answer.
+             */
+            score: number;
+            /** @description The text around the query's words, each between « and ». */
+            snippet: string;
         };
         DreamList: {
             scope: string;
@@ -3681,6 +3747,47 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DreamList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    searchScope: {
+        parameters: {
+            query: {
+                /** @description The query. */
+                q: string;
+                /** @description How many hits, 1 to 50 (default 10). */
+                limit?: string;
+                /** @description `memory` or `message` for one source only; empty or absent for both. */
+                source?: string;
+                /** @description Only the messages of this session (and no memories). */
+                session?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description A memory scope, `<kind>:<id>` with kind `user`, `project`, `local` or `agent` (else 400 `bad_scope`).
+                 * @example project:repo-x
+                 */
+                scope: components["parameters"]["Scope"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The hits, best first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SearchResult"];
                 };
             };
             400: components["responses"]["BadRequest"];

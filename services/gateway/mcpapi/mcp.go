@@ -17,10 +17,12 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/memtools"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
+	"github.com/mnemos-ai/mnemos/pkg/search"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
+	"github.com/mnemos-ai/mnemos/services/gateway/searchapi"
 )
 
 // The Model Context Protocol at /mcp (streamable HTTP, stateless): an
@@ -36,11 +38,13 @@ type Handler struct {
 	settings *tenantcfg.Cache
 	memories *memory.Store
 	recall   *recall.Recaller // nil: the recall tool answers that it is unavailable
+	search   *search.Searcher
 }
 
-// New serves MCP over st's sessions and memories; recall may be nil.
-func New(base httpapi.Base, st *store.Store, settings *tenantcfg.Cache, memories *memory.Store, rc *recall.Recaller) *Handler {
-	return &Handler{Base: base, store: st, settings: settings, memories: memories, recall: rc}
+// New serves MCP over st's sessions and memories, searched by s; recall
+// may be nil.
+func New(base httpapi.Base, st *store.Store, settings *tenantcfg.Cache, memories *memory.Store, rc *recall.Recaller, s *search.Searcher) *Handler {
+	return &Handler{Base: base, store: st, settings: settings, memories: memories, recall: rc, search: s}
 }
 
 // UseRecall serves the recall tool with r.
@@ -58,9 +62,6 @@ const (
 const (
 	defaultToolResultChars = 20_000
 	maxToolResultChars     = 100_000
-	defaultSearchHits      = 10
-	maxSearchHits          = 50
-	maxSearchQueryChars    = 500
 	maxSnippetChars        = 300
 )
 
@@ -99,10 +100,13 @@ func (h *Handler) mcpServer(c mcpCall) *mcp.Server {
 		"<persisted-output> preview names ('stored as tool result <id>'). offset and limit count characters (Unicode code points, not bytes " +
 		"or lines): offset is where to start (0 by default), limit how many to return (20,000 by default, at most 100,000). The answer says " +
 		"how many characters the whole result holds, so a long one can be read a part at a time."}, c.toolResult)
-	mcp.AddTool(s, &mcp.Tool{Name: mcpToolSearch, Description: "Search every message stored for this session, those a compaction has since replaced " +
-		"with a summary included, for words or \"quoted phrases\" (-word leaves out messages with that word; or between terms takes either). " +
-		"Answers the matching messages in the order they were sent, each with its position in the session, its role and a short snippet with " +
-		"the matches between « and ». limit bounds the hits (10 by default, at most 50)."}, c.search)
+	mcp.AddTool(s, &mcp.Tool{Name: mcpToolSearch, Description: "Search past context: the long-term memory files of your memory scope " +
+		"and the messages of every session of that scope, this one and earlier ones, those a compaction has since replaced with a summary " +
+		"included. Write the query in plain words: any word may match, rarer words count more, and word forms match each other (talked, " +
+		"talking); \"quoted phrases\" must match and -word leaves out what holds the word. Answers the best hits first, each a memory (its " +
+		"name) or a message (its session, position and role) with a snippet, the matches between « and ». scope names another scope " +
+		"(project:<id>, user:<id>, local:<id>, agent:<type>); session limits the search to one session's messages; limit bounds the hits " +
+		"(10 by default, at most 50)."}, c.search)
 	mcp.AddTool(s, &mcp.Tool{Name: mcpToolRecall, Description: "Find the long-term memories that bear on a question or task: give the query in plain " +
 		"words, and optionally the tools you have just used (recent_tools). Answers each relevant memory with its age and text; a memory is " +
 		"shown at most once per session until the next compaction, so ask when the subject changes rather than repeating the same query."}, c.recallTool)
@@ -285,53 +289,79 @@ func (c mcpCall) toolResult(ctx context.Context, _ *mcp.CallToolRequest, in api.
 }
 
 func (c mcpCall) search(ctx context.Context, _ *mcp.CallToolRequest, in api.SearchInput) (*mcp.CallToolResult, any, error) {
-	session, bad := c.needSession(mcpToolSearch)
+	session, bad := c.session()
 	if bad != nil {
 		return bad, nil, nil
 	}
-	query := strings.TrimSpace(in.Query)
+	scope, bad, err := c.searchScope(ctx, session, in.Scope)
+	if bad != nil || err != nil {
+		return bad, nil, c.errorOf(mcpToolSearch, err)
+	}
+	req := search.Request{Tenant: c.tenant, Scope: scope, Query: in.Query, Session: in.Session, Limit: in.Limit, Caller: search.CallerMCP}
+	res, err := c.h.search.Search(ctx, req)
+	var refused *search.InputError
 	switch {
-	case query == "":
-		return toolError("query is empty: give the words to look for"), nil, nil
-	case utf8.RuneCountInString(query) > maxSearchQueryChars || strings.ContainsRune(query, 0):
-		return toolError("the query is longer than %d characters or holds a NUL: search for something specific", maxSearchQueryChars), nil, nil
-	case in.Limit < 0 || in.Limit > maxSearchHits:
-		return toolError("limit %d: want 1 to %d", in.Limit, maxSearchHits), nil, nil
-	}
-	limit := in.Limit
-	if limit == 0 {
-		limit = defaultSearchHits
-	}
-	const options = `MaxWords=30, MinWords=10, MaxFragments=2, FragmentDelimiter=" … ", StartSel=«, StopSel=»`
-	var hits []store.MessageHit
-	var terms string
-	err := c.h.store.InTx(ctx, c.tenant, func(tx *store.Tx) error {
-		var err error
-		if terms, err = tx.SearchTerms(ctx, query); err != nil || terms == "" || terms == "T" {
-			return err
-		}
-		hits, err = tx.SearchSessionMessages(ctx, session, query, options, limit)
-		return err
-	})
-	if err != nil {
+	case errors.As(err, &refused):
+		return toolError("%s", refused.Detail), nil, nil
+	case err != nil:
 		return nil, nil, c.failed(mcpToolSearch, err)
 	}
-	if terms == "" || terms == "T" {
-		return toolError("the query %q holds no word to search for", query), nil, nil
+	out := toolText(searchText(req, res))
+	out.StructuredContent = searchapi.Body(scope.String(), req.Query, res.Hits)
+	return out, nil, nil
+}
+
+// searchScope is the scope a search covers: the one the call names, else
+// the one the tenant's extractions would write for the headers' user and
+// project, else for the memory_scope of the headers' session.
+func (c mcpCall) searchScope(ctx context.Context, session, named string) (memory.Scope, *mcp.CallToolResult, error) {
+	if named != "" {
+		scope, err := search.ParseScope(named)
+		if err != nil {
+			return memory.Scope{}, toolError("scope: %v", c.h.search.Refused(ctx, search.CallerMCP, err)), nil
+		}
+		return scope, nil, nil
 	}
-	if len(hits) == 0 {
-		return toolText(fmt.Sprintf("No stored message of session %s matches %q.", session, query)), nil, nil
+	scopes, bad, err := c.memoryScope(ctx, session)
+	if bad != nil || err != nil {
+		return memory.Scope{}, bad, err
+	}
+	set, err := c.h.settings.For(ctx, c.tenant)
+	if err != nil {
+		return memory.Scope{}, nil, err
+	}
+	scope, ok := set.Extraction.Scope(scopes)
+	if !ok {
+		return memory.Scope{}, toolError("no memory scope to search: give scope (project:<id>, user:<id>…), or configure the MCP server with the header %s or %s (or %s naming a session whose turns name one)",
+			httpapi.HeaderProject, httpapi.HeaderUser, httpapi.HeaderAgentSession), nil
+	}
+	return scope, nil, nil
+}
+
+// searchText is a search's answer as the model reads it.
+func searchText(req search.Request, res search.Result) string {
+	where := "scope " + req.Scope.String()
+	if req.Session != "" {
+		where = "session " + req.Session + " of " + where
+	}
+	if len(res.Hits) == 0 {
+		return fmt.Sprintf("Nothing in %s matches %q.", where, req.Query)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d messages of session %s match %q, in the order they were sent (matches between « »):\n", len(hits), session, query)
-	for _, h := range hits {
+	fmt.Fprintf(&b, "%d hits in %s for %q, best first (matches between « »):\n", len(res.Hits), where, req.Query)
+	for _, h := range res.Hits {
 		snippet := strings.Join(strings.Fields(h.Snippet), " ")
 		if utf8.RuneCountInString(snippet) > maxSnippetChars {
 			snippet = string([]rune(snippet)[:maxSnippetChars-1]) + "…"
 		}
-		fmt.Fprintf(&b, "- position %d (%s, %s): %s\n", h.Position, h.Role, h.CreatedAt.UTC().Format("2006-01-02 15:04"), snippet)
+		at := h.Time.UTC().Format("2006-01-02 15:04")
+		if h.Source == search.SourceMemory {
+			fmt.Fprintf(&b, "- memory %s (updated %s): %s\n", h.Memory, at, snippet)
+		} else {
+			fmt.Fprintf(&b, "- session %s, position %d (%s, %s): %s\n", h.Session, h.Position, h.Role, at, snippet)
+		}
 	}
-	return toolText(strings.TrimSuffix(b.String(), "\n")), nil, nil
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // recallTool recalls as POST /v1/sessions/{id}/recall does, for the

@@ -263,6 +263,15 @@ type MemorySection struct {
 	CreatedAt    pgtype.Timestamptz
 }
 
+type MemoryTerm struct {
+	TenantID string
+	Scope    string
+	Lexeme   string
+	Name     string
+	Freq     int32
+	Len      int32
+}
+
 type MemoryVector struct {
 	TenantID  string
 	Scope     string
@@ -287,6 +296,16 @@ type Message struct {
 	StopReason     string
 	CreatedAt      pgtype.Timestamptz
 	BytesThrough   int64
+}
+
+type MessageTerm struct {
+	TenantID  string
+	Lexeme    string
+	Impact    int32
+	SessionID string
+	Position  int64
+	Freq      int32
+	Len       int32
 }
 
 type MessageVector struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/limits"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
+	"github.com/mnemos-ai/mnemos/pkg/search"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
@@ -269,10 +270,21 @@ func (d *deps) httpAPI(target string) (*gateway.Gateway, gateway.Config, error) 
 	cfg.Retention.Interval = d.cfg.RetentionInterval
 	log := d.logFor(target)
 	meter := d.metrics.Meter(target)
+	// With embeddings, search fuses its lexical ranking with the vectors'.
+	e, err := d.embedderFor(target, embed.PurposeQuery)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if e != nil {
+		if cfg.Search, err = search.New(d.store, meter); err != nil {
+			return nil, cfg, err
+		}
+		cfg.Search.UseRanker(cfg.Search.Hybrid(e, log))
+	}
 	// The console shares the gateway's domain services: its restores count
 	// and check as the API's writes do, its sign-in counts an address's
 	// failed keys with the API's.
-	cfg, err := gateway.WithServices(cfg, d.store, d.settings, log, meter)
+	cfg, err = gateway.WithServices(cfg, d.store, d.settings, log, meter)
 	if err != nil {
 		return nil, cfg, err
 	}

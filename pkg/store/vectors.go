@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
 )
@@ -30,10 +31,18 @@ type MemoryToEmbed struct {
 }
 
 // MemoryVector is a memory's vector as stored, of its revision.
+// UpdatedAt is when the memory last changed (as ScopeMemoryVectors reads it).
 type MemoryVector struct {
-	Name     string
-	Revision int64
-	Vector   []byte
+	Name      string
+	Revision  int64
+	Vector    []byte
+	UpdatedAt time.Time
+}
+
+// MessageHead is a stored message's role and time.
+type MessageHead struct {
+	Role      string
+	CreatedAt time.Time
 }
 
 // MessageVectorResume is the position after the last message of the
@@ -139,7 +148,26 @@ func (t *Tx) ScopeMemoryVectors(ctx context.Context, scope, model string) ([]Mem
 	}
 	out := make([]MemoryVector, len(rows))
 	for i, r := range rows {
-		out[i] = MemoryVector{Name: r.Name, Vector: r.Vector}
+		out[i] = MemoryVector{Name: r.Name, Vector: r.Vector, UpdatedAt: r.UpdatedAt.Time}
+	}
+	return out, nil
+}
+
+// MessageHeads returns the role and time of each of the messages keys
+// names that is stored.
+func (t *Tx) MessageHeads(ctx context.Context, keys []MessageKey) (map[MessageKey]MessageHead, error) {
+	p := dbsqlc.MessageHeadsParams{TenantID: t.tenant}
+	for _, k := range keys {
+		p.SessionIds = append(p.SessionIds, k.SessionID)
+		p.Positions = append(p.Positions, k.Position)
+	}
+	rows, err := t.q.MessageHeads(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("store.MessageHeads: %w", err)
+	}
+	out := make(map[MessageKey]MessageHead, len(rows))
+	for _, r := range rows {
+		out[MessageKey{SessionID: r.SessionID, Position: r.Position}] = MessageHead{Role: r.Role, CreatedAt: r.CreatedAt.Time}
 	}
 	return out, nil
 }

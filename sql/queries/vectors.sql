@@ -58,7 +58,19 @@ WHERE s.tenant_id = @tenant_id AND s.memory_scope @> @scope_filter::jsonb
   AND v.model = @model AND v.vector IS NOT NULL;
 
 -- name: ScopeMemoryVectors :many
--- The vectors of model of the scope's live memories.
-SELECT v.name, v.vector FROM memory_vectors v
+-- The vectors of model of the scope's live memories, with when each was
+-- last updated.
+SELECT v.name, v.vector, m.updated_at FROM memory_vectors v
 JOIN memories m ON m.tenant_id = v.tenant_id AND m.scope = v.scope AND m.name = v.name
 WHERE v.tenant_id = @tenant_id AND v.scope = @scope AND v.model = @model AND m.deleted_at IS NULL;
+
+-- name: MessageHeads :many
+-- The role and time of each stored message session_ids and positions name
+-- (parallel arrays): one probe by the session's position each.
+SELECT k.session_id::text AS session_id, k.position::bigint AS position, m.role, m.created_at
+FROM ROWS FROM (unnest(@session_ids::text[]), unnest(@positions::bigint[])) AS k(session_id, position)
+CROSS JOIN LATERAL (
+    SELECT role, created_at FROM messages
+    WHERE tenant_id = @tenant_id AND messages.session_id = k.session_id AND messages.position = k.position
+    LIMIT 1
+) m;

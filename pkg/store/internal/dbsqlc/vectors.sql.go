@@ -7,6 +7,8 @@ package dbsqlc
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const memoriesToEmbed = `-- name: MemoriesToEmbed :many
@@ -106,6 +108,56 @@ func (q *Queries) MemoryVectorPutMany(ctx context.Context, arg MemoryVectorPutMa
 			return nil, err
 		}
 		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageHeads = `-- name: MessageHeads :many
+SELECT k.session_id::text AS session_id, k.position::bigint AS position, m.role, m.created_at
+FROM ROWS FROM (unnest($1::text[]), unnest($2::bigint[])) AS k(session_id, position)
+CROSS JOIN LATERAL (
+    SELECT role, created_at FROM messages
+    WHERE tenant_id = $3 AND messages.session_id = k.session_id AND messages.position = k.position
+    LIMIT 1
+) m
+`
+
+type MessageHeadsParams struct {
+	SessionIds []string
+	Positions  []int64
+	TenantID   string
+}
+
+type MessageHeadsRow struct {
+	SessionID string
+	Position  int64
+	Role      string
+	CreatedAt pgtype.Timestamptz
+}
+
+// The role and time of each stored message session_ids and positions name
+// (parallel arrays): one probe by the session's position each.
+func (q *Queries) MessageHeads(ctx context.Context, arg MessageHeadsParams) ([]MessageHeadsRow, error) {
+	rows, err := q.db.Query(ctx, messageHeads, arg.SessionIds, arg.Positions, arg.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MessageHeadsRow{}
+	for rows.Next() {
+		var i MessageHeadsRow
+		if err := rows.Scan(
+			&i.SessionID,
+			&i.Position,
+			&i.Role,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -228,7 +280,7 @@ func (q *Queries) MessagesToEmbed(ctx context.Context, arg MessagesToEmbedParams
 }
 
 const scopeMemoryVectors = `-- name: ScopeMemoryVectors :many
-SELECT v.name, v.vector FROM memory_vectors v
+SELECT v.name, v.vector, m.updated_at FROM memory_vectors v
 JOIN memories m ON m.tenant_id = v.tenant_id AND m.scope = v.scope AND m.name = v.name
 WHERE v.tenant_id = $1 AND v.scope = $2 AND v.model = $3 AND m.deleted_at IS NULL
 `
@@ -240,11 +292,13 @@ type ScopeMemoryVectorsParams struct {
 }
 
 type ScopeMemoryVectorsRow struct {
-	Name   string
-	Vector []byte
+	Name      string
+	Vector    []byte
+	UpdatedAt pgtype.Timestamptz
 }
 
-// The vectors of model of the scope's live memories.
+// The vectors of model of the scope's live memories, with when each was
+// last updated.
 func (q *Queries) ScopeMemoryVectors(ctx context.Context, arg ScopeMemoryVectorsParams) ([]ScopeMemoryVectorsRow, error) {
 	rows, err := q.db.Query(ctx, scopeMemoryVectors, arg.TenantID, arg.Scope, arg.Model)
 	if err != nil {
@@ -254,7 +308,7 @@ func (q *Queries) ScopeMemoryVectors(ctx context.Context, arg ScopeMemoryVectors
 	items := []ScopeMemoryVectorsRow{}
 	for rows.Next() {
 		var i ScopeMemoryVectorsRow
-		if err := rows.Scan(&i.Name, &i.Vector); err != nil {
+		if err := rows.Scan(&i.Name, &i.Vector, &i.UpdatedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -250,6 +250,35 @@ func (s *Searcher) Lexical(ctx context.Context, req Request, q Query) ([]Candida
 	return out, nil
 }
 
+// RankMemories returns the names of scope's live memories that hold any
+// word of text, best first (the ranking of Lexical, over memories alone),
+// at most limit; none when text has no word to search for.
+func RankMemories(ctx context.Context, tx *store.Tx, scope memory.Scope, text string, limit int) ([]string, error) {
+	q, err := Parse(text)
+	if err != nil {
+		return nil, nil //nolint:nilerr // a text with nothing to search for ranks nothing
+	}
+	stats, err := tx.SearchTermStats(ctx, q.Words, false)
+	if err != nil || len(stats) == 0 {
+		return nil, err
+	}
+	spec := store.SearchSpec{Filter: q.Filter()}
+	for _, s := range stats {
+		if !slices.Contains(spec.Lexemes, s.Lexeme) {
+			spec.Lexemes, spec.MessageDFs = append(spec.Lexemes, s.Lexeme), append(spec.MessageDFs, 0)
+		}
+	}
+	found, err := tx.SearchScope(ctx, scope.String(), true, nil, "", spec, limit)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(found))
+	for i, c := range found {
+		names[i] = c.Memory
+	}
+	return names, nil
+}
+
 // snippetOptions are ts_headline's: a few fragments of a dozen words, the
 // query's words between « and ».
 const snippetOptions = `MaxWords=30, MinWords=10, MaxFragments=2, FragmentDelimiter=" … ", StartSel=«, StopSel=»`

@@ -56,7 +56,7 @@ func (c *terms) lookup(ctx context.Context, tx *store.Tx, tenant string, words [
 	}
 	c.mu.Unlock()
 	if len(missing) > 0 {
-		stats, err := tx.SearchTermStats(ctx, missing)
+		stats, err := tx.SearchTermStats(ctx, missing, true)
 		if err != nil {
 			return nil, nil, err
 		}

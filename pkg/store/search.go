@@ -32,10 +32,14 @@ type TermStat struct {
 	DF     int64
 }
 
-// SearchTermStats stems words (a stop word has no lexeme, and no row) and
-// counts the tenant's messages holding each lexeme.
-func (t *Tx) SearchTermStats(ctx context.Context, words []string) ([]TermStat, error) {
-	rows, err := t.q.SearchTermStats(ctx, dbsqlc.SearchTermStatsParams{TenantID: t.tenant, Words: words, DfCap: SearchDFCap})
+// SearchTermStats stems words (a stop word has no lexeme, and no row) and,
+// when count, counts the tenant's messages holding each lexeme (0 without).
+func (t *Tx) SearchTermStats(ctx context.Context, words []string, count bool) ([]TermStat, error) {
+	limit := int32(0)
+	if count {
+		limit = SearchDFCap
+	}
+	rows, err := t.q.SearchTermStats(ctx, dbsqlc.SearchTermStatsParams{TenantID: t.tenant, Words: words, DfCap: limit})
 	if err != nil {
 		return nil, fmt.Errorf("store.SearchTermStats: %w", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/defaults"
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
+	"github.com/mnemos-ai/mnemos/pkg/search"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
@@ -303,24 +304,67 @@ func surfaced(ctx context.Context, tx *store.Tx, sessionID string) (refs map[str
 	return refs, bytes, compaction, nil
 }
 
-// candidates are the most recently updated headers of q's scopes, at most
-// set.Candidates of them, without those the session was already shown.
+// candidates are the headers of q's scopes the selector sees, at most
+// set.Candidates of them, without those the session was already shown:
+// first the memories that hold words of q.Text, best first (pkg/search's
+// ranking of name, description and body, each scope's in turn), then the
+// most recently updated.
 func (r *Recaller) candidates(ctx context.Context, q Query, set Settings, shown map[string]bool) ([]Candidate, error) {
-	var heads []memory.Header
+	var ranked, recent []memory.Header
 	for _, sc := range memory.ScopesOf(q.MemoryScope) {
 		h, err := r.memories.Headers(ctx, q.Tenant, sc, set.Candidates)
 		if err != nil {
 			return nil, fmt.Errorf("recall: headers of %s: %w", sc, err)
 		}
-		heads = append(heads, h...)
+		recent = append(recent, h...)
+		best, err := r.ranked(ctx, q, sc, min(set.Candidates, maxRanked), h)
+		if err != nil {
+			return nil, err
+		}
+		ranked = append(ranked, best...)
 	}
-	slices.SortStableFunc(heads, func(a, b memory.Header) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
-	heads = heads[:min(len(heads), set.Candidates)]
+	slices.SortStableFunc(recent, func(a, b memory.Header) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 	var out []Candidate
-	for _, h := range heads {
-		if ref := Ref(h.Scope, h.Name); !shown[ref] {
+	for _, h := range append(ranked, recent...) {
+		if ref := Ref(h.Scope, h.Name); !shown[ref] && len(out) < set.Candidates &&
+			!slices.ContainsFunc(out, func(c Candidate) bool { return c.Ref == ref }) {
 			out = append(out, Candidate{Header: h, Ref: ref})
 		}
+	}
+	return out, nil
+}
+
+// maxRanked bounds the memories of a scope that come first for holding
+// words of the query.
+const maxRanked = 50
+
+// ranked are the headers of scope's memories that hold words of q.Text,
+// best first, at most limit: from known when it holds them, else read.
+func (r *Recaller) ranked(ctx context.Context, q Query, scope memory.Scope, limit int, known []memory.Header) ([]memory.Header, error) {
+	var names []string
+	err := r.db.InTx(ctx, q.Tenant, func(tx *store.Tx) error {
+		var err error
+		names, err = search.RankMemories(ctx, tx, scope, q.Text, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recall: ranking %s: %w", scope, err)
+	}
+	var out []memory.Header
+	for _, n := range names {
+		i := slices.IndexFunc(known, func(h memory.Header) bool { return string(h.Name) == n })
+		if i >= 0 {
+			out = append(out, known[i])
+			continue
+		}
+		m, err := r.memories.Get(ctx, q.Tenant, scope, memory.Name(n))
+		if errors.Is(err, memory.ErrNotFound) {
+			continue // deleted since
+		}
+		if err != nil {
+			return nil, fmt.Errorf("recall: ranking %s: %w", scope, err)
+		}
+		out = append(out, m.Header())
 	}
 	return out, nil
 }

@@ -48,6 +48,7 @@ var notTiedToASession = map[string]string{
 	"memories":         "a scope's (DELETE /v1/scopes/{scope}); a session's revisions of it forget the session",
 	"memory_indexes":   "a scope's",
 	"memory_terms":     "the stems of a scope's memories, kept with them (migration 00043)",
+	"memory_vectors":   "the vectors of a scope's memories, kept with them (migration 00042)",
 	"dreams":           "a scope's",
 	"dream_scopes":     "a scope's",
 	"run_leases":       "keyed by scope (the extractor's runs)",
@@ -191,6 +192,12 @@ func seedSession(t *testing.T, h *harness, c *client.Client, admin *pgxpool.Pool
 	exec(`INSERT INTO extractor_cursors (tenant_id, session_id, scope) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, tenant, session, scope)
 	exec(`INSERT INTO session_notes (tenant_id, session_id, content) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, tenant, session, "# Notes of "+session)
 	exec(`INSERT INTO memory_sections (tenant_id, session_id, blocks) VALUES ($1, $2, ARRAY[$3]) ON CONFLICT DO NOTHING`, tenant, session, remember)
+	// The embedder's vectors of the session's first message and of the
+	// scope's memory (float32 zeros will do).
+	exec(`INSERT INTO message_vectors (tenant_id, session_id, position, model, vector) VALUES ($1, $2, 0, 'scripted', $3) ON CONFLICT DO NOTHING`,
+		tenant, session, make([]byte, 16))
+	exec(`INSERT INTO memory_vectors (tenant_id, scope, name, revision, model, vector) VALUES ($1, $2, 'learned', 1, 'scripted', $3) ON CONFLICT DO NOTHING`,
+		tenant, scope, make([]byte, 16))
 	exec(`INSERT INTO context_snapshots (tenant_id, session_id, epoch, prefix_len, prefix_hash) VALUES ($1, $2, 0, 1, '\x01') ON CONFLICT DO NOTHING`, tenant, session)
 	for _, th := range []string{session, thread} {
 		if th == "" {

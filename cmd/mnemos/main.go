@@ -35,6 +35,7 @@ var commands = []command{
 		run: func(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
 			return runReplay(ctx, args, stdout, stderr)
 		}},
+	{name: "eval", usage: evalUsage, run: runEval},
 	{name: "tenant", usage: tenantUsage, run: runTenant},
 	{name: "key", usage: keyUsage, run: runKey},
 	{name: "operator-key", usage: operatorKeyUsage, run: runOperatorKey},

@@ -39,6 +39,10 @@ type Options struct {
 	RunID string
 	// Wait bounds the wait for the server to apply every turn; 0 means 5 minutes.
 	Wait time.Duration
+	// Ready, when set, is called once every turn is applied and before
+	// the first question: a wait for what the server indexes in the
+	// background (embeddings), which no session state shows.
+	Ready func(ctx context.Context) error
 	// Progress, when set, gets a line at each step.
 	Progress io.Writer
 	// Now dates the turns of a dataset that gives no dates; zero means time.Now.
@@ -118,6 +122,11 @@ func Run(ctx context.Context, ds *Dataset, srv Server, opts Options) (*Report, e
 	}
 	if err := waitApplied(ctx, srv, last, opts.Wait); err != nil {
 		return nil, err
+	}
+	if opts.Ready != nil {
+		if err := opts.Ready(ctx); err != nil {
+			return nil, fmt.Errorf("searcheval: wait until ready: %w", err)
+		}
 	}
 	progress(opts, "every turn applied; asking %d questions", rep.Questions)
 	turnAt := map[sentTurn]string{}

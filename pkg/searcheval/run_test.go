@@ -79,14 +79,22 @@ const runFixture = `{"conversations": [
 // round of one message; the run waits until each session is applied; a
 // hit's session and position name the turn, a memory names none; BM25 is
 // asked over each conversation's own turns; the figures are those of the
-// ranks found.
+// ranks found. Ready is called between the last session applied and the
+// first question.
 func TestRunMapsHitsToTurns(t *testing.T) {
 	ds, _, _, err := Parse([]byte(runFixture))
 	require.NoError(t, err)
 	srv := &memServer{looked: map[string]int{}}
 	var progress bytes.Buffer
-	rep, err := Run(context.Background(), ds, srv, Options{RunID: "r1", Progress: &progress})
+	ready := false
+	rep, err := Run(context.Background(), ds, srv, Options{RunID: "r1", Progress: &progress, Ready: func(context.Context) error {
+		require.Len(t, srv.looked, 3, "every session applied first")
+		require.Empty(t, srv.queries, "no question asked yet")
+		ready = true
+		return nil
+	}})
 	require.NoError(t, err)
+	require.True(t, ready)
 
 	require.Len(t, srv.events, 4)
 	ev := srv.events[2]

@@ -16,7 +16,8 @@ import (
 // through Mnemos and straight, the upstream got the same requests both
 // ways, the short
 // session went the same both ways, and the long one grew past the
-// auto-compact threshold straight and stayed under it through Mnemos.
+// auto-compact threshold straight and stayed under it through Mnemos, as
+// the large reads did.
 func TestProxyBenchEndToEnd(t *testing.T) {
 	t.Parallel()
 	sys := startSystem(t)
@@ -38,8 +39,9 @@ func TestProxyBenchEndToEnd(t *testing.T) {
 		require.Less(t, p.Sent[1], p.Tokens+p.Tokens/4)
 	}
 
-	require.Len(t, rep.ProxyCost, 2)
-	short, long := rep.ProxyCost[0], rep.ProxyCost[1]
+	require.Len(t, rep.ProxyCost, 3)
+	short, long, large := rep.ProxyCost[0], rep.ProxyCost[1], rep.ProxyCost[2]
+	require.Less(t, large.LargestThrough, large.Threshold, "the large reads stay under the threshold through Mnemos")
 	require.Equal(t, short.CallsStraight, short.CallsThrough)
 	require.Equal(t, short.Straight, short.Through, "a short session reaches the upstream the same through Mnemos")
 	require.Less(t, short.LargestStraight, short.Threshold)

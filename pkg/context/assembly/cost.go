@@ -21,7 +21,7 @@ type CachePrices struct {
 // written again instead of read, at Write − Read more each. Not clearing
 // costs a read of each old result every call. Nobody knows how many calls
 // a session has left, so the rule waits until the calls since a result
-// became clearable (it had keep newer results) have paid, in reads of it,
+// became clearable (it had keep newer results), before this one, have paid, in reads of it,
 // as much as the rewrite costs, and then clears them all: the ski-rental
 // rule, which never pays more than twice what knowing the future would.
 //
@@ -58,9 +58,10 @@ func ByCost(msgs []view.Message, results []Result, pending Pending, keep int, pr
 			continue
 		}
 		// It became clearable when its keep-th newer result came: every
-		// call since, this one included unless it clears, reads it for
-		// nothing.
-		if calls := current - came[i+keep] + 1; calls > 0 {
+		// call since read it for nothing — but the call that brought it,
+		// which had to send it (a history sent in one call brings its
+		// results and the newer ones together).
+		if calls := current - max(came[i+keep], came[i]+1); calls > 0 {
 			waste += prices.Read * float64(r.Saving()) * float64(calls)
 		}
 		if first < 0 {

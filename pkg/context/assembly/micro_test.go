@@ -347,27 +347,28 @@ func TestByCostClearsOnceKeepingThemCostAsMuch(t *testing.T) {
 		return assembly.ByCost(msgs, assembly.Compactable(msgs, assembly.DefaultToolSet(), nil), assembly.Pending{}, 2, prices)
 	}
 	// The next call reads t0..t(n-1); t(i) became clearable with the call
-	// that brought t(i+2), so it has been read n-i-1 times for nothing,
-	// this call included. Clearing rewrites the two kept results and the
-	// markers after u0: about 18,200 tokens, at 1.15 more each (20,900).
-	// Seven results have wasted 0.1 × 9,000 × (6+5+4+3+2) = 18,000;
-	// eight, 0.1 × 9,000 × (7+6+5+4+3+2) = 24,300.
-	for n := 3; n <= 7; n++ {
+	// that brought t(i+2), so the calls since have read it n-i-2 times for
+	// nothing. Clearing rewrites the two kept results and the markers
+	// after u0: about 18,200 tokens, at 1.15 more each (20,900). Eight
+	// results have wasted 0.1 × 9,000 × (6+5+4+3+2+1) = 18,900; nine,
+	// 0.1 × 9,000 × (7+6+5+4+3+2+1) = 25,200.
+	for n := 3; n <= 8; n++ {
 		require.Nil(t, decide(n), "%d results: keeping them has not cost the rewrite yet", n)
 	}
-	require.Equal(t, []string{"t0", "t1", "t2", "t3", "t4", "t5"}, decide(8), "8 results: every one but the two most recent")
+	want := []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6"}
+	require.Equal(t, want, decide(9), "9 results: every one but the two most recent")
 
 	// Results the client sent that are not stored count among the most
-	// recent: with t6 and t7 pending, the stored t0..t5 decide the same.
-	msgs := reads(8, 9_000)
-	stored, pending := msgs[:12], msgs[12:]
+	// recent: with t7 and t8 pending, the stored t0..t6 decide the same.
+	msgs := reads(9, 9_000)
+	stored, pending := msgs[:14], msgs[14:]
 	var p []turn.Message
 	for _, m := range pending {
 		p = append(p, turn.Message{Role: m.Role, Content: m.Content})
 	}
 	cfg := assembly.DefaultMicroConfig()
-	got := cfg.Decide(assembly.MicroInput{Messages: stored, Pending: p, Count: 80_000, Warning: 147_000})
-	require.Equal(t, []string{"t0", "t1", "t2", "t3", "t4", "t5"}, got, "the same decision whether the last rounds are stored or not")
+	got := cfg.Decide(assembly.MicroInput{Messages: stored, Pending: p, Count: 90_000, Warning: 147_000})
+	require.Equal(t, want, got, "the same decision whether the last rounds are stored or not")
 
 	// Writes that cost twice the input (an hour's entries) wait longer.
 	require.Nil(t, assembly.ByCost(msgs, assembly.Compactable(msgs, assembly.DefaultToolSet(), nil), assembly.Pending{}, 2,

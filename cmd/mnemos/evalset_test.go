@@ -22,9 +22,6 @@ import (
 // and at 10 hits is at least the in-run BM25's. The figures are logged;
 // docs/memory.md shows them.
 func TestEvalSetMnemosNotBelowBM25(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the whole evaluation set, about a minute: make test runs it")
-	}
 	t.Parallel()
 	p := startAllInOne(t, nil)
 	var out bytes.Buffer
@@ -55,9 +52,6 @@ func requireNotBelowBM25(t *testing.T, rep *searcheval.Report) {
 // with its lexical ranking. The questions wait until every turn's text
 // has been embedded.
 func TestEvalSetWithEmbeddingsNotBelowBM25(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the whole evaluation set, about a minute: make test runs it")
-	}
 	t.Parallel()
 	emb := embedtest.Start(t, embedtest.Config{})
 	p := startAllInOne(t, map[string]string{"MNEMOS_EMBED_BASE_URL": emb.URL + "/v1"})

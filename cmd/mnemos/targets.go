@@ -303,7 +303,7 @@ func startGateway(d *deps) (func(context.Context) error, error) {
 	}
 	gw.RegisterAPI(d.mux)
 	con, err := console.New(console.Config{
-		Store: d.store, Settings: d.settings, Memories: cfg.Memories, Dreams: cfg.Dreams,
+		Store: d.store, Settings: d.settings, Memories: cfg.Memories, Dreams: cfg.Dreams, Search: cfg.Search,
 		Keys: cfg.Keys, Eraser: gw.Eraser(), Secret: []byte(d.cfg.ConsoleSecret), Log: d.logFor(TargetGateway).With("part", "console"),
 	})
 	if err != nil {

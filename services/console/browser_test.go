@@ -112,7 +112,7 @@ func downloaded(t *testing.T, dir, name string) string {
 
 // TestBrowser drives the console in chromium as a tenant would: sign in,
 // find the session made through the API, see its chart drawn with the
-// compaction's mark, restore a memory revision, approve one dream proposal
+// compaction's mark, search a scope, restore a memory revision, approve one dream proposal
 // and reject another, then check each change through the API.
 func TestBrowser(t *testing.T) {
 	ctx, problems := browser(t)
@@ -121,6 +121,13 @@ func TestBrowser(t *testing.T) {
 	session, scope, name := "refactor-parser", "project:console", "release_day"
 	h.makeSession(t, tenantA, keyA, session)
 	h.makeMemory(t, keyA, scope, name)
+	// A message for the scope's search to find that holds HTML: the page
+	// must show it as text (an element would break the CSP or the DOM
+	// check below).
+	hostile := "hostile-paste"
+	h.postExchange(t, keyA, hostile, 1, "console",
+		`Pasted from the parser's log: <script>alert("parser")</script> <img src=x onerror=alert(1)> releases blocked`, "I will look at the parser.")
+	h.waitApplied(t, tenantA, hostile, 1)
 	// A second memory for the proposal to delete, so the restored one stays.
 	other := "old_release_notes"
 	require.Equal(t, http.StatusCreated, h.api(t, http.MethodPut, "/v1/scopes/"+scope+"/memories/"+other, keyA, memoryDoc(other, "Old notes."), nil))
@@ -196,6 +203,35 @@ func TestBrowser(t *testing.T) {
 	do(chromedp.Click(chromedp.ID("export-scope")))
 	names, _ := archivetest.Files(t, []byte(downloaded(t, downloads, "memory-project-console.tar.gz")))
 	require.Contains(t, names, "memory/"+name+".md")
+	// Search the scope: type the words, submit; the memory and the
+	// sessions' messages are listed, best first, the words marked, the
+	// pasted HTML as text.
+	do(chromedp.SendKeys(chromedp.ID("search-q"), "releases parser"), chromedp.Click(chromedp.ID("search")), chromedp.WaitVisible(chromedp.ID("hits")))
+	shot(t, ctx, dir, "05b-scope-search")
+	hitRows, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#hits tr.hit")))
+	require.NoError(t, err)
+	require.Len(t, hitRows, len(apiHits(t, h, keyA, scope, "releases parser", "")))
+	hitsText := text(t, ctx, chromedp.ID("hits"))
+	require.Contains(t, hitsText, name+".md")
+	require.Contains(t, hitsText, session)
+	require.Contains(t, hitsText, hostile)
+	require.Contains(t, hitsText, "<img src=x onerror=alert(1)>", "the pasted HTML reads as text")
+	injected, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#hits script, #hits img").length`))
+	require.NoError(t, err)
+	require.Zero(t, injected, "the hits hold no element the stored text made")
+	marks, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#hits mark")].map(m => m.textContent.toLowerCase())`))
+	require.NoError(t, err)
+	require.Contains(t, marks, "releases")
+	require.Contains(t, marks, "parser")
+	// Messages only: the memory goes; a message's link opens its session
+	// at the message.
+	do(chromedp.SetValue(chromedp.ID("search-source"), "message"), chromedp.Click(chromedp.ID("search")),
+		chromedp.WaitVisible(chromedp.CSS(`#hits tr.hit[data-source="message"]`)))
+	require.NotContains(t, text(t, ctx, chromedp.ID("hits")), name+".md")
+	do(chromedp.Click(chromedp.CSS(`#hits a[href^="/console/sessions/`+hostile+`#m"]`)), chromedp.WaitVisible(chromedp.CSS("#context tr:target")))
+	require.Contains(t, text(t, ctx, chromedp.CSS("#context tr:target")), "releases blocked")
+	shot(t, ctx, dir, "05c-search-hit")
+	do(chromedp.Navigate(base+scopePath), chromedp.WaitVisible(link(scopePath+"/"+name)))
 	do(chromedp.Click(link(scopePath+"/"+name)), chromedp.WaitVisible(chromedp.ID("diff")))
 	diff := text(t, ctx, chromedp.ID("diff"))
 	require.Contains(t, diff, "-Releases go out on Tuesdays.")

@@ -1,8 +1,8 @@
 // Package console is Mnemos's web console, served by the gateway at
 // /console/: a tenant's sessions with their token timeline, memories with
-// their revisions, dreams and model usage. Pages are rendered on the server
-// with html/template and work without JavaScript; only the token chart runs
-// a script (the vendored uPlot). Every read goes through pkg/store in the
+// their revisions, each scope's search, dreams and model usage. Pages are
+// rendered on the server with html/template and work without JavaScript;
+// only the token chart runs a script (the vendored uPlot). Every read goes through pkg/store in the
 // signed-in tenant's transaction, and every change through the services
 // the API uses, so row-level security and the memory checks apply alike.
 package console
@@ -25,6 +25,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/erasure"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/memory/dream"
+	"github.com/mnemos-ai/mnemos/pkg/search"
 	"github.com/mnemos-ai/mnemos/pkg/store"
 	"github.com/mnemos-ai/mnemos/pkg/tenantcfg"
 	"github.com/mnemos-ai/mnemos/services/gateway/httpapi"
@@ -59,7 +60,11 @@ type Config struct {
 	Settings *tenantcfg.Cache
 	Memories *memory.Store
 	Dreams   *dream.Dreams
-	Keys     KeyChecker
+	// Search answers a scope page's search box: the gateway's searcher,
+	// so the box ranks as GET /v1/scopes/{scope}/search does (nil shows
+	// no box).
+	Search *search.Searcher
+	Keys   KeyChecker
 	// Eraser erases a session or a scope for a tenant administrator.
 	Eraser *erasure.Eraser
 	// Secret signs session cookies and CSRF tokens (at least

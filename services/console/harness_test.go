@@ -77,7 +77,7 @@ func setup(t testing.TB) *harness {
 	require.NoError(t, err)
 	gw, err := gateway.New(gcfg, st, b, settings, log, nil)
 	require.NoError(t, err)
-	con, err := New(Config{Store: st, Settings: settings, Memories: gcfg.Memories, Dreams: gcfg.Dreams, Keys: gcfg.Keys, Eraser: gw.Eraser(), Log: log})
+	con, err := New(Config{Store: st, Settings: settings, Memories: gcfg.Memories, Dreams: gcfg.Dreams, Search: gcfg.Search, Keys: gcfg.Keys, Eraser: gw.Eraser(), Log: log})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	gw.Register(mux)

@@ -45,7 +45,7 @@ func pickID(path string, d acmeData) string {
 // TestTenantIsolation walks every signed-in console route with tenant A's
 // ids: A reaches each one, tenant B (signed in with its own key and
 // holding a valid CSRF token of its own) reaches none, sees none of A's
-// names in any list, and changes nothing.
+// names in any list or search, and changes nothing.
 func TestTenantIsolation(t *testing.T) {
 	h := setup(t)
 	d := makeAcme(t, h)
@@ -87,6 +87,35 @@ func TestTenantIsolation(t *testing.T) {
 	status, body := b.get(t, "/console/sessions?q="+d.session)
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, body, "No session")
+
+	// Nor by search: A's scope searched by B is not found, with A's words
+	// and of either source. In a scope both tenants use (A's session names
+	// project:console; B keeps a memory there), B's search lists B's
+	// memory alone and A's lists A's session, never B's memory.
+	for _, source := range []string{"", "memory", "message"} {
+		status, body = searchPage(t, b, d.scope, "releases thursdays", source)
+		require.Equal(t, http.StatusNotFound, status, body)
+		status, body = searchPage(t, b, "project:console", "refactor parser releases", source)
+		require.Equal(t, http.StatusNotFound, status, "B has nothing in project:console yet: %s", body)
+	}
+	h.putMemory(t, keyB, "project:console", "globex_parser", "the parser refactor", "Refactor the parser; releases go out on Thursdays.")
+	status, body = searchPage(t, b, "project:console", "refactor parser releases thursdays", "")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, []string{"memory /console/memories/project:console/globex_parser"}, renderedHits(body))
+	for _, s := range secrets {
+		require.NotContains(t, body, s, "tenant B's search shows tenant A's %s", s)
+	}
+	status, body = searchPage(t, a, "project:console", "refactor parser releases thursdays", "")
+	require.Equal(t, http.StatusOK, status, body)
+	hits := renderedHits(body)
+	require.NotEmpty(t, hits)
+	for _, hit := range hits {
+		require.True(t, strings.HasPrefix(hit, "message /console/sessions/"+d.session+"#m"), "tenant A's search lists %s", hit)
+	}
+	require.NotContains(t, body, "globex_parser")
+	status, body = searchPage(t, a, d.scope, "releases thursdays", "")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, []string{"memory /console/memories/" + d.scope + "/" + d.memory}, renderedHits(body))
 
 	// Nothing of A's changed: the memory is at revision 2, the dream still a proposal.
 	var m struct {

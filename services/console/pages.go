@@ -251,6 +251,9 @@ const previewRunes = 240
 
 // contextMessage is one message of the current context, as listed.
 type contextMessage struct {
+	// Anchor is the row's id, for a stored message (messageAnchor); ""
+	// for the messages the compaction made.
+	Anchor  string
 	Round   int64
 	Role    string
 	Kinds   string // its blocks' types
@@ -265,8 +268,12 @@ func contextMessages(st sessionctx.State) ([]contextMessage, int) {
 	all := make([]contextMessage, 0, len(st.Head)+len(st.Messages))
 	for i, group := range [][]ctxview.Message{st.Head, st.Messages} {
 		for _, m := range group {
-			all = append(all, contextMessage{Round: m.Round, Role: m.Role, Tokens: m.Tokens, Head: i == 0,
-				Kinds: blockKinds(m.Content), Preview: preview(m.Content)})
+			cm := contextMessage{Round: m.Round, Role: m.Role, Tokens: m.Tokens, Head: i == 0,
+				Kinds: blockKinds(m.Content), Preview: preview(m.Content)}
+			if m.Position >= 0 {
+				cm.Anchor = messageAnchor(m.Position)
+			}
+			all = append(all, cm)
 		}
 	}
 	omitted := max(len(all)-maxContextMessages, 0)
@@ -495,10 +502,14 @@ type scopeData struct {
 	Index    memory.Index
 	Memories []memory.Memory
 	Dreams   []dream.Dream
+	// Search is the search box and its hits; nil without a searcher.
+	Search *scopeSearch
 }
 
-// scopePage shows a scope's MEMORY.md index, its memory files (deleted ones
-// too) and its latest dreams.
+// scopePage shows a scope's search box and what it found (?q=, ?source=),
+// its MEMORY.md index, its memory files (deleted ones too) and its latest
+// dreams. A scope that holds no memory is shown only when the search
+// found something in its sessions.
 func (c *Console) scopePage(w http.ResponseWriter, r *http.Request, s signedIn) {
 	ctx := r.Context()
 	sc, ok := c.scopeOf(w, r, s)
@@ -506,6 +517,18 @@ func (c *Console) scopePage(w http.ResponseWriter, r *http.Request, s signedIn) 
 		return
 	}
 	d := scopeData{Scope: sc.String()}
+	status := http.StatusOK
+	if c.cfg.Search != nil {
+		found, err := c.searchScope(ctx, r, s.tenant, sc)
+		if err != nil {
+			c.internal(w, r, s, "searching the scope", err)
+			return
+		}
+		if found.Problem != "" {
+			status = http.StatusBadRequest
+		}
+		d.Search = &found
+	}
 	var err error
 	if d.Index, err = c.cfg.Memories.Index(ctx, s.tenant, sc); err != nil {
 		c.internal(w, r, s, "reading the index", err)
@@ -519,11 +542,11 @@ func (c *Console) scopePage(w http.ResponseWriter, r *http.Request, s signedIn) 
 		c.internal(w, r, s, "listing dreams", err)
 		return
 	}
-	if d.Index.Revision == 0 && len(d.Memories) == 0 && len(d.Dreams) == 0 {
+	if d.Index.Revision == 0 && len(d.Memories) == 0 && len(d.Dreams) == 0 && (d.Search == nil || len(d.Search.Hits) == 0) {
 		c.fail(w, r, s, http.StatusNotFound, "No such scope, or it holds no memories.")
 		return
 	}
-	c.render(w, http.StatusOK, "scope", c.signedView(s, "memories", "Scope "+sc.String(), d))
+	c.render(w, status, "scope", c.signedView(s, "memories", "Scope "+sc.String(), d))
 }
 
 // memoryData is a memory page's.

@@ -229,12 +229,11 @@ func (s *Searcher) Lexical(ctx context.Context, req Request, q Query) ([]Candida
 	}
 	var found []store.Candidate
 	err := s.store.InTx(ctx, req.Tenant, func(tx *store.Tx) error {
-		lexemes, dfs, err := s.terms.lookup(ctx, tx, req.Tenant, q.Words)
-		if err != nil || len(lexemes) == 0 {
+		stats, err := s.terms.lookup(ctx, tx, req.Tenant, q.Words)
+		if err != nil || len(stats) == 0 {
 			return err
 		}
-		spec := store.SearchSpec{Lexemes: lexemes, MessageDFs: dfs, Filter: q.Filter()}
-		found, err = tx.SearchScope(ctx, req.Scope.String(), memories, filter, req.Session, spec, MaxCandidates)
+		found, err = tx.SearchScope(ctx, req.Scope.String(), memories, filter, req.Session, specOf(q, stats), MaxCandidates)
 		return err
 	})
 	if err != nil {
@@ -262,13 +261,7 @@ func RankMemories(ctx context.Context, tx *store.Tx, scope memory.Scope, text st
 	if err != nil || len(stats) == 0 {
 		return nil, err
 	}
-	spec := store.SearchSpec{Filter: q.Filter()}
-	for _, s := range stats {
-		if !slices.Contains(spec.Lexemes, s.Lexeme) {
-			spec.Lexemes, spec.MessageDFs = append(spec.Lexemes, s.Lexeme), append(spec.MessageDFs, 0)
-		}
-	}
-	found, err := tx.SearchScope(ctx, scope.String(), true, nil, "", spec, limit)
+	found, err := tx.SearchScope(ctx, scope.String(), true, nil, "", specOf(q, stats), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +270,32 @@ func RankMemories(ctx context.Context, tx *store.Tx, scope memory.Scope, text st
 		names[i] = c.Memory
 	}
 	return names, nil
+}
+
+// specOf is what the store searches for q, whose words stats stems (a
+// stop word has none): each lexeme once, with its count of messages; the
+// lexemes of q's phrases, which every hit holds; and the filter of its
+// phrases and excluded terms.
+func specOf(q Query, stats []store.TermStat) store.SearchSpec {
+	of := map[string][]string{}
+	var spec store.SearchSpec
+	for _, s := range stats {
+		of[s.Word] = append(of[s.Word], s.Lexeme)
+		if !slices.Contains(spec.Lexemes, s.Lexeme) {
+			spec.Lexemes, spec.MessageDFs = append(spec.Lexemes, s.Lexeme), append(spec.MessageDFs, s.DF)
+		}
+	}
+	for _, p := range q.Phrases {
+		for _, w := range p {
+			for _, l := range of[w] {
+				if !slices.Contains(spec.Required, l) {
+					spec.Required = append(spec.Required, l)
+				}
+			}
+		}
+	}
+	spec.Filter = q.Filter()
+	return spec
 }
 
 // snippetOptions are ts_headline's: a few fragments of a dozen words, the

@@ -142,6 +142,24 @@ func TestPhrasesMustMatchAndExcludedWordsMustNot(t *testing.T) {
 	assert.ElementsMatch(t, []string{"s1/1"}, where(search1(t, s, search.Request{Query: `group -"support group" -notes`})))
 }
 
+// TestStopWordsFilterNothing: no index holds a stop word, so a phrase or
+// an excluded term of stop words alone leaves the hits as they were, and
+// a phrase's stop words are not asked of its hits.
+func TestStopWordsFilterNothing(t *testing.T) {
+	t.Parallel()
+	c, s, _ := newCorpus(t)
+	c.session("acme", "s1", inScope,
+		"the deploy of the gateway failed",
+		"a deploy went out",
+		"rollback the gateway")
+	plain := where(search1(t, s, search.Request{Query: "deploy"}))
+	require.ElementsMatch(t, []string{"s1/0", "s1/1"}, plain)
+	assert.Equal(t, plain, where(search1(t, s, search.Request{Query: `deploy "of the"`})))
+	assert.Equal(t, plain, where(search1(t, s, search.Request{Query: "deploy -a -the"})))
+	assert.Equal(t, []string{"s1/0"}, where(search1(t, s, search.Request{Query: `"deploy of the gateway"`})))
+	assert.Equal(t, []string{"s1/0"}, where(search1(t, s, search.Request{Query: `"the gateway" -rollback`})))
+}
+
 func TestMemoriesRankByNameAndDescriptionAboveBody(t *testing.T) {
 	t.Parallel()
 	c, s, _ := newCorpus(t)

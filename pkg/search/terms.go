@@ -39,9 +39,10 @@ type terms struct {
 
 func newTerms() *terms { return &terms{entries: map[termKey]termEntry{}, now: time.Now} }
 
-// lookup returns the lexemes of words and their message counts, parallel,
-// each lexeme once, reading those not cached (or stale) in tx.
-func (c *terms) lookup(ctx context.Context, tx *store.Tx, tenant string, words []string) ([]string, []int64, error) {
+// lookup returns the lexemes of words with their message counts, a
+// store.TermStat for each word and lexeme in the order of words (none for
+// a stop word), reading those not cached (or stale) in tx.
+func (c *terms) lookup(ctx context.Context, tx *store.Tx, tenant string, words []string) ([]store.TermStat, error) {
 	found := make(map[string]termEntry, len(words))
 	var missing []string
 	c.mu.Lock()
@@ -58,7 +59,7 @@ func (c *terms) lookup(ctx context.Context, tx *store.Tx, tenant string, words [
 	if len(missing) > 0 {
 		stats, err := tx.SearchTermStats(ctx, missing, true)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		read := make(map[string]termEntry, len(missing))
 		for _, w := range missing {
@@ -79,17 +80,12 @@ func (c *terms) lookup(ctx context.Context, tx *store.Tx, tenant string, words [
 		}
 		c.mu.Unlock()
 	}
-	var lexemes []string
-	var dfs []int64
-	seen := map[string]bool{}
+	var out []store.TermStat
 	for _, w := range words {
 		e := found[w]
 		for i, l := range e.lexemes {
-			if !seen[l] {
-				seen[l] = true
-				lexemes, dfs = append(lexemes, l), append(dfs, e.dfs[i])
-			}
+			out = append(out, store.TermStat{Word: w, Lexeme: l, DF: e.dfs[i]})
 		}
 	}
-	return lexemes, dfs, nil
+	return out, nil
 }

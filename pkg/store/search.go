@@ -1,9 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/mnemos-ai/mnemos/pkg/store/internal/dbsqlc"
@@ -14,13 +17,16 @@ import (
 // keep in step with messages and memories, and scores each document by
 // BM25 in SQL (sql/queries/search.sql).
 
-// Bounds of a ranked search's reads of message_terms: a lexeme's messages
-// are counted up to SearchDFCap for its rarity (a word in more of the
-// tenant's messages weighs as one in that many), and of those in the
-// scope the searchPerTerm of most impact (its BM25 weight) are scored.
+// Bounds of a ranked search's reads: a lexeme's messages are counted up
+// to SearchDFCap for its rarity (a word in more of the tenant's messages
+// weighs as one in that many); of those in the scope the searchPerTerm of
+// most impact (its BM25 weight) are scored; and of the documents scored
+// (those holding the required lexemes), the searchMaxChecked best are
+// checked against a query's filter, the rest not found.
 const (
-	SearchDFCap   = 20_000
-	searchPerTerm = 1_000
+	SearchDFCap      = 20_000
+	searchPerTerm    = 1_000
+	searchMaxChecked = 500
 )
 
 // TermStat is one word of a query as a search looks it up: its English
@@ -52,11 +58,13 @@ func (t *Tx) SearchTermStats(ctx context.Context, words []string, count bool) ([
 
 // SearchSpec is what a ranked search looks for: Lexemes (any may match)
 // with, parallel, MessageDFs, how many of the tenant's messages hold each
-// (SearchTermStats); Filter a tsquery every hit must match besides ("" for
-// none: the query's phrases and excluded words).
+// (SearchTermStats); Required, lexemes every hit holds (the query's
+// phrases'); Filter a tsquery every hit must match besides ("" for none:
+// the query's phrases and excluded words).
 type SearchSpec struct {
 	Lexemes    []string
 	MessageDFs []int64
+	Required   []string
 	Filter     string
 }
 
@@ -78,23 +86,146 @@ type Candidate struct {
 // filter (when filter is not nil; of session alone when it is not "") and
 // returns at most limit, best first; equal scores go to the more recently
 // updated memory or session, then to the later message.
+//
+// Postgres reads the postings (SearchPostings: a lexeme's messages of most
+// impact, searchPerTerm at most) and the counts rarity needs; the ranking
+// is BM25, scored here: a document scores, for each lexeme it holds,
+//
+//	idf * freq * (k1 + 1) / (freq + k1 * (1 - b + b * len / avglen))
+//
+// with k1 = 1.2, b = 0.75, idf = ln(1 + (n - df + 0.5) / (df + 0.5)), n the
+// tenant's messages and the scope's memories, df those holding the
+// lexeme (spec.MessageDFs for the messages), and avglen the mean length of
+// the postings read of its source. A memory's freq weighs its name 3, its
+// description 2 and its body 1 (memory_term_freq). Documents whose
+// postings lack a lexeme of spec.Required are left out; of the rest, the
+// best are checked against spec.Filter (SearchCheck), searchMaxChecked at
+// most.
 func (t *Tx) SearchScope(ctx context.Context, scope string, memories bool, filter map[string]string, session string, spec SearchSpec, limit int) ([]Candidate, error) {
 	raw, err := json.Marshal(filter)
 	if err != nil {
 		return nil, fmt.Errorf("store.SearchScope: %w", err)
 	}
-	rows, err := t.q.SearchScopeCandidates(ctx, dbsqlc.SearchScopeCandidatesParams{
-		TenantID: t.tenant, Scope: scope, WithMemories: memories, WithMessages: filter != nil, ScopeFilter: raw, SessionID: session,
-		Lexemes: spec.Lexemes, MessageDfs: spec.MessageDFs, Filter: spec.Filter, MaxRows: int32(limit), PerTerm: searchPerTerm,
+	messages := filter != nil
+	corpus, err := t.q.SearchCorpus(ctx, dbsqlc.SearchCorpusParams{
+		TenantID: t.tenant, Scope: scope, WithMemories: memories, WithMessages: messages, Lexemes: spec.Lexemes,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store.SearchScope: %w", err)
+		return nil, fmt.Errorf("store.SearchScope: corpus: %w", err)
 	}
+	postings, err := t.q.SearchPostings(ctx, dbsqlc.SearchPostingsParams{
+		TenantID: t.tenant, Scope: scope, WithMemories: memories, WithMessages: messages, ScopeFilter: raw, SessionID: session,
+		Lexemes: spec.Lexemes, PerTerm: searchPerTerm,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store.SearchScope: postings: %w", err)
+	}
+	ranked := rankPostings(postings, spec, messages, corpus)
+	check := ranked[:min(len(ranked), limit)]
+	if spec.Filter != "" {
+		check = ranked[:min(len(ranked), searchMaxChecked)]
+	}
+	arg := dbsqlc.SearchCheckParams{TenantID: t.tenant, Scope: scope, Filter: spec.Filter, MaxRows: int32(limit)}
+	for _, d := range check {
+		arg.SessionIds, arg.Positions, arg.Names = append(arg.SessionIds, d.SessionID), append(arg.Positions, d.Position), append(arg.Names, d.Memory)
+	}
+	rows, err := t.q.SearchCheck(ctx, arg)
+	if err != nil {
+		return nil, fmt.Errorf("store.SearchScope: check: %w", err)
+	}
+	slices.SortFunc(rows, func(a, b dbsqlc.SearchCheckRow) int { return cmp.Compare(a.Rank, b.Rank) })
 	out := make([]Candidate, len(rows))
 	for i, r := range rows {
-		out[i] = Candidate{Memory: r.Name, SessionID: r.SessionID, Position: r.Position, Role: r.Role, At: r.At.Time, Score: r.Score}
+		out[i] = check[r.Rank-1].Candidate
+		out[i].Role, out[i].At = r.Role, r.At.Time
 	}
 	return out, nil
+}
+
+// scored is a document a search ranks, with the recency its ties go by.
+type scored struct {
+	Candidate
+	recency time.Time
+}
+
+// docKey names a document among a search's postings.
+type docKey struct {
+	session  string
+	position int64
+	memory   string
+}
+
+// rankPostings scores the documents of postings by BM25 (see SearchScope)
+// and returns those holding every lexeme of spec.Required, best first:
+// equal scores go to the more recent, then to the later message, then by
+// session and name.
+func rankPostings(postings []dbsqlc.SearchPostingsRow, spec SearchSpec, messages bool, corpus dbsqlc.SearchCorpusRow) []scored {
+	idf := make([]float64, len(spec.Lexemes))
+	for i := range idf {
+		df := float64(0)
+		if messages && i < len(spec.MessageDFs) {
+			df += float64(spec.MessageDFs[i])
+		}
+		if i < len(corpus.MemoryDfs) {
+			df += float64(corpus.MemoryDfs[i])
+		}
+		idf[i] = math.Log(1 + (corpus.Documents-df+0.5)/(df+0.5))
+	}
+	var sum, count [2]float64 // by source: messages, memories
+	source := func(p dbsqlc.SearchPostingsRow) int {
+		if p.Name != "" {
+			return 1
+		}
+		return 0
+	}
+	for _, p := range postings {
+		sum[source(p)] += float64(p.Len)
+		count[source(p)]++
+	}
+	var avglen [2]float64
+	for i := range avglen {
+		avglen[i] = max(sum[i]/max(count[i], 1), 1)
+	}
+	required := make([]bool, len(spec.Lexemes))
+	for i, l := range spec.Lexemes {
+		required[i] = slices.Contains(spec.Required, l)
+	}
+	type doc struct {
+		scored
+		held int // of the required lexemes
+	}
+	docs := make(map[docKey]*doc, len(postings))
+	for _, p := range postings {
+		k := docKey{p.SessionID, p.Position, p.Name}
+		d := docs[k]
+		if d == nil {
+			d = &doc{scored: scored{Candidate: Candidate{Memory: p.Name, SessionID: p.SessionID, Position: p.Position}, recency: p.UpdatedAt.Time}}
+			docs[k] = d
+		}
+		term := int(p.Term) - 1
+		freq, length := float64(p.Freq), float64(p.Len)
+		d.Score += idf[term] * freq * 2.2 / (freq + 1.2*(0.25+0.75*length/avglen[source(p)]))
+		if required[term] {
+			d.held++
+		}
+	}
+	need := 0
+	for _, r := range required {
+		if r {
+			need++
+		}
+	}
+	out := make([]scored, 0, len(docs))
+	for _, d := range docs {
+		if d.held == need {
+			out = append(out, d.scored)
+		}
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.Score, a.Score), b.recency.Compare(a.recency), cmp.Compare(b.Position, a.Position),
+			cmp.Compare(a.SessionID, b.SessionID), cmp.Compare(a.Memory, b.Memory))
+	})
+	return out
 }
 
 // MessageKey names one stored message.

@@ -14,11 +14,12 @@ import (
 )
 
 // TestSearchReadsItsInvertedIndexesUnderRowLevelSecurity: the ranked
-// search (SearchScopeCandidates), planned for a query's values as the
-// services' role under row-level security on tables with rows and
-// statistics, nothing priced out, finds its words' postings through the
-// primary keys of message_terms and memory_terms by tenant and lexeme,
-// and reads no big table whole. The control shows why the postings are a
+// search's reads (SearchPostings, then SearchCheck of what it ranked),
+// planned for a query's values as the services' role under row-level
+// security on tables with rows and statistics, nothing priced out, find
+// its words' postings through the primary keys of message_terms and
+// memory_terms by tenant and lexeme, the documents by their keys, and
+// read no big table whole. The control shows why the postings are a
 // table: a text-search index on the same words, which Postgres cannot use
 // while the policy applies (the match is not leakproof).
 func TestSearchReadsItsInvertedIndexesUnderRowLevelSecurity(t *testing.T) {
@@ -79,17 +80,22 @@ func TestSearchReadsItsInvertedIndexesUnderRowLevelSecurity(t *testing.T) {
 	_, err = conn.Exec(ctx, `RESET enable_seqscan`)
 	require.NoError(t, err)
 
-	var search string
+	sqls := map[string]string{}
 	for _, q := range queries(t) {
-		if q.name == "SearchScopeCandidates" {
-			search = q.sql
-		}
+		sqls[q.name] = q.sql
 	}
-	require.NotEmpty(t, search)
-	p := plan(search, "acme", "", "project:p1", 100, []string{"needl", "session"}, []int64{1, 10000}, []byte(`{"project": "p1"}`), "", true, true, 1000)
+	require.NotEmpty(t, sqls["SearchPostings"])
+	require.NotEmpty(t, sqls["SearchCheck"])
+	p := plan(sqls["SearchPostings"], []byte(`{"project": "p1"}`), "", true, "acme", []string{"needl", "session"}, "project:p1", true, 1000)
 	assert.Empty(t, wholeScans(p))
 	conds := strings.Join(indexConds(p), "\n")
 	assert.Regexp(t, `message_terms_pkey: .*lexeme = `, conds)
 	assert.Regexp(t, `memory_terms_pkey: .*lexeme = `, conds)
+	assert.NotContains(t, conds, "control_message_words")
+	p = plan(sqls["SearchCheck"], []string{"s2", ""}, []int64{7, 0}, []string{"", "a-memory"}, "acme", "project:p1", 10, "'needle'")
+	assert.Empty(t, wholeScans(p))
+	conds = strings.Join(indexConds(p), "\n")
+	assert.Regexp(t, `messages_\S+: .*session_id = u.session_id.*position"? = u.`, conds)
+	assert.Regexp(t, `memories_.*name = `, conds)
 	assert.NotContains(t, conds, "control_message_words")
 }

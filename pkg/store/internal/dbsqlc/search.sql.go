@@ -11,6 +11,116 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const searchCheck = `-- name: SearchCheck :many
+WITH f AS (
+    SELECT q, numnode(q) = 0 AS none FROM to_tsquery('english'::regconfig, $7::text) AS q
+)
+SELECT u.ord::integer AS rank, d.role::text AS role, d.at::timestamptz AS at
+FROM f, ROWS FROM (unnest($1::text[]), unnest($2::bigint[]), unnest($3::text[])) WITH ORDINALITY AS u(session_id, position, name, ord)
+CROSS JOIN LATERAL (
+    SELECT x.role, x.created_at AS at FROM messages x
+    WHERE u.name = '' AND x.tenant_id = $4 AND x.session_id = u.session_id AND x.position = u.position
+      AND (f.none OR message_vector(x.content) @@ f.q)
+    UNION ALL
+    SELECT '', m.updated_at FROM memories m
+    WHERE u.name <> '' AND m.tenant_id = $4 AND m.scope = $5 AND m.name = u.name AND m.deleted_at IS NULL
+      AND (f.none OR memory_vector(m.name, m.description, m.body) @@ f.q)
+) AS d
+LIMIT $6
+`
+
+type SearchCheckParams struct {
+	SessionIds []string
+	Positions  []int64
+	Names      []string
+	TenantID   string
+	Scope      string
+	MaxRows    int32
+	Filter     string
+}
+
+type SearchCheckRow struct {
+	Rank int32
+	Role string
+	At   pgtype.Timestamptz
+}
+
+// Of the documents a ranked search ordered (parallel arrays, best first;
+// a memory names name, a message session_id and position), those that
+// match filter (a tsquery of the query's phrases and excluded words; one
+// empty or of stop words alone filters nothing), checked on the documents
+// themselves in that order until max_rows pass, each with its rank (its
+// index in the arrays, from 1), its role and its time: when the message
+// was stored or the memory last updated.
+func (q *Queries) SearchCheck(ctx context.Context, arg SearchCheckParams) ([]SearchCheckRow, error) {
+	rows, err := q.db.Query(ctx, searchCheck,
+		arg.SessionIds,
+		arg.Positions,
+		arg.Names,
+		arg.TenantID,
+		arg.Scope,
+		arg.MaxRows,
+		arg.Filter,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SearchCheckRow{}
+	for rows.Next() {
+		var i SearchCheckRow
+		if err := rows.Scan(&i.Rank, &i.Role, &i.At); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const searchCorpus = `-- name: SearchCorpus :one
+SELECT greatest(
+        (SELECT count(*) FROM memories c WHERE $1::boolean AND c.tenant_id = $2 AND c.scope = $3 AND c.deleted_at IS NULL)
+        + (SELECT coalesce(sum(s.message_count), 0) FROM sessions s WHERE $4::boolean AND s.tenant_id = $2),
+        1)::float8 AS documents,
+       coalesce((SELECT array_agg((SELECT count(*) FROM memory_terms c
+                                   WHERE $1::boolean AND c.tenant_id = $2 AND c.scope = $3 AND c.lexeme = u.lexeme)
+                                  ORDER BY u.ord)
+                 FROM unnest($5::text[]) WITH ORDINALITY AS u(lexeme, ord)), '{}')::bigint[] AS memory_dfs
+`
+
+type SearchCorpusParams struct {
+	WithMemories bool
+	TenantID     string
+	Scope        string
+	WithMessages bool
+	Lexemes      []string
+}
+
+type SearchCorpusRow struct {
+	Documents float64
+	MemoryDfs []int64
+}
+
+// What a ranked search (pkg/store/search.go) counts its words' rarity
+// against: the documents, the scope's live memories (with_memories) and
+// the tenant's messages (with_messages), at least 1; and, parallel to
+// lexemes, how many of the scope's memories hold each.
+func (q *Queries) SearchCorpus(ctx context.Context, arg SearchCorpusParams) (SearchCorpusRow, error) {
+	row := q.db.QueryRow(ctx, searchCorpus,
+		arg.WithMemories,
+		arg.TenantID,
+		arg.Scope,
+		arg.WithMessages,
+		arg.Lexemes,
+	)
+	var i SearchCorpusRow
+	err := row.Scan(&i.Documents, &i.MemoryDfs)
+	return i, err
+}
+
 const searchMemorySnippets = `-- name: SearchMemorySnippets :many
 SELECT m.name,
        ts_headline('english'::regconfig, left(m.description || E'\n' || m.body, 20000), to_tsquery('english'::regconfig, $1::text), $2::text)::text AS snippet
@@ -107,128 +217,73 @@ func (q *Queries) SearchMessageSnippets(ctx context.Context, arg SearchMessageSn
 	return items, nil
 }
 
-const searchScopeCandidates = `-- name: SearchScopeCandidates :many
-WITH lexemes AS (
-    SELECT u.lexeme, u.df FROM ROWS FROM (unnest($5::text[]), unnest($6::bigint[])) AS u(lexeme, df)
-), tenant_sessions AS MATERIALIZED (
-    SELECT s.session_id, s.message_count, s.updated_at,
-           s.memory_scope @> $7::jsonb AND ($8::text = '' OR s.session_id = $8::text) AS in_scope
+const searchPostings = `-- name: SearchPostings :many
+WITH tenant_sessions AS MATERIALIZED (
+    SELECT s.session_id, s.updated_at,
+           s.memory_scope @> $1::jsonb AND ($2::text = '' OR s.session_id = $2::text) AS in_scope
     FROM sessions s
-    WHERE $9::boolean AND s.tenant_id = $1
+    WHERE $3::boolean AND s.tenant_id = $4
 ), scope_sessions AS MATERIALIZED (
     SELECT t.session_id, t.updated_at FROM tenant_sessions t WHERE t.in_scope
-), terms AS MATERIALIZED (
-    SELECT l.lexeme,
-           CASE WHEN $9::boolean THEN l.df ELSE 0 END
-           + (SELECT count(*) FROM memory_terms c WHERE $10::boolean AND c.tenant_id = $1 AND c.scope = $3 AND c.lexeme = l.lexeme) AS df
-    FROM lexemes l
-), documents AS (
-    SELECT greatest(
-        (SELECT count(*) FROM memories c WHERE $10::boolean AND c.tenant_id = $1 AND c.scope = $3 AND c.deleted_at IS NULL)
-        + coalesce((SELECT sum(message_count) FROM tenant_sessions), 0), 1)::float8 AS n
-), postings AS MATERIALIZED (
-    SELECT 'memory' AS source, p.lexeme, '' AS session_id, 0::bigint AS position, p.name, p.freq, p.len, NULL::timestamptz AS updated_at
-    FROM lexemes l
-    JOIN memory_terms p ON p.tenant_id = $1 AND p.scope = $3 AND p.lexeme = l.lexeme
-    WHERE $10::boolean
-    UNION ALL
-    SELECT 'message', l.lexeme, t.session_id, t.position, '', t.freq, t.len, s.updated_at
-    FROM lexemes l
-    CROSS JOIN LATERAL (
-        SELECT p.session_id, p.position, p.freq, p.len
-        FROM message_terms p
-        WHERE $9::boolean AND p.tenant_id = $1 AND p.lexeme = l.lexeme
-          AND ((SELECT bool_and(a.in_scope) FROM tenant_sessions a) OR p.session_id IN (SELECT s.session_id FROM scope_sessions s))
-        ORDER BY p.impact DESC
-        LIMIT $11
-    ) AS t
-    JOIN scope_sessions s ON s.session_id = t.session_id
-), lengths AS (
-    SELECT p.source, greatest(avg(p.len), 1)::float8 AS avglen FROM postings p GROUP BY p.source
-), ranked AS (
-    SELECT p.source, p.session_id, p.position, p.name, max(p.updated_at) AS updated_at,
-           sum(ln(1 + (d.n - t.df + 0.5) / (t.df + 0.5)) * p.freq * 2.2 / (p.freq + 1.2 * (0.25 + 0.75 * p.len / g.avglen)))::float8 AS score
-    FROM postings p JOIN terms t ON t.lexeme = p.lexeme JOIN lengths g ON g.source = p.source CROSS JOIN documents d
-    GROUP BY p.source, p.session_id, p.position, p.name
-), ordered AS (
-    SELECT r.source, r.session_id, r.position, r.name, r.score, coalesce(r.updated_at, m.updated_at) AS recency
-    FROM ranked r
-    LEFT JOIN memories m ON r.source = 'memory' AND m.tenant_id = $1 AND m.scope = $3 AND m.name = r.name
-    ORDER BY r.score DESC, recency DESC, r.position DESC
 )
-SELECT o.source::text AS source, o.session_id::text AS session_id, o.position::bigint AS position, o.name::text AS name,
-       o.score::float8 AS score, d.role::text AS role, d.at::timestamptz AS at
-FROM ordered o
+SELECT l.ord::integer AS term, ''::text AS session_id, 0::bigint AS position, p.name, p.freq, p.len, m.updated_at
+FROM unnest($5::text[]) WITH ORDINALITY AS l(lexeme, ord)
+JOIN memory_terms p ON p.tenant_id = $4::text AND p.scope = $6::text AND p.lexeme = l.lexeme
+JOIN memories m ON m.tenant_id = $4::text AND m.scope = $6::text AND m.name = p.name
+WHERE $7::boolean
+UNION ALL
+SELECT l.ord::integer, t.session_id, t.position, '', t.freq, t.len, s.updated_at
+FROM unnest($5::text[]) WITH ORDINALITY AS l(lexeme, ord)
 CROSS JOIN LATERAL (
-    SELECT x.role, x.created_at AS at FROM messages x
-    WHERE o.source = 'message' AND x.tenant_id = $1 AND x.session_id = o.session_id AND x.position = o.position
-      AND ($2::text = '' OR message_vector(x.content) @@ to_tsquery('english'::regconfig, $2::text))
-    UNION ALL
-    SELECT '', m.updated_at FROM memories m
-    WHERE o.source = 'memory' AND m.tenant_id = $1 AND m.scope = $3 AND m.name = o.name AND m.deleted_at IS NULL
-      AND ($2::text = '' OR memory_vector(m.name, m.description, m.body) @@ to_tsquery('english'::regconfig, $2::text))
-) AS d
-LIMIT $4
+    SELECT p.session_id, p.position, p.freq, p.len
+    FROM message_terms p
+    WHERE $3::boolean AND p.tenant_id = $4::text AND p.lexeme = l.lexeme
+      AND ((SELECT bool_and(a.in_scope) FROM tenant_sessions a) OR p.session_id IN (SELECT s.session_id FROM scope_sessions s))
+    ORDER BY p.impact DESC
+    LIMIT $8
+) AS t
+JOIN scope_sessions s ON s.session_id = t.session_id
 `
 
-type SearchScopeCandidatesParams struct {
-	TenantID     string
-	Filter       string
-	Scope        string
-	MaxRows      int32
-	Lexemes      []string
-	MessageDfs   []int64
+type SearchPostingsParams struct {
 	ScopeFilter  []byte
 	SessionID    string
 	WithMessages bool
+	TenantID     string
+	Lexemes      []string
+	Scope        string
 	WithMemories bool
 	PerTerm      int32
 }
 
-type SearchScopeCandidatesRow struct {
-	Source    string
+type SearchPostingsRow struct {
+	Term      int32
 	SessionID string
 	Position  int64
 	Name      string
-	Score     float64
-	Role      string
-	At        pgtype.Timestamptz
+	Freq      int32
+	Len       int32
+	UpdatedAt pgtype.Timestamptz
 }
 
-// Ranked search (pkg/search): BM25 over the inverted indexes of 00043, of
-// a scope's live memories (with_memories) and the messages of the sessions
-// whose memory_scope holds scope_filter (with_messages; of session_id
-// alone unless it is empty), as one collection. The words are stemmed here
-// (lexemes, stemmed by SearchTermStats); any of them may match. A
-// document scores, for each query lexeme it holds,
-//
-//	idf * freq * (k1 + 1) / (freq + k1 * (1 - b + b * len / avglen))
-//
-// with k1 = 1.2, b = 0.75, idf = ln(1 + (n - df + 0.5) / (df + 0.5)), and
-// avglen the mean length of the matching documents of its source. Rarity
-// is the tenant's: n counts the tenant's messages and the scope's
-// memories, df those holding the lexeme (the tenant's messages as
-// message_dfs gives them, parallel to lexemes). A memory's freq weighs its name 3, its description 2 and
-// its body 1. Of a lexeme's messages in the scope, the per_term of most
-// impact are read (all of them when fewer): in the key's order, each
-// checked against the scope's sessions by a hashed lookup (the check
-// stands in an OR, with "every session of the tenant is in the scope",
-// which keeps Postgres from making it a join and sorting what it joined). Equal scores go to the more
-// recently updated memory or session, then to the later message. The
-// filter (a tsquery of the query's phrases and excluded words; empty for
-// none) is checked on the documents themselves, best first, until
-// max_rows pass: the answer comes in that order.
-func (q *Queries) SearchScopeCandidates(ctx context.Context, arg SearchScopeCandidatesParams) ([]SearchScopeCandidatesRow, error) {
-	rows, err := q.db.Query(ctx, searchScopeCandidates,
-		arg.TenantID,
-		arg.Filter,
-		arg.Scope,
-		arg.MaxRows,
-		arg.Lexemes,
-		arg.MessageDfs,
+// The postings a ranked search scores, each with the index of its lexeme
+// in lexemes (from 1): every posting of the scope's live memories
+// (with_memories) and, of each lexeme's messages in the sessions whose
+// memory_scope holds scope_filter (with_messages; of session_id alone
+// unless it is empty), the per_term of most impact, read in the key's
+// order, each checked against the scope's sessions by a hashed lookup
+// (the check stands in an OR, with "every session of the tenant is in the
+// scope", which keeps Postgres from making it a join and sorting what it
+// joined). Each comes with its document's recency: the memory's or the
+// session's last update.
+func (q *Queries) SearchPostings(ctx context.Context, arg SearchPostingsParams) ([]SearchPostingsRow, error) {
+	rows, err := q.db.Query(ctx, searchPostings,
 		arg.ScopeFilter,
 		arg.SessionID,
 		arg.WithMessages,
+		arg.TenantID,
+		arg.Lexemes,
+		arg.Scope,
 		arg.WithMemories,
 		arg.PerTerm,
 	)
@@ -236,17 +291,17 @@ func (q *Queries) SearchScopeCandidates(ctx context.Context, arg SearchScopeCand
 		return nil, err
 	}
 	defer rows.Close()
-	items := []SearchScopeCandidatesRow{}
+	items := []SearchPostingsRow{}
 	for rows.Next() {
-		var i SearchScopeCandidatesRow
+		var i SearchPostingsRow
 		if err := rows.Scan(
-			&i.Source,
+			&i.Term,
 			&i.SessionID,
 			&i.Position,
 			&i.Name,
-			&i.Score,
-			&i.Role,
-			&i.At,
+			&i.Freq,
+			&i.Len,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}

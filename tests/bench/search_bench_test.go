@@ -15,15 +15,19 @@ import (
 	"github.com/mnemos-ai/mnemos/internal/benchmark"
 )
 
-// The search benchmark's scope: searchSessions sessions of searchPerSession
-// messages each, 100,000 messages in all.
+// The search benchmark's scope and questions.
 const (
-	searchScope       = "project:search-bench"
-	searchSessions    = 500
-	searchPerSession  = 200
-	searchQueries     = 60
-	searchMemoryCount = 300
+	searchScope   = "project:search-bench"
+	searchQueries = 60
 )
+
+// searchSize is how much a search scope holds: sessions of perSession
+// messages each, and memories.
+type searchSize struct{ sessions, perSession, memories int }
+
+// benchSearchSize is the benchmark's: 100,000 messages in 500 sessions,
+// and 300 memories.
+var benchSearchSize = searchSize{sessions: 500, perSession: 200, memories: 300}
 
 // common are everyday English words, the most frequent of the corpus
 // (several are stop words, which the search leaves out).
@@ -95,19 +99,19 @@ func (c *corpusText) query(i int) string {
 // the schema's owner (the triggers index them as they would the
 // accountant's writes), then vacuums and analyzes, as a database that has
 // been running looks.
-func fillSearchScope(ctx context.Context, tb testing.TB, sys *benchmark.System, text *corpusText) {
+func fillSearchScope(ctx context.Context, tb testing.TB, sys *benchmark.System, text *corpusText, size searchSize) {
 	tb.Helper()
 	at := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	id := func(n int) string { return fmt.Sprintf("search-%04d", n) }
-	sessions := make([][]any, searchSessions)
+	sessions := make([][]any, size.sessions)
 	for n := range sessions {
-		sessions[n] = []any{benchmark.Tenant, id(n), "main", "claude-sonnet-4-5", `{"project": "search-bench"}`, int64(searchPerSession), at.Add(time.Duration(n) * time.Minute)}
+		sessions[n] = []any{benchmark.Tenant, id(n), "main", "claude-sonnet-4-5", `{"project": "search-bench"}`, int64(size.perSession), at.Add(time.Duration(n) * time.Minute)}
 	}
 	_, err := sys.Owner.CopyFrom(ctx, pgx.Identifier{"sessions"},
 		[]string{"tenant_id", "session_id", "agent_id", "model", "memory_scope", "message_count", "updated_at"}, pgx.CopyFromRows(sessions))
 	require.NoError(tb, err)
-	for n := range searchSessions {
-		rows := make([][]any, searchPerSession)
+	for n := range size.sessions {
+		rows := make([][]any, size.perSession)
 		for p := range rows {
 			role := []string{"user", "assistant"}[p%2]
 			body := fmt.Sprintf(`[{"type":"text","text":%q}]`, text.message())
@@ -119,7 +123,7 @@ func fillSearchScope(ctx context.Context, tb testing.TB, sys *benchmark.System, 
 		require.NoError(tb, err)
 	}
 	c := client.New(sys.API, benchmark.APIKey)
-	for i := range searchMemoryCount {
+	for i := range size.memories {
 		name := fmt.Sprintf("note-%03d", i)
 		md := fmt.Sprintf("---\nname: %s\ndescription: %s\ntype: project\n---\n\n%s\n", name, strings.Join(text.words(8), " "), text.message())
 		_, err := c.PutMemory(ctx, searchScope, name, md, client.WriteOptions{})
@@ -129,32 +133,52 @@ func fillSearchScope(ctx context.Context, tb testing.TB, sys *benchmark.System, 
 	require.NoError(tb, err)
 }
 
-// BenchmarkSearchScope measures GET /v1/scopes/{scope}/search over HTTP
-// (the gateway's handler, the ranking in Postgres, the snippets) on a
-// scope of 100,000 messages in 500 sessions and 300 memories, for 60
-// questions of plain words (some with a phrase or a word left out), 10
-// hits each, and reports the p50 and p99 in milliseconds.
-func BenchmarkSearchScope(b *testing.B) {
-	sys := startSystem(b)
-	ctx := context.Background()
+// searchQuestions fills a scope of size and asks text's questions once
+// each, unmeasured (the tables' pages in Postgres's cache, as a serving
+// database holds them); it returns the client and the questions, which
+// find what the scope holds.
+func searchQuestions(ctx context.Context, tb testing.TB, size searchSize) (*client.Client, []string) {
+	tb.Helper()
+	sys := startSystem(tb)
 	text := newCorpusText(63)
 	start := time.Now()
-	fillSearchScope(ctx, b, sys, text)
-	b.Logf("filled %d messages and %d memories in %s", searchSessions*searchPerSession, searchMemoryCount, time.Since(start).Round(time.Second))
+	fillSearchScope(ctx, tb, sys, text, size)
+	tb.Logf("filled %d messages and %d memories in %s", size.sessions*size.perSession, size.memories, time.Since(start).Round(time.Second))
 	queries := make([]string, searchQueries)
 	for i := range queries {
 		queries[i] = text.query(i)
 	}
 	c := client.New(sys.API, benchmark.APIKey)
-	// One pass unmeasured: the tables' pages in Postgres's cache, as a
-	// serving database holds them.
 	hits := 0
 	for _, q := range queries {
 		res, err := c.SearchScope(ctx, searchScope, q, client.SearchOptions{})
-		require.NoError(b, err, q)
+		require.NoError(tb, err, q)
+		for i := 1; i < len(res.Hits); i++ {
+			require.GreaterOrEqual(tb, res.Hits[i-1].Score, res.Hits[i].Score, "%s: best first", q)
+		}
 		hits += len(res.Hits)
 	}
-	require.Greater(b, hits, searchQueries*5, "the questions find what the scope holds")
+	require.Greater(tb, hits, searchQueries*5, "the questions find what the scope holds")
+	return c, queries
+}
+
+// TestSearchScopeRoundEndToEnd runs the search benchmark's harness on a
+// small scope (2,000 messages, 20 memories) as a test, so it cannot rot
+// while the benchmark itself, whose scope takes minutes to fill, runs
+// with make bench-go.
+func TestSearchScopeRoundEndToEnd(t *testing.T) {
+	t.Parallel()
+	searchQuestions(context.Background(), t, searchSize{sessions: 20, perSession: 100, memories: 20})
+}
+
+// BenchmarkSearchScope measures GET /v1/scopes/{scope}/search over HTTP
+// (the gateway's handler, the ranking, the snippets) on a scope of
+// 100,000 messages in 500 sessions and 300 memories, for 60 questions of
+// plain words (some with a phrase or a word left out), 10 hits each, and
+// reports the p50 and p99 in milliseconds.
+func BenchmarkSearchScope(b *testing.B) {
+	ctx := context.Background()
+	c, queries := searchQuestions(ctx, b, benchSearchSize)
 	var latencies []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
@@ -168,5 +192,5 @@ func BenchmarkSearchScope(b *testing.B) {
 	p50, p99 := ms(benchmark.Percentile(latencies, 50)), ms(benchmark.Percentile(latencies, 99))
 	b.ReportMetric(p50, "search100k-p50-ms")
 	b.ReportMetric(p99, "search100k-p99-ms")
-	b.Logf("search of a scope of 100,000 messages and %d memories: p50 %.2f ms, p99 %.2f ms (%d searches)", searchMemoryCount, p50, p99, len(latencies))
+	b.Logf("search of a scope of 100,000 messages and %d memories: p50 %.2f ms, p99 %.2f ms (%d searches)", benchSearchSize.memories, p50, p99, len(latencies))
 }

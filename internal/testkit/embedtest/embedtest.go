@@ -2,7 +2,7 @@
 // tests and tools that run the real SDK client offline. It serves
 // POST /v1/embeddings in the API's wire format and answers with
 // deterministic vectors: a text's terms (lowercase words without stop
-// words, cut to a rough stem, as recall's BM25 reads them), each mapped
+// words, cut to a rough stem: Terms), each mapped
 // through Config.Concepts and counted in the one of a fixed number of
 // dimensions its hash names, the counts normalized. Texts that share terms
 // or concepts are close; texts that share none are orthogonal but for
@@ -28,7 +28,6 @@ import (
 	"sync"
 
 	"github.com/mnemos-ai/mnemos/pkg/embed"
-	"github.com/mnemos-ai/mnemos/pkg/memory/recall"
 )
 
 // DefaultDimensions is the length of the vectors unless configured or asked for.
@@ -197,7 +196,7 @@ func (s *Server) record(c Call) {
 // terms (only stop words) is hashed whole. No vector is zero.
 func (s *Server) Vector(text string, dims int) []float32 {
 	v := make([]float32, dims)
-	terms := recall.Terms(text)
+	terms := Terms(text)
 	if len(terms) == 0 {
 		terms = []string{text}
 	}
@@ -211,9 +210,6 @@ func (s *Server) Vector(text string, dims int) []float32 {
 	}
 	return embed.Normalize(v)
 }
-
-// Terms is how the server reads a text: the keys Concepts maps.
-func Terms(text string) []string { return recall.Terms(text) }
 
 func apiError(w http.ResponseWriter, status int, typ, message string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": nil}})

@@ -6,7 +6,8 @@
 // recency breaks ties only. "Quoted phrases" must match and -words must
 // not (see Query). The same ranking serves the API's
 // GET /v1/scopes/{scope}/search, the MCP tool search_past_context, the
-// console's search box and recall's builtin selector.
+// console's search box and recall (its candidates, and the builtin
+// selector's picks: RankMemories).
 package search
 
 import (
@@ -249,27 +250,44 @@ func (s *Searcher) Lexical(ctx context.Context, req Request, q Query) ([]Candida
 	return out, nil
 }
 
-// RankMemories returns the names of scope's live memories that hold any
-// word of text, best first (the ranking of Lexical, over memories alone),
-// at most limit; none when text has no word to search for.
-func RankMemories(ctx context.Context, tx *store.Tx, scope memory.Scope, text string, limit int) ([]string, error) {
-	q, err := Parse(text)
-	if err != nil {
-		return nil, nil //nolint:nilerr // a text with nothing to search for ranks nothing
+// MaxRankWords bounds the distinct words of a text RankMemories ranks
+// by: the first ones, in the text's order.
+const MaxRankWords = 256
+
+// RankMemories ranks scope's live memories for text (a user's request, say)
+// as Lexical ranks them over memories alone, and returns those that hold
+// any of its words, best first with their scores, at most limit. text is
+// plain words, not a query: any may match, quotes and dashes mean nothing,
+// and beyond its first MaxRankWords distinct words the rest are left out.
+// background notional documents holding none of the words are counted in
+// the scope's collection (store.SearchSpec.Background), so a score means
+// about as much in a scope of three memories as in one of thousands.
+func RankMemories(ctx context.Context, tx *store.Tx, scope memory.Scope, text string, background, limit int) ([]Candidate, error) {
+	var q Query
+	for _, w := range splitWords(text) {
+		if len(q.Words) == MaxRankWords {
+			break
+		}
+		q.addWord(w)
+	}
+	if len(q.Words) == 0 {
+		return nil, nil
 	}
 	stats, err := tx.SearchTermStats(ctx, q.Words, false)
 	if err != nil || len(stats) == 0 {
 		return nil, err
 	}
-	found, err := tx.SearchScope(ctx, scope.String(), true, nil, "", specOf(q, stats), limit)
+	spec := specOf(q, stats)
+	spec.Background = int64(background)
+	found, err := tx.SearchScope(ctx, scope.String(), true, nil, "", spec, limit)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(found))
+	out := make([]Candidate, len(found))
 	for i, c := range found {
-		names[i] = c.Memory
+		out[i] = Candidate{Source: SourceMemory, Memory: c.Memory, Time: c.At, Score: c.Score}
 	}
-	return names, nil
+	return out, nil
 }
 
 // specOf is what the store searches for q, whose words stats stems (a

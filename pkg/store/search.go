@@ -60,12 +60,16 @@ func (t *Tx) SearchTermStats(ctx context.Context, words []string, count bool) ([
 // with, parallel, MessageDFs, how many of the tenant's messages hold each
 // (SearchTermStats); Required, lexemes every hit holds (the query's
 // phrases'); Filter a tsquery every hit must match besides ("" for none:
-// the query's phrases and excluded words).
+// the query's phrases and excluded words). Background is a number of
+// notional documents, holding none of the lexemes, counted in the
+// collection besides its own (0 for none), so that a word one document of
+// a small collection holds still weighs as a rare word.
 type SearchSpec struct {
 	Lexemes    []string
 	MessageDFs []int64
 	Required   []string
 	Filter     string
+	Background int64
 }
 
 // Candidate is a memory or a message a ranked search found, with its
@@ -94,9 +98,9 @@ type Candidate struct {
 //	idf * freq * (k1 + 1) / (freq + k1 * (1 - b + b * len / avglen))
 //
 // with k1 = 1.2, b = 0.75, idf = ln(1 + (n - df + 0.5) / (df + 0.5)), n the
-// tenant's messages and the scope's memories, df those holding the
-// lexeme (spec.MessageDFs for the messages), and avglen the mean length of
-// the postings read of its source. A memory's freq weighs its name 3, its
+// tenant's messages and the scope's memories plus spec.Background, df
+// those holding the lexeme (spec.MessageDFs for the messages), and avglen
+// the mean length of the postings read of its source. A memory's freq weighs its name 3, its
 // description 2 and its body 1 (memory_term_freq). Documents whose
 // postings lack a lexeme of spec.Required are left out; of the rest, the
 // best are checked against spec.Filter (SearchCheck), searchMaxChecked at
@@ -169,7 +173,8 @@ func rankPostings(postings []dbsqlc.SearchPostingsRow, spec SearchSpec, messages
 		if i < len(corpus.MemoryDfs) {
 			df += float64(corpus.MemoryDfs[i])
 		}
-		idf[i] = math.Log(1 + (corpus.Documents-df+0.5)/(df+0.5))
+		n := corpus.Documents + float64(spec.Background)
+		idf[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
 	}
 	var sum, count [2]float64 // by source: messages, memories
 	source := func(p dbsqlc.SearchPostingsRow) int {

@@ -1,38 +1,61 @@
 package recall
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 )
 
+// Background is the number of notional memories, holding none of the
+// request's words, that recall's ranking counts in each scope besides its
+// own (search.RankMemories): with three memories, a word one of them holds
+// is still a rare word, and a score means about as much in a small scope as
+// in a large one.
+const Background = 10
+
+// MinScore is the builtin selector's score floor: a memory scoring below
+// it is not surfaced, however few the candidates. The score is
+// pkg/search's BM25 (k1 1.2, b 0.75, a memory's name weighing 3, its
+// description 2 and its body 1) with Background. A word of the request
+// that only one memory of the scope holds, once, in a memory of the
+// length of those matching, scores in its description from 2.9 (a scope
+// of one memory) through 6.8 (two hundred) to 9.0 (a thousand), in its
+// body alone 2.1, 5.0 and 6.5, so from a scope of eight memories up; a
+// word a third of the memories hold scores 1.6 to 1.9 in a description in
+// scopes of 30 to 300, and one three of four hold 2.0. So a memory needs a
+// rare word, or two ordinary ones, in common with the request.
+const MinScore = 2.5
+
 // Builtin is the builtin provider's recall selector (llm.TaskRecall): no
-// model, lexical. It reads the request the Recaller wrote, scores every
-// memory's name and description against the request with BM25 (Rank,
-// Terms), keeps those at or above MinScore, leaves out reference memories
-// about a tool just used unless they warn about it (ToolReference), and
-// answers with the best, as many as the answer's schema allows.
+// model, lexical. It reads the request the Recaller wrote and takes the
+// memories whose match (their score by the search's ranking of name,
+// description and body) is at least MinScore, best first; it leaves out
+// reference memories about a tool just used unless they warn about it
+// (ToolReference), and answers with as many as the answer's schema
+// allows. A memory listed without a match holds none of the request's
+// words and is never picked.
 func Builtin(_ context.Context, req llm.Request) (llm.Response, error) {
 	in, err := parseRequest(req)
 	if err != nil {
 		return llm.Response{}, &llm.Error{Kind: llm.KindRequest, Err: err}
 	}
-	docs := make([][]string, len(in.memories))
-	for i, m := range in.memories {
-		docs[i] = Terms(nameWords(m.name) + " " + m.description)
-	}
+	best := slices.DeleteFunc(in.memories, func(m listed) bool { return m.score < MinScore })
+	slices.SortStableFunc(best, func(a, b listed) int { return cmp.Compare(b.score, a.score) })
 	picks := []string{}
-	for _, s := range Rank(Terms(in.query), docs, MinScore) {
+	for _, m := range best {
 		if len(picks) == in.max {
 			break
 		}
-		m := in.memories[s.Index]
 		if ToolReference(m.typ, m.name, m.description, in.tools) {
 			continue
 		}
@@ -114,6 +137,13 @@ func warns(text string) bool {
 	return false
 }
 
+// words splits text into lowercase runs of letters and digits.
+func words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+}
+
 // nameWords is a memory's name as words ("staging-db" → "staging db").
 func nameWords(n memory.Name) string {
 	return strings.NewReplacer("-", " ", "_", " ").Replace(string(n))
@@ -121,7 +151,6 @@ func nameWords(n memory.Name) string {
 
 // selectorInput is a selector's request as the builtin reads it back.
 type selectorInput struct {
-	query    string
 	tools    []string
 	memories []listed
 	max      int
@@ -131,6 +160,8 @@ type listed struct {
 	ref, description string
 	name             memory.Name
 	typ              memory.Type
+	// score is the memory's match, 0 when listed without one.
+	score float64
 }
 
 // parseRequest reads back what request wrote.
@@ -154,11 +185,10 @@ func parseRequest(req llm.Request) (selectorInput, error) {
 			text.WriteString(b.Text)
 		}
 	}
-	head, query, ok := strings.Cut(text.String(), "\n"+requestLine+"\n")
+	head, _, ok := strings.Cut(text.String(), "\n"+requestLine+"\n")
 	if !ok {
 		return in, errors.New("recall: the message has no request")
 	}
-	in.query = query
 	lines := strings.Split(head, "\n")
 	if len(lines) == 0 || !strings.HasPrefix(lines[0], toolsLine) {
 		return in, errors.New("recall: the message does not start with the tools just used")
@@ -175,10 +205,19 @@ func parseRequest(req llm.Request) (selectorInput, error) {
 		meta, desc, ok2 := strings.Cut(rest, "]: ")
 		_, name, ok3 := strings.Cut(ref, "/")
 		if !ok1 || !ok2 || !ok3 {
-			return in, fmt.Errorf("recall: memory line %q is not '- <scope>/<name> [<type>, saved …]: <description>'", line)
+			return in, fmt.Errorf("recall: memory line %q is not '- <scope>/<name> [<type>, saved …(, match <score>)]: <description>'", line)
 		}
-		typ, _, _ := strings.Cut(meta, ",")
-		in.memories = append(in.memories, listed{ref: ref, description: desc, name: memory.Name(name), typ: memory.Type(typ)})
+		fields := strings.Split(meta, ", ")
+		m := listed{ref: ref, description: desc, name: memory.Name(name), typ: memory.Type(fields[0])}
+		for _, f := range fields[1:] {
+			if v, ok := strings.CutPrefix(f, matchLabel); ok {
+				var err error
+				if m.score, err = strconv.ParseFloat(v, 64); err != nil {
+					return in, fmt.Errorf("recall: memory line %q: the match is not a number", line)
+				}
+			}
+		}
+		in.memories = append(in.memories, m)
 	}
 	return in, nil
 }

@@ -3,7 +3,7 @@ package recall
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,74 +34,38 @@ func pick(t *testing.T, query string, tools []string, cands []Candidate, max int
 	return got
 }
 
-func TestStemsMeetAcrossForms(t *testing.T) {
-	t.Parallel()
-	for _, pair := range [][2]string{
-		{"migrations", "migration"}, {"databases", "database"}, {"testing", "tests"}, {"tested", "test"},
-		{"running", "run"}, {"Fridays", "friday"}, {"policies", "policy"}, {"staging", "stage"},
-	} {
-		require.Equal(t, Terms(pair[0]), Terms(pair[1]), "%q and %q", pair[0], pair[1])
-	}
-	require.Equal(t, []string{"run", "migration", "stag", "databas"}, Terms("Can you run the migration on the staging database?"))
-	require.Empty(t, Terms("Can you do this for me, please?"), "function words carry no topic")
+// scored is c with the search's score for the request.
+func scored(c Candidate, score float64) Candidate {
+	c.Score = score
+	return c
 }
 
-// TestBM25RanksByRelevanceAboveAFloor: the memory sharing rare words with
-// the request ranks first, a memory sharing one common word ranks below
-// the floor, and memories sharing nothing never score.
-func TestBM25RanksByRelevanceAboveAFloor(t *testing.T) {
+// TestBuiltinPicksTheBestMatchesAboveTheFloor runs the builtin through the
+// request the Recaller writes: it takes the memories whose match is at
+// least MinScore, best first whatever their order in the list, as many as
+// the answer's schema allows; a memory listed without a match (recent, no
+// word of the request) is never picked.
+func TestBuiltinPicksTheBestMatchesAboveTheFloor(t *testing.T) {
 	t.Parallel()
-	docs := [][]string{
-		Terms("testing style: Integration tests hit a real database, never mocks"),
-		Terms("staging db read only fridays: The staging database is read-only on Fridays"),
-		Terms("deploy window: Deploys go out on Tuesdays after the standup"),
-		Terms("prefers short answers: The user wants terse replies without summaries"),
-	}
-	query := Terms("can you run the migration on the staging database?")
-	all := Rank(query, docs, 0)
-	require.Len(t, all, 2, "only the memories sharing a word score at all")
-	require.Equal(t, 1, all[0].Index, "two shared words, one of them rare and repeated, rank first")
-	require.Equal(t, 0, all[1].Index)
-	require.Greater(t, all[0].Score, all[1].Score)
+	recent := cand("user:u-1", "prefers-short-answers", memory.TypeUser, "The user wants terse replies without summaries")
+	fridays := scored(cand("project:repo-x", "staging-db-read-only-fridays", memory.TypeFeedback, "The staging database is read-only on Fridays"), 3.14)
+	runner := scored(cand("project:repo-x", "migration-runner", memory.TypeProject, "Database migrations run through make migrate, never by hand"), 6.3)
+	tests := scored(cand("project:repo-x", "testing-style", memory.TypeFeedback, "Integration tests hit a real database, never mocks"), 1.99)
+	floor := scored(cand("project:repo-x", "deploy-window", memory.TypeProject, "Deploys go out on Tuesdays after the standup"), MinScore)
+	cands := []Candidate{recent, tests, fridays, floor, runner}
 
-	floored := Rank(query, docs, MinScore)
-	require.Len(t, floored, 1, "one common word in common is under the floor")
-	require.Equal(t, 1, floored[0].Index)
-	require.GreaterOrEqual(t, floored[0].Score, MinScore)
+	req := request("acme", "", "can you run the migration on the staging database?", nil, cands, 5, testNow)
+	text := req.Messages[0].Content[0].Text
+	require.Contains(t, text, "- project:repo-x/staging-db-read-only-fridays [feedback, saved today, match 3.1]: The staging")
+	require.Contains(t, text, "- project:repo-x/testing-style [feedback, saved today, match 1.9]: ", "cut, not rounded up to the floor")
+	require.Contains(t, text, "- user:u-1/prefers-short-answers [user, saved today]: ", "no match without a score")
 
-	require.Empty(t, Rank(Terms("what is the weather like in Lisbon"), docs, MinScore), "an unrelated request surfaces nothing")
-	require.Empty(t, Rank(nil, docs, MinScore))
-	require.Empty(t, Rank(query, nil, MinScore))
-}
-
-// TestBuiltinSelectorSurfacesOnlyRelevantMemories runs the builtin through
-// the request the Recaller writes: the relevant memories come back best
-// first, the irrelevant ones stay out, and the answer is capped at the
-// schema's maxItems.
-func TestBuiltinSelectorSurfacesOnlyRelevantMemories(t *testing.T) {
-	t.Parallel()
-	cands := []Candidate{
-		cand("user:u-1", "prefers-short-answers", memory.TypeUser, "The user wants terse replies without summaries"),
-		cand("project:repo-x", "staging-db-read-only-fridays", memory.TypeFeedback, "The staging database is read-only on Fridays"),
-		cand("project:repo-x", "deploy-window", memory.TypeProject, "Deploys go out on Tuesdays after the standup"),
-		cand("project:repo-x", "migration-runner", memory.TypeProject, "Database migrations run through make migrate, never by hand"),
-		cand("project:repo-x", "testing-style", memory.TypeFeedback, "Integration tests hit a real database, never mocks"),
-	}
-	got := pick(t, "can you run the migration on the staging database?", nil, cands, 5)
-	require.Equal(t, []string{"project:repo-x/migration-runner", "project:repo-x/staging-db-read-only-fridays"}, got,
-		"three words in common (run, migration twice, database) rank above two (staging twice, database)")
-	require.Equal(t, []string{"project:repo-x/migration-runner"}, pick(t, "can you run the migration on the staging database?", nil, cands, 1),
+	require.Equal(t, []string{runner.Ref, fridays.Ref, floor.Ref}, pick(t, "can you run the migration on the staging database?", nil, cands, 5))
+	require.Equal(t, []string{runner.Ref}, pick(t, "can you run the migration on the staging database?", nil, cands, 1),
 		"no more than the answer's schema allows")
-	require.Equal(t, []string{"project:repo-x/staging-db-read-only-fridays"}, pick(t, "is staging up today?", nil, cands, 5))
-	require.Empty(t, pick(t, "what's the weather in Lisbon tomorrow?", nil, cands, 5))
+	require.Empty(t, pick(t, "what's the weather in Lisbon tomorrow?", nil, []Candidate{recent, tests}, 5),
+		"nothing at the floor, nothing picked")
 	require.Empty(t, pick(t, "hello there", nil, nil, 5), "no candidates, nothing picked")
-
-	// Twenty unrelated memories do not make a lone shared word rare enough.
-	var many []Candidate
-	for i := range 20 {
-		many = append(many, cand("project:repo-x", fmt.Sprintf("topic-%d", i), memory.TypeProject, fmt.Sprintf("Notes on subsystem %d of the billing database", i)))
-	}
-	require.Empty(t, pick(t, "rename the database column", nil, many, 5), "a word every memory has is no sign of relevance")
 }
 
 // TestToolReferencesForToolsJustUsedAreLeftOutButTheirPitfallsAreNot: the
@@ -109,17 +73,19 @@ func TestBuiltinSelectorSurfacesOnlyRelevantMemories(t *testing.T) {
 // description's wording.
 func TestToolReferencesForToolsJustUsedAreLeftOutButTheirPitfallsAreNot(t *testing.T) {
 	t.Parallel()
-	usage := cand("project:repo-x", "bash-usage", memory.TypeReference, "How the Bash tool runs commands in the repo sandbox")
-	pitfall := cand("project:repo-x", "bash-sandbox-pitfalls", memory.TypeReference, "Bash in the repo sandbox hangs on interactive commands; pass --yes")
-	feedback := cand("project:repo-x", "bash-style", memory.TypeFeedback, "Bash commands in the repo sandbox should use long flags")
-	mcp := cand("project:repo-x", "github-issues", memory.TypeReference, "Filing issues in the repo sandbox through the github MCP server")
+	usage := scored(cand("project:repo-x", "bash-usage", memory.TypeReference, "How the Bash tool runs commands in the repo sandbox"), 8)
+	pitfall := scored(cand("project:repo-x", "bash-sandbox-pitfalls", memory.TypeReference, "Bash in the repo sandbox hangs on interactive commands; pass --yes"), 7)
+	feedback := scored(cand("project:repo-x", "bash-style", memory.TypeFeedback, "Bash commands in the repo sandbox should use long flags"), 6)
+	mcp := scored(cand("project:repo-x", "github-issues", memory.TypeReference, "Filing issues in the repo sandbox through the github MCP server"), 5)
 	cands := []Candidate{usage, pitfall, feedback, mcp}
 	query := "run the bash commands in the repo sandbox and file the issues"
 
 	got := pick(t, query, []string{"Bash", "mcp__github__create_issue"}, cands, 5)
-	require.ElementsMatch(t, []string{pitfall.Ref, feedback.Ref}, got, "the usage references of the tools just used are left out")
+	require.Equal(t, []string{pitfall.Ref, feedback.Ref}, got, "the usage references of the tools just used are left out")
+	got = pick(t, query, []string{"Bash"}, cands, 2)
+	require.Equal(t, []string{pitfall.Ref, feedback.Ref}, got, "one left out makes room for the next")
 	got = pick(t, query, nil, cands, 5)
-	require.ElementsMatch(t, []string{usage.Ref, pitfall.Ref, feedback.Ref, mcp.Ref}, got, "with no tools just used, every reference may surface")
+	require.Equal(t, []string{usage.Ref, pitfall.Ref, feedback.Ref, mcp.Ref}, got, "with no tools just used, every reference may surface")
 	got = pick(t, query, []string{"Read"}, cands, 5)
 	require.Len(t, got, 4, "tools that no memory is about change nothing")
 
@@ -153,6 +119,10 @@ func TestBuiltinRefusesARequestItCannotRead(t *testing.T) {
 	bad.Messages = nil
 	_, err = Builtin(context.Background(), bad)
 	require.Equal(t, llm.KindRequest, llm.KindOf(err))
+	bad = request("acme", "", "hello world", nil, []Candidate{scored(cand("project:p", "notes", memory.TypeProject, "a"), 3)}, 5, testNow)
+	bad.Messages[0].Content[0].Text = strings.Replace(bad.Messages[0].Content[0].Text, "match 3.0", "match high", 1)
+	_, err = Builtin(context.Background(), bad)
+	require.Equal(t, llm.KindRequest, llm.KindOf(err), "a match that is no number")
 }
 
 func TestAnswersResolveByReferenceOrName(t *testing.T) {

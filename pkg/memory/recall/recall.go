@@ -3,10 +3,13 @@
 // ingest for each new user message of more than one word and shown in the
 // context beside it.
 //
-// A recall scans the headers of the session's scopes (the most recently
-// updated first), leaves out what the session was already shown, and lets a
-// selector — a model, or the builtin BM25 selector — pick at most a few by
-// their descriptions. Names the selector invents are dropped and counted.
+// A recall lists the memories of the session's scopes that hold words of
+// the request, best first by pkg/search's ranking of name, description and
+// body, then the most recently updated; leaves out what the session was
+// already shown; and lets a selector — a model judging by the
+// descriptions, or the builtin selector taking the best ranked above a
+// floor — pick at most a few. Names the selector invents are dropped and
+// counted.
 // Each memory surfaced is cut to a few lines and bytes and headed with its
 // age; old ones carry a note to verify them. A session stops being shown
 // memories once they add up to its budget, until its next compaction, which
@@ -14,6 +17,7 @@
 package recall
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -304,31 +308,33 @@ func surfaced(ctx context.Context, tx *store.Tx, sessionID string) (refs map[str
 	return refs, bytes, compaction, nil
 }
 
-// candidates are the headers of q's scopes the selector sees, at most
+// candidates are the memories of q's scopes the selector sees, at most
 // set.Candidates of them, without those the session was already shown:
-// first the memories that hold words of q.Text, best first (pkg/search's
-// ranking of name, description and body, each scope's in turn), then the
-// most recently updated.
+// first the memories that hold words of q.Text, best first by their
+// scores (pkg/search's ranking of name, description and body, the best
+// maxRanked of each scope), then the most recently updated, unscored.
 func (r *Recaller) candidates(ctx context.Context, q Query, set Settings, shown map[string]bool) ([]Candidate, error) {
-	var ranked, recent []memory.Header
+	var ranked, recent []Candidate
 	for _, sc := range memory.ScopesOf(q.MemoryScope) {
-		h, err := r.memories.Headers(ctx, q.Tenant, sc, set.Candidates)
+		headers, err := r.memories.Headers(ctx, q.Tenant, sc, set.Candidates)
 		if err != nil {
 			return nil, fmt.Errorf("recall: headers of %s: %w", sc, err)
 		}
-		recent = append(recent, h...)
-		best, err := r.ranked(ctx, q, sc, min(set.Candidates, maxRanked), h)
+		for _, h := range headers {
+			recent = append(recent, Candidate{Header: h, Ref: Ref(h.Scope, h.Name)})
+		}
+		best, err := r.ranked(ctx, q, sc, min(set.Candidates, maxRanked), headers)
 		if err != nil {
 			return nil, err
 		}
 		ranked = append(ranked, best...)
 	}
-	slices.SortStableFunc(recent, func(a, b memory.Header) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+	slices.SortStableFunc(ranked, func(a, b Candidate) int { return cmp.Compare(b.Score, a.Score) })
+	slices.SortStableFunc(recent, func(a, b Candidate) int { return b.Header.UpdatedAt.Compare(a.Header.UpdatedAt) })
 	var out []Candidate
-	for _, h := range append(ranked, recent...) {
-		if ref := Ref(h.Scope, h.Name); !shown[ref] && len(out) < set.Candidates &&
-			!slices.ContainsFunc(out, func(c Candidate) bool { return c.Ref == ref }) {
-			out = append(out, Candidate{Header: h, Ref: ref})
+	for _, c := range append(ranked, recent...) {
+		if !shown[c.Ref] && len(out) < set.Candidates && !slices.ContainsFunc(out, func(o Candidate) bool { return o.Ref == c.Ref }) {
+			out = append(out, c)
 		}
 	}
 	return out, nil
@@ -338,33 +344,35 @@ func (r *Recaller) candidates(ctx context.Context, q Query, set Settings, shown 
 // words of the query.
 const maxRanked = 50
 
-// ranked are the headers of scope's memories that hold words of q.Text,
-// best first, at most limit: from known when it holds them, else read.
-func (r *Recaller) ranked(ctx context.Context, q Query, scope memory.Scope, limit int, known []memory.Header) ([]memory.Header, error) {
-	var names []string
+// ranked are scope's memories that hold words of q.Text, best first with
+// their scores, at most limit: their headers from known when it holds
+// them, else read.
+func (r *Recaller) ranked(ctx context.Context, q Query, scope memory.Scope, limit int, known []memory.Header) ([]Candidate, error) {
+	var found []search.Candidate
 	err := r.db.InTx(ctx, q.Tenant, func(tx *store.Tx) error {
 		var err error
-		names, err = search.RankMemories(ctx, tx, scope, q.Text, limit)
+		found, err = search.RankMemories(ctx, tx, scope, clipQuery(q.Text), Background, limit)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("recall: ranking %s: %w", scope, err)
 	}
-	var out []memory.Header
-	for _, n := range names {
-		i := slices.IndexFunc(known, func(h memory.Header) bool { return string(h.Name) == n })
+	var out []Candidate
+	for _, f := range found {
+		name := memory.Name(f.Memory)
+		i := slices.IndexFunc(known, func(h memory.Header) bool { return h.Name == name })
 		if i >= 0 {
-			out = append(out, known[i])
+			out = append(out, Candidate{Header: known[i], Ref: Ref(scope, name), Score: f.Score})
 			continue
 		}
-		m, err := r.memories.Get(ctx, q.Tenant, scope, memory.Name(n))
+		m, err := r.memories.Get(ctx, q.Tenant, scope, name)
 		if errors.Is(err, memory.ErrNotFound) {
 			continue // deleted since
 		}
 		if err != nil {
 			return nil, fmt.Errorf("recall: ranking %s: %w", scope, err)
 		}
-		out = append(out, m.Header())
+		out = append(out, Candidate{Header: m.Header(), Ref: Ref(scope, name), Score: f.Score})
 	}
 	return out, nil
 }

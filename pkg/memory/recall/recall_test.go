@@ -221,8 +221,10 @@ func TestAnInventedNameIsDroppedAndCountedTheRestSurfaced(t *testing.T) {
 			require.Contains(t, reqs[0].System, "leave out reference memories that explain how to use one of those tools")
 			msg := reqs[0].Messages[0].Text
 			require.Contains(t, msg, "Tools just used: Bash\n")
-			require.Contains(t, msg, "- project:repo-x/staging-db-read-only-fridays [feedback, saved today]: The staging database is read-only on Fridays\n")
-			require.Contains(t, msg, "- user:u-42/prefers-short-answers [user, saved today]: The user wants terse replies\n")
+			require.Regexp(t, `\nMemories:\n- project:repo-x/staging-db-read-only-fridays \[feedback, saved today, match \d+\.\d\]: The staging database is read-only on Fridays\n`, msg,
+				"the memory the request's words find comes first, with its match")
+			require.Contains(t, msg, "- user:u-42/prefers-short-answers [user, saved today]: The user wants terse replies\n", "the others have none")
+			require.Contains(t, reqs[0].System, "a match says only that the memory shares words with the request")
 			// The request comes last (the Anthropic provider may follow it
 			// with how to give the answer).
 			require.Contains(t, msg, "\n\nRequest:\ncan you run the migration on the staging database?", msg)

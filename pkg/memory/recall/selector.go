@@ -4,6 +4,8 @@ import (
 	_ "embed" // the selector's prompt
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +29,7 @@ const (
 	requestLine   = "Request:"
 	noTools       = "none"
 	memoryBullet  = "- "
+	matchLabel    = "match "
 	answerField   = "memories"
 	maxQueryBytes = 8 << 10
 )
@@ -36,11 +39,16 @@ type Candidate struct {
 	Header memory.Header
 	// Ref is how the selector names it (see Ref).
 	Ref string
+	// Score is how well the request's words match the memory's name,
+	// description and body (search.RankMemories with Background); 0 for a
+	// memory listed for being recent.
+	Score float64
 }
 
 // request builds the selector's call: the prompt, one user message listing
-// the tools just used, the candidates and the request, and a JSON answer of
-// at most max references. Forked (llm.Request.Session), the selector
+// the tools just used, the candidates (a scored one with its score, cut to
+// one decimal, "match 4.2") and the request, and a JSON answer of at most
+// max references. Forked (llm.Request.Session), the selector
 // also sees the agent's conversation that led to the request.
 func request(tenant, session, query string, tools []string, cands []Candidate, max int, now time.Time) llm.Request {
 	var named []string
@@ -58,7 +66,12 @@ func request(tenant, session, query string, tools []string, cands []Candidate, m
 	}
 	b.WriteString("\n\n" + memoriesLine + "\n")
 	for _, c := range cands {
-		fmt.Fprintf(&b, "%s%s [%s, saved %s]: %s\n", memoryBullet, c.Ref, c.Header.Type, AgeText(AgeDays(c.Header.UpdatedAt, now)), c.Header.Description)
+		fmt.Fprintf(&b, "%s%s [%s, saved %s", memoryBullet, c.Ref, c.Header.Type, AgeText(AgeDays(c.Header.UpdatedAt, now)))
+		if c.Score > 0 {
+			// Cut, not rounded: a score shown at the floor is at it.
+			b.WriteString(", " + matchLabel + strconv.FormatFloat(math.Floor(c.Score*10)/10, 'f', 1, 64))
+		}
+		fmt.Fprintf(&b, "]: %s\n", c.Header.Description)
 	}
 	b.WriteString("\n" + requestLine + "\n")
 	b.WriteString(clipQuery(query))

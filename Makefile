@@ -5,7 +5,10 @@ SQLC := $(GO) tool -modfile=tools/go.mod sqlc
 PKGS := ./...
 # The bench tag builds `mnemos bench` (cmd/mnemos/bench.go): it drives a
 # scripted model upstream, a test helper the product's binary leaves out.
-TEST_FLAGS ?= -race -shuffle=on -count=1 -timeout=20m -tags bench
+# -p 3 on two cores: many integration packages wait (on Postgres, on a
+# scripted model's latency, on a process restarting) while others link
+# their race-built test binaries, the CPU work of a run.
+TEST_FLAGS ?= -race -shuffle=on -count=1 -timeout=20m -tags bench -p 3
 
 .DEFAULT_GOAL := help
 

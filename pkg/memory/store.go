@@ -283,6 +283,24 @@ func (s *Store) Headers(ctx context.Context, tenant string, scope Scope, limit i
 	return out, err
 }
 
+// HeadersNamed returns the headers of those of names that are live
+// memories of scope, in no order.
+func (s *Store) HeadersNamed(ctx context.Context, tenant string, scope Scope, names []Name) ([]Header, error) {
+	raw := make([]string, len(names))
+	for i, n := range names {
+		raw[i] = string(n)
+	}
+	var out []Header
+	err := s.db.InTx(ctx, tenant, func(tx *store.Tx) error {
+		rows, err := tx.MemoryHeadersNamed(ctx, scope.String(), raw)
+		for _, r := range rows {
+			out = append(out, toMemory(scope, r).Header())
+		}
+		return err
+	})
+	return out, err
+}
+
 // Write creates or replaces a memory of scope with doc (whose Name names
 // it). doc is made Canonical and validated against the tenant's limits. A
 // write that changes nothing makes no revision (Result.Op is "").

@@ -68,6 +68,21 @@ func (t *Tx) MemoryHeaders(ctx context.Context, scope string, limit int) ([]Memo
 	return out, nil
 }
 
+// MemoryHeadersNamed returns, without their bodies, those of names that
+// are live memories of scope, in no order.
+func (t *Tx) MemoryHeadersNamed(ctx context.Context, scope string, names []string) ([]Memory, error) {
+	rows, err := t.q.MemoryHeadersNamed(ctx, dbsqlc.MemoryHeadersNamedParams{TenantID: t.tenant, Scope: scope, Names: names})
+	if err != nil {
+		return nil, fmt.Errorf("store.MemoryHeadersNamed: %w", err)
+	}
+	out := make([]Memory, len(rows))
+	for i, r := range rows {
+		out[i] = Memory{Scope: scope, Name: r.Name, Revision: r.Revision, Type: r.Type, Description: r.Description,
+			CreatedAt: r.CreatedAt.Time, UpdatedAt: r.UpdatedAt.Time}
+	}
+	return out, nil
+}
+
 // MemoryNames lists the names of a scope's live memories, sorted.
 func (t *Tx) MemoryNames(ctx context.Context, scope string) ([]string, error) {
 	names, err := t.q.MemoryNames(ctx, dbsqlc.MemoryNamesParams{TenantID: t.tenant, Scope: scope})

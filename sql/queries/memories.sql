@@ -16,6 +16,12 @@ WHERE tenant_id = @tenant_id AND scope = @scope AND deleted_at IS NULL
 ORDER BY updated_at DESC, name
 LIMIT @max_rows;
 
+-- name: MemoryHeadersNamed :many
+-- The headers of those of names that are live memories of a scope (what
+-- recall shows of the memories the search ranked).
+SELECT name, revision, type, description, created_at, updated_at FROM memories
+WHERE tenant_id = @tenant_id AND scope = @scope AND name = ANY(@names::text[]) AND deleted_at IS NULL;
+
 -- name: MemoryNames :many
 -- The names of a scope's live memories.
 SELECT name FROM memories

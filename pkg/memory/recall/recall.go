@@ -346,7 +346,7 @@ const maxRanked = 50
 
 // ranked are scope's memories that hold words of q.Text, best first with
 // their scores, at most limit: their headers from known when it holds
-// them, else read.
+// them, else read at once.
 func (r *Recaller) ranked(ctx context.Context, q Query, scope memory.Scope, limit int, known []memory.Header) ([]Candidate, error) {
 	var found []search.Candidate
 	err := r.db.InTx(ctx, q.Tenant, func(tx *store.Tx) error {
@@ -357,22 +357,32 @@ func (r *Recaller) ranked(ctx context.Context, q Query, scope memory.Scope, limi
 	if err != nil {
 		return nil, fmt.Errorf("recall: ranking %s: %w", scope, err)
 	}
-	var out []Candidate
+	headers := map[memory.Name]memory.Header{}
+	var missing []memory.Name
 	for _, f := range found {
 		name := memory.Name(f.Memory)
-		i := slices.IndexFunc(known, func(h memory.Header) bool { return h.Name == name })
-		if i >= 0 {
-			out = append(out, Candidate{Header: known[i], Ref: Ref(scope, name), Score: f.Score})
-			continue
+		if i := slices.IndexFunc(known, func(h memory.Header) bool { return h.Name == name }); i >= 0 {
+			headers[name] = known[i]
+		} else {
+			missing = append(missing, name)
 		}
-		m, err := r.memories.Get(ctx, q.Tenant, scope, name)
-		if errors.Is(err, memory.ErrNotFound) {
-			continue // deleted since
-		}
+	}
+	if len(missing) > 0 {
+		read, err := r.memories.HeadersNamed(ctx, q.Tenant, scope, missing)
 		if err != nil {
 			return nil, fmt.Errorf("recall: ranking %s: %w", scope, err)
 		}
-		out = append(out, Candidate{Header: m.Header(), Ref: Ref(scope, name), Score: f.Score})
+		for _, h := range read {
+			headers[h.Name] = h
+		}
+	}
+	var out []Candidate
+	for _, f := range found {
+		h, ok := headers[memory.Name(f.Memory)]
+		if !ok {
+			continue // deleted since
+		}
+		out = append(out, Candidate{Header: h, Ref: Ref(scope, h.Name), Score: f.Score})
 	}
 	return out, nil
 }

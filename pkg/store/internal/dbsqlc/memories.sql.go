@@ -146,6 +146,55 @@ func (q *Queries) MemoryHeaderList(ctx context.Context, arg MemoryHeaderListPara
 	return items, nil
 }
 
+const memoryHeadersNamed = `-- name: MemoryHeadersNamed :many
+SELECT name, revision, type, description, created_at, updated_at FROM memories
+WHERE tenant_id = $1 AND scope = $2 AND name = ANY($3::text[]) AND deleted_at IS NULL
+`
+
+type MemoryHeadersNamedParams struct {
+	TenantID string
+	Scope    string
+	Names    []string
+}
+
+type MemoryHeadersNamedRow struct {
+	Name        string
+	Revision    int64
+	Type        string
+	Description string
+	CreatedAt   pgtype.Timestamptz
+	UpdatedAt   pgtype.Timestamptz
+}
+
+// The headers of those of names that are live memories of a scope (what
+// recall shows of the memories the search ranked).
+func (q *Queries) MemoryHeadersNamed(ctx context.Context, arg MemoryHeadersNamedParams) ([]MemoryHeadersNamedRow, error) {
+	rows, err := q.db.Query(ctx, memoryHeadersNamed, arg.TenantID, arg.Scope, arg.Names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MemoryHeadersNamedRow{}
+	for rows.Next() {
+		var i MemoryHeadersNamedRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Revision,
+			&i.Type,
+			&i.Description,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const memoryIndexGet = `-- name: MemoryIndexGet :one
 SELECT tenant_id, scope, content, revision, actor, reason, updated_at FROM memory_indexes WHERE tenant_id = $1 AND scope = $2
 `

@@ -225,8 +225,11 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, marks, "parser")
 	// Messages only: the memory goes; a message's link opens its session
 	// at the message.
+	// The page before had message hits too: wait for the table of the
+	// new page, which names its source, or the next read races the
+	// navigation.
 	do(chromedp.SetValue(chromedp.ID("search-source"), "message"), chromedp.Click(chromedp.ID("search")),
-		chromedp.WaitVisible(chromedp.CSS(`#hits tr.hit[data-source="message"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`#hits[data-source="message"] tr.hit[data-source="message"]`)))
 	require.NotContains(t, text(t, ctx, chromedp.ID("hits")), name+".md")
 	do(chromedp.Click(chromedp.CSS(`#hits a[href^="/console/sessions/`+hostile+`#m"]`)), chromedp.WaitVisible(chromedp.CSS("#context tr:target")))
 	require.Contains(t, text(t, ctx, chromedp.CSS("#context tr:target")), "releases blocked")

@@ -163,6 +163,9 @@ type Config struct {
 	// Embed is the embeddings endpoint (MNEMOS_EMBED_BASE_URL, _API_KEY,
 	// _MODEL, _DIMENSIONS, _TIMEOUT): off unless its base URL is set.
 	Embed embed.Config
+	// EmbedCacheMB (MNEMOS_EMBED_CACHE_MB) is how many MiB of message
+	// vectors a searching process keeps in memory.
+	EmbedCacheMB int
 
 	ContextWait time.Duration // MNEMOS_CONTEXT_WAIT: a blocked context request waits this long for its compaction
 	// CompactionLease (MNEMOS_COMPACTION_LEASE) is how long a compaction's

@@ -22,6 +22,7 @@ import (
 	"github.com/mnemos-ai/mnemos/pkg/llm"
 	"github.com/mnemos-ai/mnemos/pkg/llm/anthropic"
 	"github.com/mnemos-ai/mnemos/pkg/retain"
+	"github.com/mnemos-ai/mnemos/pkg/search"
 	"github.com/mnemos-ai/mnemos/pkg/telemetry"
 	"github.com/mnemos-ai/mnemos/pkg/turn"
 	"github.com/mnemos-ai/mnemos/services/compactor"
@@ -247,6 +248,8 @@ var configTable = []configVar{
 		doc: "the length of the vectors asked for (`dimensions`, which the text-embedding-3 models honour); shorter vectors are cheaper to store and to rank"},
 	{env: "MNEMOS_EMBED_TIMEOUT", def: durationText(embed.DefaultTimeout), field: duration(func(c *Config) *time.Duration { return &c.Embed.Timeout }, time.Nanosecond, "30s"), targets: embedTargets,
 		doc: "one embeddings request; a search whose query is not embedded in time answers lexically"},
+	{env: "MNEMOS_EMBED_CACHE_MB", def: strconv.Itoa(search.DefaultVectorCacheBytes >> 20), field: positive(func(c *Config) *int { return &c.EmbedCacheMB }), targets: []string{TargetGateway},
+		doc: "MiB of message vectors a process that searches keeps in memory between searches, least recently searched sessions out first; a session's vectors are read from Postgres again only when they changed (see [memory](memory.md#embeddings))"},
 
 	// Logs, gauges, the runtime
 	{env: "MNEMOS_LOG_LEVEL", def: "info", field: logLevelField,

@@ -279,6 +279,7 @@ func (d *deps) httpAPI(target string) (*gateway.Gateway, gateway.Config, error) 
 		if cfg.Search, err = search.New(d.store, meter); err != nil {
 			return nil, cfg, err
 		}
+		cfg.Search.KeepVectors(int64(d.cfg.EmbedCacheMB) << 20)
 		cfg.Search.UseRanker(cfg.Search.Hybrid(e, log))
 	}
 	// The console shares the gateway's domain services: its restores count

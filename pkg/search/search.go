@@ -120,6 +120,7 @@ type Searcher struct {
 	rank    Ranker
 	terms   *terms
 	metrics metrics
+	vectors *vectorCache
 }
 
 // New searches st, counting on meter.
@@ -128,10 +129,16 @@ func New(st *store.Store, meter metric.Meter) (*Searcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Searcher{store: st, terms: newTerms(), metrics: m}
+	s := &Searcher{store: st, terms: newTerms(), metrics: m, vectors: newVectorCache(DefaultVectorCacheBytes, time.Now)}
 	s.rank = s.Lexical
 	return s, nil
 }
+
+// KeepVectors sets how many bytes of message vectors the searcher keeps
+// in memory between searches (DefaultVectorCacheBytes unless set); the
+// vectors of a scope larger than that are read from Postgres, in part,
+// each time.
+func (s *Searcher) KeepVectors(bytes int64) { s.vectors = newVectorCache(bytes, time.Now) }
 
 // UseRanker makes r the ranking of every search; r usually calls Lexical
 // and fuses its list with another (Fuse).

@@ -15,6 +15,7 @@ import (
 	"github.com/mnemos-ai/mnemos/internal/testkit/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/memory"
 	"github.com/mnemos-ai/mnemos/pkg/search"
+	"github.com/mnemos-ai/mnemos/pkg/store"
 )
 
 // corpus writes rows as the administrator: tenants, sessions and their
@@ -22,6 +23,7 @@ import (
 // services' writes.
 type corpus struct {
 	t     *testing.T
+	store *store.Store
 	admin *pgxpool.Pool
 	clock time.Time
 }
@@ -32,7 +34,7 @@ func newCorpus(t *testing.T) (*corpus, *search.Searcher, *telemetrytest.Reader) 
 	metrics := telemetrytest.New(t)
 	s, err := search.New(st, metrics.Meter())
 	require.NoError(t, err)
-	c := &corpus{t: t, admin: pgtest.Admin(t, st), clock: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+	c := &corpus{t: t, store: st, admin: pgtest.Admin(t, st), clock: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	c.exec(`INSERT INTO tenants (tenant_id, name) VALUES ('acme', 'Acme'), ('other', 'Other')`)
 	return c, s, metrics
 }

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"log/slog"
+	"sort"
 
 	"github.com/mnemos-ai/mnemos/pkg/embed"
 	"github.com/mnemos-ai/mnemos/pkg/store"
@@ -55,31 +56,50 @@ func (s *Searcher) Hybrid(e embed.Embedder, log *slog.Logger) Ranker {
 // model with query (a unit vector): its live memories (unless the request
 // is for messages or one session) and the messages of its sessions (unless
 // it is for memories), best first, at most MaxCandidates, none at or below
-// 0. Every vector of the scope is read and scored.
+// 0. Every vector of the scope is scored; a session's message vectors are
+// read from Postgres only when they changed since the searcher last read
+// them (vectorCache).
 func (s *Searcher) Vector(ctx context.Context, req Request, model string, query []float32) ([]Candidate, error) {
 	var out []Candidate
 	err := s.store.InTx(ctx, req.Tenant, func(tx *store.Tx) error {
 		out = out[:0]
 		var mems []store.MemoryVector
-		var msgs []store.MessageVector
 		var err error
 		if req.Source != SourceMessage && req.Session == "" {
 			if mems, err = tx.ScopeMemoryVectors(ctx, req.Scope.String(), model); err != nil {
 				return err
 			}
 		}
+		var msgs []*cachedVectors
 		if req.Source != SourceMemory {
 			filter := map[string]string{string(req.Scope.Kind): req.Scope.ID}
-			if msgs, err = tx.ScopeMessageVectors(ctx, filter, req.Session, model); err != nil {
+			sessions, err := tx.ScopeVectorSessions(ctx, filter, req.Session)
+			if err != nil {
+				return err
+			}
+			msgs, err = s.vectors.sessionVectors(req.Tenant, model, sessions, func(ids []string) ([]store.MessageVector, error) {
+				return tx.SessionMessageVectors(ctx, ids, model)
+			})
+			if err != nil {
 				return err
 			}
 		}
-		scores := make([]float32, len(mems)+len(msgs))
+		// scores holds the memories' then each session's messages'; a
+		// message's session is the last whose start is at or before it.
+		starts := make([]int, len(msgs))
+		n := len(mems)
+		for i, m := range msgs {
+			starts[i] = n
+			n += m.len()
+		}
+		scores := make([]float32, n)
 		for i, m := range mems {
 			scores[i] = embed.DotEncoded(query, m.Vector)
 		}
 		for i, m := range msgs {
-			scores[len(mems)+i] = embed.DotEncoded(query, m.Vector)
+			for j := range m.len() {
+				scores[starts[i]+j] = embed.Dot(query, m.vector(j))
+			}
 		}
 		var keys []store.MessageKey
 		for _, i := range embed.Best(scores, MaxCandidates) {
@@ -88,8 +108,9 @@ func (s *Searcher) Vector(ctx context.Context, req Request, model string, query 
 			case i < len(mems):
 				out = append(out, Candidate{Source: SourceMemory, Memory: mems[i].Name, Time: mems[i].UpdatedAt, Score: float64(scores[i])})
 			default:
-				m := msgs[i-len(mems)]
-				keys = append(keys, store.MessageKey{SessionID: m.SessionID, Position: m.Position})
+				k := sort.SearchInts(starts, i+1) - 1
+				m := store.MessageKey{SessionID: msgs[k].key.session, Position: msgs[k].positions[i-starts[k]]}
+				keys = append(keys, m)
 				out = append(out, Candidate{Source: SourceMessage, Session: m.SessionID, Position: m.Position, Score: float64(scores[i])})
 			}
 		}

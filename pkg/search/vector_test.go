@@ -5,14 +5,11 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mnemos-ai/mnemos/internal/testkit/bustest"
 	"github.com/mnemos-ai/mnemos/internal/testkit/embedtest"
-	"github.com/mnemos-ai/mnemos/internal/testkit/pgtest"
-	"github.com/mnemos-ai/mnemos/internal/testkit/telemetrytest"
 	"github.com/mnemos-ai/mnemos/pkg/embed"
 	"github.com/mnemos-ai/mnemos/pkg/search"
 	"github.com/mnemos-ai/mnemos/services/embedder"
@@ -26,10 +23,8 @@ import (
 func TestEmbeddingsFindWhatSharesNoWord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := pgtest.New(t)
-	metrics := telemetrytest.New(t)
-	c := &corpus{t: t, admin: pgtest.Admin(t, st), clock: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
-	c.exec(`INSERT INTO tenants (tenant_id, name) VALUES ('acme', 'Acme'), ('other', 'Other')`)
+	c, _, metrics := newCorpus(t)
+	st := c.store
 	c.session("acme", "trip", inScope,
 		"My automobile broke down on the highway near Lyon.",
 		"That sounds stressful; did the tow truck come quickly?")
@@ -86,4 +81,64 @@ func TestEmbeddingsFindWhatSharesNoWord(t *testing.T) {
 	require.NotContains(t, where(search1(t, hybrid, search.Request{Query: `"car" fail`})), "trip/0", "a phrase ranks lexically")
 	down.Store(true)
 	require.NotContains(t, where(search1(t, hybrid, search.Request{Query: question})), "trip/0", "the endpoint down: lexical")
+}
+
+// TestCachedVectorsFollowWhatPostgresHolds: a searcher keeps the vectors
+// of the sessions it ranked, and a change to a session's vectors — a
+// message added, a rewind that replaces one, the session erased — is in
+// its next ranking, as in that of a searcher that never cached them.
+func TestCachedVectorsFollowWhatPostgresHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, _, metrics := newCorpus(t)
+	st := c.store
+	c.session("acme", "trip", inScope, "My automobile broke down on the highway near Lyon.", "Did someone help you?")
+	c.session("acme", "party", inScope, "We planned the garden party menu with lemonade.", "The lemonade should be cold.")
+	srv := embedtest.Start(t, embedtest.Config{Concepts: map[string]string{"automobil": "car", "broke": "fail"}})
+	client, err := embed.NewOpenAI(embed.Config{BaseURL: srv.URL + "/v1", Model: "scripted"})
+	require.NoError(t, err)
+	emb, err := embedder.New(embedder.DefaultConfig(), st, nil, client, bustest.Logger(t), metrics.Meter())
+	require.NoError(t, err)
+	embedAll := func() {
+		t.Helper()
+		for _, s := range []string{"trip", "party"} {
+			require.NoError(t, emb.EmbedSession(ctx, "acme", s))
+		}
+	}
+	embedAll()
+	hybrid := func() *search.Searcher {
+		s, err := search.New(st, metrics.Meter())
+		require.NoError(t, err)
+		s.UseRanker(s.Hybrid(client, bustest.Logger(t)))
+		return s
+	}
+	cached := hybrid()
+	// Ranked by vector only: the lexical half of the query matches nothing
+	// these changes add ("car" and "fail" are in none of the texts).
+	byVector := func(s *search.Searcher) []string {
+		return where(search1(t, s, search.Request{Query: "car fail", Source: search.SourceMessage, Limit: 3}))
+	}
+	require.Equal(t, "trip/0", byVector(cached)[0])
+
+	// A message added to a cached session.
+	c.exec(`INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, bytes_through)
+		VALUES ('acme', 'party', 'party-2', 2, 3, 'user', '[{"type":"text","text":"After the party my automobile broke down again."}]', '\x00', 10, 100)`)
+	embedAll()
+	require.Equal(t, "party/2", byVector(cached)[0], "the session's new message is ranked")
+	require.Equal(t, byVector(hybrid()), byVector(cached))
+
+	// A rewind: the message is deleted and another stored in its place.
+	c.exec(`DELETE FROM messages WHERE tenant_id = 'acme' AND session_id = 'party' AND position = 2`)
+	c.exec(`INSERT INTO messages (tenant_id, session_id, uuid, position, seq, role, content, content_hash, estimate_tokens, bytes_through)
+		VALUES ('acme', 'party', 'party-2b', 2, 3, 'user', '[{"type":"text","text":"We bought more lemonade."}]', '\x00', 10, 100)`)
+	embedAll()
+	require.Equal(t, "trip/0", byVector(cached)[0], "the replaced message's vector is not the old one")
+	require.NotContains(t, byVector(cached), "party/2")
+	require.Equal(t, byVector(hybrid()), byVector(cached))
+
+	// The session erased: none of its messages is ranked.
+	c.exec(`DELETE FROM sessions WHERE tenant_id = 'acme' AND session_id = 'trip'`)
+	for _, w := range byVector(cached) {
+		require.NotContains(t, w, "trip/")
+	}
 }

@@ -121,23 +121,64 @@ func (t *Tx) PutMemoryVectors(ctx context.Context, scope, model string, vs []Mem
 	return wrote, nil
 }
 
-// ScopeMessageVectors returns the vectors of model of every message of the
-// sessions whose memory_scope holds filter (of session alone when it is
-// not "").
-func (t *Tx) ScopeMessageVectors(ctx context.Context, filter map[string]string, session, model string) ([]MessageVector, error) {
+// VectorSession is a session of a scope with the version of its message
+// vectors: it moves whenever one of them is written, replaced or deleted
+// (0: the session has none).
+type VectorSession struct {
+	SessionID string
+	Version   int64
+}
+
+// ScopeVectorSessions returns the sessions whose memory_scope holds filter
+// (session alone when it is not ""), each with its vectors' version.
+func (t *Tx) ScopeVectorSessions(ctx context.Context, filter map[string]string, session string) ([]VectorSession, error) {
 	raw, err := json.Marshal(filter)
 	if err != nil {
-		return nil, fmt.Errorf("store.ScopeMessageVectors: %w", err)
+		return nil, fmt.Errorf("store.ScopeVectorSessions: %w", err)
 	}
-	rows, err := t.q.ScopeMessageVectors(ctx, dbsqlc.ScopeMessageVectorsParams{TenantID: t.tenant, ScopeFilter: raw, SessionID: session, Model: model})
+	rows, err := t.q.ScopeVectorSessions(ctx, dbsqlc.ScopeVectorSessionsParams{TenantID: t.tenant, ScopeFilter: raw, SessionID: session})
 	if err != nil {
-		return nil, fmt.Errorf("store.ScopeMessageVectors: %w", err)
+		return nil, fmt.Errorf("store.ScopeVectorSessions: %w", err)
+	}
+	out := make([]VectorSession, len(rows))
+	for i, r := range rows {
+		out[i] = VectorSession{SessionID: r.SessionID, Version: r.Version}
+	}
+	return out, nil
+}
+
+// SessionMessageVectors returns the vectors of model of the messages of
+// sessions, those without text left out.
+func (t *Tx) SessionMessageVectors(ctx context.Context, sessions []string, model string) ([]MessageVector, error) {
+	rows, err := t.q.SessionMessageVectors(ctx, dbsqlc.SessionMessageVectorsParams{TenantID: t.tenant, SessionIds: sessions, Model: model})
+	if err != nil {
+		return nil, fmt.Errorf("store.SessionMessageVectors: %w", err)
 	}
 	out := make([]MessageVector, len(rows))
 	for i, r := range rows {
 		out[i] = MessageVector{SessionID: r.SessionID, Position: r.Position, Vector: r.Vector}
 	}
 	return out, nil
+}
+
+// ScopeMessageVectors returns the vectors of model of every message of the
+// sessions whose memory_scope holds filter (of session alone when it is
+// not ""), read afresh.
+func (t *Tx) ScopeMessageVectors(ctx context.Context, filter map[string]string, session, model string) ([]MessageVector, error) {
+	sessions, err := t.ScopeVectorSessions(ctx, filter, session)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, s := range sessions {
+		if s.Version > 0 {
+			ids = append(ids, s.SessionID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return t.SessionMessageVectors(ctx, ids, model)
 }
 
 // ScopeMemoryVectors returns the vectors of model of scope's live memories.

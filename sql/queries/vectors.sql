@@ -47,14 +47,23 @@ SET revision = excluded.revision, model = excluded.model, vector = excluded.vect
 WHERE memory_vectors.revision < excluded.revision OR memory_vectors.model <> excluded.model
 RETURNING name;
 
--- name: ScopeMessageVectors :many
--- The vectors of model of every message of the sessions whose memory_scope
--- holds scope_filter (of session_id alone when it is not ''): what a
--- search scores its query against.
-SELECT v.session_id, v.position, v.vector FROM sessions s
-JOIN message_vectors v ON v.tenant_id = s.tenant_id AND v.session_id = s.session_id
+-- name: ScopeVectorSessions :many
+-- The sessions whose memory_scope holds scope_filter (session_id alone
+-- when it is not ''), each with the version of its message vectors (0 when
+-- it has none): what a search's cache of vectors checks itself against.
+-- The most recently updated first: a search's equal scores keep this
+-- order, so recency breaks ties as in the lexical ranking.
+SELECT s.session_id, coalesce(v.version, 0)::bigint AS version FROM sessions s
+LEFT JOIN message_vector_versions v ON v.tenant_id = s.tenant_id AND v.session_id = s.session_id
 WHERE s.tenant_id = @tenant_id AND s.memory_scope @> @scope_filter::jsonb
   AND (@session_id::text = '' OR s.session_id = @session_id::text)
+ORDER BY s.updated_at DESC, s.session_id;
+
+-- name: SessionMessageVectors :many
+-- The vectors of model of the messages of the sessions session_ids names,
+-- in no order (sorting them here would cost more than the read).
+SELECT v.session_id, v.position, v.vector FROM message_vectors v
+WHERE v.tenant_id = @tenant_id AND v.session_id = ANY(@session_ids::text[])
   AND v.model = @model AND v.vector IS NOT NULL;
 
 -- name: ScopeMemoryVectors :many

@@ -317,6 +317,12 @@ type MessageVector struct {
 	CreatedAt pgtype.Timestamptz
 }
 
+type MessageVectorVersion struct {
+	TenantID  string
+	SessionID string
+	Version   int64
+}
+
 type OperatorKey struct {
 	ID         string
 	Name       string

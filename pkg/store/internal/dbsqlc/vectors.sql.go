@@ -319,44 +319,79 @@ func (q *Queries) ScopeMemoryVectors(ctx context.Context, arg ScopeMemoryVectors
 	return items, nil
 }
 
-const scopeMessageVectors = `-- name: ScopeMessageVectors :many
-SELECT v.session_id, v.position, v.vector FROM sessions s
-JOIN message_vectors v ON v.tenant_id = s.tenant_id AND v.session_id = s.session_id
+const scopeVectorSessions = `-- name: ScopeVectorSessions :many
+SELECT s.session_id, coalesce(v.version, 0)::bigint AS version FROM sessions s
+LEFT JOIN message_vector_versions v ON v.tenant_id = s.tenant_id AND v.session_id = s.session_id
 WHERE s.tenant_id = $1 AND s.memory_scope @> $2::jsonb
   AND ($3::text = '' OR s.session_id = $3::text)
-  AND v.model = $4 AND v.vector IS NOT NULL
+ORDER BY s.updated_at DESC, s.session_id
 `
 
-type ScopeMessageVectorsParams struct {
+type ScopeVectorSessionsParams struct {
 	TenantID    string
 	ScopeFilter []byte
 	SessionID   string
-	Model       string
 }
 
-type ScopeMessageVectorsRow struct {
+type ScopeVectorSessionsRow struct {
+	SessionID string
+	Version   int64
+}
+
+// The sessions whose memory_scope holds scope_filter (session_id alone
+// when it is not ”), each with the version of its message vectors (0 when
+// it has none): what a search's cache of vectors checks itself against.
+// The most recently updated first: a search's equal scores keep this
+// order, so recency breaks ties as in the lexical ranking.
+func (q *Queries) ScopeVectorSessions(ctx context.Context, arg ScopeVectorSessionsParams) ([]ScopeVectorSessionsRow, error) {
+	rows, err := q.db.Query(ctx, scopeVectorSessions, arg.TenantID, arg.ScopeFilter, arg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ScopeVectorSessionsRow{}
+	for rows.Next() {
+		var i ScopeVectorSessionsRow
+		if err := rows.Scan(&i.SessionID, &i.Version); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sessionMessageVectors = `-- name: SessionMessageVectors :many
+SELECT v.session_id, v.position, v.vector FROM message_vectors v
+WHERE v.tenant_id = $1 AND v.session_id = ANY($2::text[])
+  AND v.model = $3 AND v.vector IS NOT NULL
+`
+
+type SessionMessageVectorsParams struct {
+	TenantID   string
+	SessionIds []string
+	Model      string
+}
+
+type SessionMessageVectorsRow struct {
 	SessionID string
 	Position  int64
 	Vector    []byte
 }
 
-// The vectors of model of every message of the sessions whose memory_scope
-// holds scope_filter (of session_id alone when it is not ”): what a
-// search scores its query against.
-func (q *Queries) ScopeMessageVectors(ctx context.Context, arg ScopeMessageVectorsParams) ([]ScopeMessageVectorsRow, error) {
-	rows, err := q.db.Query(ctx, scopeMessageVectors,
-		arg.TenantID,
-		arg.ScopeFilter,
-		arg.SessionID,
-		arg.Model,
-	)
+// The vectors of model of the messages of the sessions session_ids names,
+// in no order (sorting them here would cost more than the read).
+func (q *Queries) SessionMessageVectors(ctx context.Context, arg SessionMessageVectorsParams) ([]SessionMessageVectorsRow, error) {
+	rows, err := q.db.Query(ctx, sessionMessageVectors, arg.TenantID, arg.SessionIds, arg.Model)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ScopeMessageVectorsRow{}
+	items := []SessionMessageVectorsRow{}
 	for rows.Next() {
-		var i ScopeMessageVectorsRow
+		var i SessionMessageVectorsRow
 		if err := rows.Scan(&i.SessionID, &i.Position, &i.Vector); err != nil {
 			return nil, err
 		}

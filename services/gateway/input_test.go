@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -317,4 +318,28 @@ func TestDuplicateKeysAreRefused(t *testing.T) {
 	status, body = h.do(t, "POST", "/v1/sessions/s1/compact", "key-acme", []byte(`{"wait":false,"instructions":"a","instructions":"b"}`))
 	require.Equal(t, http.StatusBadRequest, status, body)
 	require.Equal(t, string(turn.ReasonDuplicateKey), body["error"].(map[string]any)["code"])
+}
+
+// TestAVerifiedKeyHoldsWhilePostgresIsUnreachable: with Postgres gone (its
+// announcements of revoked keys with it), a key verified before it went
+// still holds, as a proxied round needs to go up fail-open; a key never
+// verified cannot be, and gets a 503.
+func TestAVerifiedKeyHoldsWhilePostgresIsUnreachable(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	preflight := func(key string) (int, map[string]any) {
+		return h.do(t, "POST", "/v1/sessions/s1/preflight", key, []byte(`{"input_messages":[]}`))
+	}
+	status, body := preflight("key-acme")
+	require.Equal(t, http.StatusOK, status, body)
+	h.store.Close()
+	// Past the second a key is trusted for while no revocation is heard,
+	// the key still opens the route (which then fails to read the session).
+	time.Sleep(1100 * time.Millisecond)
+	status, body = preflight("key-acme")
+	require.Equal(t, http.StatusInternalServerError, status, "the key verified before: %v", body)
+	require.Equal(t, "reading session failed", body["error"].(map[string]any)["message"])
+	status, body = preflight("key-globex")
+	require.Equal(t, http.StatusServiceUnavailable, status, "a key never verified: %v", body)
+	require.Contains(t, body["error"].(map[string]any)["message"], "could not verify the API key")
 }

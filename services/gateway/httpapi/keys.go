@@ -57,7 +57,8 @@ type KeysConfig struct {
 // every front door: the API, the model proxy, MCP and the console. A key
 // verified is kept for CacheTTL, and forgotten at once when Postgres
 // announces it changed (Listen); while no announcement can be heard, for
-// at most unheardTTL.
+// at most unheardTTL, unless Postgres cannot be asked at all: then a key
+// holds for CacheTTL after Postgres last verified it.
 type Keys struct {
 	cfg       KeysConfig
 	st        *store.Store
@@ -70,6 +71,7 @@ type Keys struct {
 	started   atomic.Bool
 	listening atomic.Bool
 	touched   sync.Map // key id → time.Time of the last use recorded
+	verified  sync.Map // hex of the key's hash → verifiedGrant: Postgres's last answer
 
 	watchMu  sync.Mutex
 	watchers []func(hash string)
@@ -111,11 +113,13 @@ func (k *Keys) Listen(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := k.st.ListenKeys(ctx, func() {
 			k.cache.ForgetAll() // what was announced before this was not heard
+			k.verified.Clear()
 			k.listening.Store(true)
 			k.announce("")
 		}, func(hash string) {
 			k.cache.Forget(hash)
 			k.unheard.Forget(hash)
+			k.verified.Delete(hash)
 			k.announce(hash)
 		})
 		k.listening.Store(false)
@@ -162,6 +166,7 @@ func (k *Keys) Forget() {
 	}
 	k.cache.ForgetAll()
 	k.unheard.ForgetAll()
+	k.verified.Clear()
 }
 
 // Refused counts a request refused before any route logic ran (a bad id, an
@@ -274,6 +279,15 @@ func (k *Keys) Grant(w http.ResponseWriter, r *http.Request, key string) (store.
 		return store.KeyGrant{}, unknown
 	}
 	if err != nil {
+		// Postgres cannot be asked: a key it verified within CacheTTL
+		// still holds, so a proxied round can go up fail-open. No
+		// revocation can be heard meanwhile: one is honoured CacheTTL
+		// after the key was last verified at the latest.
+		if v, ok := k.verified.Load(hash); ok && k.cfg.Now().Sub(v.(verifiedGrant).at) < k.cfg.CacheTTL && k.live(v.(verifiedGrant).grant) {
+			g := v.(verifiedGrant).grant
+			k.log.Warn("api key lookup failed; trusting the key as verified within the key cache's TTL", "tenant", g.Tenant, "err", err)
+			return k.granted(g)
+		}
 		k.log.Error("api key lookup failed", "err", err)
 		return store.KeyGrant{}, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "could not verify the API key; retry"}
 	}
@@ -317,7 +331,13 @@ func (k *Keys) lookup(ctx context.Context, hash string) (store.KeyGrant, error) 
 		if err != nil {
 			return store.KeyGrant{}, store.ErrNotFound
 		}
-		return k.st.LookupAPIKeyHash(ctx, raw)
+		g, err := k.st.LookupAPIKeyHash(ctx, raw)
+		if err == nil {
+			k.verified.Store(hash, verifiedGrant{grant: g, at: k.cfg.Now()})
+		} else if errors.Is(err, store.ErrNotFound) {
+			k.verified.Delete(hash)
+		}
+		return g, err
 	}
 	g, err := k.cached().Get(ctx, hash, load)
 	if err == nil && !k.live(g) {
@@ -333,6 +353,12 @@ func (k *Keys) cached() *ttlcache.Cache[store.KeyGrant] {
 		return k.cache
 	}
 	return k.unheard
+}
+
+// verifiedGrant is what Postgres last said a key grants, and when.
+type verifiedGrant struct {
+	grant store.KeyGrant
+	at    time.Time
 }
 
 // KeyHash is the hex of a key's hash, as keys are cached and announced.

@@ -202,14 +202,15 @@ func TestOneTraceFromIngestToCompaction(t *testing.T) {
 
 	// Wait for the compaction's span to end: a span is exported when it
 	// ends, and the compactor's ends after its announcement is published.
+	// The compaction's span ends as its transaction commits; the outbox
+	// relay publishes compact.completed after that.
 	require.Eventually(t, func() bool {
+		ended := map[string]bool{}
 		for _, s := range exp.GetSpans() {
-			if s.Name == "process compact.requested" {
-				return true
-			}
+			ended[s.Name] = true
 		}
-		return false
-	}, 60*time.Second, 20*time.Millisecond, "the compaction's span ended")
+		return ended["process compact.requested"] && ended["publish compact.completed"]
+	}, 60*time.Second, 20*time.Millisecond, "the compaction's span ended and compact.completed was published")
 	sess, err := st.GetSession(ctx, "acme", "traced")
 	require.NoError(t, err)
 	require.NotEmpty(t, sess.CompactionID, "the session was compacted")

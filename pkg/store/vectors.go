@@ -161,26 +161,6 @@ func (t *Tx) SessionMessageVectors(ctx context.Context, sessions []string, model
 	return out, nil
 }
 
-// ScopeMessageVectors returns the vectors of model of every message of the
-// sessions whose memory_scope holds filter (of session alone when it is
-// not ""), read afresh.
-func (t *Tx) ScopeMessageVectors(ctx context.Context, filter map[string]string, session, model string) ([]MessageVector, error) {
-	sessions, err := t.ScopeVectorSessions(ctx, filter, session)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, s := range sessions {
-		if s.Version > 0 {
-			ids = append(ids, s.SessionID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	return t.SessionMessageVectors(ctx, ids, model)
-}
-
 // ScopeMemoryVectors returns the vectors of model of scope's live memories.
 func (t *Tx) ScopeMemoryVectors(ctx context.Context, scope, model string) ([]MemoryVector, error) {
 	rows, err := t.q.ScopeMemoryVectors(ctx, dbsqlc.ScopeMemoryVectorsParams{TenantID: t.tenant, Scope: scope, Model: model})

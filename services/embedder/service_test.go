@@ -146,13 +146,27 @@ func (h *harness) vectors(tenant string) map[int64][]byte {
 	h.t.Helper()
 	out := map[int64][]byte{}
 	require.NoError(h.t, h.store.InTx(context.Background(), tenant, func(tx *store.Tx) error {
-		vs, err := tx.ScopeMessageVectors(context.Background(), map[string]string{"project": project.ID}, "", model)
+		vs, err := scopeVectors(tx)
 		for _, v := range vs {
 			out[v.Position] = v.Vector
 		}
 		return err
 	}))
 	return out
+}
+
+// scopeVectors reads the vectors of model of every message of the
+// project's sessions, as a search that keeps none does.
+func scopeVectors(tx *store.Tx) ([]store.MessageVector, error) {
+	sessions, err := tx.ScopeVectorSessions(context.Background(), map[string]string{"project": project.ID}, "")
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, s := range sessions {
+		ids = append(ids, s.SessionID)
+	}
+	return tx.SessionMessageVectors(context.Background(), ids, model)
 }
 
 // marked is how many messages of the session the embedder has read.
@@ -333,7 +347,7 @@ func TestTenantsKeepTheirVectors(t *testing.T) {
 	require.Equal(t, h.vectorOf("globex's own words"), h.vectors(globex)[0])
 	var n int
 	require.NoError(t, h.store.InTx(context.Background(), "nobody", func(tx *store.Tx) error {
-		vs, err := tx.ScopeMessageVectors(context.Background(), map[string]string{"project": project.ID}, "", model)
+		vs, err := scopeVectors(tx)
 		n = len(vs)
 		return err
 	}))

@@ -283,8 +283,7 @@ func (k *Keys) Grant(w http.ResponseWriter, r *http.Request, key string) (store.
 		// still holds, so a proxied round can go up fail-open. No
 		// revocation can be heard meanwhile: one is honoured CacheTTL
 		// after the key was last verified at the latest.
-		if v, ok := k.verified.Load(hash); ok && k.cfg.Now().Sub(v.(verifiedGrant).at) < k.cfg.CacheTTL && k.live(v.(verifiedGrant).grant) {
-			g := v.(verifiedGrant).grant
+		if g, ok := k.recentlyVerified(hash); ok {
 			k.log.Warn("api key lookup failed; trusting the key as verified within the key cache's TTL", "tenant", g.Tenant, "err", err)
 			return k.granted(g)
 		}
@@ -359,6 +358,17 @@ func (k *Keys) cached() *ttlcache.Cache[store.KeyGrant] {
 type verifiedGrant struct {
 	grant store.KeyGrant
 	at    time.Time
+}
+
+// recentlyVerified is what Postgres last said the key of hash grants, when
+// it said so within CacheTTL and the grant has not expired.
+func (k *Keys) recentlyVerified(hash string) (store.KeyGrant, bool) {
+	v, ok := k.verified.Load(hash)
+	if !ok {
+		return store.KeyGrant{}, false
+	}
+	vg := v.(verifiedGrant)
+	return vg.grant, k.cfg.Now().Sub(vg.at) < k.cfg.CacheTTL && k.live(vg.grant)
 }
 
 // KeyHash is the hex of a key's hash, as keys are cached and announced.
